@@ -1,0 +1,288 @@
+//! An SQS event source mapping, played locally: Lambda's poller for the central ingest queue.
+//!
+//! Like the real one it gathers up to `batch_size` records or waits `batching_window` from the
+//! first one, invokes the function with an SQS event, deletes the records the function handled,
+//! and returns those it named in `batchItemFailures` (or the whole batch, if the invocation
+//! failed) to the queue for another try. The queue's own redrive policy moves a record to the
+//! dead-letter queue after `maxReceiveCount` receives, exactly as in AWS (moto implements
+//! redrive). Returned records are made visible at once rather than after the visibility timeout,
+//! so a local run does not wait minutes between tries.
+//!
+//! moto creates the stack's `AWS::Lambda::EventSourceMapping`, and on every message sent to the
+//! queue it receives a batch itself and tries to invoke the function in Docker; without Docker
+//! that fails and the messages go back, each time counting towards `maxReceiveCount`, until the
+//! redrive policy dead-letters them. [`EventSourceMapping::take_over`] therefore disables the
+//! mapping in the emulator and plays it here, with the deployed mapping's settings.
+
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
+use serde_json::{Value, json};
+
+use super::{function::Function, runtime_api::Invocation};
+
+#[derive(Debug, Clone)]
+pub struct EventSourceMapping {
+    pub queue_url: String,
+    pub queue_arn: String,
+    pub batch_size: usize,
+    /// How long to gather records after the first one (MaximumBatchingWindowInSeconds).
+    pub batching_window: Duration,
+    /// How long one invocation may run (the function's timeout).
+    pub function_timeout: Duration,
+}
+
+/// When [`EventSourceMapping::drain`] stops.
+#[derive(Debug, Clone, Copy)]
+pub struct Stop {
+    /// Once this many records have been handled (deleted), if given.
+    pub handled: Option<u64>,
+    /// Once no record has arrived for this long.
+    pub idle: Duration,
+}
+
+/// What one drain did.
+#[derive(Debug, Default, Clone)]
+pub struct Drained {
+    pub invocations: u64,
+    /// Records passed to the function, retries included.
+    pub records: u64,
+    /// Records the function handled (deleted from the queue).
+    pub handled: u64,
+    /// Records handed back by the function (batchItemFailures, or all of a failed invocation).
+    pub retried: u64,
+    /// Whole invocations that failed or did not answer.
+    pub failed_invocations: u64,
+    /// Wall time of each invocation, as the poller saw it.
+    pub invocation_times: Vec<Duration>,
+    /// When each record (by body) first arrived in the queue: its SentTimestamp, ms since epoch.
+    pub arrivals: HashMap<String, u64>,
+}
+
+impl EventSourceMapping {
+    /// Disables the event source mapping of `function_name` in the emulator and returns one with
+    /// its queue, BatchSize and MaximumBatchingWindowInSeconds, to be played here.
+    pub async fn take_over(
+        lambda: &aws_sdk_lambda::Client,
+        sqs: &aws_sdk_sqs::Client,
+        function_name: &str,
+        function_timeout: Duration,
+    ) -> Result<Self> {
+        let mappings = lambda
+            .list_event_source_mappings()
+            .function_name(function_name)
+            .send()
+            .await?;
+        let Some(mapping) = mappings.event_source_mappings().first() else {
+            bail!(
+                "function {function_name} has no event source mapping (is the stack in Queue mode?)"
+            );
+        };
+        if let Some(uuid) = mapping.uuid() {
+            lambda
+                .update_event_source_mapping()
+                .uuid(uuid)
+                .enabled(false)
+                .send()
+                .await
+                .context("disabling moto's mapping")?;
+        }
+        let queue_arn = mapping
+            .event_source_arn()
+            .context("mapping without a source")?
+            .to_owned();
+        let queue_name = queue_arn.rsplit(':').next().unwrap_or_default();
+        let queue_url = sqs
+            .get_queue_url()
+            .queue_name(queue_name)
+            .send()
+            .await?
+            .queue_url()
+            .context("no queue url")?
+            .to_owned();
+        Ok(Self {
+            queue_url,
+            queue_arn,
+            batch_size: mapping.batch_size().unwrap_or(10).max(1) as usize,
+            batching_window: Duration::from_secs(
+                mapping
+                    .maximum_batching_window_in_seconds()
+                    .unwrap_or(0)
+                    .max(0) as u64,
+            ),
+            function_timeout,
+        })
+    }
+
+    /// Polls and invokes `function` until `stop` says so. `progress` is told how many records
+    /// each invocation handled.
+    pub async fn drain(
+        &self,
+        sqs: &aws_sdk_sqs::Client,
+        function: &Function,
+        stop: Stop,
+        progress: impl Fn(u64),
+    ) -> Result<Drained> {
+        let mut drained = Drained::default();
+        let mut last_arrival = Instant::now();
+        loop {
+            if stop.handled.is_some_and(|n| drained.handled >= n) {
+                return Ok(drained);
+            }
+            let batch = self.gather(sqs).await?;
+            if batch.is_empty() {
+                if last_arrival.elapsed() >= stop.idle {
+                    return Ok(drained);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            last_arrival = Instant::now();
+            for m in &batch {
+                let sent = m
+                    .attributes()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or_default();
+                drained
+                    .arrivals
+                    .entry(m.body().unwrap_or_default().to_owned())
+                    .or_insert(sent);
+            }
+
+            let started = Instant::now();
+            let invocation = function
+                .invoke(
+                    sqs_event(&batch, &self.queue_arn).to_string(),
+                    self.function_timeout,
+                )
+                .await;
+            drained.invocation_times.push(started.elapsed());
+            drained.invocations += 1;
+            drained.records += batch.len() as u64;
+
+            let failed: Vec<String> = match &invocation {
+                Invocation::Response(_) => invocation
+                    .json()
+                    .and_then(|r| r["batchItemFailures"].as_array().cloned())
+                    .context("the function answered an SQS batch without batchItemFailures")?
+                    .iter()
+                    .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
+                    .collect(),
+                _ => {
+                    drained.failed_invocations += 1;
+                    batch
+                        .iter()
+                        .filter_map(|m| m.message_id().map(str::to_owned))
+                        .collect()
+                }
+            };
+            let (retry, done): (Vec<&Message>, Vec<&Message>) = batch.iter().partition(|m| {
+                m.message_id()
+                    .is_some_and(|id| failed.iter().any(|f| f == id))
+            });
+            self.delete(sqs, &done).await?;
+            for m in &retry {
+                if let Some(handle) = m.receipt_handle() {
+                    sqs.change_message_visibility()
+                        .queue_url(&self.queue_url)
+                        .receipt_handle(handle)
+                        .visibility_timeout(0)
+                        .send()
+                        .await?;
+                }
+            }
+            drained.retried += retry.len() as u64;
+            drained.handled += done.len() as u64;
+            progress(done.len() as u64);
+        }
+    }
+
+    /// Receives until the batch is full, or the batching window since the first record has passed,
+    /// or (with no window) the queue has nothing more right now.
+    async fn gather(&self, sqs: &aws_sdk_sqs::Client) -> Result<Vec<Message>> {
+        let mut batch: Vec<Message> = Vec::with_capacity(self.batch_size);
+        let mut first = None;
+        while batch.len() < self.batch_size {
+            let want = (self.batch_size - batch.len()).min(10) as i32;
+            let out = sqs
+                .receive_message()
+                .queue_url(&self.queue_url)
+                .max_number_of_messages(want)
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .message_attribute_names("All")
+                .visibility_timeout(self.function_timeout.as_secs().max(1) as i32 * 6)
+                .send()
+                .await
+                .context("ReceiveMessage from the ingest queue")?;
+            if !out.messages().is_empty() {
+                first.get_or_insert_with(Instant::now);
+                batch.extend(out.messages().iter().cloned());
+                continue;
+            }
+            match first {
+                Some(at) if at.elapsed() < self.batching_window => {
+                    tokio::time::sleep(Duration::from_millis(20)).await
+                }
+                _ => break,
+            }
+        }
+        Ok(batch)
+    }
+
+    async fn delete(&self, sqs: &aws_sdk_sqs::Client, messages: &[&Message]) -> Result<()> {
+        for chunk in messages.chunks(10) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .filter_map(|(i, m)| {
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .set_receipt_handle(m.receipt_handle().map(str::to_owned))
+                        .build()
+                        .ok()
+                })
+                .collect();
+            sqs.delete_message_batch()
+                .queue_url(&self.queue_url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .context("DeleteMessageBatch")?;
+        }
+        Ok(())
+    }
+}
+
+/// An SQS event as Lambda builds it from received messages.
+pub fn sqs_event(messages: &[Message], queue_arn: &str) -> Value {
+    let records: Vec<Value> = messages
+        .iter()
+        .map(|m| {
+            let attributes: serde_json::Map<String, Value> = m
+                .attributes()
+                .map(|a| {
+                    a.iter()
+                        .map(|(k, v)| (k.as_str().to_owned(), Value::from(v.as_str())))
+                        .collect()
+                })
+                .unwrap_or_default();
+            json!({
+                "messageId": m.message_id(),
+                "receiptHandle": m.receipt_handle(),
+                "body": m.body(),
+                "attributes": attributes,
+                "messageAttributes": {},
+                "md5OfBody": m.md5_of_body(),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": super::moto::REGION,
+            })
+        })
+        .collect();
+    json!({ "Records": records })
+}

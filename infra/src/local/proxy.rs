@@ -1,0 +1,497 @@
+//! An HTTP proxy in front of the emulator that counts AWS API calls and can make them fail.
+//!
+//! The router is pointed at the proxy (`AWS_ENDPOINT_URL`), the proxy forwards to moto. It:
+//!
+//! * counts calls per API action (`DescribeInstances`, `SendMessageBatch`, …), which is how the
+//!   demo and the benchmarks report AWS calls per event, measured from outside the router;
+//! * injects faults at a configurable rate per action ([`FaultPlan`]): 500/503 and throttling
+//!   errors in each protocol's real error shape (EC2's XML query errors, SQS's JSON errors),
+//!   connection resets, slow responses that arrive after the SDK's attempt timeout (the work is
+//!   done upstream first, so the retry produces a real duplicate), and SendMessageBatch answers
+//!   that report some entries failed (those entries are withheld from the emulator, as SQS would).
+//!
+//! Decisions come from a seeded generator, so a scenario is repeatable.
+
+use std::{
+    collections::BTreeMap,
+    net::{Ipv4Addr, SocketAddr},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use anyhow::Result;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, Response, StatusCode, body::Incoming, header, service::service_fn};
+use hyper_util::{
+    client::legacy::{Client, connect::HttpConnector},
+    rt::{TokioExecutor, TokioIo},
+};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+/// A way for a call to fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// HTTP 503 (`Unavailable` / `ServiceUnavailable`).
+    Unavailable,
+    /// HTTP 500 (`InternalError`).
+    InternalError,
+    /// Throttling: EC2 `RequestLimitExceeded` (503), SQS `RequestThrottled` (400).
+    Throttled,
+    /// The connection closes without an answer.
+    Reset,
+    /// The call is done upstream, but the answer comes this late (past the SDK attempt timeout,
+    /// the client retries and the work happens twice).
+    Slow(Duration),
+    /// SendMessageBatch only: a 200 answer in which some entries failed (SenderFault false).
+    PartialBatch,
+}
+
+/// Which calls fail, and how.
+#[derive(Debug, Clone, Default)]
+pub struct FaultPlan {
+    /// Failure probability per action; actions not listed never fail. `"*"` applies to all.
+    pub rates: BTreeMap<String, f64>,
+    /// The faults to pick from, uniformly (those that do not apply to a call are skipped).
+    pub faults: Vec<Fault>,
+    pub seed: u64,
+}
+
+impl FaultPlan {
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// The same `rate` for each of `actions`.
+    pub fn rate(rate: f64, actions: &[&str], faults: &[Fault], seed: u64) -> Self {
+        Self {
+            rates: actions.iter().map(|a| (a.to_string(), rate)).collect(),
+            faults: faults.to_vec(),
+            seed,
+        }
+    }
+
+    fn rate_for(&self, action: &str) -> f64 {
+        self.rates
+            .get(action)
+            .or_else(|| self.rates.get("*"))
+            .copied()
+            .unwrap_or(0.0)
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    calls: BTreeMap<String, u64>,
+    faults: BTreeMap<String, u64>,
+}
+
+struct State {
+    upstream: String,
+    client: Client<HttpConnector, Full<Bytes>>,
+    counters: Mutex<Counters>,
+    plan: Mutex<(FaultPlan, u64)>,
+}
+
+pub struct AwsProxy {
+    addr: SocketAddr,
+    state: Arc<State>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for AwsProxy {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl AwsProxy {
+    /// Starts a proxy to `upstream` (e.g. `http://127.0.0.1:5000`).
+    pub async fn start(upstream: &str) -> Result<Self> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(State {
+            upstream: upstream.trim_end_matches('/').to_owned(),
+            client: Client::builder(TokioExecutor::new()).build_http(),
+            counters: Mutex::default(),
+            plan: Mutex::new((FaultPlan::none(), 1)),
+        });
+        let server_state = state.clone();
+        let server = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let state = server_state.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| handle(state.clone(), req));
+                    // An Err from the service (a Reset fault) closes the connection unanswered.
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Ok(Self {
+            addr,
+            state,
+            server,
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`, the value for `AWS_ENDPOINT_URL`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn set_plan(&self, plan: FaultPlan) {
+        let seed = plan.seed.max(1);
+        *self.state.plan.lock().unwrap() = (plan, seed);
+    }
+
+    /// Calls seen per action (failed ones included).
+    pub fn calls(&self) -> BTreeMap<String, u64> {
+        self.state.counters.lock().unwrap().calls.clone()
+    }
+
+    /// Faults injected per action.
+    pub fn faults(&self) -> BTreeMap<String, u64> {
+        self.state.counters.lock().unwrap().faults.clone()
+    }
+
+    pub fn total_calls(&self) -> u64 {
+        self.state.counters.lock().unwrap().calls.values().sum()
+    }
+
+    pub fn reset_counts(&self) {
+        *self.state.counters.lock().unwrap() = Counters::default();
+    }
+}
+
+#[derive(Debug)]
+struct Reset;
+
+impl std::fmt::Display for Reset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("injected connection reset")
+    }
+}
+
+impl std::error::Error for Reset {}
+
+async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Reset> {
+    let (mut parts, body) = req.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let json_protocol = parts.headers.contains_key("x-amz-target");
+    let action = action_of(&parts.headers, parts.uri.query(), &body);
+
+    let fault = {
+        let mut guard = state.plan.lock().unwrap();
+        let (plan, rng) = &mut *guard;
+        let rate = plan.rate_for(&action);
+        let applicable: Vec<Fault> = plan
+            .faults
+            .iter()
+            .copied()
+            .filter(|f| *f != Fault::PartialBatch || action == "SendMessageBatch")
+            .collect();
+        if rate > 0.0 && !applicable.is_empty() && next_f64(rng) < rate {
+            Some(applicable[(next_u64(rng) % applicable.len() as u64) as usize])
+        } else {
+            None
+        }
+    };
+    {
+        let mut counters = state.counters.lock().unwrap();
+        *counters.calls.entry(action.clone()).or_default() += 1;
+        if fault.is_some() {
+            *counters.faults.entry(action.clone()).or_default() += 1;
+        }
+    }
+
+    let error = |status: StatusCode, code: &str, message: &str| {
+        Ok(error_response(json_protocol, status, code, message))
+    };
+    match fault {
+        Some(Fault::Unavailable) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                "injected: unavailable",
+            );
+        }
+        Some(Fault::InternalError) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                "injected: internal error",
+            );
+        }
+        Some(Fault::Throttled) if json_protocol => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "RequestThrottled",
+                "injected: rate exceeded",
+            );
+        }
+        Some(Fault::Throttled) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "RequestLimitExceeded",
+                "injected: request limit exceeded",
+            );
+        }
+        Some(Fault::Reset) => return Err(Reset),
+        _ => {}
+    }
+
+    let mut withheld = Vec::new();
+    let mut body = body;
+    if fault == Some(Fault::PartialBatch) {
+        let mut rng = state.plan.lock().unwrap().1;
+        (body, withheld) = withhold_entries(&body, &mut rng);
+        state.plan.lock().unwrap().1 = rng;
+    }
+
+    let response = if withheld.is_empty() || has_entries(&body) {
+        parts.uri = format!(
+            "{}{}",
+            state.upstream,
+            parts.uri.path_and_query().map_or("/", |p| p.as_str())
+        )
+        .parse()
+        .expect("upstream URI");
+        parts.headers.remove(header::CONTENT_LENGTH);
+        parts.headers.remove(header::HOST);
+        let upstream = Request::from_parts(parts, Full::new(body));
+        match state.client.request(upstream).await {
+            Ok(response) => {
+                let (parts, body) = response.into_parts();
+                let body = body
+                    .collect()
+                    .await
+                    .map(|b| b.to_bytes())
+                    .unwrap_or_default();
+                Some((parts, body))
+            }
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_GATEWAY,
+                    "BadGateway",
+                    &format!("proxy: upstream unreachable: {e}"),
+                );
+            }
+        }
+    } else {
+        None
+    };
+
+    if let Some(Fault::Slow(delay)) = fault {
+        tokio::time::sleep(delay).await;
+    }
+
+    let (mut parts, mut body) = match response {
+        Some(r) => r,
+        None => {
+            let response = Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "application/x-amz-json-1.0")
+                .body(())
+                .unwrap();
+            (
+                response.into_parts().0,
+                Bytes::from_static(b"{\"Successful\":[],\"Failed\":[]}"),
+            )
+        }
+    };
+    if !withheld.is_empty() && parts.status == StatusCode::OK {
+        body = add_failed_entries(&body, &withheld);
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.remove(header::TRANSFER_ENCODING);
+    Ok(Response::from_parts(parts, Full::new(body)))
+}
+
+/// The API action of a request: `X-Amz-Target` for JSON protocols, `Action=` for query protocols,
+/// else the method and first path segment (REST protocols such as Lambda's).
+fn action_of(headers: &hyper::HeaderMap, query: Option<&str>, body: &[u8]) -> String {
+    if let Some(target) = headers.get("x-amz-target").and_then(|v| v.to_str().ok()) {
+        return target.rsplit('.').next().unwrap_or(target).to_owned();
+    }
+    let form = |s: &str| {
+        s.split('&')
+            .find_map(|kv| kv.strip_prefix("Action="))
+            .map(str::to_owned)
+    };
+    if let Some(action) = query.and_then(form) {
+        return action;
+    }
+    if let Some(action) = std::str::from_utf8(body).ok().and_then(form) {
+        return action;
+    }
+    "other".to_owned()
+}
+
+fn error_response(
+    json_protocol: bool,
+    status: StatusCode,
+    code: &str,
+    message: &str,
+) -> Response<Full<Bytes>> {
+    let builder = Response::builder().status(status);
+    if json_protocol {
+        builder
+            .header(header::CONTENT_TYPE, "application/x-amz-json-1.0")
+            // SQS is awsQueryCompatible: the SDK reads the query-style code from this header.
+            .header(
+                "x-amzn-query-error",
+                format!(
+                    "{code};{}",
+                    if status.is_server_error() {
+                        "Receiver"
+                    } else {
+                        "Sender"
+                    }
+                ),
+            )
+            .body(Full::new(Bytes::from(
+                json!({"__type": format!("com.amazonaws.sqs#{code}"), "message": message})
+                    .to_string(),
+            )))
+            .unwrap()
+    } else {
+        let xml = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors><RequestID>00000000-0000-0000-0000-000000000000</RequestID></Response>"
+        );
+        builder
+            .header(header::CONTENT_TYPE, "text/xml")
+            .body(Full::new(Bytes::from(xml)))
+            .unwrap()
+    }
+}
+
+/// Takes a random non-empty subset of a SendMessageBatch's entries out of the request.
+fn withhold_entries(body: &Bytes, rng: &mut u64) -> (Bytes, Vec<String>) {
+    let Ok(mut request) = serde_json::from_slice::<Value>(body) else {
+        return (body.clone(), Vec::new());
+    };
+    let Some(entries) = request.get_mut("Entries").and_then(Value::as_array_mut) else {
+        return (body.clone(), Vec::new());
+    };
+    if entries.is_empty() {
+        return (body.clone(), Vec::new());
+    }
+    let forced = (next_u64(rng) % entries.len() as u64) as usize;
+    let mut kept = Vec::new();
+    let mut withheld = Vec::new();
+    for (i, entry) in entries.drain(..).enumerate() {
+        if i == forced || next_f64(rng) < 0.3 {
+            withheld.push(
+                entry
+                    .get("Id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
+        } else {
+            kept.push(entry);
+        }
+    }
+    *entries = kept;
+    (Bytes::from(request.to_string()), withheld)
+}
+
+fn has_entries(body: &Bytes) -> bool {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("Entries")
+                .and_then(Value::as_array)
+                .map(|e| !e.is_empty())
+        })
+        .unwrap_or(true)
+}
+
+fn add_failed_entries(body: &Bytes, ids: &[String]) -> Bytes {
+    let Ok(mut response) = serde_json::from_slice::<Value>(body) else {
+        return body.clone();
+    };
+    let failed: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"Id": id, "SenderFault": false, "Code": "InternalError", "Message": "injected: entry failed"}))
+        .collect();
+    match response.get_mut("Failed").and_then(Value::as_array_mut) {
+        Some(list) => list.extend(failed),
+        None => response["Failed"] = Value::Array(failed),
+    }
+    Bytes::from(response.to_string())
+}
+
+fn next_u64(state: &mut u64) -> u64 {
+    // xorshift64*: small, seeded, good enough to spread faults.
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+fn next_f64(state: &mut u64) -> f64 {
+    (next_u64(state) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_are_read_from_each_protocol() {
+        let mut h = hyper::HeaderMap::new();
+        assert_eq!(
+            action_of(&h, None, b"Action=DescribeInstances&Version=2016-11-15"),
+            "DescribeInstances"
+        );
+        assert_eq!(
+            action_of(&h, Some("Action=GetQueueUrl&QueueName=x"), b""),
+            "GetQueueUrl"
+        );
+        h.insert(
+            "x-amz-target",
+            "AmazonSQS.SendMessageBatch".parse().unwrap(),
+        );
+        assert_eq!(action_of(&h, None, b"{}"), "SendMessageBatch");
+    }
+
+    #[test]
+    fn withholding_always_fails_at_least_one_entry_and_keeps_the_rest() {
+        let body = Bytes::from(json!({"QueueUrl": "q", "Entries": (0..10).map(|i| json!({"Id": i.to_string(), "MessageBody": "b"})).collect::<Vec<_>>()}).to_string());
+        let mut rng = 7;
+        for _ in 0..50 {
+            let (kept, withheld) = withhold_entries(&body, &mut rng);
+            let kept: Value = serde_json::from_slice(&kept).unwrap();
+            let kept_ids: Vec<&str> = kept["Entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["Id"].as_str().unwrap())
+                .collect();
+            assert!(!withheld.is_empty());
+            assert_eq!(kept_ids.len() + withheld.len(), 10);
+            assert!(withheld.iter().all(|id| !kept_ids.contains(&id.as_str())));
+        }
+    }
+
+    #[test]
+    fn failed_entries_are_appended_to_the_answer() {
+        let answer =
+            Bytes::from(r#"{"Successful":[{"Id":"0","MessageId":"m","MD5OfMessageBody":"x"}]}"#);
+        let v: Value = serde_json::from_slice(&add_failed_entries(&answer, &["3".into()])).unwrap();
+        assert_eq!(v["Failed"][0]["Id"], "3");
+        assert_eq!(v["Failed"][0]["SenderFault"], false);
+        assert_eq!(v["Successful"].as_array().unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,99 @@
+//! Bootstrap: everything `main` does, so the binary stays a few lines.
+//!
+//! Reads and validates the configuration, builds the AWS clients once (their connection pools and
+//! the router's caches live as long as the execution environment), then hands the router to the
+//! Lambda runtime. A configuration error is reported to the Runtime API's `/init/error`, so
+//! Lambda shows the message (variable, value, fix) to whoever invokes the function, and the process
+//! exits non-zero.
+
+use std::time::Duration;
+
+use aws_config::{BehaviorVersion, retry::RetryConfig, timeout::TimeoutConfig};
+use lambda_runtime::{Diagnostic, service_fn};
+use lambda_runtime_api_client::{body::Body, build_request};
+
+use crate::{
+    config::{Config, ConfigError},
+    handler::Router,
+};
+
+/// SDK limits per call. Generous next to normal latencies (EC2 ~100 ms, SQS ~20 ms), tight next to
+/// the two minutes a spot warning gives; the handler's own deadline bounds the total anyway.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
+const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_ATTEMPTS: u32 = 3;
+
+pub async fn run() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(error) => return Err(init_failed(error).await),
+    };
+    let sdk = aws_config::defaults(BehaviorVersion::latest())
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                .operation_timeout(OPERATION_TIMEOUT)
+                .build(),
+        )
+        .retry_config(RetryConfig::standard().with_max_attempts(MAX_ATTEMPTS))
+        .load()
+        .await;
+    if sdk.region().is_none() {
+        return Err(init_failed(ConfigError {
+            var: "AWS_REGION",
+            value: String::new(),
+            problem: "no AWS region is configured".into(),
+            fix: "Lambda sets it; when running elsewhere, export AWS_REGION".into(),
+        })
+        .await);
+    }
+
+    let function_name =
+        std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "interruption-router".into());
+    let router = Router::new(
+        &config,
+        aws_sdk_ec2::Client::new(&sdk),
+        aws_sdk_sqs::Client::new(&sdk),
+        function_name,
+    );
+    tracing::info!(
+        queue_name_template = ?config.queue_names,
+        cluster_tag_keys = ?config.tags.cluster_keys,
+        managed_tag_key = ?config.tags.managed_key,
+        dead_letter_queue = config.dead_letter_queue_url.is_some(),
+        "router ready"
+    );
+    lambda_runtime::run(service_fn(|event| router.handle(event))).await
+}
+
+/// Logs the error and reports it to the Runtime API's `/init/error`, then returns it for `main`.
+async fn init_failed(error: ConfigError) -> lambda_runtime::Error {
+    tracing::error!(variable = error.var, "{error}");
+    let diagnostic = Diagnostic {
+        error_type: "Runtime.ConfigError".into(),
+        error_message: error.to_string(),
+    };
+    if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
+        let client = lambda_runtime_api_client::PooledClient::builder().build();
+        let request = build_request()
+            .method("POST")
+            .uri("/2018-06-01/runtime/init/error")
+            .header("lambda-runtime-function-error-type", "Runtime.ConfigError")
+            .body(Body::from(
+                serde_json::to_vec(&diagnostic).unwrap_or_default(),
+            ));
+        match request {
+            Ok(request) => {
+                if let Err(e) = client.call(request).await {
+                    tracing::error!(error = %e, "could not report the init error to the Runtime API");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "could not build the init error report"),
+        }
+    }
+    error.into()
+}

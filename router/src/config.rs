@@ -1,0 +1,485 @@
+//! Configuration: the function's environment, validated once at init.
+//!
+//! Every variable has a default that suits a standard Karpenter install, so an empty environment is
+//! a valid configuration. A bad value stops start-up with a [`ConfigError`] that names the variable,
+//! the value, what is wrong and how to fix it: a router that starts with a typo in its queue
+//! template would send every interruption to the DLQ, which is worse than not starting.
+
+use std::time::Duration;
+
+use crate::resolve::{ClusterTagKey, TagRules};
+
+/// The validated configuration of one router process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub queue_names: QueueNameTemplate,
+    pub tags: TagRules,
+    /// Where permanently failed records go (with a `reason` attribute); `None` reports them as
+    /// failures instead, so the ingest queue's redrive or Lambda's async DLQ keeps them.
+    pub dead_letter_queue_url: Option<String>,
+    pub cache: CacheConfig,
+    pub metrics_namespace: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// How long "instance i-… belongs to cluster c" is trusted. Ownership never changes during an
+    /// instance's life, so this only bounds memory for instances that are long gone.
+    pub ttl: Duration,
+    /// How long "not ours" is trusted: short, because tags may land just after launch.
+    pub negative_ttl: Duration,
+    pub max_entries: u64,
+}
+
+/// Turns a cluster name into its Karpenter queue name, e.g. `karpenter-{cluster}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueNameTemplate {
+    prefix: String,
+    suffix: String,
+}
+
+/// The longest SQS queue name AWS accepts.
+const MAX_QUEUE_NAME: usize = 80;
+const PLACEHOLDER: &str = "{cluster}";
+
+impl QueueNameTemplate {
+    pub fn parse(template: &str) -> Result<Self, String> {
+        let Some((prefix, suffix)) = template.split_once(PLACEHOLDER) else {
+            return Err(format!("it does not contain {PLACEHOLDER}"));
+        };
+        if suffix.contains(PLACEHOLDER) {
+            return Err(format!("it contains {PLACEHOLDER} more than once"));
+        }
+        if let Some(bad) = prefix
+            .chars()
+            .chain(suffix.chars())
+            .find(|c| !is_queue_name_char(*c))
+        {
+            return Err(format!(
+                "{bad:?} is not allowed in an SQS queue name (letters, digits, '-' and '_' only)"
+            ));
+        }
+        if prefix.len() + suffix.len() >= MAX_QUEUE_NAME {
+            return Err(format!(
+                "it leaves no room for a cluster name in {MAX_QUEUE_NAME} characters"
+            ));
+        }
+        Ok(Self {
+            prefix: prefix.to_owned(),
+            suffix: suffix.to_owned(),
+        })
+    }
+
+    /// The queue name for `cluster`, or `None` when the result is not a valid SQS queue name
+    /// (a cluster tag value that is too long or carries characters SQS refuses).
+    pub fn queue_name(&self, cluster: &str) -> Option<String> {
+        let len = self.prefix.len() + cluster.len() + self.suffix.len();
+        let valid =
+            !cluster.is_empty() && len <= MAX_QUEUE_NAME && cluster.chars().all(is_queue_name_char);
+        valid.then(|| format!("{}{cluster}{}", self.prefix, self.suffix))
+    }
+
+    /// The fixed text before the cluster name, e.g. `karpenter-`.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+}
+
+fn is_queue_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '_'
+}
+
+/// A value that stopped start-up. Its message is written for the operator reading the init error.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid configuration: {var}={value:?}: {problem}. Fix: {fix}")]
+pub struct ConfigError {
+    pub var: &'static str,
+    pub value: String,
+    pub problem: String,
+    pub fix: String,
+}
+
+pub const DEFAULT_QUEUE_NAME_TEMPLATE: &str = "karpenter-{cluster}";
+pub const DEFAULT_CLUSTER_TAG_KEYS: &str =
+    "eks:eks-cluster-name,kubernetes.io/cluster/*,aws:eks:cluster-name";
+pub const DEFAULT_MANAGED_TAG_KEY: &str = "karpenter.sh/nodepool";
+pub const DEFAULT_METRICS_NAMESPACE: &str = "InterruptionRouter";
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Builds the configuration from any variable source (the environment, or a map in tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let queue_names = {
+            let var = "QUEUE_NAME_TEMPLATE";
+            let value = get(var).unwrap_or_else(|| DEFAULT_QUEUE_NAME_TEMPLATE.to_owned());
+            QueueNameTemplate::parse(&value).map_err(|problem| ConfigError {
+                var,
+                value,
+                problem,
+                fix: format!(
+                    "set it to the Karpenter queue naming scheme with {PLACEHOLDER} where the \
+                     cluster name goes, e.g. {DEFAULT_QUEUE_NAME_TEMPLATE}, or unset it for that default"
+                ),
+            })?
+        };
+
+        let cluster_keys = {
+            let var = "CLUSTER_TAG_KEYS";
+            let value = get(var).unwrap_or_else(|| DEFAULT_CLUSTER_TAG_KEYS.to_owned());
+            parse_cluster_tag_keys(&value).map_err(|problem| ConfigError {
+                var,
+                value,
+                problem,
+                fix: format!(
+                    "give a comma-separated list of tag keys in priority order; a key ending in '*' \
+                     takes the cluster name from the rest of the key (value owned or shared), e.g. \
+                     {DEFAULT_CLUSTER_TAG_KEYS}"
+                ),
+            })?
+        };
+
+        // Unset means the default; set-but-empty deliberately routes any instance with a cluster tag.
+        let managed_key = match get("MANAGED_TAG_KEY") {
+            None => Some(DEFAULT_MANAGED_TAG_KEY.to_owned()),
+            Some(v) if v.trim().is_empty() => None,
+            Some(v) => Some(v.trim().to_owned()),
+        };
+
+        let dead_letter_queue_url = match get("DEAD_LETTER_QUEUE_URL") {
+            None => None,
+            Some(v) if v.trim().is_empty() => None,
+            Some(v) => {
+                let url = v.trim();
+                if !is_queue_url(url) {
+                    return Err(ConfigError {
+                        var: "DEAD_LETTER_QUEUE_URL",
+                        value: v.clone(),
+                        problem: "it is not an SQS queue URL".into(),
+                        fix: "set it to the URL of the dead-letter queue (https://sqs.<region>.amazonaws.com/<account>/<name>, \
+                              as GetQueueUrl returns it), or unset it to report permanent failures as retries"
+                            .into(),
+                    });
+                }
+                Some(url.to_owned())
+            }
+        };
+
+        let ttl = seconds(&get, "CACHE_TTL_SECONDS", 3600, 1)?;
+        let negative_ttl = seconds(&get, "NEGATIVE_CACHE_TTL_SECONDS", 60, 0)?;
+        if negative_ttl > ttl {
+            return Err(ConfigError {
+                var: "NEGATIVE_CACHE_TTL_SECONDS",
+                value: negative_ttl.as_secs().to_string(),
+                problem: format!("it is longer than CACHE_TTL_SECONDS ({})", ttl.as_secs()),
+                fix: "keep the negative TTL short (default 60): it decides how soon a newly tagged instance is seen".into(),
+            });
+        }
+        let max_entries = integer(&get, "CACHE_MAX_ENTRIES", 100_000, 1)?;
+
+        let metrics_namespace = {
+            let var = "METRICS_NAMESPACE";
+            let value = get(var).unwrap_or_else(|| DEFAULT_METRICS_NAMESPACE.to_owned());
+            let ok = !value.is_empty()
+                && value.len() <= 255
+                && !value.starts_with("AWS/")
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".-_/#: ".contains(c));
+            if !ok {
+                return Err(ConfigError {
+                    var,
+                    value,
+                    problem: "it is not a valid custom CloudWatch namespace".into(),
+                    fix: format!(
+                        "use 1-255 letters, digits or . - _ / # : (not starting with AWS/), e.g. {DEFAULT_METRICS_NAMESPACE}"
+                    ),
+                });
+            }
+            value
+        };
+
+        Ok(Self {
+            queue_names,
+            tags: TagRules {
+                cluster_keys,
+                managed_key,
+            },
+            dead_letter_queue_url,
+            cache: CacheConfig {
+                ttl,
+                negative_ttl,
+                max_entries,
+            },
+            metrics_namespace,
+        })
+    }
+}
+
+fn parse_cluster_tag_keys(value: &str) -> Result<Vec<ClusterTagKey>, String> {
+    let mut keys = Vec::new();
+    for raw in value.split(',') {
+        let key = raw.trim();
+        if key.is_empty() {
+            return Err("it has an empty entry".into());
+        }
+        let parsed = match key.strip_suffix('*') {
+            Some("") => return Err("'*' alone would match every tag".into()),
+            Some(prefix) => ClusterTagKey::Prefix(prefix.to_owned()),
+            None => ClusterTagKey::Value(key.to_owned()),
+        };
+        if key.len() > 128 || key.trim_end_matches('*').contains('*') {
+            return Err(format!(
+                "{key:?} is not a tag key ('*' may only end a key, 128 characters at most)"
+            ));
+        }
+        keys.push(parsed);
+    }
+    Ok(keys)
+}
+
+/// Loose on purpose (any SQS endpoint, including a local emulator), but catches names, ARNs and typos.
+fn is_queue_url(url: &str) -> bool {
+    let Some(rest) = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    let mut parts = rest.split('/');
+    let host = parts.next().unwrap_or_default();
+    let account = parts.next().unwrap_or_default();
+    let name = parts.next().unwrap_or_default();
+    !host.is_empty()
+        && !account.is_empty()
+        && !name.is_empty()
+        && parts.next().is_none()
+        && name.chars().all(|c| is_queue_name_char(c) || c == '.')
+}
+
+fn integer(
+    get: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    default: u64,
+    min: u64,
+) -> Result<u64, ConfigError> {
+    let Some(value) = get(var) else {
+        return Ok(default);
+    };
+    match value.trim().parse::<u64>() {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(ConfigError {
+            var,
+            value,
+            problem: format!("it is not a whole number >= {min}"),
+            fix: format!("set a whole number >= {min}, or unset it for the default {default}"),
+        }),
+    }
+}
+
+fn seconds(
+    get: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    default: u64,
+    min: u64,
+) -> Result<Duration, ConfigError> {
+    integer(get, var, default, min).map(Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn empty_environment_gives_documented_defaults() {
+        let c = config(&[]).unwrap();
+        assert_eq!(
+            c.queue_names.queue_name("prod").as_deref(),
+            Some("karpenter-prod")
+        );
+        assert_eq!(
+            c.tags.cluster_keys,
+            vec![
+                ClusterTagKey::Value("eks:eks-cluster-name".into()),
+                ClusterTagKey::Prefix("kubernetes.io/cluster/".into()),
+                ClusterTagKey::Value("aws:eks:cluster-name".into()),
+            ]
+        );
+        assert_eq!(c.tags.managed_key.as_deref(), Some("karpenter.sh/nodepool"));
+        assert_eq!(c.dead_letter_queue_url, None);
+        assert_eq!(
+            c.cache,
+            CacheConfig {
+                ttl: Duration::from_secs(3600),
+                negative_ttl: Duration::from_secs(60),
+                max_entries: 100_000
+            }
+        );
+        assert_eq!(c.metrics_namespace, "InterruptionRouter");
+    }
+
+    #[test]
+    fn empty_managed_tag_key_routes_any_cluster_tagged_instance() {
+        assert_eq!(
+            config(&[("MANAGED_TAG_KEY", "")]).unwrap().tags.managed_key,
+            None
+        );
+    }
+
+    #[test]
+    fn template_without_placeholder_names_variable_and_fix() {
+        let err = config(&[("QUEUE_NAME_TEMPLATE", "karpenter-queue")]).unwrap_err();
+        assert_eq!(err.var, "QUEUE_NAME_TEMPLATE");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("QUEUE_NAME_TEMPLATE=\"karpenter-queue\""),
+            "{msg}"
+        );
+        assert!(msg.contains("does not contain {cluster}"), "{msg}");
+        assert!(msg.contains("Fix: "), "{msg}");
+    }
+
+    #[test]
+    fn template_rejects_characters_sqs_refuses_and_double_placeholders() {
+        assert_eq!(
+            config(&[("QUEUE_NAME_TEMPLATE", "kp.{cluster}")])
+                .unwrap_err()
+                .var,
+            "QUEUE_NAME_TEMPLATE"
+        );
+        assert_eq!(
+            config(&[("QUEUE_NAME_TEMPLATE", "{cluster}-{cluster}")])
+                .unwrap_err()
+                .var,
+            "QUEUE_NAME_TEMPLATE"
+        );
+        let c = config(&[("QUEUE_NAME_TEMPLATE", "{cluster}_interruptions")]).unwrap();
+        assert_eq!(
+            c.queue_names.queue_name("a").as_deref(),
+            Some("a_interruptions")
+        );
+    }
+
+    #[test]
+    fn queue_name_refuses_cluster_names_sqs_cannot_hold() {
+        let t = QueueNameTemplate::parse("karpenter-{cluster}").unwrap();
+        assert_eq!(t.queue_name(""), None);
+        assert_eq!(t.queue_name("a/b"), None);
+        assert_eq!(
+            t.queue_name(&"x".repeat(70)),
+            Some(format!("karpenter-{}", "x".repeat(70)))
+        );
+        assert_eq!(t.queue_name(&"x".repeat(71)), None);
+    }
+
+    #[test]
+    fn bad_numbers_and_inverted_ttls_fail() {
+        assert_eq!(
+            config(&[("CACHE_TTL_SECONDS", "1h")]).unwrap_err().var,
+            "CACHE_TTL_SECONDS"
+        );
+        assert_eq!(
+            config(&[("CACHE_TTL_SECONDS", "0")]).unwrap_err().var,
+            "CACHE_TTL_SECONDS"
+        );
+        assert_eq!(
+            config(&[("CACHE_MAX_ENTRIES", "-5")]).unwrap_err().var,
+            "CACHE_MAX_ENTRIES"
+        );
+        assert_eq!(
+            config(&[
+                ("CACHE_TTL_SECONDS", "30"),
+                ("NEGATIVE_CACHE_TTL_SECONDS", "60")
+            ])
+            .unwrap_err()
+            .var,
+            "NEGATIVE_CACHE_TTL_SECONDS"
+        );
+        assert!(config(&[("NEGATIVE_CACHE_TTL_SECONDS", "0")]).is_ok());
+    }
+
+    #[test]
+    fn cluster_tag_keys_are_validated() {
+        for bad in ["", "a,,b", "*", "a*b", "kubernetes.io/*/x*"] {
+            assert_eq!(
+                config(&[("CLUSTER_TAG_KEYS", bad)]).unwrap_err().var,
+                "CLUSTER_TAG_KEYS",
+                "{bad:?}"
+            );
+        }
+        let c = config(&[("CLUSTER_TAG_KEYS", " team/cluster , k8s.io/cluster/* ")]).unwrap();
+        assert_eq!(
+            c.tags.cluster_keys,
+            vec![
+                ClusterTagKey::Value("team/cluster".into()),
+                ClusterTagKey::Prefix("k8s.io/cluster/".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn dead_letter_queue_url_must_be_a_url() {
+        assert_eq!(
+            config(&[("DEAD_LETTER_QUEUE_URL", "router-dlq")])
+                .unwrap_err()
+                .var,
+            "DEAD_LETTER_QUEUE_URL"
+        );
+        assert_eq!(
+            config(&[(
+                "DEAD_LETTER_QUEUE_URL",
+                "arn:aws:sqs:us-east-1:123456789012:dlq"
+            )])
+            .unwrap_err()
+            .var,
+            "DEAD_LETTER_QUEUE_URL"
+        );
+        assert_eq!(
+            config(&[("DEAD_LETTER_QUEUE_URL", "")])
+                .unwrap()
+                .dead_letter_queue_url,
+            None
+        );
+        let url = "https://sqs.us-east-1.amazonaws.com/123456789012/router-dlq";
+        assert_eq!(
+            config(&[("DEAD_LETTER_QUEUE_URL", url)])
+                .unwrap()
+                .dead_letter_queue_url
+                .as_deref(),
+            Some(url)
+        );
+    }
+
+    #[test]
+    fn metrics_namespace_is_validated() {
+        assert_eq!(
+            config(&[("METRICS_NAMESPACE", "")]).unwrap_err().var,
+            "METRICS_NAMESPACE"
+        );
+        assert_eq!(
+            config(&[("METRICS_NAMESPACE", "AWS/Lambda")])
+                .unwrap_err()
+                .var,
+            "METRICS_NAMESPACE"
+        );
+        assert_eq!(
+            config(&[("METRICS_NAMESPACE", "Platform/Router")])
+                .unwrap()
+                .metrics_namespace,
+            "Platform/Router"
+        );
+    }
+}

@@ -1,0 +1,488 @@
+//! Forward: put messages into SQS queues and say, for each one, what happened to it.
+//!
+//! The third step of the data path. Messages go to a cluster's Karpenter queue (named by
+//! `QUEUE_NAME_TEMPLATE`, URL resolved once and cached) or to the dead-letter queue. Sending is
+//! planned purely ([`plan_batches`]: per destination, at most 10 entries and 256 KiB per
+//! SendMessageBatch) and executed with every batch in flight at once.
+//!
+//! SendMessageBatch can answer 200 and still have failed some entries, so every entry's result is
+//! read: entries SQS failed on its side are retried (a few times, briefly), entries it refused as
+//! the sender's fault are reported as [`Delivery::Rejected`], and nothing is reported [`Delivery::Sent`]
+//! unless SQS listed it as successful. Work still running at the deadline is abandoned and
+//! reported as [`Delivery::Unfinished`], so the caller can hand those records back for a retry.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use aws_sdk_sqs::{
+    error::DisplayErrorContext,
+    types::{MessageAttributeValue, SendMessageBatchRequestEntry},
+};
+use futures_util::{StreamExt, stream};
+use moka::{Expiry, future::Cache};
+use tokio::time::Instant;
+
+use crate::{
+    config::{CacheConfig, QueueNameTemplate},
+    event::Scope,
+};
+
+/// SendMessageBatch limits.
+pub const MAX_BATCH_ENTRIES: usize = 10;
+pub const MAX_BATCH_BYTES: usize = 256 * 1024;
+/// Attempts per entry when SQS fails it on its side (the SDK already retried the call itself).
+const ENTRY_ATTEMPTS: u32 = 3;
+const ENTRY_RETRY_BASE: Duration = Duration::from_millis(25);
+/// Batches in flight at once: enough to send to every cluster of a storm concurrently.
+const MAX_IN_FLIGHT: usize = 32;
+
+/// Where a message goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Destination {
+    /// The Karpenter queue of `cluster`, as seen from `scope`.
+    Cluster { scope: Scope, cluster: Arc<str> },
+    /// `DEAD_LETTER_QUEUE_URL`.
+    DeadLetter,
+}
+
+/// One SQS message to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub destination: Destination,
+    pub body: String,
+    /// String message attributes (`reason` and context on dead-lettered messages).
+    pub attributes: Vec<(&'static str, String)>,
+}
+
+impl Message {
+    /// The size SQS counts against the 256 KiB limit: body plus attribute names, types and values.
+    pub fn size(&self) -> usize {
+        self.body.len()
+            + self
+                .attributes
+                .iter()
+                .map(|(k, v)| k.len() + "String".len() + v.len())
+                .sum::<usize>()
+    }
+}
+
+/// What happened to one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    Sent,
+    /// The destination queue does not exist (or no valid queue name exists for the cluster).
+    QueueMissing {
+        queue: String,
+    },
+    /// SQS refused the entry as the sender's fault; sending it again would fail again.
+    Rejected {
+        code: String,
+        message: String,
+    },
+    /// Failed after retries; worth trying again later.
+    Failed {
+        error: String,
+    },
+    /// Not done when the deadline came.
+    Unfinished,
+}
+
+/// Groups messages into SendMessageBatch calls: same destination, at most [`MAX_BATCH_ENTRIES`]
+/// entries and [`MAX_BATCH_BYTES`] per call, message order kept within a destination. A message
+/// larger than the limit on its own gets a batch of its own (SQS will refuse it, per entry).
+pub fn plan_batches(messages: &[Message]) -> Vec<Vec<usize>> {
+    let mut order: Vec<&Destination> = Vec::new();
+    let mut by_destination: HashMap<&Destination, Vec<usize>> = HashMap::new();
+    for (i, m) in messages.iter().enumerate() {
+        by_destination
+            .entry(&m.destination)
+            .or_insert_with(|| {
+                order.push(&m.destination);
+                Vec::new()
+            })
+            .push(i);
+    }
+    let mut batches = Vec::with_capacity(messages.len().div_ceil(MAX_BATCH_ENTRIES));
+    for destination in order {
+        let mut batch: Vec<usize> = Vec::with_capacity(MAX_BATCH_ENTRIES);
+        let mut bytes = 0;
+        for i in by_destination.remove(destination).unwrap_or_default() {
+            let size = messages[i].size();
+            if !batch.is_empty()
+                && (batch.len() == MAX_BATCH_ENTRIES || bytes + size > MAX_BATCH_BYTES)
+            {
+                batches.push(std::mem::take(&mut batch));
+                bytes = 0;
+            }
+            batch.push(i);
+            bytes += size;
+        }
+        if !batch.is_empty() {
+            batches.push(batch);
+        }
+    }
+    batches
+}
+
+/// SQS calls one [`Forwarder::deliver`] made.
+#[derive(Debug, Default)]
+pub struct ForwardStats {
+    pub send_message_batch_calls: AtomicU64,
+    pub get_queue_url_calls: AtomicU64,
+}
+
+#[derive(Debug, Clone)]
+enum QueueUrl {
+    Found(Arc<str>),
+    Missing,
+}
+
+/// Why a batch could not start.
+enum Unsendable {
+    Missing(String),
+    Failed(String),
+}
+
+pub struct Forwarder {
+    sqs: aws_sdk_sqs::Client,
+    queue_names: QueueNameTemplate,
+    dead_letter: Option<String>,
+    urls: Cache<(Scope, Arc<str>), QueueUrl>,
+}
+
+impl Forwarder {
+    pub fn new(
+        sqs: aws_sdk_sqs::Client,
+        queue_names: QueueNameTemplate,
+        dead_letter: Option<String>,
+        cache: &CacheConfig,
+    ) -> Self {
+        let urls = Cache::builder()
+            .max_capacity(10_000)
+            .expire_after(UrlExpiry {
+                ttl: cache.ttl,
+                negative_ttl: cache.negative_ttl,
+            })
+            .build();
+        Self {
+            sqs,
+            queue_names,
+            dead_letter,
+            urls,
+        }
+    }
+
+    pub fn has_dead_letter_queue(&self) -> bool {
+        self.dead_letter.is_some()
+    }
+
+    /// The SQS client for a scope. Today every scope is served by the function's own account;
+    /// cross-account delivery means an assumed-role client here (and `QueueOwnerAWSAccountId`).
+    fn sqs_for(&self, _scope: &Scope) -> &aws_sdk_sqs::Client {
+        &self.sqs
+    }
+
+    /// Sends every message, returning one [`Delivery`] per message, in order.
+    pub async fn deliver(
+        &self,
+        messages: &[Message],
+        deadline: Instant,
+        stats: &ForwardStats,
+    ) -> Vec<Delivery> {
+        let mut outcomes = vec![Delivery::Unfinished; messages.len()];
+        let mut in_flight = stream::iter(plan_batches(messages))
+            .map(|batch| async move {
+                let results = self.send_batch(messages, &batch, stats).await;
+                (batch, results)
+            })
+            .buffer_unordered(MAX_IN_FLIGHT);
+        // Record each batch as it completes, so a deadline loses only what was really unfinished.
+        while let Ok(Some((batch, results))) =
+            tokio::time::timeout_at(deadline, in_flight.next()).await
+        {
+            for (i, delivery) in batch.into_iter().zip(results) {
+                outcomes[i] = delivery;
+            }
+        }
+        outcomes
+    }
+
+    async fn send_batch(
+        &self,
+        messages: &[Message],
+        batch: &[usize],
+        stats: &ForwardStats,
+    ) -> Vec<Delivery> {
+        let destination = &messages[batch[0]].destination;
+        let (client, url) = match self.url_for(destination, stats).await {
+            Ok(found) => found,
+            Err(Unsendable::Missing(queue)) => {
+                return vec![Delivery::QueueMissing { queue }; batch.len()];
+            }
+            Err(Unsendable::Failed(error)) => return vec![Delivery::Failed { error }; batch.len()],
+        };
+
+        let mut results = vec![Delivery::Unfinished; batch.len()];
+        let mut pending: Vec<usize> = (0..batch.len()).collect();
+        for attempt in 0..ENTRY_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(ENTRY_RETRY_BASE * 2u32.pow(attempt - 1)).await;
+            }
+            let entries = match pending
+                .iter()
+                .map(|&p| entry(p, &messages[batch[p]]))
+                .collect::<Result<Vec<_>, _>>()
+            {
+                Ok(entries) => entries,
+                Err(error) => return vec![Delivery::Failed { error }; batch.len()],
+            };
+            stats
+                .send_message_batch_calls
+                .fetch_add(1, Ordering::Relaxed);
+            let output = match client
+                .send_message_batch()
+                .queue_url(url.as_ref())
+                .set_entries(Some(entries))
+                .send()
+                .await
+            {
+                Ok(output) => output,
+                Err(e) => {
+                    let delivery = if e
+                        .as_service_error()
+                        .is_some_and(|s| s.is_queue_does_not_exist())
+                    {
+                        if let Destination::Cluster { scope, cluster } = destination {
+                            self.urls
+                                .invalidate(&(scope.clone(), cluster.clone()))
+                                .await;
+                        }
+                        Delivery::QueueMissing {
+                            queue: url.to_string(),
+                        }
+                    } else {
+                        Delivery::Failed {
+                            error: DisplayErrorContext(&e).to_string(),
+                        }
+                    };
+                    for p in pending {
+                        results[p] = delivery.clone();
+                    }
+                    return results;
+                }
+            };
+            let mut answered = vec![false; batch.len()];
+            let position = |id: &str| id.parse::<usize>().ok().filter(|p| pending.contains(p));
+            for ok in output.successful() {
+                if let Some(p) = position(ok.id()) {
+                    answered[p] = true;
+                    results[p] = Delivery::Sent;
+                }
+            }
+            let mut retry = Vec::new();
+            for failed in output.failed() {
+                let Some(p) = position(failed.id()) else {
+                    continue;
+                };
+                answered[p] = true;
+                let message = failed.message().unwrap_or_default().to_owned();
+                results[p] = if failed.sender_fault() {
+                    Delivery::Rejected {
+                        code: failed.code().to_owned(),
+                        message,
+                    }
+                } else {
+                    retry.push(p);
+                    Delivery::Failed {
+                        error: format!("{}: {message}", failed.code()),
+                    }
+                };
+            }
+            // An entry SQS listed neither way was not confirmed: never count it as sent.
+            for &p in pending.iter().filter(|&&p| !answered[p]) {
+                results[p] = Delivery::Failed {
+                    error: "SQS returned no result for the entry".into(),
+                };
+                retry.push(p);
+            }
+            if retry.is_empty() {
+                break;
+            }
+            tracing::debug!(attempt, entries = retry.len(), queue = %url, "retrying entries SQS failed on its side");
+            pending = retry;
+        }
+        results
+    }
+
+    async fn url_for(
+        &self,
+        destination: &Destination,
+        stats: &ForwardStats,
+    ) -> Result<(&aws_sdk_sqs::Client, Arc<str>), Unsendable> {
+        let (scope, cluster) = match destination {
+            Destination::DeadLetter => {
+                let url = self.dead_letter.as_deref().ok_or_else(|| {
+                    Unsendable::Failed("no DEAD_LETTER_QUEUE_URL configured".into())
+                })?;
+                return Ok((&self.sqs, Arc::from(url)));
+            }
+            Destination::Cluster { scope, cluster } => (scope, cluster),
+        };
+        let client = self.sqs_for(scope);
+        let Some(name) = self.queue_names.queue_name(cluster) else {
+            return Err(Unsendable::Missing(format!(
+                "{}{cluster}… (not a valid SQS queue name)",
+                self.queue_names.prefix()
+            )));
+        };
+        let url = self
+            .urls
+            .try_get_with((scope.clone(), cluster.clone()), async {
+                stats.get_queue_url_calls.fetch_add(1, Ordering::Relaxed);
+                match client.get_queue_url().queue_name(&name).send().await {
+                    Ok(out) => Ok(out
+                        .queue_url()
+                        .map_or(QueueUrl::Missing, |u| QueueUrl::Found(Arc::from(u)))),
+                    Err(e)
+                        if e.as_service_error()
+                            .is_some_and(|s| s.is_queue_does_not_exist()) =>
+                    {
+                        Ok(QueueUrl::Missing)
+                    }
+                    Err(e) => Err(DisplayErrorContext(&e).to_string()),
+                }
+            })
+            .await;
+        match url {
+            Ok(QueueUrl::Found(url)) => Ok((client, url)),
+            Ok(QueueUrl::Missing) => Err(Unsendable::Missing(name)),
+            Err(e) => Err(Unsendable::Failed(format!("GetQueueUrl {name}: {e}"))),
+        }
+    }
+}
+
+fn entry(position: usize, message: &Message) -> Result<SendMessageBatchRequestEntry, String> {
+    let mut attributes = HashMap::with_capacity(message.attributes.len());
+    for (name, value) in &message.attributes {
+        let value = MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(value)
+            .build()
+            .map_err(|e| e.to_string())?;
+        attributes.insert((*name).to_owned(), value);
+    }
+    SendMessageBatchRequestEntry::builder()
+        .id(position.to_string())
+        .message_body(&message.body)
+        .set_message_attributes((!attributes.is_empty()).then_some(attributes))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+struct UrlExpiry {
+    ttl: Duration,
+    negative_ttl: Duration,
+}
+
+impl Expiry<(Scope, Arc<str>), QueueUrl> for UrlExpiry {
+    fn expire_after_create(
+        &self,
+        _key: &(Scope, Arc<str>),
+        url: &QueueUrl,
+        _at: std::time::Instant,
+    ) -> Option<Duration> {
+        Some(match url {
+            QueueUrl::Found(_) => self.ttl,
+            // Short, so a tenant stack deployed after the first event is picked up quickly.
+            QueueUrl::Missing => self.negative_ttl,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn to(cluster: &str, size: usize) -> Message {
+        Message {
+            destination: Destination::Cluster {
+                scope: Scope::default(),
+                cluster: Arc::from(cluster),
+            },
+            body: "x".repeat(size),
+            attributes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn batches_hold_at_most_ten_entries_of_one_destination_in_order() {
+        let mut messages: Vec<Message> = Vec::new();
+        for i in 0..25 {
+            messages.push(to(if i % 2 == 0 { "a" } else { "b" }, 100));
+        }
+        let batches = plan_batches(&messages);
+        let evens: Vec<usize> = (0..25).filter(|i| i % 2 == 0).collect();
+        let odds: Vec<usize> = (0..25).filter(|i| i % 2 == 1).collect();
+        assert_eq!(
+            batches,
+            vec![
+                evens[..10].to_vec(),
+                evens[10..].to_vec(),
+                odds[..10].to_vec(),
+                odds[10..].to_vec()
+            ]
+        );
+    }
+
+    #[test]
+    fn batches_stay_under_256_kib() {
+        let messages: Vec<Message> = (0..5).map(|_| to("a", 100 * 1024)).collect();
+        let batches = plan_batches(&messages);
+        assert_eq!(batches, vec![vec![0, 1], vec![2, 3], vec![4]]);
+        for batch in &batches {
+            assert!(batch.iter().map(|&i| messages[i].size()).sum::<usize>() <= MAX_BATCH_BYTES);
+        }
+        // Exactly at the limit still fits; one byte over does not.
+        let exact = vec![
+            to("a", MAX_BATCH_BYTES / 2),
+            to("a", MAX_BATCH_BYTES / 2),
+            to("a", 1),
+        ];
+        assert_eq!(plan_batches(&exact), vec![vec![0, 1], vec![2]]);
+    }
+
+    #[test]
+    fn an_oversized_message_travels_alone() {
+        let messages = vec![to("a", 10), to("a", MAX_BATCH_BYTES + 1), to("a", 10)];
+        assert_eq!(plan_batches(&messages), vec![vec![0], vec![1], vec![2]]);
+    }
+
+    #[test]
+    fn attribute_bytes_count_towards_the_limit() {
+        let mut m = to("a", 10);
+        m.attributes.push(("reason", "malformed".into()));
+        assert_eq!(
+            m.size(),
+            10 + "reason".len() + "String".len() + "malformed".len()
+        );
+    }
+
+    #[test]
+    fn dead_letter_messages_batch_separately() {
+        let mut dlq = to("a", 10);
+        dlq.destination = Destination::DeadLetter;
+        let messages = vec![to("a", 10), dlq.clone(), to("a", 10), dlq];
+        assert_eq!(plan_batches(&messages), vec![vec![0, 2], vec![1, 3]]);
+    }
+
+    #[test]
+    fn no_messages_no_batches() {
+        assert!(plan_batches(&[]).is_empty());
+    }
+}

@@ -1,0 +1,26 @@
+//! interruption-router: one set of EventBridge interruption rules for many EKS clusters.
+//!
+//! Karpenter reads EC2 interruption events (spot warnings, rebalance recommendations, state
+//! changes, Health scheduled changes, capacity-reservation warnings) from an SQS queue, and deletes
+//! every message about an instance it does not own, so clusters cannot share a queue. This Lambda
+//! sits between one shared set of rules and one queue per cluster:
+//!
+//! ```text
+//! EventBridge rules ─▶ [ingest queue ─▶ event source mapping | direct invoke] ─▶ router
+//!   event    classify: which kind, which instances (pure)
+//!   resolve  instance ─▶ cluster from EC2 tags (moka cache + batched DescribeInstances)
+//!   forward  SendMessageBatch into karpenter-<cluster> (+ dead-letter queue for permanent failures)
+//!   handler  one invocation: both payload shapes, per-record outcomes, deadline, EMF metrics
+//! ```
+//!
+//! The pure parts ([`event`], [`config`], batch planning in [`forward`], tag rules in [`resolve`],
+//! [`metrics`]) hold the policy; the AWS calls sit behind [`resolve::Resolver`] and
+//! [`forward::Forwarder`]; [`bootstrap`] wires them for the binary.
+
+pub mod bootstrap;
+pub mod config;
+pub mod event;
+pub mod forward;
+pub mod handler;
+pub mod metrics;
+pub mod resolve;

@@ -1,0 +1,275 @@
+//! Shared set-up for the end-to-end tests: a moto server with clusters of tagged instances and
+//! their Karpenter queues, the router binary under a Lambda Runtime API, the shared event
+//! fixtures with real instance ids substituted, and helpers that read queues the way Karpenter
+//! does.
+
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+
+use anyhow::{Context, Result};
+use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
+use aws_sdk_sqs::types::QueueAttributeName;
+use routerctl::local::{
+    function::{Function, router_binary},
+    moto::MotoServer,
+    proxy::AwsProxy,
+    runtime_api::Invocation,
+};
+use serde_json::{Value, json};
+
+pub use routerctl::local;
+
+/// Instance tags Karpenter puts on a node it launches for `cluster`.
+pub fn karpenter_tags(cluster: &str) -> Vec<(String, String)> {
+    vec![
+        ("eks:eks-cluster-name".into(), cluster.into()),
+        (format!("kubernetes.io/cluster/{cluster}"), "owned".into()),
+        ("karpenter.sh/nodepool".into(), "default".into()),
+    ]
+}
+
+/// Tags of a managed node group instance: a cluster, but not Karpenter's.
+pub fn managed_nodegroup_tags(cluster: &str) -> Vec<(String, String)> {
+    vec![
+        ("eks:eks-cluster-name".into(), cluster.into()),
+        ("eks:nodegroup-name".into(), "system".into()),
+    ]
+}
+
+/// A moto server plus clients, and a proxy in front of it that the router talks through.
+pub struct World {
+    pub moto: MotoServer,
+    pub proxy: AwsProxy,
+    pub ec2: aws_sdk_ec2::Client,
+    pub sqs: aws_sdk_sqs::Client,
+}
+
+impl World {
+    pub async fn start() -> Result<Self> {
+        let moto = MotoServer::start().await?;
+        let proxy = AwsProxy::start(moto.endpoint()).await?;
+        let config = moto.sdk_config().await;
+        Ok(Self {
+            ec2: aws_sdk_ec2::Client::new(&config),
+            sqs: aws_sdk_sqs::Client::new(&config),
+            moto,
+            proxy,
+        })
+    }
+
+    /// Launches one instance with `tags`; returns its id.
+    pub async fn launch(&self, tags: &[(String, String)]) -> Result<String> {
+        let mut request = self
+            .ec2
+            .run_instances()
+            .image_id("ami-12c6146b")
+            .instance_type(InstanceType::M5Large)
+            .min_count(1)
+            .max_count(1);
+        if !tags.is_empty() {
+            let tags = tags
+                .iter()
+                .map(|(k, v)| Tag::builder().key(k).value(v).build())
+                .collect();
+            request = request.tag_specifications(
+                TagSpecification::builder()
+                    .resource_type(ResourceType::Instance)
+                    .set_tags(Some(tags))
+                    .build(),
+            );
+        }
+        let out = request.send().await.context("RunInstances")?;
+        Ok(out.instances()[0]
+            .instance_id()
+            .context("no instance id")?
+            .to_owned())
+    }
+
+    pub async fn create_queue(&self, name: &str) -> Result<String> {
+        let out = self
+            .sqs
+            .create_queue()
+            .queue_name(name)
+            .send()
+            .await
+            .with_context(|| format!("CreateQueue {name}"))?;
+        Ok(out.queue_url().context("no queue url")?.to_owned())
+    }
+
+    pub async fn queue_url(&self, name: &str) -> Result<String> {
+        let out = self
+            .sqs
+            .get_queue_url()
+            .queue_name(name)
+            .send()
+            .await
+            .with_context(|| format!("GetQueueUrl {name}"))?;
+        Ok(out.queue_url().context("no queue url")?.to_owned())
+    }
+
+    /// Receives and deletes every message in the queue, as Karpenter's poller does.
+    pub async fn drain(&self, queue_url: &str) -> Result<Vec<Received>> {
+        let mut received = Vec::new();
+        loop {
+            let out = self
+                .sqs
+                .receive_message()
+                .queue_url(queue_url)
+                .max_number_of_messages(10)
+                .message_attribute_names("All")
+                .send()
+                .await?;
+            let messages = out.messages();
+            if messages.is_empty() {
+                break;
+            }
+            for m in messages {
+                let attributes = m
+                    .message_attributes()
+                    .map(|a| {
+                        a.iter()
+                            .map(|(k, v)| {
+                                (k.clone(), v.string_value().unwrap_or_default().to_owned())
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                received.push(Received {
+                    body: m.body().unwrap_or_default().to_owned(),
+                    attributes,
+                });
+                if let Some(handle) = m.receipt_handle() {
+                    self.sqs
+                        .delete_message()
+                        .queue_url(queue_url)
+                        .receipt_handle(handle)
+                        .send()
+                        .await?;
+                }
+            }
+        }
+        Ok(received)
+    }
+
+    /// The number of messages waiting in a queue.
+    pub async fn depth(&self, queue_url: &str) -> Result<u64> {
+        let out = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(queue_url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await?;
+        let n = out
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::ApproximateNumberOfMessages))
+            .cloned();
+        Ok(n.unwrap_or_default().parse().unwrap_or_default())
+    }
+
+    /// The environment for a router process that talks to AWS through the proxy.
+    pub fn router_env(&self, config: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut env = local::moto::env_for(&self.proxy.endpoint());
+        env.extend(config.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        env
+    }
+
+    /// Starts the router binary configured with `config`, pointed at the proxy.
+    pub async fn start_router(&self, config: &[(&str, &str)]) -> Result<Function> {
+        Function::start_ready(&router_binary()?, &self.router_env(config)).await
+    }
+}
+
+/// A message as a Karpenter poller would see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    pub body: String,
+    pub attributes: BTreeMap<String, String>,
+}
+
+impl Received {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// The directory of the shared event fixtures.
+pub fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/events")
+}
+
+/// A fixture event as JSON.
+pub fn fixture(name: &str) -> Value {
+    let path = fixtures_dir().join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A fixture event for `instance`, as this account and region's EventBridge would deliver it:
+/// `detail.instance-id` and the instance ARN in `resources` are replaced, `account` and `region`
+/// are the emulator's, and the event gets its own `id` so deliveries can be told apart.
+pub fn ec2_event(name: &str, instance: &str, id: &str) -> Value {
+    let mut event = fixture(name);
+    event["id"] = json!(id);
+    event["account"] = json!(local::moto::ACCOUNT);
+    event["region"] = json!(local::moto::REGION);
+    event["detail"]["instance-id"] = json!(instance);
+    event["resources"] = json!([format!(
+        "arn:aws:ec2:us-east-1:123456789012:instance/{instance}"
+    )]);
+    event
+}
+
+/// A Health EC2 scheduled change naming `entities` (bare ids or ARNs, as given).
+pub fn health_event(entities: &[&str], id: &str) -> Value {
+    let mut event = fixture("health-instance-retirement-arn-entity.json");
+    event["id"] = json!(id);
+    event["detail"]["affectedEntities"] = entities
+        .iter()
+        .map(|e| json!({"entityValue": e, "lastUpdatedTime": "Thu, 26 Jan 2026 19:01:55 GMT", "status": "PENDING"}))
+        .collect();
+    event
+}
+
+/// An SQS event (as an event source mapping delivers it) whose records carry `bodies`; record
+/// `i` has message id `msg-<i>`.
+pub fn sqs_event(bodies: &[String]) -> Value {
+    let records: Vec<Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, body)| {
+            json!({
+                "messageId": format!("msg-{i}"),
+                "receiptHandle": format!("handle-{i}"),
+                "body": body,
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": "1700000000000",
+                    "SenderId": "AIDAEXAMPLE",
+                    "ApproximateFirstReceiveTimestamp": "1700000000000"
+                },
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:interruption-router-ingest",
+                "awsRegion": "us-east-1"
+            })
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+/// The message ids named in an SQS batch response.
+pub fn batch_item_failures(invocation: &Invocation) -> Vec<String> {
+    let response = invocation
+        .json()
+        .unwrap_or_else(|| panic!("expected a response, got {invocation:?}"));
+    response["batchItemFailures"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a batch response: {response}"))
+        .iter()
+        .map(|f| f["itemIdentifier"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Generous: the emulator is Python on a shared machine. Never an assertion about speed.
+pub const INVOKE_BUDGET: Duration = Duration::from_secs(60);

@@ -1,0 +1,580 @@
+//! The router binary, unmodified, under a Lambda Runtime API, against moto: every kind of event
+//! reaches exactly its cluster's queue, in both invocation shapes, and nothing is lost.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use e2e_tests::{
+    INVOKE_BUDGET, Received, World, batch_item_failures, ec2_event, fixture, health_event,
+    karpenter_tags,
+    local::{
+        function::{Function, router_binary},
+        proxy::{Fault, FaultPlan},
+        runtime_api::Invocation,
+    },
+    managed_nodegroup_tags, sqs_event,
+};
+use serde_json::{Value, json};
+
+/// Three clusters with queues, one without, and the distractors the router must leave alone.
+struct Estate {
+    world: World,
+    alpha: [String; 2],
+    beta: [String; 2],
+    gamma: String,
+    delta: String,
+    managed_nodegroup: String,
+    untagged: String,
+    unknown: &'static str,
+    queues: BTreeMap<&'static str, String>,
+}
+
+impl Estate {
+    async fn new() -> Result<Self> {
+        let world = World::start().await?;
+        let mut queues = BTreeMap::new();
+        for (key, name) in [
+            ("alpha", "karpenter-alpha"),
+            ("beta", "karpenter-beta"),
+            ("gamma", "karpenter-gamma"),
+            ("dlq", "router-dlq"),
+        ] {
+            queues.insert(key, world.create_queue(name).await?);
+        }
+        Ok(Self {
+            alpha: [
+                world.launch(&karpenter_tags("alpha")).await?,
+                world.launch(&karpenter_tags("alpha")).await?,
+            ],
+            beta: [
+                world.launch(&karpenter_tags("beta")).await?,
+                world.launch(&karpenter_tags("beta")).await?,
+            ],
+            gamma: world.launch(&karpenter_tags("gamma")).await?,
+            // A Karpenter cluster whose tenant stack was never deployed.
+            delta: world.launch(&karpenter_tags("delta")).await?,
+            managed_nodegroup: world.launch(&managed_nodegroup_tags("alpha")).await?,
+            untagged: world.launch(&[]).await?,
+            unknown: "i-0000000000000dead",
+            queues,
+            world,
+        })
+    }
+
+    fn router_config(&self) -> Vec<(&'static str, &str)> {
+        vec![("DEAD_LETTER_QUEUE_URL", self.queues["dlq"].as_str())]
+    }
+
+    /// One event of every sort, with what must become of it.
+    fn events(&self) -> Vec<(Value, Expect)> {
+        let arn = |id: &str| format!("arn:aws:ec2:us-east-1:123456789012:instance/{id}");
+        vec![
+            (
+                ec2_event("spot-interruption-warning.json", &self.alpha[0], "spot-a0"),
+                Expect::Verbatim("alpha"),
+            ),
+            (
+                ec2_event(
+                    "rebalance-recommendation.json",
+                    &self.beta[0],
+                    "rebalance-b0",
+                ),
+                Expect::Verbatim("beta"),
+            ),
+            (
+                ec2_event("state-change-stopping.json", &self.gamma, "stopping-g"),
+                Expect::Verbatim("gamma"),
+            ),
+            (
+                ec2_event(
+                    "state-change-terminated.json",
+                    &self.alpha[1],
+                    "terminated-a1",
+                ),
+                Expect::Verbatim("alpha"),
+            ),
+            (
+                ec2_event(
+                    "capacity-reservation-interruption-warning.json",
+                    &self.beta[1],
+                    "capacity-b1",
+                ),
+                Expect::Verbatim("beta"),
+            ),
+            (
+                ec2_event("state-change-pending.json", &self.alpha[0], "pending-a0"),
+                Expect::Ignored,
+            ),
+            (
+                health_event(
+                    &[
+                        &arn(&self.alpha[1]),
+                        &self.beta[0],
+                        &self.managed_nodegroup,
+                        self.unknown,
+                    ],
+                    "health-two-clusters",
+                ),
+                Expect::HealthSplit(vec![
+                    ("alpha", self.alpha[1].clone()),
+                    ("beta", self.beta[0].clone()),
+                ]),
+            ),
+            (
+                ec2_event(
+                    "spot-interruption-warning.json",
+                    &self.managed_nodegroup,
+                    "spot-mng",
+                ),
+                Expect::Ignored,
+            ),
+            (
+                ec2_event(
+                    "spot-interruption-warning.json",
+                    &self.untagged,
+                    "spot-untagged",
+                ),
+                Expect::Ignored,
+            ),
+            (
+                ec2_event(
+                    "spot-interruption-warning.json",
+                    self.unknown,
+                    "spot-unknown",
+                ),
+                Expect::Ignored,
+            ),
+            (
+                ec2_event("spot-interruption-warning.json", &self.delta, "spot-delta"),
+                Expect::DeadLetter("queue-missing"),
+            ),
+            (
+                json!({"detail-type": "EC2 Spot Instance Interruption Warning", "source": 5}),
+                Expect::DeadLetter("malformed"),
+            ),
+            (
+                fixture("asg-terminate-lifecycle-action.json"),
+                Expect::Ignored,
+            ),
+            (fixture("health-non-ec2-risk.json"), Expect::Ignored),
+        ]
+    }
+
+    /// Reads every queue and checks it holds exactly what `events` says, once each.
+    async fn assert_queues_hold_exactly(&self, events: &[(String, Expect)]) -> Result<()> {
+        let mut contents = BTreeMap::new();
+        for (key, url) in &self.queues {
+            contents.insert(*key, self.world.drain(url).await?);
+        }
+        let mut expected: BTreeMap<&str, Vec<Matcher<'_>>> = BTreeMap::new();
+        for (body, expect) in events {
+            match expect {
+                Expect::Verbatim(cluster) => expected
+                    .entry(cluster)
+                    .or_default()
+                    .push(Box::new(move |r| r.body == *body)),
+                Expect::HealthSplit(parts) => {
+                    for (cluster, instance) in parts {
+                        let others: Vec<&str> = parts
+                            .iter()
+                            .filter(|(c, _)| c != cluster)
+                            .map(|(_, i)| i.as_str())
+                            .collect();
+                        expected
+                            .entry(cluster)
+                            .or_default()
+                            .push(Box::new(move |r| {
+                                health_copy_is(r, body, instance, &others)
+                            }));
+                    }
+                }
+                Expect::DeadLetter(reason) => {
+                    expected.entry("dlq").or_default().push(Box::new(move |r| {
+                        r.body == *body
+                            && r.attributes.get("reason").map(String::as_str) == Some(*reason)
+                    }))
+                }
+                Expect::Ignored => {}
+            }
+        }
+        for (key, received) in &contents {
+            let wanted = expected.remove(key).unwrap_or_default();
+            assert_eq!(
+                received.len(),
+                wanted.len(),
+                "queue {key} holds {} messages, expected {}: {received:#?}",
+                received.len(),
+                wanted.len()
+            );
+            let mut unmatched: Vec<&Received> = received.iter().collect();
+            for (n, matches) in wanted.iter().enumerate() {
+                let position = unmatched.iter().position(|r| matches(r));
+                assert!(
+                    position.is_some(),
+                    "queue {key}: expected message #{n} missing; it holds {unmatched:#?}"
+                );
+                unmatched.remove(position.unwrap());
+            }
+        }
+        assert!(
+            expected.is_empty(),
+            "expected messages for queues that do not exist: {:?}",
+            expected.keys()
+        );
+        Ok(())
+    }
+}
+
+/// A test a received message must pass.
+type Matcher<'a> = Box<dyn Fn(&Received) -> bool + 'a>;
+
+enum Expect {
+    /// The original body, byte for byte, in this cluster's queue.
+    Verbatim(&'static str),
+    /// A copy per (cluster, instance) naming only that instance.
+    HealthSplit(Vec<(&'static str, String)>),
+    /// In the dead-letter queue with this reason.
+    DeadLetter(&'static str),
+    /// Nowhere.
+    Ignored,
+}
+
+fn health_copy_is(received: &Received, original: &str, instance: &str, others: &[&str]) -> bool {
+    let copy = received.json();
+    let mut original: Value = serde_json::from_str(original).unwrap();
+    let entities = copy["detail"]["affectedEntities"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ids: Vec<&str> = entities
+        .iter()
+        .filter_map(|e| e["entityValue"].as_str())
+        .collect();
+    // Apart from the entity list and resources, the copy is the original.
+    let mut stripped = copy.clone();
+    stripped["detail"]["affectedEntities"] = Value::Null;
+    stripped["resources"] = Value::Null;
+    original["detail"]["affectedEntities"] = Value::Null;
+    original["resources"] = Value::Null;
+    ids == [instance]
+        && copy["resources"] == json!([instance])
+        && stripped == original
+        && others.iter().all(|o| !received.body.contains(o))
+}
+
+fn total(emf: &Value, metric: &str) -> u64 {
+    emf[metric]
+        .as_u64()
+        .unwrap_or_else(|| panic!("EMF document has no {metric}: {emf}"))
+}
+
+#[tokio::test]
+async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<()> {
+    let estate = Estate::new().await?;
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    let events: Vec<(String, Expect)> = estate
+        .events()
+        .into_iter()
+        .map(|(e, x)| (e.to_string(), x))
+        .collect();
+    let bodies: Vec<String> = events.iter().map(|(b, _)| b.clone()).collect();
+
+    let response = router
+        .invoke(sqs_event(&bodies).to_string(), INVOKE_BUDGET)
+        .await;
+    assert_eq!(
+        batch_item_failures(&response),
+        Vec::<String>::new(),
+        "{:?}",
+        router.stdout_lines()
+    );
+    estate.assert_queues_hold_exactly(&events).await?;
+
+    // All misses of the batch went to EC2 in one call; one SendMessageBatch per queue per round.
+    let calls = estate.world.proxy.calls();
+    assert_eq!(calls.get("DescribeInstances"), Some(&1), "{calls:?}");
+    // alpha, beta, gamma, the DLQ (malformed), the DLQ again (delta's queue turned out missing).
+    assert_eq!(calls.get("SendMessageBatch"), Some(&5), "{calls:?}");
+    let emf = router
+        .emf_documents()
+        .pop()
+        .expect("an EMF document per invocation");
+    assert_eq!(total(&emf, "Received"), 14);
+    assert_eq!(total(&emf, "Forwarded.alpha"), 3);
+    assert_eq!(total(&emf, "Forwarded.beta"), 3);
+    assert_eq!(total(&emf, "Forwarded.gamma"), 1);
+    assert_eq!(total(&emf, "Ignored"), 6);
+    assert_eq!(total(&emf, "Ignored.unknown-instance"), 1);
+    assert_eq!(total(&emf, "Ignored.unmanaged-instance"), 2);
+    assert_eq!(total(&emf, "DeadLettered.queue-missing"), 1);
+    assert_eq!(total(&emf, "DeadLettered.malformed"), 1);
+    assert_eq!(total(&emf, "Failed"), 0);
+    assert_eq!(total(&emf, "ColdStart"), 1);
+
+    // The same batch again: everything is cached, so EC2 and GetQueueUrl are not asked again.
+    estate.world.proxy.reset_counts();
+    let response = router
+        .invoke(sqs_event(&bodies).to_string(), INVOKE_BUDGET)
+        .await;
+    assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+    estate.assert_queues_hold_exactly(&events).await?;
+    let calls = estate.world.proxy.calls();
+    assert_eq!(calls.get("DescribeInstances"), None, "{calls:?}");
+    assert_eq!(calls.get("GetQueueUrl"), None, "{calls:?}");
+    let emf = router.emf_documents().pop().unwrap();
+    assert_eq!(total(&emf, "ColdStart"), 0);
+    assert_eq!(total(&emf, "CacheMisses"), 0);
+
+    // The structured logs name the event, kind, instance and cluster of each delivery.
+    let logs = router.log_records();
+    let delivery = logs
+        .iter()
+        .find(|l| l["fields"]["event_id"] == "stopping-g" && l["fields"]["outcome"] == "forwarded")
+        .unwrap_or_else(|| panic!("no log of the delivery: {logs:#?}"));
+    assert_eq!(delivery["fields"]["cluster"], "gamma");
+    assert_eq!(delivery["fields"]["kind"], "state-change");
+    assert_eq!(delivery["fields"]["instances"], estate.gamma.as_str());
+    Ok(())
+}
+
+#[tokio::test]
+async fn every_event_reaches_exactly_its_cluster_from_direct_invocations() -> Result<()> {
+    let estate = Estate::new().await?;
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    let events: Vec<(String, Expect)> = estate
+        .events()
+        .into_iter()
+        .map(|(e, x)| (e.to_string(), x))
+        .collect();
+    for (body, expect) in &events {
+        let outcome = router
+            .invoke(body.clone(), INVOKE_BUDGET)
+            .await
+            .json()
+            .unwrap_or_default();
+        let wanted = match expect {
+            Expect::Verbatim(_) | Expect::HealthSplit(_) => "forwarded",
+            Expect::DeadLetter(_) => "dead-lettered",
+            Expect::Ignored => "ignored",
+        };
+        assert_eq!(outcome["outcome"], wanted, "{body}");
+    }
+    estate.assert_queues_hold_exactly(&events).await?;
+    assert_eq!(
+        router.emf_documents().len(),
+        events.len(),
+        "one EMF document per invocation"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn without_a_dead_letter_queue_permanent_failures_are_handed_back() -> Result<()> {
+    let estate = Estate::new().await?;
+    let router = estate.world.start_router(&[]).await?;
+    let bodies = vec![
+        ec2_event("spot-interruption-warning.json", &estate.alpha[0], "ok").to_string(),
+        ec2_event("spot-interruption-warning.json", &estate.delta, "no-queue").to_string(),
+        "{\"not\": \"an event\"}".to_owned(),
+        ec2_event("spot-interruption-warning.json", &estate.beta[0], "ok-too").to_string(),
+    ];
+    let response = router
+        .invoke(sqs_event(&bodies).to_string(), INVOKE_BUDGET)
+        .await;
+    assert_eq!(batch_item_failures(&response), ["msg-1", "msg-2"]);
+    assert_eq!(
+        estate.world.drain(&estate.queues["alpha"]).await?.len(),
+        1,
+        "a neighbour's failure fails nobody else"
+    );
+    assert_eq!(estate.world.drain(&estate.queues["beta"]).await?.len(), 1);
+    assert_eq!(estate.world.depth(&estate.queues["dlq"]).await?, 0);
+
+    // Direct: the invocation fails, so Lambda's async retries and on-failure destination keep it.
+    match router.invoke(bodies[1].clone(), INVOKE_BUDGET).await {
+        Invocation::Error {
+            error_type,
+            message,
+        } => {
+            assert_eq!(error_type, "InterruptionRouter.NotRouted");
+            assert!(message.contains("karpenter-delta"), "{message}");
+        }
+        other => panic!("expected an invocation error, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn entries_sqs_fails_inside_a_200_answer_are_retried_or_handed_back_never_counted_sent()
+-> Result<()> {
+    let estate = Estate::new().await?;
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    // 30 spot warnings for alpha: three SendMessageBatch calls of ten.
+    let bodies: Vec<String> = (0..30)
+        .map(|i| {
+            ec2_event(
+                "spot-interruption-warning.json",
+                &estate.alpha[i % 2],
+                &format!("spot-{i}"),
+            )
+            .to_string()
+        })
+        .collect();
+    // Every SendMessageBatch answer (retries included) reports at least one entry failed.
+    estate.world.proxy.set_plan(FaultPlan::rate(
+        1.0,
+        &["SendMessageBatch"],
+        &[Fault::PartialBatch],
+        42,
+    ));
+    let response = router
+        .invoke(sqs_event(&bodies).to_string(), INVOKE_BUDGET)
+        .await;
+    let failed = batch_item_failures(&response);
+    assert!(
+        !failed.is_empty(),
+        "every batch lost an entry on every attempt"
+    );
+
+    let delivered: Vec<Value> = estate
+        .world
+        .drain(&estate.queues["alpha"])
+        .await?
+        .iter()
+        .map(Received::json)
+        .collect();
+    let delivered_ids: Vec<&str> = delivered
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    for (i, _) in bodies.iter().enumerate() {
+        let id = format!("spot-{i}");
+        let handed_back = failed.contains(&format!("msg-{i}"));
+        let present = delivered_ids.iter().filter(|d| **d == id).count();
+        // Withheld entries never reached SQS: a failed record is absent, a handled one present once.
+        assert_eq!(
+            present,
+            usize::from(!handed_back),
+            "{id}: handed back {handed_back}, delivered {present}x"
+        );
+    }
+    // Retries happened: more calls than the three a clean run needs.
+    assert!(estate.world.proxy.calls()["SendMessageBatch"] > 3);
+
+    // Redelivering the handed-back records (as the event source mapping does) completes the set.
+    estate.world.proxy.set_plan(FaultPlan::none());
+    let retry: Vec<String> = failed
+        .iter()
+        .map(|m| bodies[m.trim_start_matches("msg-").parse::<usize>().unwrap()].clone())
+        .collect();
+    assert_eq!(
+        batch_item_failures(
+            &router
+                .invoke(sqs_event(&retry).to_string(), INVOKE_BUDGET)
+                .await
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        estate.world.drain(&estate.queues["alpha"]).await?.len(),
+        failed.len()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_close_deadline_hands_back_undone_records_instead_of_timing_out() -> Result<()> {
+    let estate = Estate::new().await?;
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    let bodies = vec![
+        ec2_event("spot-interruption-warning.json", &estate.alpha[0], "slow-1").to_string(),
+        ec2_event("spot-interruption-warning.json", &estate.beta[0], "slow-2").to_string(),
+        fixture("asg-terminate-lifecycle-action.json").to_string(),
+    ];
+    // SQS answers only after 20 s; the invocation has 2 s.
+    estate.world.proxy.set_plan(FaultPlan::rate(
+        1.0,
+        &["SendMessageBatch"],
+        &[Fault::Slow(std::time::Duration::from_secs(20))],
+        7,
+    ));
+    let response = router
+        .invoke(
+            sqs_event(&bodies).to_string(),
+            std::time::Duration::from_secs(2),
+        )
+        .await;
+    assert_eq!(
+        batch_item_failures(&response),
+        ["msg-0", "msg-1"],
+        "undone records are handed back, the ignored one is done"
+    );
+    let logs = router.log_records();
+    assert!(
+        logs.iter().any(|l| l["fields"]["outcome"] == "failed"
+            && l["fields"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("deadline"))),
+        "the failure names the deadline: {logs:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_bad_configuration_stops_start_up_naming_the_variable_and_the_fix() -> Result<()> {
+    let world = World::start().await?;
+    let env = world.router_env(&[("QUEUE_NAME_TEMPLATE", "karpenter-queue")]);
+    let mut function = Function::start(&router_binary()?, &env).await?;
+    let status = function
+        .wait_exit(std::time::Duration::from_secs(30))
+        .await
+        .expect("the process exits");
+    assert!(!status.success());
+    let reported = function
+        .api()
+        .init_error()
+        .expect("reported to /init/error");
+    let reported: Value = serde_json::from_str(&reported)?;
+    assert_eq!(reported["errorType"], "Runtime.ConfigError");
+    let message = reported["errorMessage"].as_str().unwrap();
+    assert!(
+        message.contains("QUEUE_NAME_TEMPLATE=\"karpenter-queue\""),
+        "{message}"
+    );
+    assert!(
+        message.contains("{cluster}") && message.contains("Fix:"),
+        "{message}"
+    );
+    assert!(
+        function.api().first_poll().is_none(),
+        "it never asked for work"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn unsupported_payloads_fail_the_invocation_with_a_clear_error() -> Result<()> {
+    let world = World::start().await?;
+    let router = world.start_router(&[]).await?;
+    let kinesis =
+        json!({"Records": [{"eventSource": "aws:kinesis", "eventID": "x", "kinesis": {}}]});
+    match router.invoke(kinesis.to_string(), INVOKE_BUDGET).await {
+        Invocation::Error {
+            error_type,
+            message,
+        } => {
+            assert_eq!(error_type, "InterruptionRouter.UnsupportedPayload");
+            assert!(message.contains("aws:kinesis"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The process survives to serve the next invocation.
+    let ok = router
+        .invoke(
+            fixture("asg-terminate-lifecycle-action.json").to_string(),
+            INVOKE_BUDGET,
+        )
+        .await;
+    assert_eq!(ok.json().unwrap()["outcome"], "ignored");
+    Ok(())
+}
