@@ -536,7 +536,7 @@ pub fn health_body_for(body: &str, instances: &[InstanceId]) -> Result<String, M
 mod tests {
     use super::*;
 
-    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/events");
+    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/events");
 
     fn fixture(name: &str) -> String {
         let path = format!("{FIXTURES}/{name}");

@@ -5,7 +5,7 @@ use interruption_router::event::{Classified, InstanceId, Kind, classify, health_
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/events");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/events");
 
 fn fixtures() -> Vec<String> {
     let mut bodies: Vec<String> = std::fs::read_dir(FIXTURES)

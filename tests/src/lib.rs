@@ -192,9 +192,9 @@ impl Received {
     }
 }
 
-/// The directory of the shared event fixtures.
+/// The directory of the event fixtures (`fixtures/events`, real formats; see its README).
 pub fn fixtures_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/events")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/events")
 }
 
 /// A fixture event as JSON.
