@@ -34,6 +34,8 @@ help:
 	@echo "make demo        the whole system on a local AWS emulator (no AWS account needed)"
 	@echo "make test        everything CI runs: lint, unit, integration and end-to-end tests, demo"
 	@echo "make bench       storm, cold-start and micro benchmarks; writes BENCHMARKS.md"
+	@echo "make soak        the fault-injection scenario with 10,000 events"
+	@echo "make fuzz        fuzz the event parser for FUZZ_SECONDS (default 120)"
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64)"
 	@echo "make deploy-base BUCKET=… REGION=… [STACK_NAME=…] [INGEST_MODE=Queue|Direct]"
 	@echo "make deploy-tenant CLUSTER=… REGION=… [KARPENTER_ROLE=…]"
@@ -81,11 +83,27 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# ------------------------------------------------------------------ reliability (not in CI)
+# The fault-injection scenario at 10,000 events instead of make test's 2,000.
+soak: $(VENV)/.installed
+	$(CARGO) build --workspace --bins
+	FAULT_SCENARIO_EVENTS=10000 $(CARGO) test --workspace --test faults -- --nocapture
+
+FUZZ_SECONDS ?= 120
+# cargo-fuzz passes nightly-only -Z flags (sanitizers); RUSTC_BOOTSTRAP lets this stable toolchain
+# accept them. Seeds come from the real-format fixtures.
+fuzz:
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	mkdir -p fuzz/corpus/classify
+	cp fixtures/events/*.json fuzz/corpus/classify/
+	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run classify -- -max_total_time=$(FUZZ_SECONDS)
+
 # ------------------------------------------------------------------ performance
+# The storm benchmark runs the release binary; criterion runs first so its figures land in BENCHMARKS.md.
 bench: $(VENV)/.installed
-	$(CARGO) build --release -p interruption-router -p routerctl
-	$(TARGET_DIR)/release/routerctl bench --write BENCHMARKS.md
-	$(CARGO) bench -p interruption-router
+	$(CARGO) build --release --workspace --bins
+	$(CARGO) bench --workspace --bench core
+	$(CARGO) bench --workspace --bench storm -- --write $(CURDIR)/BENCHMARKS.md
 
 # ------------------------------------------------------------------ packaging and deployment
 LAMBDA_TARGET_arm64 := aarch64-unknown-linux-gnu

@@ -7,7 +7,7 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result};
 use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
-use aws_sdk_sqs::types::QueueAttributeName;
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, QueueAttributeName};
 use routerctl::local::{
     function::{Function, router_binary},
     moto::MotoServer,
@@ -58,13 +58,21 @@ impl World {
 
     /// Launches one instance with `tags`; returns its id.
     pub async fn launch(&self, tags: &[(String, String)]) -> Result<String> {
+        self.launch_many(tags, 1)
+            .await?
+            .pop()
+            .context("RunInstances returned no instance")
+    }
+
+    /// Launches `count` instances with `tags` (none: untagged) in one call; returns their ids.
+    pub async fn launch_many(&self, tags: &[(String, String)], count: i32) -> Result<Vec<String>> {
         let mut request = self
             .ec2
             .run_instances()
             .image_id("ami-12c6146b")
             .instance_type(InstanceType::M5Large)
-            .min_count(1)
-            .max_count(1);
+            .min_count(count)
+            .max_count(count);
         if !tags.is_empty() {
             let tags = tags
                 .iter()
@@ -78,10 +86,11 @@ impl World {
             );
         }
         let out = request.send().await.context("RunInstances")?;
-        Ok(out.instances()[0]
-            .instance_id()
-            .context("no instance id")?
-            .to_owned())
+        Ok(out
+            .instances()
+            .iter()
+            .filter_map(|i| i.instance_id().map(str::to_owned))
+            .collect())
     }
 
     pub async fn create_queue(&self, name: &str) -> Result<String> {
@@ -118,11 +127,11 @@ impl World {
                 .message_attribute_names("All")
                 .send()
                 .await?;
-            let messages = out.messages();
-            if messages.is_empty() {
-                break;
+            if out.messages().is_empty() {
+                return Ok(received);
             }
-            for m in messages {
+            let mut deletes = Vec::new();
+            for (i, m) in out.messages().iter().enumerate() {
                 let attributes = m
                     .message_attributes()
                     .map(|a| {
@@ -137,17 +146,20 @@ impl World {
                     body: m.body().unwrap_or_default().to_owned(),
                     attributes,
                 });
-                if let Some(handle) = m.receipt_handle() {
-                    self.sqs
-                        .delete_message()
-                        .queue_url(queue_url)
-                        .receipt_handle(handle)
-                        .send()
-                        .await?;
-                }
+                deletes.push(
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .set_receipt_handle(m.receipt_handle().map(str::to_owned))
+                        .build()?,
+                );
             }
+            self.sqs
+                .delete_message_batch()
+                .queue_url(queue_url)
+                .set_entries(Some(deletes))
+                .send()
+                .await?;
         }
-        Ok(received)
     }
 
     /// The number of messages waiting in a queue.

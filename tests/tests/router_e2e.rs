@@ -578,3 +578,71 @@ async fn unsupported_payloads_fail_the_invocation_with_a_clear_error() -> Result
     assert_eq!(ok.json().unwrap()["outcome"], "ignored");
     Ok(())
 }
+
+#[tokio::test]
+async fn duplicates_reach_their_own_cluster_again_and_never_another() -> Result<()> {
+    let estate = Estate::new().await?;
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    let spot = ec2_event(
+        "spot-interruption-warning.json",
+        &estate.alpha[0],
+        "spot-twice",
+    )
+    .to_string();
+    // AWS Health sends backup copies (`backupEvent: "true"`, same communication) for resilience;
+    // the router forwards them too, since the primary may be the copy that was lost.
+    let mut health = health_event(
+        &[&estate.alpha[1], &estate.beta[0], &estate.alpha[1]],
+        "retirement",
+    );
+    let primary = health.to_string();
+    health["detail"]["backupEvent"] = json!("true");
+    let backup = health.to_string();
+
+    // The same event twice in one batch, and the Health pair; then everything once more.
+    let batch = vec![spot.clone(), spot.clone(), primary.clone(), backup.clone()];
+    for _ in 0..2 {
+        let response = router
+            .invoke(sqs_event(&batch).to_string(), INVOKE_BUDGET)
+            .await;
+        assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+    }
+
+    let alpha = estate.world.drain(&estate.queues["alpha"]).await?;
+    let beta = estate.world.drain(&estate.queues["beta"]).await?;
+    let spots = alpha.iter().filter(|m| m.body == spot).count();
+    assert_eq!(spots, 4, "every copy of the spot warning reached alpha");
+    for (queue, mine, theirs) in [
+        (&alpha, &estate.alpha[1], &estate.beta[0]),
+        (&beta, &estate.beta[0], &estate.alpha[1]),
+    ] {
+        let copies: Vec<Value> = queue
+            .iter()
+            .map(Received::json)
+            .filter(|e| e["source"] == "aws.health")
+            .collect();
+        assert_eq!(copies.len(), 4, "primary and backup, twice");
+        for copy in &copies {
+            let ids: Vec<&str> = copy["detail"]["affectedEntities"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["entityValue"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                ids,
+                [mine.as_str()],
+                "the repeated entity is listed once, and only this cluster's"
+            );
+            assert!(!copy.to_string().contains(theirs.as_str()));
+        }
+    }
+    assert_eq!(
+        beta.len(),
+        4,
+        "beta got its Health copies and nothing of alpha's"
+    );
+    assert_eq!(estate.world.depth(&estate.queues["gamma"]).await?, 0);
+    assert_eq!(estate.world.depth(&estate.queues["dlq"]).await?, 0);
+    Ok(())
+}

@@ -1,0 +1,561 @@
+//! Storm, baseline, cold start and memory benchmarks of the release router binary against the
+//! local emulator. Prints its figures and, with `--write FILE`, writes them (with the criterion
+//! micro-benchmarks of the pure core, if they ran first) to FILE. Benchmarks print; they never
+//! assert times. The delivery check does assert: every event exactly once in its cluster's queue.
+//!
+//! Run with `make bench` (builds the release binary first). Options: `--events N` (1000),
+//! `--clusters K` (10), `--batch B` (100), `--runs R` (3), `--cold-starts C` (10),
+//! `--rss-events M` (10000), `--write FILE`.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    fmt::Write as _,
+    path::{Path, PathBuf},
+    time::{Duration, Instant, SystemTime},
+};
+
+use anyhow::{Context, Result, bail, ensure};
+use e2e_tests::{
+    World, karpenter_tags,
+    local::{
+        function::{Function, router_binary},
+        moto::{ACCOUNT, REGION},
+    },
+    sqs_event,
+};
+use routerctl::events::{Origin, Synthetic, rfc3339};
+
+struct Options {
+    events: usize,
+    clusters: usize,
+    batch: usize,
+    runs: usize,
+    cold_starts: usize,
+    rss_events: usize,
+    write: Option<PathBuf>,
+}
+
+fn options() -> Result<Options> {
+    let mut o = Options {
+        events: 1000,
+        clusters: 10,
+        batch: 100,
+        runs: 3,
+        cold_starts: 10,
+        rss_events: 10_000,
+        write: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--events" => o.events = value()?.parse()?,
+            "--clusters" => o.clusters = value()?.parse()?,
+            "--batch" => o.batch = value()?.parse()?,
+            "--runs" => o.runs = value()?.parse()?,
+            "--cold-starts" => o.cold_starts = value()?.parse()?,
+            "--rss-events" => o.rss_events = value()?.parse()?,
+            "--write" => o.write = Some(PathBuf::from(value()?)),
+            // cargo bench passes --bench; criterion-style filters are not used here.
+            "--bench" => {}
+            other => bail!("unknown option {other}"),
+        }
+    }
+    ensure!(
+        o.events % o.clusters == 0,
+        "--events must be a multiple of --clusters"
+    );
+    Ok(o)
+}
+
+/// The emulator with `clusters` queues and `events / clusters` Karpenter nodes per cluster.
+struct Estate {
+    world: World,
+    /// Nodes, interleaved across clusters: node i belongs to cluster i % K.
+    nodes: Vec<(String, String)>,
+    queues: BTreeMap<String, String>,
+}
+
+impl Estate {
+    async fn new(o: &Options) -> Result<Self> {
+        let world = World::start().await?;
+        let mut queues = BTreeMap::new();
+        let mut per_cluster = Vec::new();
+        for c in 0..o.clusters {
+            let cluster = format!("c{c:02}");
+            queues.insert(
+                cluster.clone(),
+                world.create_queue(&format!("karpenter-{cluster}")).await?,
+            );
+            per_cluster.push((
+                cluster.clone(),
+                world
+                    .launch_many(&karpenter_tags(&cluster), (o.events / o.clusters) as i32)
+                    .await?,
+            ));
+        }
+        let nodes = (0..o.events).map(|i| {
+            let (cluster, ids) = &per_cluster[i % o.clusters];
+            (ids[i / o.clusters].clone(), cluster.clone())
+        });
+        Ok(Self {
+            nodes: nodes.collect(),
+            queues,
+            world,
+        })
+    }
+
+    /// One spot warning per node, with ids unique to `run`.
+    fn storm(&self, run: &str) -> Vec<Synthetic> {
+        let origin = Origin {
+            account: ACCOUNT.into(),
+            region: REGION.into(),
+        };
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (node, _))| origin.spot_warning(node, &format!("{run}-{i}")))
+            .collect()
+    }
+
+    /// Reads every queue and checks it holds exactly the storm's events for its cluster, once.
+    async fn check_delivery(&self, storm: &[Synthetic]) -> Result<()> {
+        let owner: HashMap<&str, &str> = self
+            .nodes
+            .iter()
+            .map(|(n, c)| (n.as_str(), c.as_str()))
+            .collect();
+        let mut expected: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for e in storm {
+            expected
+                .entry(owner[e.instances[0].as_str()])
+                .or_default()
+                .push(&e.id);
+        }
+        for (cluster, url) in &self.queues {
+            let mut got: Vec<String> = self
+                .world
+                .drain(url)
+                .await?
+                .iter()
+                .map(|m| m.json()["id"].as_str().unwrap_or_default().to_owned())
+                .collect();
+            got.sort();
+            let mut want: Vec<String> = expected
+                .remove(cluster.as_str())
+                .unwrap_or_default()
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            want.sort();
+            if got != want {
+                let missing = want.iter().filter(|w| !got.contains(w)).count();
+                bail!(
+                    "DELIVERY CHECK FAILED for {cluster}: {} received, {} expected, {missing} missing or misrouted",
+                    got.len(),
+                    want.len()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    async fn start_router(&self, binary: &Path) -> Result<Function> {
+        Function::start_ready(binary, &self.world.router_env(&[])).await
+    }
+}
+
+/// What one pass of a storm cost.
+#[derive(Clone, Default)]
+struct Pass {
+    events: usize,
+    calls: BTreeMap<String, u64>,
+    wall: Duration,
+    latencies: Vec<Duration>,
+}
+
+impl Pass {
+    fn calls_per_event(&self) -> f64 {
+        self.calls.values().sum::<u64>() as f64 / self.events as f64
+    }
+    fn events_per_second(&self) -> f64 {
+        self.events as f64 / self.wall.as_secs_f64()
+    }
+}
+
+/// Sends `storm` to `router`, as SQS batches of `batch` records, or one direct invocation each.
+async fn pass(
+    estate: &Estate,
+    router: &Function,
+    storm: &[Synthetic],
+    batch: Option<usize>,
+) -> Result<Pass> {
+    estate.world.proxy.reset_counts();
+    let mut latencies = Vec::new();
+    let started = Instant::now();
+    let chunks: Vec<&[Synthetic]> = match batch {
+        Some(b) => storm.chunks(b).collect(),
+        None => storm.chunks(1).collect(),
+    };
+    for chunk in chunks {
+        let payload = match batch {
+            Some(_) => {
+                sqs_event(&chunk.iter().map(Synthetic::body).collect::<Vec<_>>()).to_string()
+            }
+            None => chunk[0].body(),
+        };
+        let t = Instant::now();
+        let outcome = router.invoke(payload, Duration::from_secs(30)).await;
+        latencies.push(t.elapsed());
+        let ok = match batch {
+            Some(_) => outcome
+                .json()
+                .is_some_and(|r| r["batchItemFailures"].as_array().is_some_and(Vec::is_empty)),
+            None => outcome.json().is_some_and(|r| r["outcome"] == "forwarded"),
+        };
+        ensure!(ok, "the router did not forward everything: {outcome:?}");
+    }
+    Ok(Pass {
+        events: storm.len(),
+        calls: estate.world.proxy.calls(),
+        wall: started.elapsed(),
+        latencies,
+    })
+}
+
+/// The naive per-event strategy: DescribeInstances + GetQueueUrl + SendMessage for every event,
+/// no cache, no batching (what a simple per-event router does), through the same proxy.
+async fn naive(estate: &Estate, storm: &[Synthetic]) -> Result<Pass> {
+    let sdk = e2e_tests::local::moto::sdk_config_for(&estate.world.proxy.endpoint()).await;
+    let (ec2, sqs) = (
+        aws_sdk_ec2::Client::new(&sdk),
+        aws_sdk_sqs::Client::new(&sdk),
+    );
+    estate.world.proxy.reset_counts();
+    let mut latencies = Vec::new();
+    let started = Instant::now();
+    for event in storm {
+        let t = Instant::now();
+        let out = ec2
+            .describe_instances()
+            .instance_ids(&event.instances[0])
+            .send()
+            .await?;
+        let tags = out
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .flat_map(|i| i.tags())
+            .collect::<Vec<_>>();
+        let cluster = tags
+            .iter()
+            .find(|t| t.key() == Some("eks:eks-cluster-name"))
+            .and_then(|t| t.value())
+            .context("untagged")?;
+        let url = sqs
+            .get_queue_url()
+            .queue_name(format!("karpenter-{cluster}"))
+            .send()
+            .await?;
+        sqs.send_message()
+            .queue_url(url.queue_url().context("no url")?)
+            .message_body(event.body())
+            .send()
+            .await?;
+        latencies.push(t.elapsed());
+    }
+    Ok(Pass {
+        events: storm.len(),
+        calls: estate.world.proxy.calls(),
+        wall: started.elapsed(),
+        latencies,
+    })
+}
+
+fn percentile(values: &[Duration], p: usize) -> Duration {
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    v.get(((p * v.len()).div_ceil(100)).clamp(1, v.len().max(1)) - 1)
+        .copied()
+        .unwrap_or_default()
+}
+
+/// Median, min and max of a figure over runs.
+fn spread(values: impl IntoIterator<Item = f64>) -> (f64, f64, f64) {
+    let mut v: Vec<f64> = values.into_iter().collect();
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let o = options()?;
+    let binary = router_binary()?;
+    ensure!(
+        binary.components().any(|c| c.as_os_str() == "release"),
+        "benchmark the release build: {} (run `make bench`, which builds it)",
+        binary.display()
+    );
+    let mut report = String::new();
+    let mut line = |s: String| {
+        println!("{s}");
+        report.push_str(&s);
+        report.push('\n');
+    };
+
+    eprintln!(
+        "setting up {} nodes over {} clusters in the emulator…",
+        o.events, o.clusters
+    );
+    let estate = Estate::new(&o).await?;
+
+    // 1. Storm: cold cache (fresh process), warm cache (same process), direct invocations.
+    let (mut cold, mut warm, mut direct, mut baseline) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for run in 0..o.runs {
+        eprintln!("storm run {}/{}…", run + 1, o.runs);
+        let router = estate.start_router(&binary).await?;
+        let storm = estate.storm(&format!("cold{run}"));
+        cold.push(pass(&estate, &router, &storm, Some(o.batch)).await?);
+        estate.check_delivery(&storm).await?;
+        let storm = estate.storm(&format!("warm{run}"));
+        warm.push(pass(&estate, &router, &storm, Some(o.batch)).await?);
+        estate.check_delivery(&storm).await?;
+        router.stop().await;
+
+        let router = estate.start_router(&binary).await?;
+        let storm = estate.storm(&format!("direct{run}"));
+        direct.push(pass(&estate, &router, &storm, None).await?);
+        estate.check_delivery(&storm).await?;
+        router.stop().await;
+
+        // 2. The naive per-event strategy on the same emulator, same events.
+        let storm = estate.storm(&format!("naive{run}"));
+        baseline.push(naive(&estate, &storm).await?);
+        estate.check_delivery(&storm).await?;
+    }
+
+    // 3. Cold start: process start to first poll, and the first invocation.
+    let mut init = Vec::new();
+    let mut first = Vec::new();
+    for n in 0..o.cold_starts {
+        let router = estate.start_router(&binary).await?;
+        init.push(router.init_duration().context("no first poll")?);
+        let storm: Vec<Synthetic> = estate
+            .storm(&format!("coldstart{n}"))
+            .into_iter()
+            .take(1)
+            .collect();
+        let t = Instant::now();
+        let outcome = router
+            .invoke(
+                sqs_event(&[storm[0].body()]).to_string(),
+                Duration::from_secs(30),
+            )
+            .await;
+        first.push(t.elapsed());
+        ensure!(
+            outcome.json().is_some(),
+            "cold invocation failed: {outcome:?}"
+        );
+        router.stop().await;
+        estate.check_delivery(&storm).await?;
+    }
+
+    // 4. Peak memory after a long storm (events repeat over the nodes, ids unique).
+    eprintln!("memory storm of {} events…", o.rss_events);
+    let router = estate.start_router(&binary).await?;
+    let mut rss_storm = Vec::new();
+    for round in 0..o.rss_events.div_ceil(o.events) {
+        rss_storm.extend(estate.storm(&format!("rss{round}")));
+    }
+    rss_storm.truncate(o.rss_events);
+    let rss_pass = pass(&estate, &router, &rss_storm, Some(o.batch)).await?;
+    let peak_rss = router.peak_rss_kib().context("no VmHWM")?;
+    router.stop().await;
+    estate.check_delivery(&rss_storm).await?;
+
+    // The report.
+    let machine = machine();
+    line(format!(
+        "# Benchmarks\n\nMeasured {} on {machine}.",
+        rfc3339(SystemTime::now())
+    ));
+    line(format!(
+        "Release build of `interruption-router` under a local Lambda Runtime API, against moto through a counting proxy \
+         (every call the router makes is counted by action). Storm: {} spot warnings over {} clusters, nodes interleaved \
+         across clusters, SQS batches of {} records; {} runs, figures as median (min–max). Every pass is followed by a \
+         delivery check: each event exactly once in its cluster's queue, nothing anywhere else.\n",
+        o.events, o.clusters, o.batch, o.runs
+    ));
+    line("## Storm\n".into());
+    line(
+        "| pass | AWS calls / event | events / s | invocation p50 ms | invocation p99 ms |".into(),
+    );
+    line("|---|---|---|---|---|".into());
+    for (label, passes) in [
+        ("batched, cold cache", &cold),
+        ("batched, warm cache", &warm),
+        ("direct, one event per invocation", &direct),
+        ("naive per-event baseline", &baseline),
+    ] {
+        let (c, c0, c1) = spread(passes.iter().map(Pass::calls_per_event));
+        let (r, r0, r1) = spread(passes.iter().map(Pass::events_per_second));
+        let (p50, p50a, p50b) = spread(passes.iter().map(|p| ms(percentile(&p.latencies, 50))));
+        let (p99, p99a, p99b) = spread(passes.iter().map(|p| ms(percentile(&p.latencies, 99))));
+        line(format!(
+            "| {label} | {c:.3} ({c0:.3}–{c1:.3}) | {r:.0} ({r0:.0}–{r1:.0}) | {p50:.1} ({p50a:.1}–{p50b:.1}) | {p99:.1} ({p99a:.1}–{p99b:.1}) |"
+        ));
+    }
+    let calls = |p: &[Pass]| {
+        p.last()
+            .map(|p| format!("{:?}", p.calls))
+            .unwrap_or_default()
+    };
+    line(format!(
+        "\nCalls by action (last run): cold {}; warm {}; naive {}.",
+        calls(&cold),
+        calls(&warm),
+        calls(&baseline)
+    ));
+    let (speedup, s0, s1) = spread(
+        warm.iter()
+            .zip(&baseline)
+            .map(|(w, b)| w.events_per_second() / b.events_per_second()),
+    );
+    line(format!(
+        "Batched (warm) throughput is **{speedup:.1}×** the naive baseline ({s0:.1}–{s1:.1}×) on the same emulator and machine."
+    ));
+    let (i, i0, i1) = spread(init.iter().map(|d| ms(*d)));
+    let (f, f0, f1) = spread(first.iter().map(|d| ms(*d)));
+    line(format!(
+        "\n## Cold start ({} runs)\n\n| figure | median | min | max |\n|---|---|---|---|\n| process start to first Runtime API poll | {i:.1} ms | {i0:.1} ms | {i1:.1} ms |\n| first invocation (1 spot warning, cold cache: DescribeInstances, GetQueueUrl, SendMessageBatch) | {f:.1} ms | {f0:.1} ms | {f1:.1} ms |",
+        o.cold_starts
+    ));
+    line(format!(
+        "\n## Memory\n\nPeak RSS (VmHWM) after a {}-event storm ({} invocations, {:.0} events/s, {:.3} calls/event): **{:.1} MiB**.",
+        rss_pass.events,
+        rss_pass.latencies.len(),
+        rss_pass.events_per_second(),
+        rss_pass.calls_per_event(),
+        peak_rss as f64 / 1024.0
+    ));
+    line(format!(
+        "\n## Pure core (criterion, one core)\n\n{}",
+        criterion_table()
+    ));
+    let targets = [
+        (
+            "≤ 0.12 AWS calls/event, warm",
+            spread(warm.iter().map(Pass::calls_per_event)).0 <= 0.12,
+        ),
+        (
+            "≤ 0.15 AWS calls/event, cold",
+            spread(cold.iter().map(Pass::calls_per_event)).0 <= 0.15,
+        ),
+        ("batched throughput ≥ 20× naive", speedup >= 20.0),
+        ("process start to first poll < 20 ms", i < 20.0),
+        (
+            "peak RSS < 40 MB after 10,000 events",
+            (peak_rss as f64 * 1024.0) < 40e6,
+        ),
+    ];
+    line("\n## Targets\n\n| target | met |\n|---|---|".into());
+    for (target, met) in targets {
+        line(format!(
+            "| {target} | {} |",
+            if met { "yes" } else { "**no**" }
+        ));
+    }
+    line(format!(
+        "\n## Reproduce\n\n`make bench` (release build, then `cargo bench --workspace --bench core` and \
+         `cargo bench --workspace --bench storm -- --write BENCHMARKS.md`). Options: `--events {} --clusters {} --batch {} \
+         --runs {} --cold-starts {} --rss-events {}`. The emulator (moto, Python) runs on the same cores as the router, \
+         so absolute times are the emulator's; call counts are exact.",
+        o.events, o.clusters, o.batch, o.runs, o.cold_starts, o.rss_events
+    ));
+
+    if let Some(path) = &o.write {
+        std::fs::write(path, &report).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .next()
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or("unknown memory".into(), |kb| {
+            format!("{:.0} GiB", kb as f64 / 1024.0 / 1024.0)
+        });
+    let rustc = std::process::Command::new("rustc")
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    format!(
+        "{cpu}, {cores} cores, {memory}, {rustc}, moto {}",
+        e2e_tests::local::moto::MOTO_VERSION
+    )
+}
+
+/// The criterion results of `cargo bench --bench core`, if they are there, as events/s.
+fn criterion_table() -> String {
+    let target = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.ancestors().nth(3).map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("target"));
+    let mut table = String::from("| benchmark | time per iteration | events/s |\n|---|---|---|\n");
+    let mut found = false;
+    for (id, events) in [
+        ("classify/spot-interruption", 1.0),
+        ("classify/rebalance-recommendation", 1.0),
+        ("classify/state-change", 1.0),
+        ("classify/capacity-reservation", 1.0),
+        ("classify/scheduled-change", 1.0),
+        ("classify/ignored-state", 1.0),
+        ("batch/sqs-100", 100.0),
+    ] {
+        let path = target.join("criterion").join(id).join("new/estimates.json");
+        let Some(ns) = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+            .and_then(|v| v["mean"]["point_estimate"].as_f64())
+        else {
+            continue;
+        };
+        found = true;
+        let _ = writeln!(
+            table,
+            "| {id} | {:.2} µs | {:.0} |",
+            ns / 1000.0,
+            events / (ns / 1e9)
+        );
+    }
+    if found {
+        table.push_str("\nParse + classify + plan (Health events: + split), per event; `batch/sqs-100` includes deserialising the SQS event.");
+        table
+    } else {
+        "(not run: `cargo bench --workspace --bench core` first)".into()
+    }
+}
