@@ -1,11 +1,33 @@
 //! routerctl: operator tooling for interruption-router, and the local harness it shares with the
 //! end-to-end tests and benchmarks.
 //!
-//! * [`local`]: moto, a Lambda Runtime API, an event source mapping and a fault-injecting proxy;
+//! * [`simulate`], [`verify`], [`fis`]: the operator commands, each a function returning a report
+//!   (the binary prints it and sets the exit status);
+//! * [`policy`]: the IAM policy evaluator `verify` uses;
+//! * [`local`]: moto, a Lambda Runtime API and Invoke API, an event source mapping and a
+//!   fault-injecting proxy;
+//! * [`sandbox`]: the real stacks deployed into moto, completed where moto skips resources;
 //! * [`events`]: synthetic interruption events in real formats;
 //! * [`stacks`]: the CloudFormation templates and a deployer.
 
+pub mod aws;
 pub mod demo;
 pub mod events;
+pub mod fis;
 pub mod local;
+pub mod policy;
+pub mod sandbox;
+pub mod simulate;
 pub mod stacks;
+pub mod verify;
+
+/// The AWS SDK crates routerctl is built with, so callers (the tests) can drive the clients in
+/// [`aws::Aws`] with the same versions.
+pub mod sdk {
+    pub use aws_sdk_cloudformation as cloudformation;
+    pub use aws_sdk_cloudwatchlogs as cloudwatchlogs;
+    pub use aws_sdk_eventbridge as eventbridge;
+    pub use aws_sdk_fis as fis;
+    pub use aws_sdk_iam as iam;
+    pub use aws_sdk_lambda as lambda;
+}

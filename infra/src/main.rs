@@ -1,14 +1,16 @@
 //! `routerctl`: run the router locally, and check and exercise a real deployment.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::{Parser, Subcommand};
+use routerctl::{aws::Aws, fis, simulate, verify};
 
 #[derive(Parser)]
 #[command(
     name = "routerctl",
     version,
-    about = "Operator CLI for interruption-router"
+    about = "Operator CLI for interruption-router",
+    after_help = "Exit status: 0 when all is well, 1 when a check or verdict failed, 2 when the command could not run."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -36,6 +38,90 @@ enum Command {
         #[arg(long)]
         router_bin: Option<PathBuf>,
     },
+
+    /// Send synthetic interruption events for a cluster's running instances to the ingest queue
+    /// or the router function (not through EventBridge: AWS refuses aws.* sources there).
+    /// Karpenter acts on them: a simulated spot warning drains a real node.
+    Simulate {
+        /// The cluster: the value of the instances' cluster tag.
+        #[arg(long)]
+        cluster: String,
+        /// What to send; `health` is one event naming every selected instance, `fis` four per
+        /// instance (rebalance, warning, stopping, terminated).
+        #[arg(long, value_enum)]
+        kind: simulate::SimKind,
+        /// How many running instances to pick (lowest ids first).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100), conflicts_with = "instances")]
+        count: u16,
+        /// Pick this instance instead (repeatable); it must carry the cluster tag.
+        #[arg(long = "instance", value_name = "ID")]
+        instances: Vec<String>,
+        /// The ingest queue URL (Queue mode) or the router function's name or ARN (Direct mode).
+        #[arg(long, value_name = "QUEUE_URL|FUNCTION")]
+        to: String,
+        /// The state of `--kind state` events.
+        #[arg(long, default_value = "terminated")]
+        state: String,
+        /// The tag naming the cluster; `kubernetes.io/cluster/*` selects by that key instead.
+        #[arg(long, default_value = "eks:eks-cluster-name")]
+        cluster_tag: String,
+        /// Pick only instances with this tag key (the router's MANAGED_TAG_KEY); '' for any.
+        #[arg(long, default_value = interruption_router::config::DEFAULT_MANAGED_TAG_KEY)]
+        managed_tag: String,
+        #[arg(long)]
+        region: Option<String>,
+    },
+
+    /// Check a live deployment: rules, queues and their policies, the event source mapping, the
+    /// function's environment and role, and every cluster's queue. Exit status 1 on any failure.
+    Verify {
+        /// The base stack's name.
+        #[arg(long, default_value = "interruption-router")]
+        stack: String,
+        /// A cluster whose queue to check (repeatable); default: every queue the router's naming
+        /// template matches.
+        #[arg(long = "cluster")]
+        clusters: Vec<String>,
+        #[arg(long)]
+        region: Option<String>,
+    },
+
+    /// Start a cluster's FIS spot-interruption experiment (cloudformation/fis.yaml), wait for it,
+    /// and report from the router's logs which clusters received its events. Exit status 1
+    /// unless the target cluster received them and no other cluster did. Interrupts real nodes.
+    #[command(group = clap::ArgGroup::new("experiment").required(true).multiple(true).args(["cluster", "template_id", "experiment_id"]))]
+    Fis {
+        /// The target cluster; its template is the one tagged cluster=<name>.
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Start this experiment template instead of looking it up.
+        #[arg(long)]
+        template_id: Option<String>,
+        /// Report on an experiment that already ran; starts nothing.
+        #[arg(long, conflicts_with = "template_id")]
+        experiment_id: Option<String>,
+        /// The base stack, whose RouterLogGroup holds the router's logs.
+        #[arg(long, default_value = "interruption-router")]
+        stack: String,
+        /// Read the router's logs from this log group instead.
+        #[arg(long)]
+        log_group: Option<String>,
+        /// How long after the experiment to keep collecting (e.g. 3m); default: the template's
+        /// durationBeforeInterruption plus 60 s.
+        #[arg(long, value_parser = fis::parse_duration)]
+        settle: Option<Duration>,
+        /// Give up waiting for the experiment after this long.
+        #[arg(long, default_value = "30m", value_parser = fis::parse_duration)]
+        timeout: Duration,
+        /// Also fail if another cluster received any event during the window.
+        #[arg(long)]
+        strict: bool,
+        /// Confirm starting the experiment (it interrupts real spot instances).
+        #[arg(long)]
+        yes: bool,
+        #[arg(long)]
+        region: Option<String>,
+    },
 }
 
 #[tokio::main]
@@ -59,6 +145,87 @@ async fn main() -> ExitCode {
             routerctl::demo::run(options)
                 .await
                 .map(|report| report.passed())
+        }
+        Command::Simulate {
+            cluster,
+            kind,
+            count,
+            instances,
+            to,
+            state,
+            cluster_tag,
+            managed_tag,
+            region,
+        } => {
+            let options = simulate::Options {
+                cluster,
+                kind,
+                count: count.into(),
+                instances,
+                to,
+                state,
+                cluster_tag,
+                managed_tag,
+            };
+            match Aws::load(region).await {
+                Ok(aws) => simulate::run(&aws, &options).await.map(|report| {
+                    print!("{}", report.render());
+                    report.failed() == 0
+                }),
+                Err(e) => Err(e),
+            }
+        }
+        Command::Verify {
+            stack,
+            clusters,
+            region,
+        } => match Aws::load(region).await {
+            Ok(aws) => {
+                let report = verify::run(&aws, &verify::Options { stack, clusters }).await;
+                print!("{}", report.render());
+                Ok(report.passed())
+            }
+            Err(e) => Err(e),
+        },
+        Command::Fis {
+            cluster,
+            template_id,
+            experiment_id,
+            stack,
+            log_group,
+            settle,
+            timeout,
+            strict,
+            yes,
+            region,
+        } => {
+            if experiment_id.is_none() && !yes {
+                eprintln!(
+                    "error: this starts a FIS experiment that interrupts running spot instances of the \
+                     cluster; pass --yes to go ahead (or --experiment-id to report on one that ran)"
+                );
+                return ExitCode::from(2);
+            }
+            let options = fis::Options {
+                cluster,
+                template_id,
+                experiment_id,
+                stack,
+                log_group,
+                settle,
+                poll: Duration::from_secs(5),
+                timeout,
+                strict,
+            };
+            match Aws::load(region).await {
+                Ok(aws) => fis::run(&aws, &options, |what| eprintln!("  … {what}"))
+                    .await
+                    .map(|report| {
+                        print!("{}", report.render());
+                        report.passed()
+                    }),
+                Err(e) => Err(e),
+            }
         }
     };
     match result {

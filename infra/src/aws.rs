@@ -1,0 +1,103 @@
+//! The AWS clients the operator commands use, built once from one SDK configuration, and error
+//! text that names what AWS said instead of the SDK's bare "service error".
+
+use std::error::Error;
+
+use anyhow::{Context, Result, bail};
+use aws_sdk_sqs::{
+    config::http::HttpResponse,
+    error::{DisplayErrorContext, ProvideErrorMetadata, SdkError},
+};
+
+/// One client per service, all for the same account and region. Fields are public so a test can
+/// point a single service elsewhere (e.g. Lambda at a local Invoke API).
+#[derive(Clone)]
+pub struct Aws {
+    pub region: String,
+    pub cfn: aws_sdk_cloudformation::Client,
+    pub ec2: aws_sdk_ec2::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub lambda: aws_sdk_lambda::Client,
+    pub events: aws_sdk_eventbridge::Client,
+    pub iam: aws_sdk_iam::Client,
+    pub fis: aws_sdk_fis::Client,
+    pub logs: aws_sdk_cloudwatchlogs::Client,
+}
+
+impl Aws {
+    /// Clients from the usual chain (environment, profile, instance role), in `region` if given.
+    /// `AWS_ENDPOINT_URL` is honoured, which is how the tests and `demo --keep` reach the emulator.
+    pub async fn load(region: Option<String>) -> Result<Self> {
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+        if let Some(region) = region {
+            loader = loader.region(aws_config::Region::new(region));
+        }
+        Self::new(&loader.load().await)
+    }
+
+    pub fn new(config: &aws_config::SdkConfig) -> Result<Self> {
+        let Some(region) = config.region() else {
+            bail!(
+                "no AWS region configured: pass --region or set AWS_REGION (or a profile's region)"
+            );
+        };
+        Ok(Self {
+            region: region.to_string(),
+            cfn: aws_sdk_cloudformation::Client::new(config),
+            ec2: aws_sdk_ec2::Client::new(config),
+            sqs: aws_sdk_sqs::Client::new(config),
+            lambda: aws_sdk_lambda::Client::new(config),
+            events: aws_sdk_eventbridge::Client::new(config),
+            iam: aws_sdk_iam::Client::new(config),
+            fis: aws_sdk_fis::Client::new(config),
+            logs: aws_sdk_cloudwatchlogs::Client::new(config),
+        })
+    }
+}
+
+/// `Code: message` as AWS returned it; for an answer without an AWS error, its HTTP status; else
+/// the whole error chain (no credentials, no network, a timeout).
+pub fn describe<E>(error: &SdkError<E, HttpResponse>) -> String
+where
+    E: ProvideErrorMetadata + Error + 'static,
+{
+    match (error.code(), error.message()) {
+        (Some(code), Some(message)) => format!("{code}: {message}"),
+        (Some(code), None) => code.to_owned(),
+        _ => match error {
+            SdkError::ServiceError(e) => format!(
+                "HTTP {} without an AWS error code",
+                e.raw().status().as_u16()
+            ),
+            other => DisplayErrorContext(other).to_string(),
+        },
+    }
+}
+
+/// The physical id of a stack's resource. (DescribeStackResources, not DescribeStackResource:
+/// the emulator answers the latter with a 500.)
+pub async fn stack_resource(aws: &Aws, stack: &str, logical: &str) -> Result<String> {
+    let out = aws
+        .cfn
+        .describe_stack_resources()
+        .stack_name(stack)
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("DescribeStackResources {stack}: {}", describe(&e)))?;
+    out.stack_resources()
+        .iter()
+        .find(|r| r.logical_resource_id() == Some(logical))
+        .and_then(|r| r.physical_resource_id())
+        .map(str::to_owned)
+        .with_context(|| format!("stack {stack} has no resource {logical}"))
+}
+
+/// The last `:`-separated field of an ARN (a queue's name, for an SQS ARN).
+pub fn arn_name(arn: &str) -> &str {
+    arn.rsplit(':').next().unwrap_or(arn)
+}
+
+/// The account field of an ARN, if it has one.
+pub fn arn_account(arn: &str) -> Option<&str> {
+    arn.split(':').nth(4).filter(|a| !a.is_empty())
+}

@@ -1,0 +1,805 @@
+//! `routerctl fis`: runs a cluster's FIS spot-interruption experiment (cloudformation/fis.yaml)
+//! and proves isolation from the router's own logs: during the experiment's window, every event
+//! about the experiment's instances reached the target cluster's queue, and none reached another.
+//!
+//! Evidence is the router's one JSON line per delivery (`outcome="forwarded"`, `event_id`, `kind`,
+//! `instances`, `cluster`, `age_ms`), read back with FilterLogEvents over the window. Which
+//! instances belong to the experiment comes from FIS (ListExperimentResolvedTargets) or, when FIS
+//! names none, from the target cluster's tag. Other clusters' deliveries about other instances are
+//! normal traffic on a shared router; they are counted, and fail the run only with `strict`.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::{Context, Result, bail};
+use aws_sdk_ec2::types::Filter;
+use aws_sdk_fis::types::ExperimentStatus;
+use serde_json::Value;
+
+use crate::aws::{Aws, describe};
+
+/// The tag fis.yaml selects instances by, and the tags it puts on the template.
+pub const CLUSTER_TAG: &str = "eks:eks-cluster-name";
+/// How much earlier than FIS's start time an event may be logged (clocks, FIS's own latency).
+pub const CLOCK_SKEW: Duration = Duration::from_secs(5);
+/// Added to the interruption delay: CloudWatch Logs delivery and the state changes' own lag.
+pub const LOG_DELIVERY: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The target cluster; found from the template when not given.
+    pub cluster: Option<String>,
+    pub template_id: Option<String>,
+    /// Report on an experiment that already ran instead of starting one.
+    pub experiment_id: Option<String>,
+    /// The base stack, for the router's log group.
+    pub stack: String,
+    pub log_group: Option<String>,
+    /// How long past the experiment's end to keep collecting; default: the template's
+    /// durationBeforeInterruption plus [`LOG_DELIVERY`].
+    pub settle: Option<Duration>,
+    pub poll: Duration,
+    pub timeout: Duration,
+    /// Fail on any delivery to another cluster, even about instances outside the experiment.
+    pub strict: bool,
+}
+
+/// The experiment template, as far as this command needs it.
+#[derive(Debug, Clone)]
+pub struct Template {
+    pub id: String,
+    /// The value of `eks:eks-cluster-name` its targets select, if they select by that tag.
+    pub cluster: Option<String>,
+    pub duration_before_interruption: Option<Duration>,
+}
+
+/// A finished experiment.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    pub id: String,
+    pub template_id: String,
+    pub status: String,
+    pub reason: Option<String>,
+    pub start_ms: i64,
+    pub end_ms: i64,
+}
+
+/// The log time range that counts, in ms since the epoch, both ends included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub from_ms: i64,
+    pub to_ms: i64,
+}
+
+impl Window {
+    pub fn contains(&self, at_ms: i64) -> bool {
+        (self.from_ms..=self.to_ms).contains(&at_ms)
+    }
+}
+
+/// From a little before the experiment started (clock skew) until `settle` after it ended, when
+/// the stopping/terminated changes of the interrupted instances have been delivered and logged.
+pub fn window(start_ms: i64, end_ms: i64, settle: Duration) -> Window {
+    Window {
+        from_ms: start_ms - CLOCK_SKEW.as_millis() as i64,
+        to_ms: end_ms.max(start_ms) + settle.as_millis() as i64,
+    }
+}
+
+/// One delivery, from one router log line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub at_ms: i64,
+    pub event_id: String,
+    pub kind: String,
+    pub cluster: String,
+    pub instances: Vec<String>,
+    /// Event `time` to forwarding, as the router measured it (`time` has 1 s resolution).
+    pub age_ms: Option<u64>,
+}
+
+/// Parses a router log line if it records a delivery. Accepts the tracing JSON layout the router
+/// writes (`{"level":…,"fields":{…}}`), the same fields at the top level, and either of those
+/// wrapped in a Lambda JSON record's `message`.
+pub fn parse_delivery(line: &str, at_ms: i64) -> Option<Delivery> {
+    let value: Value = serde_json::from_str(line.trim()).ok()?;
+    if let Some(inner) = value["message"]
+        .as_str()
+        .filter(|m| m.trim_start().starts_with('{'))
+        && let Some(delivery) = parse_delivery(inner, at_ms)
+    {
+        return Some(delivery);
+    }
+    let fields = if value["fields"].is_object() {
+        &value["fields"]
+    } else {
+        &value
+    };
+    if fields["outcome"] != "forwarded" {
+        return None;
+    }
+    let text = |k: &str| fields[k].as_str().unwrap_or_default().to_owned();
+    Some(Delivery {
+        at_ms,
+        event_id: text("event_id"),
+        kind: text("kind"),
+        cluster: fields["cluster"].as_str()?.to_owned(),
+        instances: text("instances")
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        age_ms: fields["age_ms"].as_u64(),
+    })
+}
+
+/// One cluster's line of the report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterTally {
+    /// Deliveries naming an instance of the experiment.
+    pub experiment: usize,
+    /// Deliveries about other instances (normal traffic on a shared router).
+    pub other: usize,
+    /// `age_ms` of the experiment deliveries.
+    pub ages_ms: Vec<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    pub target: String,
+    /// Every cluster that received anything, and always the target.
+    pub clusters: BTreeMap<String, ClusterTally>,
+    /// Deliveries about the experiment's instances to another cluster: isolation broken.
+    pub leaks: Vec<Delivery>,
+    pub strict: bool,
+}
+
+impl Verdict {
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let target = self.clusters.get(&self.target).cloned().unwrap_or_default();
+        if target.experiment == 0 {
+            problems.push(format!(
+                "{} received none of the experiment's events: check the deployment (routerctl \
+                 verify), that the interrupted instances carry the cluster tag, and the router's \
+                 log group",
+                self.target
+            ));
+        }
+        for leak in &self.leaks {
+            problems.push(format!(
+                "{} received event {} ({}) about the experiment's instance(s) {}",
+                leak.cluster,
+                leak.event_id,
+                leak.kind,
+                leak.instances.join(",")
+            ));
+        }
+        if self.strict {
+            for (cluster, tally) in &self.clusters {
+                if *cluster != self.target && tally.other > 0 {
+                    problems.push(format!(
+                        "{cluster} received {} other event(s) during the window (--strict)",
+                        tally.other
+                    ));
+                }
+            }
+        }
+        problems
+    }
+
+    pub fn passed(&self) -> bool {
+        self.problems().is_empty()
+    }
+}
+
+/// Sorts deliveries inside `window` by cluster and by whether they name an experiment instance.
+pub fn tally(
+    target: &str,
+    experiment_instances: &BTreeSet<String>,
+    deliveries: &[Delivery],
+    window: Window,
+    strict: bool,
+) -> Verdict {
+    let mut clusters: BTreeMap<String, ClusterTally> = BTreeMap::new();
+    clusters.insert(target.to_owned(), ClusterTally::default());
+    let mut leaks = Vec::new();
+    for d in deliveries.iter().filter(|d| window.contains(d.at_ms)) {
+        let line = clusters.entry(d.cluster.clone()).or_default();
+        if d.instances.iter().any(|i| experiment_instances.contains(i)) {
+            line.experiment += 1;
+            line.ages_ms.extend(d.age_ms);
+            if d.cluster != target {
+                leaks.push(d.clone());
+            }
+        } else {
+            line.other += 1;
+        }
+    }
+    Verdict {
+        target: target.to_owned(),
+        clusters,
+        leaks,
+        strict,
+    }
+}
+
+/// Where the experiment's instance list came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InstanceSource {
+    /// ListExperimentResolvedTargets.
+    Resolved,
+    /// FIS named none: every instance tagged with the target cluster.
+    ClusterTag,
+}
+
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub experiment: Experiment,
+    pub template: Template,
+    pub window: Window,
+    pub log_group: String,
+    pub instances: BTreeSet<String>,
+    pub instance_source: InstanceSource,
+    pub verdict: Verdict,
+}
+
+impl Report {
+    pub fn passed(&self) -> bool {
+        self.verdict.passed()
+    }
+
+    pub fn render(&self) -> String {
+        let e = &self.experiment;
+        let mut out = format!(
+            "experiment {} (template {}) {} in {:.1} s{}\n",
+            e.id,
+            e.template_id,
+            e.status,
+            (e.end_ms - e.start_ms) as f64 / 1000.0,
+            e.reason
+                .as_deref()
+                .filter(|_| e.status != "completed")
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        );
+        out += &format!(
+            "experiment instances ({}): {}\n",
+            match self.instance_source {
+                InstanceSource::Resolved => "resolved by FIS".to_owned(),
+                InstanceSource::ClusterTag => format!(
+                    "FIS resolved none; every instance tagged {CLUSTER_TAG}={}",
+                    self.verdict.target
+                ),
+            },
+            self.instances
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        out += &format!(
+            "router deliveries in {} from {} to {} (event time → forwarded: age_ms)\n",
+            self.log_group,
+            crate::events::rfc3339(
+                UNIX_EPOCH + Duration::from_millis(self.window.from_ms.max(0) as u64)
+            ),
+            crate::events::rfc3339(
+                UNIX_EPOCH + Duration::from_millis(self.window.to_ms.max(0) as u64)
+            ),
+        );
+        out += &format!(
+            "  {:<20} {:>10} {:>10} {:>10} {:>8}\n",
+            "cluster", "experiment", "p50 ms", "max ms", "other"
+        );
+        for (cluster, t) in &self.verdict.clusters {
+            let mut ages = t.ages_ms.clone();
+            ages.sort_unstable();
+            let p50 = ages.get(ages.len().saturating_sub(1) / 2);
+            let label = if *cluster == self.verdict.target {
+                format!("{cluster} (target)")
+            } else {
+                cluster.clone()
+            };
+            out += &format!(
+                "  {:<20} {:>10} {:>10} {:>10} {:>8}\n",
+                label,
+                t.experiment,
+                p50.map_or("-".into(), u64::to_string),
+                ages.last().map_or("-".into(), u64::to_string),
+                t.other
+            );
+        }
+        let problems = self.verdict.problems();
+        if problems.is_empty() {
+            let t = &self.verdict.clusters[&self.verdict.target];
+            out += &format!(
+                "PASS: {} events about the experiment's instances reached {} and no other cluster\n",
+                t.experiment, self.verdict.target
+            );
+        } else {
+            for p in &problems {
+                out += &format!("  problem: {p}\n");
+            }
+            out += &format!("FAIL: {} problem(s)\n", problems.len());
+        }
+        out
+    }
+}
+
+/// Runs the whole command: find or start the experiment, wait for it and for its window to
+/// close, then report. `progress` is told what it is waiting for.
+pub async fn run(aws: &Aws, options: &Options, progress: impl Fn(&str)) -> Result<Report> {
+    let experiment_id = match &options.experiment_id {
+        Some(id) => id.clone(),
+        None => {
+            let template = match (&options.template_id, &options.cluster) {
+                (Some(id), _) => id.clone(),
+                (None, Some(cluster)) => find_template(aws, cluster).await?,
+                (None, None) => bail!("pass --cluster, --template-id or --experiment-id"),
+            };
+            progress(&format!("starting experiment template {template}"));
+            start(aws, &template).await?
+        }
+    };
+    progress(&format!("waiting for experiment {experiment_id} to end"));
+    let experiment = wait(aws, &experiment_id, options.poll, options.timeout).await?;
+    let template = describe_template(aws, &experiment.template_id).await?;
+    let cluster = match (&options.cluster, &template.cluster) {
+        (Some(given), Some(selected)) if given != selected => bail!(
+            "template {} interrupts instances of {selected}, not {given}",
+            template.id
+        ),
+        (Some(c), _) | (None, Some(c)) => c.clone(),
+        (None, None) => bail!(
+            "template {} does not select instances by {CLUSTER_TAG}: pass --cluster",
+            template.id
+        ),
+    };
+    let settle = options.settle.unwrap_or_else(|| {
+        template
+            .duration_before_interruption
+            .unwrap_or(Duration::from_secs(120))
+            + LOG_DELIVERY
+    });
+    let window = window(experiment.start_ms, experiment.end_ms, settle);
+    let wait_ms = window.to_ms - now_ms();
+    if wait_ms > 0 {
+        progress(&format!(
+            "waiting {:.0} s for the instances' state changes and log delivery (--settle)",
+            wait_ms as f64 / 1000.0
+        ));
+        tokio::time::sleep(Duration::from_millis(wait_ms as u64)).await;
+    }
+    let (instances, instance_source) = experiment_instances(aws, &experiment.id, &cluster).await?;
+    let log_group = match &options.log_group {
+        Some(group) => group.clone(),
+        None => router_log_group(aws, &options.stack).await?,
+    };
+    let deliveries = deliveries(aws, &log_group, window).await?;
+    let verdict = tally(&cluster, &instances, &deliveries, window, options.strict);
+    Ok(Report {
+        experiment,
+        template,
+        window,
+        log_group,
+        instances,
+        instance_source,
+        verdict,
+    })
+}
+
+/// The template fis.yaml deployed for `cluster` (tags `cluster` and `app=interruption-router`).
+pub async fn find_template(aws: &Aws, cluster: &str) -> Result<String> {
+    let mut found = Vec::new();
+    let mut pages = aws.fis.list_experiment_templates().into_paginator().send();
+    while let Some(page) = pages.next().await {
+        let page =
+            page.map_err(|e| anyhow::anyhow!("ListExperimentTemplates: {}", describe(&e)))?;
+        for t in page.experiment_templates() {
+            let tags = t.tags();
+            let tag = |k: &str| tags.and_then(|t| t.get(k)).map(String::as_str);
+            if tag("cluster") == Some(cluster) && tag("app") == Some("interruption-router") {
+                found.extend(t.id().map(str::to_owned));
+            }
+        }
+    }
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => bail!(
+            "no FIS experiment template tagged cluster={cluster}, app=interruption-router in {}: \
+             deploy one with make deploy-fis CLUSTER={cluster} REGION={}, or pass --template-id",
+            aws.region,
+            aws.region
+        ),
+        many => bail!(
+            "{} templates are tagged cluster={cluster}: pass one with --template-id ({})",
+            many.len(),
+            many.join(", ")
+        ),
+    }
+}
+
+pub async fn describe_template(aws: &Aws, id: &str) -> Result<Template> {
+    let out = aws
+        .fis
+        .get_experiment_template()
+        .id(id)
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("GetExperimentTemplate {id}: {}", describe(&e)))?;
+    let template = out
+        .experiment_template()
+        .with_context(|| format!("GetExperimentTemplate {id} returned no template"))?;
+    let cluster = template
+        .targets()
+        .into_iter()
+        .flat_map(|t| t.values())
+        .find_map(|t| t.resource_tags()?.get(CLUSTER_TAG).cloned());
+    let duration_before_interruption = template
+        .actions()
+        .into_iter()
+        .flat_map(|a| a.values())
+        .filter(|a| a.action_id() == Some("aws:ec2:send-spot-instance-interruptions"))
+        .find_map(|a| a.parameters()?.get("durationBeforeInterruption"))
+        .and_then(|d| iso8601_duration(d));
+    Ok(Template {
+        id: id.to_owned(),
+        cluster,
+        duration_before_interruption,
+    })
+}
+
+pub async fn start(aws: &Aws, template_id: &str) -> Result<String> {
+    let out = aws
+        .fis
+        .start_experiment()
+        .experiment_template_id(template_id)
+        .tags("started-by", "routerctl")
+        .send()
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "StartExperiment {template_id}: {} (the caller needs fis:StartExperiment and \
+                 iam:PassRole on the template's role)",
+                describe(&e)
+            )
+        })?;
+    out.experiment()
+        .and_then(|e| e.id())
+        .map(str::to_owned)
+        .context("StartExperiment returned no experiment id")
+}
+
+/// Polls until the experiment reaches a final state. A failed experiment is an error that says why.
+pub async fn wait(aws: &Aws, id: &str, poll: Duration, timeout: Duration) -> Result<Experiment> {
+    let started = std::time::Instant::now();
+    loop {
+        let out = aws
+            .fis
+            .get_experiment()
+            .id(id)
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("GetExperiment {id}: {}", describe(&e)))?;
+        let e = out.experiment().context("GetExperiment returned nothing")?;
+        let state = e.state();
+        let status = state.and_then(|s| s.status());
+        let reason = state.and_then(|s| s.reason()).map(str::to_owned);
+        let millis =
+            |t: Option<&aws_sdk_fis::primitives::DateTime>| t.and_then(|t| t.to_millis().ok());
+        match status {
+            Some(ExperimentStatus::Failed) | Some(ExperimentStatus::Cancelled) => bail!(
+                "experiment {id} {}: {} (a target that resolves to nothing means no running spot \
+                 instance carries the cluster tag)",
+                status.map(|s| s.as_str()).unwrap_or_default(),
+                reason.as_deref().unwrap_or("no reason given")
+            ),
+            Some(ExperimentStatus::Completed) | Some(ExperimentStatus::Stopped) => {
+                let start_ms = millis(e.start_time())
+                    .or(millis(e.creation_time()))
+                    .unwrap_or_else(now_ms);
+                return Ok(Experiment {
+                    id: id.to_owned(),
+                    template_id: e.experiment_template_id().unwrap_or_default().to_owned(),
+                    status: status.map(|s| s.as_str().to_owned()).unwrap_or_default(),
+                    reason,
+                    start_ms,
+                    end_ms: millis(e.end_time()).unwrap_or_else(now_ms),
+                });
+            }
+            _ if started.elapsed() > timeout => bail!(
+                "experiment {id} still {} after {:?}: stop it with aws fis stop-experiment --id {id}, \
+                 or raise --timeout",
+                status.map(|s| s.as_str()).unwrap_or("in no state"),
+                timeout
+            ),
+            _ => tokio::time::sleep(poll).await,
+        }
+    }
+}
+
+/// The instances the experiment acted on: FIS's resolved targets, else the cluster's tagged ones.
+pub async fn experiment_instances(
+    aws: &Aws,
+    experiment_id: &str,
+    cluster: &str,
+) -> Result<(BTreeSet<String>, InstanceSource)> {
+    let mut resolved = BTreeSet::new();
+    let mut pages = aws
+        .fis
+        .list_experiment_resolved_targets()
+        .experiment_id(experiment_id)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page =
+            page.map_err(|e| anyhow::anyhow!("ListExperimentResolvedTargets: {}", describe(&e)))?;
+        for target in page.resolved_targets() {
+            for value in target
+                .target_information()
+                .into_iter()
+                .flat_map(|m| m.values())
+            {
+                resolved.extend(instance_id_in(value));
+            }
+        }
+    }
+    if !resolved.is_empty() {
+        return Ok((resolved, InstanceSource::Resolved));
+    }
+    let mut tagged = BTreeSet::new();
+    let mut pages = aws
+        .ec2
+        .describe_instances()
+        .filters(
+            Filter::builder()
+                .name(format!("tag:{CLUSTER_TAG}"))
+                .values(cluster)
+                .build(),
+        )
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| anyhow::anyhow!("DescribeInstances: {}", describe(&e)))?;
+        for r in page.reservations() {
+            tagged.extend(
+                r.instances()
+                    .iter()
+                    .filter_map(|i| i.instance_id().map(str::to_owned)),
+            );
+        }
+    }
+    Ok((tagged, InstanceSource::ClusterTag))
+}
+
+/// `i-…` from a bare id or an instance ARN.
+fn instance_id_in(value: &str) -> Option<String> {
+    let id = value.rsplit('/').next()?;
+    let hex = id.strip_prefix("i-")?;
+    (matches!(hex.len(), 8 | 17) && hex.chars().all(|c| c.is_ascii_hexdigit()))
+        .then(|| id.to_owned())
+}
+
+/// The base stack's RouterLogGroup (the function's LoggingConfig points at it).
+pub async fn router_log_group(aws: &Aws, stack: &str) -> Result<String> {
+    crate::aws::stack_resource(aws, stack, "RouterLogGroup")
+        .await
+        .context("finding the router's log group (pass --stack, or --log-group)")
+}
+
+/// Every delivery the router logged in `window`.
+pub async fn deliveries(aws: &Aws, log_group: &str, window: Window) -> Result<Vec<Delivery>> {
+    let mut found = Vec::new();
+    let mut pages = aws
+        .logs
+        .filter_log_events()
+        .log_group_name(log_group)
+        .start_time(window.from_ms)
+        .end_time(window.to_ms)
+        // Narrows server-side; the parser decides.
+        .filter_pattern("\"forwarded\"")
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| {
+            anyhow::anyhow!(
+                "FilterLogEvents on {log_group}: {} (wrong --log-group? the caller needs \
+                 logs:FilterLogEvents)",
+                describe(&e)
+            )
+        })?;
+        for event in page.events() {
+            if let Some(d) = parse_delivery(
+                event.message().unwrap_or_default(),
+                event.timestamp().unwrap_or_default(),
+            ) {
+                found.push(d);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// `PT2M`, `PT90S`, `PT1H30M`: the ISO 8601 durations FIS parameters use.
+pub fn iso8601_duration(text: &str) -> Option<Duration> {
+    let mut rest = text.strip_prefix("PT")?;
+    let mut total = 0u64;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+        let n: u64 = rest[..digits].parse().ok()?;
+        let unit = rest[digits..].chars().next()?;
+        total += n * match unit {
+            'H' => 3600,
+            'M' => 60,
+            'S' => 1,
+            _ => return None,
+        };
+        rest = &rest[digits + 1..];
+    }
+    Some(Duration::from_secs(total))
+}
+
+/// `90s`, `3m`, `1h`, `0s`: durations on the command line.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a number and a unit, e.g. 90s, 3m, 1h"))?;
+    let seconds = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{text:?}: the unit must be s, m or h")),
+    };
+    Ok(Duration::from_secs(seconds))
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delivery(at_ms: i64, cluster: &str, instances: &[&str], age_ms: u64) -> Delivery {
+        Delivery {
+            at_ms,
+            event_id: format!("e-{at_ms}"),
+            kind: "spot-interruption".into(),
+            cluster: cluster.into(),
+            instances: instances.iter().map(|s| s.to_string()).collect(),
+            age_ms: Some(age_ms),
+        }
+    }
+
+    #[test]
+    fn the_window_runs_from_just_before_the_start_to_settle_after_the_end() {
+        let w = window(1_000_000, 1_090_000, Duration::from_secs(180));
+        assert_eq!(
+            w,
+            Window {
+                from_ms: 995_000,
+                to_ms: 1_270_000
+            }
+        );
+        assert!(w.contains(995_000) && w.contains(1_270_000));
+        assert!(!w.contains(994_999) && !w.contains(1_270_001));
+        // An end before the start (clock trouble) never shrinks the window below the start.
+        assert_eq!(window(1_000_000, 900_000, Duration::ZERO).to_ms, 1_000_000);
+    }
+
+    #[test]
+    fn the_verdict_needs_target_deliveries_and_no_leaks() {
+        let w = window(1_000, 10_000, Duration::ZERO);
+        let ours: BTreeSet<String> = ["i-0aaaaaaaaaaaaaaaa".to_owned()].into();
+        let ok = [
+            delivery(2_000, "alpha", &["i-0aaaaaaaaaaaaaaaa"], 800),
+            delivery(3_000, "alpha", &["i-0aaaaaaaaaaaaaaaa"], 1_200),
+            // Normal traffic for another cluster: counted, not a failure.
+            delivery(4_000, "beta", &["i-0bbbbbbbbbbbbbbbb"], 500),
+            // Outside the window: ignored.
+            delivery(20_000, "beta", &["i-0aaaaaaaaaaaaaaaa"], 1),
+        ];
+        let v = tally("alpha", &ours, &ok, w, false);
+        assert!(v.passed(), "{:?}", v.problems());
+        assert_eq!(v.clusters["alpha"].experiment, 2);
+        assert_eq!(v.clusters["alpha"].ages_ms, vec![800, 1_200]);
+        assert_eq!(
+            v.clusters["beta"],
+            ClusterTally {
+                experiment: 0,
+                other: 1,
+                ages_ms: vec![]
+            }
+        );
+        // --strict also fails on the other cluster's traffic.
+        let strict = tally("alpha", &ours, &ok, w, true);
+        assert_eq!(strict.problems().len(), 1, "{:?}", strict.problems());
+
+        let leaked = [
+            ok[0].clone(),
+            delivery(5_000, "beta", &["i-0aaaaaaaaaaaaaaaa"], 900),
+        ];
+        let v = tally("alpha", &ours, &leaked, w, false);
+        assert!(!v.passed());
+        assert_eq!(v.leaks.len(), 1);
+        assert!(
+            v.problems()[0].starts_with("beta received event e-5000"),
+            "{:?}",
+            v.problems()
+        );
+
+        let v = tally("alpha", &ours, &ok[2..], w, false);
+        assert!(!v.passed());
+        assert!(
+            v.problems()[0].starts_with("alpha received none"),
+            "{:?}",
+            v.problems()
+        );
+    }
+
+    #[test]
+    fn lambda_wrapped_and_flat_lines_parse_too() {
+        let flat = r#"{"outcome":"forwarded","cluster":"alpha","instances":"i-1,i-2","event_id":"x","kind":"state-change","age_ms":7}"#;
+        let d = parse_delivery(flat, 5).unwrap();
+        assert_eq!(
+            (d.cluster.as_str(), d.instances.len(), d.age_ms),
+            ("alpha", 2, Some(7))
+        );
+        let wrapped =
+            serde_json::json!({"timestamp": "…", "level": "INFO", "message": flat}).to_string();
+        assert_eq!(parse_delivery(&wrapped, 5), Some(d));
+        assert_eq!(
+            parse_delivery(r#"{"fields":{"outcome":"ignored"}}"#, 0),
+            None
+        );
+        assert_eq!(
+            parse_delivery("START RequestId: 1 Version: $LATEST", 0),
+            None
+        );
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(iso8601_duration("PT2M"), Some(Duration::from_secs(120)));
+        assert_eq!(
+            iso8601_duration("PT1H30M5S"),
+            Some(Duration::from_secs(5405))
+        );
+        assert_eq!(iso8601_duration("PT"), None);
+        assert_eq!(iso8601_duration("P1D"), None);
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("3m"), Ok(Duration::from_secs(180)));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        assert!(
+            parse_duration("3").is_err()
+                && parse_duration("m").is_err()
+                && parse_duration("2d").is_err()
+        );
+    }
+
+    #[test]
+    fn instance_ids_from_fis_target_information() {
+        assert_eq!(
+            instance_id_in("arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0")
+                .as_deref(),
+            Some("i-0123456789abcdef0")
+        );
+        assert_eq!(instance_id_in("i-0123abcd").as_deref(), Some("i-0123abcd"));
+        assert_eq!(instance_id_in("spot-instance"), None);
+        assert_eq!(instance_id_in("i-xyz"), None);
+    }
+}

@@ -1,0 +1,293 @@
+//! The real stacks deployed into the emulator, completed so the deployment reads back as it would
+//! in AWS: what the tests of `simulate`, `verify` and `fis` run against.
+//!
+//! moto 5.2.5 creates base.yaml's (Queue mode) and tenant.yaml's resources, but it silently skips
+//! `AWS::SQS::QueuePolicy` and `AWS::FIS::ExperimentTemplate`, and it stores the inline policies
+//! CloudFormation gives a role as Python reprs, not JSON. It cannot create base.yaml in Direct
+//! mode at all: it resolves `Fn::GetAtt IngestQueue` inside the role policy's `!If` branch that
+//! Direct mode drops, and fails the stack.
+//! [`Sandbox::deploy`] puts each back through the service's own API, with the document the
+//! template defines (resolved for this stack: [`crate::verify::events_queue_policy`] and
+//! [`crate::verify::tenant_queue_policy`]), so `verify` reads what AWS would return.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use aws_sdk_cloudwatchlogs::types::InputLogEvent;
+use aws_sdk_fis::types::{
+    CreateExperimentTemplateActionInput, CreateExperimentTemplateStopConditionInput,
+    CreateExperimentTemplateTargetInput, ExperimentTemplateTargetInputFilter,
+};
+use aws_sdk_sqs::types::QueueAttributeName;
+use serde_json::Value;
+
+use crate::{
+    aws::Aws,
+    local::moto::{ACCOUNT, MotoServer, REGION, sdk_config_for},
+    stacks::{self, Stack},
+    verify::{RULES, events_queue_policy, tenant_queue_policy},
+};
+
+/// The deployment, and clients for the emulator.
+pub struct Sandbox {
+    pub aws: Aws,
+    pub base: Stack,
+    pub clusters: Vec<String>,
+}
+
+impl Sandbox {
+    /// Deploys base.yaml as `stack` (Queue mode) and one tenant.yaml per cluster (stack
+    /// `<stack>-tenant-<cluster>`, as `make deploy-tenant` names it).
+    pub async fn deploy(moto: &MotoServer, stack: &str, clusters: &[&str]) -> Result<Self> {
+        let aws = Aws::new(&sdk_config_for(moto.endpoint()).await)?;
+        moto.put_object(
+            "sandbox-artifacts",
+            "bootstrap.zip",
+            b"placeholder: the router runs as a local process",
+        )
+        .await?;
+        let base = stacks::create(
+            &aws.cfn,
+            stack,
+            stacks::BASE_TEMPLATE,
+            &[
+                ("CodeS3Bucket", "sandbox-artifacts"),
+                ("IngestMode", "Queue"),
+            ],
+        )
+        .await?;
+        for cluster in clusters {
+            stacks::create(
+                &aws.cfn,
+                &format!("{stack}-tenant-{cluster}"),
+                stacks::TENANT_TEMPLATE,
+                &[("ClusterName", cluster), ("BaseStackName", stack)],
+            )
+            .await?;
+        }
+        let sandbox = Self {
+            aws,
+            base,
+            clusters: clusters.iter().map(|c| c.to_string()).collect(),
+        };
+        sandbox.complete().await?;
+        Ok(sandbox)
+    }
+
+    pub fn stack(&self) -> &str {
+        &self.base.name
+    }
+
+    pub fn function_name(&self) -> Result<&str> {
+        self.base.output("FunctionName")
+    }
+
+    pub fn router_role_arn(&self) -> Result<&str> {
+        self.base.output("RouterRoleArn")
+    }
+
+    /// The emulator's URL of a queue (stack outputs carry the AWS host, not the emulator's).
+    pub async fn queue_url(&self, name: &str) -> Result<String> {
+        let out = self
+            .aws
+            .sqs
+            .get_queue_url()
+            .queue_name(name)
+            .send()
+            .await
+            .with_context(|| format!("GetQueueUrl {name}"))?;
+        Ok(out.queue_url().context("no queue url")?.to_owned())
+    }
+
+    pub async fn ingest_queue_url(&self) -> Result<String> {
+        self.queue_url(&format!("{}-ingest", self.stack())).await
+    }
+
+    /// The physical name of one of the base stack's resources.
+    pub async fn resource(&self, logical: &str) -> Result<String> {
+        crate::aws::stack_resource(&self.aws, self.stack(), logical).await
+    }
+
+    /// The deployed function's environment: what the local router process must run with.
+    pub async fn function_environment(&self) -> Result<Vec<(String, String)>> {
+        let config = self
+            .aws
+            .lambda
+            .get_function_configuration()
+            .function_name(self.function_name()?)
+            .send()
+            .await?;
+        Ok(config
+            .environment()
+            .and_then(|e| e.variables())
+            .map(|v| v.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default())
+    }
+
+    /// What fis.yaml creates for `cluster` (moto skips the CloudFormation resource); its id.
+    pub async fn create_fis_template(&self, cluster: &str) -> Result<String> {
+        let out = self
+            .aws
+            .fis
+            .create_experiment_template()
+            .description(format!(
+                "Spot interruption notice to COUNT(1) running spot instance(s) of {cluster}"
+            ))
+            .role_arn(format!(
+                "arn:aws:iam::{ACCOUNT}:role/{}-fis-{cluster}-ExperimentRole",
+                self.stack()
+            ))
+            .stop_conditions(
+                CreateExperimentTemplateStopConditionInput::builder()
+                    .source("none")
+                    .build()?,
+            )
+            .targets(
+                "ClusterSpotInstances",
+                CreateExperimentTemplateTargetInput::builder()
+                    .resource_type("aws:ec2:spot-instance")
+                    .resource_tags(crate::fis::CLUSTER_TAG, cluster)
+                    .filters(
+                        ExperimentTemplateTargetInputFilter::builder()
+                            .path("State.Name")
+                            .values("running")
+                            .build()?,
+                    )
+                    .selection_mode("COUNT(1)")
+                    .build()?,
+            )
+            .actions(
+                "InterruptSpotInstances",
+                CreateExperimentTemplateActionInput::builder()
+                    .action_id("aws:ec2:send-spot-instance-interruptions")
+                    .parameters("durationBeforeInterruption", "PT2M")
+                    .targets("SpotInstances", "ClusterSpotInstances")
+                    .build()?,
+            )
+            .tags("Name", format!("interruption-router-spot-{cluster}"))
+            .tags("cluster", cluster)
+            .tags("app", "interruption-router")
+            .send()
+            .await
+            .context("CreateExperimentTemplate")?;
+        out.experiment_template()
+            .and_then(|t| t.id())
+            .map(str::to_owned)
+            .context("no template id")
+    }
+
+    /// Writes the router's stdout lines to the router's log group, stamped now: what Lambda does
+    /// with a function's output.
+    pub async fn ship_logs(&self, lines: &[String]) -> Result<()> {
+        let group = self.resource("RouterLogGroup").await?;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as i64;
+        let stream = format!("local/{now}");
+        self.aws
+            .logs
+            .create_log_stream()
+            .log_group_name(&group)
+            .log_stream_name(&stream)
+            .send()
+            .await
+            .context("CreateLogStream")?;
+        let events = lines
+            .iter()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| InputLogEvent::builder().timestamp(now).message(l).build())
+            .collect::<Result<Vec<_>, _>>()?;
+        self.aws
+            .logs
+            .put_log_events()
+            .log_group_name(&group)
+            .log_stream_name(&stream)
+            .set_log_events(Some(events))
+            .send()
+            .await
+            .context("PutLogEvents")?;
+        Ok(())
+    }
+
+    /// Puts back what moto left out of the deployment.
+    async fn complete(&self) -> Result<()> {
+        let mut rules = Vec::new();
+        for (logical, _) in RULES {
+            let name = self.resource(logical).await?;
+            let rule = self.aws.events.describe_rule().name(&name).send().await?;
+            rules.push(rule.arn().context("rule without ARN")?.to_owned());
+        }
+        for output in ["DeadLetterQueueArn", "IngestQueueArn"] {
+            let queue = self.base.output(output)?.to_owned();
+            let sid = match output {
+                "IngestQueueArn" => "AllowTheseRulesOnly",
+                _ => "AllowDeadLettersFromTheseRules",
+            };
+            self.set_queue_policy(&queue, events_queue_policy(&queue, &rules, sid))
+                .await?;
+        }
+        let role = self.router_role_arn()?.to_owned();
+        for cluster in &self.clusters {
+            let queue = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:karpenter-{cluster}");
+            self.set_queue_policy(&queue, tenant_queue_policy(&queue, &role))
+                .await?;
+        }
+        self.rewrite_role_policies_as_json(&role).await
+    }
+
+    async fn set_queue_policy(&self, queue_arn: &str, policy: Value) -> Result<()> {
+        let url = self.queue_url(crate::aws::arn_name(queue_arn)).await?;
+        self.aws
+            .sqs
+            .set_queue_attributes()
+            .queue_url(url)
+            .attributes(QueueAttributeName::Policy, policy.to_string())
+            .send()
+            .await
+            .with_context(|| format!("SetQueueAttributes Policy on {queue_arn}"))?;
+        Ok(())
+    }
+
+    /// moto keeps CloudFormation's inline role policies as `str(dict)`; IAM returns JSON.
+    async fn rewrite_role_policies_as_json(&self, role_arn: &str) -> Result<()> {
+        let role = role_arn.rsplit('/').next().unwrap_or(role_arn);
+        let names = self
+            .aws
+            .iam
+            .list_role_policies()
+            .role_name(role)
+            .send()
+            .await?;
+        for name in names.policy_names() {
+            let doc = self
+                .aws
+                .iam
+                .get_role_policy()
+                .role_name(role)
+                .policy_name(name)
+                .send()
+                .await?;
+            let text = crate::policy::decode_iam_document(doc.policy_document())
+                .map_err(anyhow::Error::msg)?;
+            if serde_json::from_str::<Value>(&text).is_ok() {
+                continue;
+            }
+            // The templates' documents hold no quotes, booleans or None inside strings, so the
+            // repr maps to JSON by swapping the quote character; the parse below checks that.
+            let json = text.replace('\'', "\"");
+            if serde_json::from_str::<Value>(&json).is_err() {
+                bail!("{role}/{name}: cannot turn moto's policy repr into JSON: {text}");
+            }
+            self.aws
+                .iam
+                .put_role_policy()
+                .role_name(role)
+                .policy_name(name)
+                .policy_document(json)
+                .send()
+                .await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,963 @@
+//! `routerctl simulate`, `verify` and `fis` against the real stacks deployed into moto.
+//!
+//! The stacks come from [`Sandbox::deploy`]: base.yaml and tenant.yaml through CloudFormation,
+//! plus what moto skips (queue policies, the FIS template, Direct mode's EventInvokeConfig) set
+//! through the service APIs with the templates' documents. Events simulate sends are carried by
+//! the real router binary under the local Lambda Runtime API, fed by the local event source
+//! mapping (Queue mode) or the local Invoke API (Direct mode).
+
+use std::{
+    path::PathBuf,
+    process::Output,
+    sync::Arc,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::{Context, Result};
+use aws_sdk_sqs::types::QueueAttributeName;
+use e2e_tests::{
+    INVOKE_BUDGET, World, karpenter_tags,
+    local::{
+        esm::{EventSourceMapping, Stop},
+        function::Function,
+        invoke_api::InvokeApi,
+        moto::{ACCOUNT, env_for, sdk_config_for},
+        runtime_api::Invocation,
+    },
+    managed_nodegroup_tags,
+};
+use routerctl::{
+    aws::Aws,
+    fis,
+    sandbox::Sandbox,
+    sdk,
+    simulate::{self, SimKind},
+    verify,
+};
+use serde_json::Value;
+
+/// The real stacks for clusters alpha and beta, three Karpenter nodes of alpha, two of beta, and
+/// a managed-node-group node of alpha that simulate must never pick (the router ignores it).
+struct Estate {
+    world: World,
+    sandbox: Sandbox,
+    alpha: Vec<String>,
+    beta: Vec<String>,
+    managed: String,
+}
+
+impl Estate {
+    async fn deploy() -> Result<Self> {
+        let world = World::start().await?;
+        let sandbox = Sandbox::deploy(&world.moto, "ir", &["alpha", "beta"]).await?;
+        let mut alpha = Vec::new();
+        for _ in 0..3 {
+            alpha.push(world.launch(&karpenter_tags("alpha")).await?);
+        }
+        let mut beta = Vec::new();
+        for _ in 0..2 {
+            beta.push(world.launch(&karpenter_tags("beta")).await?);
+        }
+        let managed = world.launch(&managed_nodegroup_tags("alpha")).await?;
+        alpha.sort();
+        beta.sort();
+        Ok(Self {
+            world,
+            sandbox,
+            alpha,
+            beta,
+            managed,
+        })
+    }
+
+    fn aws(&self) -> &Aws {
+        &self.sandbox.aws
+    }
+
+    /// The router binary with the deployed function's environment (through the counting proxy).
+    async fn start_router(&self) -> Result<Function> {
+        let env = self.sandbox.function_environment().await?;
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        self.world.start_router(&pairs).await
+    }
+
+    /// Takes over moto's event source mapping, which would otherwise consume what simulate sends
+    /// (and, without Docker, dead-letter it).
+    async fn take_over_mapping(&self) -> Result<EventSourceMapping> {
+        EventSourceMapping::take_over(
+            &self.aws().lambda,
+            &self.aws().sqs,
+            self.sandbox.function_name()?,
+            Duration::from_secs(30),
+        )
+        .await
+    }
+
+    /// The event ids in a queue, read and deleted as Karpenter does, sorted.
+    async fn ids_in(&self, queue: &str) -> Result<Vec<String>> {
+        let url = self.sandbox.queue_url(queue).await?;
+        let mut ids: Vec<String> = self
+            .world
+            .drain(&url)
+            .await?
+            .iter()
+            .map(|m| m.json()["id"].as_str().unwrap_or("(no id)").to_owned())
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+}
+
+fn sorted(ids: Vec<&str>) -> Vec<String> {
+    let mut ids: Vec<String> = ids.into_iter().map(str::to_owned).collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test]
+async fn simulate_into_the_ingest_queue_reaches_exactly_the_clusters_queue() -> Result<()> {
+    let estate = Estate::deploy().await?;
+    let aws = estate.aws();
+    let esm = estate.take_over_mapping().await?;
+    let ingest = estate.sandbox.ingest_queue_url().await?;
+
+    let mut alpha_ids = Vec::new();
+    for (kind, events) in [
+        (SimKind::Spot, 2),
+        (SimKind::Rebalance, 2),
+        (SimKind::State, 2),
+        (SimKind::Capacity, 2),
+        (SimKind::Health, 1),
+        (SimKind::Fis, 8),
+    ] {
+        let options = simulate::Options {
+            count: 2,
+            ..simulate::Options::new("alpha", kind, &ingest)
+        };
+        let report = simulate::run(aws, &options).await?;
+        assert_eq!(report.failed(), 0, "{}", report.render());
+        assert_eq!(report.sent.len(), events, "{kind:?}: {}", report.render());
+        // Lowest ids first, and never the managed node group's instance.
+        assert_eq!(report.instances, estate.alpha[..2], "{kind:?}");
+        assert!(!report.instances.contains(&estate.managed));
+        assert_eq!(
+            report.account, ACCOUNT,
+            "the account comes from the instances' owner"
+        );
+        alpha_ids.extend(report.event_ids().into_iter().map(str::to_owned));
+    }
+    let beta = simulate::run(aws, &simulate::Options::new("beta", SimKind::Spot, &ingest)).await?;
+    assert_eq!(beta.instances, estate.beta[..1]);
+    let rendered = beta.render();
+    assert!(
+        rendered.contains(beta.sent[0].event.id.as_str()) && rendered.contains("message "),
+        "{rendered}"
+    );
+
+    let sent = (alpha_ids.len() + 1) as u64;
+    let router = estate.start_router().await?;
+    let stop = Stop {
+        handled: Some(sent),
+        idle: Duration::from_secs(20),
+    };
+    let drained = esm.drain(&aws.sqs, &router, stop, |_| {}).await?;
+    assert_eq!(drained.handled, sent, "{drained:?}");
+
+    assert_eq!(
+        estate.ids_in("karpenter-alpha").await?,
+        sorted(alpha_ids.iter().map(String::as_str).collect()),
+        "alpha's queue holds exactly the events simulated for alpha, once each"
+    );
+    assert_eq!(
+        estate.ids_in("karpenter-beta").await?,
+        sorted(beta.event_ids())
+    );
+    assert_eq!(estate.world.depth(&ingest).await?, 0);
+    let dlq = estate.sandbox.queue_url("ir-dlq").await?;
+    assert_eq!(estate.world.depth(&dlq).await?, 0, "nothing dead-lettered");
+    Ok(())
+}
+
+#[tokio::test]
+async fn simulate_refuses_what_would_not_reach_the_cluster_and_says_why() -> Result<()> {
+    let estate = Estate::deploy().await?;
+    let aws = estate.aws();
+    let ingest = estate.sandbox.ingest_queue_url().await?;
+    let missing_queue = format!("{}/{ACCOUNT}/missing-ingest", estate.world.moto.endpoint());
+    let spot = |cluster: &str, to: &str| simulate::Options::new(cluster, SimKind::Spot, to);
+    let cases = [
+        (
+            spot("nope", &ingest),
+            "no running instances tagged eks:eks-cluster-name=nope in us-east-1",
+        ),
+        (
+            simulate::Options {
+                count: 4,
+                ..spot("alpha", &ingest)
+            },
+            "--count 4: only 3 running Karpenter instances are tagged eks:eks-cluster-name=alpha",
+        ),
+        (
+            simulate::Options {
+                instances: vec![estate.beta[0].clone()],
+                ..spot("alpha", &ingest)
+            },
+            "is not tagged eks:eks-cluster-name=alpha (it has eks:eks-cluster-name=beta)",
+        ),
+        (
+            simulate::Options {
+                instances: vec![estate.managed.clone()],
+                ..spot("alpha", &ingest)
+            },
+            "has no karpenter.sh/nodepool tag: the router forwards events only for instances tagged",
+        ),
+        (
+            spot("alpha", &missing_queue),
+            "missing-ingest does not exist in us-east-1: pass the base stack's IngestQueueUrl output",
+        ),
+        (
+            simulate::Options {
+                state: "running".into(),
+                ..simulate::Options::new("alpha", SimKind::State, &ingest)
+            },
+            "--state running: the rules and the router only pass stopping, stopped, shutting-down, terminated",
+        ),
+    ];
+    for (options, expected) in cases {
+        let error = simulate::run(aws, &options)
+            .await
+            .expect_err(expected)
+            .to_string();
+        assert!(error.contains(expected), "{error}\nexpected: {expected}");
+    }
+    assert_eq!(estate.world.depth(&ingest).await?, 0, "nothing was sent");
+    Ok(())
+}
+
+/// What a rule does in Direct mode: one asynchronous Invoke per event. (moto cannot deploy
+/// base.yaml in Direct mode; the function and the router process are the same in both modes.)
+#[tokio::test]
+async fn simulate_invokes_the_function_asynchronously_as_a_direct_mode_rule_does() -> Result<()> {
+    let estate = Estate::deploy().await?;
+
+    // Lambda's Invoke API in front of the router process: the real path of an async invoke.
+    let router = Arc::new(estate.start_router().await?);
+    let function = estate.sandbox.function_name()?;
+    let api = InvokeApi::start(router.clone(), function, INVOKE_BUDGET).await?;
+    let aws = Aws {
+        lambda: sdk::lambda::Client::new(&sdk_config_for(&api.endpoint()).await),
+        ..estate.aws().clone()
+    };
+    let options = simulate::Options {
+        count: 2,
+        ..simulate::Options::new("alpha", SimKind::Fis, function)
+    };
+    let report = simulate::run(&aws, &options).await?;
+    assert_eq!(report.sent.len(), 8, "{}", report.render());
+    for sent in &report.sent {
+        assert_eq!(sent.result.as_deref(), Ok("accepted (202)"));
+    }
+    let finished = api.wait_finished(8, Duration::from_secs(60)).await;
+    assert_eq!(finished.len(), 8);
+    assert!(
+        finished
+            .iter()
+            .all(|i| matches!(i, Invocation::Response(_))),
+        "{finished:?}"
+    );
+    assert_eq!(
+        estate.ids_in("karpenter-alpha").await?,
+        sorted(report.event_ids())
+    );
+    assert!(estate.ids_in("karpenter-beta").await?.is_empty());
+
+    let error = simulate::run(
+        &aws,
+        &simulate::Options::new("alpha", SimKind::Spot, "not-the-router"),
+    )
+    .await
+    .expect_err("no such function")
+    .to_string();
+    assert!(
+        error.contains("function not-the-router not found in us-east-1"),
+        "{error}"
+    );
+    Ok(())
+}
+
+/// Runs verify and asserts that exactly `failing` checks fail, each with a fix.
+async fn verify_fails(
+    estate: &Estate,
+    clusters: &[&str],
+    failing: &[&str],
+) -> Result<verify::Report> {
+    let options = verify::Options {
+        stack: estate.sandbox.stack().to_owned(),
+        clusters: clusters.iter().map(|c| c.to_string()).collect(),
+    };
+    let report = verify::run(estate.aws(), &options).await;
+    let failed: Vec<&str> = report.failures().iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(failed, failing, "{}", report.render());
+    for check in report.failures() {
+        assert!(
+            check.fix.as_deref().is_some_and(|f| !f.is_empty()),
+            "{} has no fix",
+            check.name
+        );
+    }
+    Ok(report)
+}
+
+#[tokio::test]
+async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Result<()> {
+    let estate = Estate::deploy().await?;
+    let aws = estate.aws();
+    let sandbox = &estate.sandbox;
+
+    let report = verify_fails(&estate, &[], &[]).await?;
+    let names: Vec<&str> = report.checks.iter().map(|c| c.name.as_str()).collect();
+    for expected in [
+        "stack",
+        "rule:SpotInterruptionRule",
+        "rule:RebalanceRecommendationRule",
+        "rule:StateChangeRule",
+        "rule:ScheduledChangeRule",
+        "rule:CapacityReservationInterruptionRule",
+        "ingest-queue",
+        "ingest-queue:policy",
+        "event-source-mapping",
+        "dead-letter-queue",
+        "dead-letter-queue:policy",
+        "function",
+        "function:environment",
+        "router-role",
+        // Found without --cluster: every queue the router's template names.
+        "tenant:alpha:queue",
+        "tenant:alpha:encryption",
+        "tenant:alpha:queue-policy",
+        "tenant:alpha:router-role",
+        "tenant:beta:queue",
+    ] {
+        assert!(names.contains(&expected), "{expected} missing: {names:?}");
+    }
+
+    // A rule disabled by hand.
+    let state_rule = sandbox.resource("StateChangeRule").await?;
+    aws.events.disable_rule().name(&state_rule).send().await?;
+    let report = verify_fails(&estate, &[], &["rule:StateChangeRule"]).await?;
+    let check = report.check("rule:StateChangeRule").unwrap();
+    assert!(check.detail.contains("is DISABLED"), "{}", check.detail);
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains(&format!("aws events enable-rule --name {state_rule}")),
+        "{check:?}"
+    );
+    aws.events.enable_rule().name(&state_rule).send().await?;
+
+    // A pattern narrowed to terminated only: stopping instances would never be drained.
+    let original = aws.events.describe_rule().name(&state_rule).send().await?;
+    let original = original.event_pattern().unwrap().to_owned();
+    aws.events
+        .put_rule()
+        .name(&state_rule)
+        .event_pattern(r#"{"source":["aws.ec2"],"detail-type":["EC2 Instance State-change Notification"],"detail":{"state":["terminated"]}}"#)
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["rule:StateChangeRule"]).await?;
+    assert!(
+        report
+            .check("rule:StateChangeRule")
+            .unwrap()
+            .detail
+            .contains("differs from what the router handles"),
+        "{}",
+        report.render()
+    );
+    aws.events
+        .put_rule()
+        .name(&state_rule)
+        .event_pattern(original)
+        .send()
+        .await?;
+
+    // A rule whose target was removed.
+    let spot_rule = sandbox.resource("SpotInterruptionRule").await?;
+    let targets = aws
+        .events
+        .list_targets_by_rule()
+        .rule(&spot_rule)
+        .send()
+        .await?;
+    let target = targets.targets()[0].clone();
+    aws.events
+        .remove_targets()
+        .rule(&spot_rule)
+        .ids(target.id())
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["rule:SpotInterruptionRule"]).await?;
+    let check = report.check("rule:SpotInterruptionRule").unwrap();
+    assert!(
+        check.detail.contains("does not target the ingest queue"),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("aws events put-targets")
+    );
+    aws.events
+        .put_targets()
+        .rule(&spot_rule)
+        .targets(target)
+        .send()
+        .await?;
+
+    // The ingest queue's policy opened to every rule (no aws:SourceArn).
+    let ingest = sandbox.ingest_queue_url().await?;
+    let policy = queue_policy(aws, &ingest).await?;
+    let mut open = policy.clone();
+    open["Statement"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("Condition");
+    set_queue_policy(aws, &ingest, &open).await?;
+    let report = verify_fails(&estate, &[], &["ingest-queue:policy"]).await?;
+    assert!(
+        report
+            .check("ingest-queue:policy")
+            .unwrap()
+            .detail
+            .contains("lets any EventBridge rule send"),
+        "{}",
+        report.render()
+    );
+    set_queue_policy(aws, &ingest, &policy).await?;
+
+    // The event source mapping without ReportBatchItemFailures.
+    let mapping = aws
+        .lambda
+        .list_event_source_mappings()
+        .function_name(sandbox.function_name()?)
+        .send()
+        .await?;
+    let uuid = mapping.event_source_mappings()[0]
+        .uuid()
+        .unwrap()
+        .to_owned();
+    aws.lambda
+        .update_event_source_mapping()
+        .uuid(&uuid)
+        .set_function_response_types(Some(vec![]))
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["event-source-mapping"]).await?;
+    assert!(
+        report
+            .check("event-source-mapping")
+            .unwrap()
+            .detail
+            .contains("lacks ReportBatchItemFailures"),
+        "{}",
+        report.render()
+    );
+    aws.lambda
+        .update_event_source_mapping()
+        .uuid(&uuid)
+        .function_response_types(sdk::lambda::types::FunctionResponseType::ReportBatchItemFailures)
+        .send()
+        .await?;
+
+    // A QUEUE_NAME_TEMPLATE the router would refuse to start with: the router's own validation.
+    let function = sandbox.function_name()?;
+    let env: std::collections::HashMap<String, String> =
+        sandbox.function_environment().await?.into_iter().collect();
+    let mut broken = env.clone();
+    broken.insert("QUEUE_NAME_TEMPLATE".into(), "karpenter-queue".into());
+    set_environment(aws, function, broken).await?;
+    let report = verify_fails(&estate, &[], &["function:environment"]).await?;
+    let check = report.check("function:environment").unwrap();
+    assert!(
+        check
+            .detail
+            .contains(r#"QUEUE_NAME_TEMPLATE="karpenter-queue": it does not contain {cluster}"#),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("karpenter-{cluster}")
+    );
+    set_environment(aws, function, env).await?;
+
+    // A tenant queue re-created (or edited) without encryption.
+    let alpha = sandbox.queue_url("karpenter-alpha").await?;
+    set_attribute(
+        aws,
+        &alpha,
+        QueueAttributeName::SqsManagedSseEnabled,
+        "false",
+    )
+    .await?;
+    let report = verify_fails(&estate, &[], &["tenant:alpha:encryption"]).await?;
+    assert!(
+        report
+            .check("tenant:alpha:encryption")
+            .unwrap()
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("SqsManagedSseEnabled=true"),
+        "{}",
+        report.render()
+    );
+    set_attribute(
+        aws,
+        &alpha,
+        QueueAttributeName::SqsManagedSseEnabled,
+        "true",
+    )
+    .await?;
+
+    // A tenant queue policy written for another router role: it denies the real one.
+    let alpha_policy = queue_policy(aws, &alpha).await?;
+    let stale = serde_json::to_string(&alpha_policy)?.replace(
+        sandbox.router_role_arn()?,
+        "arn:aws:iam::123456789012:role/old-router",
+    );
+    set_queue_policy(aws, &alpha, &serde_json::from_str(&stale)?).await?;
+    let report = verify_fails(&estate, &[], &["tenant:alpha:queue-policy"]).await?;
+    assert!(
+        report
+            .check("tenant:alpha:queue-policy")
+            .unwrap()
+            .detail
+            .contains("DenySendersOtherThanRouter"),
+        "{}",
+        report.render()
+    );
+    set_queue_policy(aws, &alpha, &alpha_policy).await?;
+
+    // The role's send permission narrowed to beta's queue.
+    let role = sandbox
+        .router_role_arn()?
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let document = aws
+        .iam
+        .get_role_policy()
+        .role_name(&role)
+        .policy_name("interruption-router")
+        .send()
+        .await?
+        .policy_document()
+        .to_owned();
+    let document = routerctl::policy::decode_iam_document(&document).map_err(anyhow::Error::msg)?;
+    let narrowed = document.replace("karpenter-*", "karpenter-beta");
+    assert_ne!(narrowed, document);
+    put_role_policy(aws, &role, &narrowed).await?;
+    let report = verify_fails(&estate, &[], &["tenant:alpha:router-role"]).await?;
+    assert!(
+        report
+            .check("tenant:alpha:router-role")
+            .unwrap()
+            .detail
+            .contains("may not sqs:SendMessage to karpenter-alpha"),
+        "{}",
+        report.render()
+    );
+    put_role_policy(aws, &role, &document).await?;
+
+    // All repaired.
+    verify_fails(&estate, &[], &[]).await?;
+
+    // A tenant queue deleted: only a named cluster can be missed.
+    aws.sqs
+        .delete_queue()
+        .queue_url(sandbox.queue_url("karpenter-beta").await?)
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &["alpha", "beta"], &["tenant:beta:queue"]).await?;
+    let check = report.check("tenant:beta:queue").unwrap();
+    assert!(
+        check.detail.contains("queue karpenter-beta does not exist"),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("make deploy-tenant CLUSTER=beta"),
+        "{check:?}"
+    );
+
+    // A stack name that is not deployed.
+    let report = verify::run(
+        aws,
+        &verify::Options {
+            stack: "nope".into(),
+            clusters: vec![],
+        },
+    )
+    .await;
+    assert_eq!(report.failures().len(), 1);
+    assert_eq!(report.failures()[0].name, "stack");
+    assert!(
+        report.failures()[0]
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("make deploy-base")
+    );
+    Ok(())
+}
+
+async fn queue_policy(aws: &Aws, url: &str) -> Result<Value> {
+    let out = aws
+        .sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::Policy)
+        .send()
+        .await?;
+    let text = out
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::Policy))
+        .context("no policy")?;
+    Ok(serde_json::from_str(text)?)
+}
+
+async fn set_queue_policy(aws: &Aws, url: &str, policy: &Value) -> Result<()> {
+    set_attribute(aws, url, QueueAttributeName::Policy, &policy.to_string()).await
+}
+
+/// Sets one attribute. moto drops a queue's Policy on any SetQueueAttributes that does not carry
+/// one (AWS keeps it), so the current policy is sent along.
+async fn set_attribute(aws: &Aws, url: &str, name: QueueAttributeName, value: &str) -> Result<()> {
+    let mut request = aws.sqs.set_queue_attributes().queue_url(url);
+    if name != QueueAttributeName::Policy {
+        request = request.attributes(
+            QueueAttributeName::Policy,
+            queue_policy(aws, url).await?.to_string(),
+        );
+    }
+    request.attributes(name, value).send().await?;
+    Ok(())
+}
+
+async fn set_environment(
+    aws: &Aws,
+    function: &str,
+    variables: std::collections::HashMap<String, String>,
+) -> Result<()> {
+    aws.lambda
+        .update_function_configuration()
+        .function_name(function)
+        .environment(
+            sdk::lambda::types::Environment::builder()
+                .set_variables(Some(variables))
+                .build(),
+        )
+        .send()
+        .await?;
+    Ok(())
+}
+
+async fn put_role_policy(aws: &Aws, role: &str, document: &str) -> Result<()> {
+    aws.iam
+        .put_role_policy()
+        .role_name(role)
+        .policy_name("interruption-router")
+        .policy_document(document)
+        .send()
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn fis_reports_from_the_routers_logs_which_clusters_got_the_experiments_events() -> Result<()>
+{
+    let estate = Estate::deploy().await?;
+    let aws = estate.aws();
+    let template = estate.sandbox.create_fis_template("alpha").await?;
+    let esm = estate.take_over_mapping().await?;
+    let ingest = estate.sandbox.ingest_queue_url().await?;
+    let router = estate.start_router().await?;
+
+    // moto runs the experiment but sends nothing: what FIS makes EC2 send is simulated while it
+    // runs, alongside normal traffic for beta, and carried by the real router.
+    let experiment = fis::start(aws, &template).await?;
+    let spot = simulate::run(
+        aws,
+        &simulate::Options {
+            count: 2,
+            ..simulate::Options::new("alpha", SimKind::Fis, &ingest)
+        },
+    )
+    .await?;
+    let background =
+        simulate::run(aws, &simulate::Options::new("beta", SimKind::Spot, &ingest)).await?;
+    let stop = Stop {
+        handled: Some(9),
+        idle: Duration::from_secs(20),
+    };
+    esm.drain(&aws.sqs, &router, stop, |_| {}).await?;
+    // What Lambda does with the function's stdout.
+    let lines = router.stdout_lines();
+    estate.sandbox.ship_logs(&lines).await?;
+
+    let options = fis::Options {
+        cluster: None,
+        template_id: None,
+        experiment_id: Some(experiment.clone()),
+        stack: "ir".into(),
+        log_group: None,
+        settle: Some(Duration::from_secs(2)),
+        poll: Duration::from_millis(20),
+        timeout: Duration::from_secs(30),
+        strict: false,
+    };
+    let report = fis::run(aws, &options, |_| {}).await?;
+    let rendered = report.render();
+    assert!(report.passed(), "{rendered}");
+    assert_eq!(report.experiment.status, "completed");
+    assert_eq!(
+        report.template.cluster.as_deref(),
+        Some("alpha"),
+        "the target comes from the template"
+    );
+    assert_eq!(
+        report.template.duration_before_interruption,
+        Some(Duration::from_secs(120))
+    );
+    assert_eq!(report.log_group, "/aws/lambda/ir-router");
+    // moto resolves no tag-selected targets, so the experiment's instances are alpha's.
+    assert_eq!(report.instance_source, fis::InstanceSource::ClusterTag);
+    assert!(spot.instances.iter().all(|i| report.instances.contains(i)));
+    let alpha = &report.verdict.clusters["alpha"];
+    assert_eq!((alpha.experiment, alpha.other), (8, 0), "{rendered}");
+    assert_eq!(alpha.ages_ms.len(), 8, "every delivery carries its age");
+    assert_eq!(
+        report.verdict.clusters["beta"],
+        fis::ClusterTally {
+            experiment: 0,
+            other: 1,
+            ages_ms: vec![]
+        }
+    );
+    assert!(
+        rendered.contains("PASS: 8 events about the experiment's instances reached alpha"),
+        "{rendered}"
+    );
+
+    // --strict counts beta's unrelated spot warning against isolation.
+    let strict = fis::run(
+        aws,
+        &fis::Options {
+            strict: true,
+            settle: Some(Duration::ZERO),
+            ..options.clone()
+        },
+        |_| {},
+    )
+    .await?;
+    assert!(!strict.passed());
+    assert!(
+        strict
+            .render()
+            .contains("beta received 1 other event(s) during the window (--strict)")
+    );
+
+    // The verdict on the router's real log lines, one of them rewritten to a misroute.
+    let now = now_ms();
+    let window = fis::window(now - 60_000, now, Duration::ZERO);
+    let deliveries: Vec<fis::Delivery> = lines
+        .iter()
+        .filter_map(|l| fis::parse_delivery(l, now))
+        .collect();
+    assert_eq!(deliveries.len(), 9, "one line per delivery: {lines:#?}");
+    let beta_delivery = deliveries.iter().find(|d| d.cluster == "beta").unwrap();
+    assert_eq!(beta_delivery.event_id, background.sent[0].event.id);
+    assert_eq!(beta_delivery.kind, "spot-interruption");
+    assert_eq!(beta_delivery.instances, background.instances);
+    let verdict = fis::tally("alpha", &report.instances, &deliveries, window, false);
+    assert!(verdict.passed(), "{:?}", verdict.problems());
+
+    let misrouted: Vec<fis::Delivery> = lines
+        .iter()
+        .map(|line| {
+            let mut value: Value = serde_json::from_str(line).unwrap_or_default();
+            if value["fields"]["event_id"]
+                .as_str()
+                .is_some_and(|id| id.ends_with("-0-fis-warning"))
+            {
+                value["fields"]["cluster"] = "beta".into();
+            }
+            value.to_string()
+        })
+        .filter_map(|l| fis::parse_delivery(&l, now))
+        .collect();
+    let verdict = fis::tally("alpha", &report.instances, &misrouted, window, false);
+    assert_eq!(verdict.leaks.len(), 1, "{:?}", verdict.problems());
+    assert!(
+        verdict.problems()[0].starts_with("beta received event routerctl-"),
+        "{:?}",
+        verdict.problems()
+    );
+
+    let nothing: Vec<fis::Delivery> = deliveries
+        .iter()
+        .filter(|d| d.cluster == "beta")
+        .cloned()
+        .collect();
+    let verdict = fis::tally("alpha", &report.instances, &nothing, window, false);
+    assert!(verdict.problems()[0].starts_with("alpha received none of the experiment's events"));
+    Ok(())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// The routerctl binary of this build: next to the test executable's directory, or $ROUTERCTL_BIN.
+fn routerctl_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("ROUTERCTL_BIN") {
+        return path.into();
+    }
+    let exe = std::env::current_exe().expect("test executable");
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join("routerctl"))
+        .find(|p| p.is_file())
+        .expect("routerctl not built: cargo build --workspace --bins")
+}
+
+/// Runs the binary against the emulator with nothing but the emulator's environment.
+async fn routerctl(estate: &Estate, args: &[&str]) -> Result<(Option<i32>, String, String)> {
+    let mut command = std::process::Command::new(routerctl_binary());
+    command
+        .env_clear()
+        .envs(env_for(estate.world.moto.endpoint()))
+        .args(args);
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = tokio::task::spawn_blocking(move || command.output()).await??;
+    Ok((
+        status.code(),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    ))
+}
+
+#[tokio::test]
+async fn the_binary_prints_reports_and_exits_by_verdict() -> Result<()> {
+    let estate = Estate::deploy().await?;
+    estate.sandbox.create_fis_template("alpha").await?;
+
+    let (code, out, _) = routerctl(&estate, &["verify", "--stack", "ir"]).await?;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.starts_with("verify ir in us-east-1, Queue mode\n"),
+        "{out}"
+    );
+    assert!(out.contains("  PASS  tenant:beta:router-role"), "{out}");
+    assert!(out.lines().last().unwrap().starts_with("PASS: "), "{out}");
+
+    let rule = estate.sandbox.resource("StateChangeRule").await?;
+    estate
+        .aws()
+        .events
+        .disable_rule()
+        .name(&rule)
+        .send()
+        .await?;
+    let (code, out, _) =
+        routerctl(&estate, &["verify", "--stack", "ir", "--cluster", "alpha"]).await?;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("  FAIL  rule:StateChangeRule"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "fix: aws events enable-rule --name {rule} --region us-east-1"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.ends_with("FAIL: 1 of 18 checks failed: rule:StateChangeRule\n"),
+        "{out}"
+    );
+
+    let ingest = estate.sandbox.ingest_queue_url().await?;
+    let (code, _, err) = routerctl(
+        &estate,
+        &[
+            "simulate",
+            "--cluster",
+            "nope",
+            "--kind",
+            "spot",
+            "--to",
+            &ingest,
+        ],
+    )
+    .await?;
+    assert_eq!(code, Some(2));
+    assert!(
+        err.starts_with("error: no running instances tagged eks:eks-cluster-name=nope"),
+        "{err}"
+    );
+
+    // FIS: refused without --yes; then started, and failed because nothing reached alpha (the
+    // emulator sends no events for an experiment).
+    let (code, _, err) =
+        routerctl(&estate, &["fis", "--cluster", "alpha", "--stack", "ir"]).await?;
+    assert_eq!(code, Some(2));
+    assert!(err.contains("pass --yes"), "{err}");
+    let (code, _, err) = routerctl(&estate, &["fis", "--cluster", "beta", "--yes"]).await?;
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("no FIS experiment template tagged cluster=beta"),
+        "{err}"
+    );
+    let (code, out, err) = routerctl(
+        &estate,
+        &[
+            "fis",
+            "--cluster",
+            "alpha",
+            "--stack",
+            "ir",
+            "--settle",
+            "0s",
+            "--yes",
+        ],
+    )
+    .await?;
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(err.contains("starting experiment template"), "{err}");
+    assert!(out.contains("alpha (target)"), "{out}");
+    assert!(
+        out.contains("problem: alpha received none of the experiment's events"),
+        "{out}"
+    );
+    assert!(out.ends_with("FAIL: 1 problem(s)\n"), "{out}");
+    Ok(())
+}
