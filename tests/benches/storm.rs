@@ -62,7 +62,7 @@ fn options() -> Result<Options> {
         }
     }
     ensure!(
-        o.events % o.clusters == 0,
+        o.events.is_multiple_of(o.clusters),
         "--events must be a multiple of --clusters"
     );
     Ok(o)

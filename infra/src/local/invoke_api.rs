@@ -12,20 +12,17 @@
 
 use std::{
     convert::Infallible,
-    net::{Ipv4Addr, SocketAddr},
     sync::{Arc, Mutex},
     time::Duration,
 };
 
 use anyhow::Result;
+
+use super::http::LoopbackServer;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::{Request, Response, StatusCode, body::Incoming, service::service_fn};
-use hyper_util::rt::TokioIo;
-use tokio::{
-    net::TcpListener,
-    sync::{Notify, mpsc},
-};
+use hyper::{Request, Response, StatusCode, body::Incoming};
+use tokio::sync::{Notify, mpsc};
 
 use super::{function::Function, runtime_api::Invocation};
 
@@ -39,16 +36,14 @@ struct State {
 }
 
 pub struct InvokeApi {
-    addr: SocketAddr,
+    server: LoopbackServer,
     state: Arc<State>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    worker: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for InvokeApi {
     fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
+        self.worker.abort();
     }
 }
 
@@ -56,8 +51,6 @@ impl InvokeApi {
     /// Serves `function` under `name` (also matched as the last part of a function ARN), giving
     /// each invocation `budget` before its deadline.
     pub async fn start(function: Arc<Function>, name: &str, budget: Duration) -> Result<Self> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
-        let addr = listener.local_addr()?;
         let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
         let state = Arc::new(State {
             name: name.to_owned(),
@@ -78,31 +71,18 @@ impl InvokeApi {
                 worker_state.progressed.notify_waiters();
             }
         });
-        let server_state = state.clone();
-        let server = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let state = server_state.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| serve(state.clone(), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let handler_state = state.clone();
+        let server = LoopbackServer::start(move |req| serve(handler_state.clone(), req)).await?;
         Ok(Self {
-            addr,
+            server,
             state,
-            tasks: vec![worker, server],
+            worker,
         })
     }
 
     /// `http://127.0.0.1:<port>`: the endpoint for a Lambda client.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.server.addr())
     }
 
     /// Waits until `n` asynchronous invocations have finished, or `limit` passes; returns how

@@ -4,6 +4,7 @@
 
 pub mod esm;
 pub mod function;
+pub mod http;
 pub mod invoke_api;
 pub mod moto;
 pub mod proxy;

@@ -14,21 +14,21 @@
 
 use std::{
     collections::BTreeMap,
-    net::{Ipv4Addr, SocketAddr},
     sync::{Arc, Mutex},
     time::Duration,
 };
 
 use anyhow::Result;
+
+use super::http::LoopbackServer;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::{Request, Response, StatusCode, body::Incoming, header, service::service_fn};
+use hyper::{Request, Response, StatusCode, body::Incoming, header};
 use hyper_util::{
     client::legacy::{Client, connect::HttpConnector},
-    rt::{TokioExecutor, TokioIo},
+    rt::TokioExecutor,
 };
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 
 /// A way for a call to fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,54 +95,27 @@ struct State {
 }
 
 pub struct AwsProxy {
-    addr: SocketAddr,
+    server: LoopbackServer,
     state: Arc<State>,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for AwsProxy {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
 }
 
 impl AwsProxy {
     /// Starts a proxy to `upstream` (e.g. `http://127.0.0.1:5000`).
     pub async fn start(upstream: &str) -> Result<Self> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
-        let addr = listener.local_addr()?;
         let state = Arc::new(State {
             upstream: upstream.trim_end_matches('/').to_owned(),
             client: Client::builder(TokioExecutor::new()).build_http(),
             counters: Mutex::default(),
             plan: Mutex::new((FaultPlan::none(), 1)),
         });
-        let server_state = state.clone();
-        let server = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let state = server_state.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(state.clone(), req));
-                    // An Err from the service (a Reset fault) closes the connection unanswered.
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        Ok(Self {
-            addr,
-            state,
-            server,
-        })
+        let handler_state = state.clone();
+        let server = LoopbackServer::start(move |req| handle(handler_state.clone(), req)).await?;
+        Ok(Self { server, state })
     }
 
     /// `http://127.0.0.1:<port>`, the value for `AWS_ENDPOINT_URL`.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.server.addr())
     }
 
     pub fn set_plan(&self, plan: FaultPlan) {

@@ -10,7 +10,6 @@
 use std::{
     collections::{HashMap, VecDeque},
     convert::Infallible,
-    net::{Ipv4Addr, SocketAddr},
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
@@ -19,14 +18,12 @@ use std::{
 };
 
 use anyhow::Result;
+
+use super::http::LoopbackServer;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::{Method, Request, Response, StatusCode, body::Incoming, service::service_fn};
-use hyper_util::rt::TokioIo;
-use tokio::{
-    net::TcpListener,
-    sync::{Notify, oneshot},
-};
+use hyper::{Method, Request, Response, StatusCode, body::Incoming};
+use tokio::sync::{Notify, oneshot};
 
 /// How an invocation ended, as the Lambda service sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,47 +63,21 @@ struct State {
 }
 
 pub struct RuntimeApi {
-    addr: SocketAddr,
+    server: LoopbackServer,
     state: Arc<State>,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for RuntimeApi {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
 }
 
 impl RuntimeApi {
     pub async fn start() -> Result<Self> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
-        let addr = listener.local_addr()?;
         let state = Arc::new(State::default());
-        let server_state = state.clone();
-        let server = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let state = server_state.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| serve(state.clone(), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        Ok(Self {
-            addr,
-            state,
-            server,
-        })
+        let handler_state = state.clone();
+        let server = LoopbackServer::start(move |req| serve(handler_state.clone(), req)).await?;
+        Ok(Self { server, state })
     }
 
     /// The value for `AWS_LAMBDA_RUNTIME_API`: `host:port`, without a scheme, as real Lambda sets it.
     pub fn endpoint(&self) -> String {
-        self.addr.to_string()
+        self.server.addr().to_string()
     }
 
     /// Invokes the function with `payload`, giving it `budget` until its deadline, and waits up to
