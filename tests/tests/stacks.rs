@@ -444,15 +444,15 @@ fn without_queue_mode_outputs(template: &str) -> String {
     let (head, tail) = template.split_at(outputs);
     let mut kept = String::from(head);
     let mut cut = Vec::new();
-    let blocks = tail
-        .split_inclusive('\n')
-        .fold(Vec::<String>::new(), |mut blocks, line| {
-            if line.starts_with("  ") && !line.starts_with("   ") || blocks.is_empty() {
-                blocks.push(String::new());
-            }
-            blocks.last_mut().unwrap().push_str(line);
-            blocks
-        });
+    // "Outputs:" and then one block per output, each starting at two spaces of indentation.
+    let mut blocks: Vec<String> = Vec::new();
+    for line in tail.split_inclusive('\n') {
+        let starts_output = line.starts_with("  ") && !line.starts_with("   ");
+        if starts_output || blocks.is_empty() {
+            blocks.push(String::new());
+        }
+        blocks.last_mut().unwrap().push_str(line);
+    }
     for block in blocks {
         if block.contains("\n    Condition: QueueMode\n") {
             cut.push(block.trim_start().split(':').next().unwrap().to_owned());
