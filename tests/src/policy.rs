@@ -543,6 +543,8 @@ impl Check {
             Check::IngestVisibilityTimeout => ingest_visibility_timeout(t),
             Check::ReportBatchItemFailures => report_batch_item_failures(t),
         };
+        // A finding repeated in several branches of an Fn::If is reported once.
+        let found: BTreeSet<(String, String)> = found.into_iter().collect();
         found
             .into_iter()
             .map(|(at, problem)| Violation {
