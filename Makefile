@@ -117,7 +117,13 @@ define require
 $(if $($(1)),,$(error $(1) is not set: $(2)))
 endef
 
-package: $(VENV)/.installed
+# cargo-lambda (and zig) only when packaging: `make test` never needs them, nor the aarch64 std
+# that `rustup target add` downloads, which not every machine can fetch.
+$(VENV)/.package-installed: tools/requirements-package.txt $(VENV)/.installed
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements-package.txt
+	@touch $@
+
+package: $(VENV)/.package-installed
 	$(if $(LAMBDA_TARGET_$(ARCH)),,$(error ARCH must be arm64 or x86_64, not "$(ARCH)"))
 	rustup target add $(LAMBDA_TARGET_$(ARCH))
 	$(VENV)/bin/cargo-lambda lambda build --release --$(subst _,-,$(subst x86_64,x86-64,$(ARCH))) \

@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 
 pub use routerctl::local;
 
+pub mod policy;
+
 /// Instance tags Karpenter puts on a node it launches for `cluster`.
 pub fn karpenter_tags(cluster: &str) -> Vec<(String, String)> {
     vec![

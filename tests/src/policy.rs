@@ -1,0 +1,1020 @@
+//! Security checks over the CloudFormation templates, each returning the violations it found.
+//!
+//! moto creates queues, roles and functions but ignores queue policies and never evaluates IAM,
+//! and cfn-lint/checkov know nothing of this system's guarantees (the router may send only to
+//! `<QueuePrefix>*`, only the router may write a tenant queue, …). These checks read the
+//! templates and state those guarantees directly; `tests/tests/policy.rs` shows each one failing
+//! on a deliberately broken copy.
+//!
+//! Templates are parsed with `serde_norway`, the maintained fork of the archived `serde_yaml`:
+//! it keeps CloudFormation's short-form tags (`!Sub`, `!GetAtt`, `!If`, …) as tagged values,
+//! which [`Template::parse`] rewrites to the long form (`Fn::Sub`, …) so a check sees one shape
+//! whichever form the template uses. `serde_yml` is deprecated and unsound; `yaml-rust2` has no
+//! serde model and would mean a second value type to walk.
+//!
+//! Where a value depends on a condition (`Fn::If`), a check looks at every branch: a template
+//! passes only if it is safe whatever its parameters are.
+
+use std::{collections::BTreeSet, fmt};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Map, Value, json};
+
+/// A template, with every intrinsic function in its long form (`{"Fn::Sub": …}`, `{"Ref": …}`).
+#[derive(Debug, Clone)]
+pub struct Template {
+    pub name: String,
+    pub doc: Value,
+}
+
+impl Template {
+    pub fn parse(name: &str, yaml: &str) -> Result<Self> {
+        let value: serde_norway::Value =
+            serde_norway::from_str(yaml).with_context(|| format!("{name}: not YAML"))?;
+        let doc = long_form(value).with_context(|| format!("{name}: not a template"))?;
+        if !doc["Resources"].is_object() {
+            bail!("{name}: no Resources");
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            doc,
+        })
+    }
+
+    /// Logical id and body of every resource.
+    pub fn resources(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.doc["Resources"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(id, r)| (id.as_str(), r))
+    }
+
+    pub fn resources_of<'a>(&'a self, ty: &'a str) -> impl Iterator<Item = (&'a str, &'a Value)> {
+        self.resources().filter(move |(_, r)| r["Type"] == ty)
+    }
+
+    fn is_a(&self, id: &str, ty: &str) -> bool {
+        self.doc["Resources"][id]["Type"] == ty
+    }
+
+    pub fn resource_mut(&mut self, id: &str) -> &mut Value {
+        let resource = &mut self.doc["Resources"][id];
+        assert!(resource.is_object(), "{}: no resource {id}", self.name);
+        resource
+    }
+}
+
+/// YAML to JSON, with the short-form tags CloudFormation defines rewritten to the long form.
+fn long_form(value: serde_norway::Value) -> Result<Value> {
+    use serde_norway::Value as Y;
+    Ok(match value {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                json!(i)
+            } else if let Some(u) = n.as_u64() {
+                json!(u)
+            } else {
+                json!(n.as_f64())
+            }
+        }
+        Y::String(s) => Value::String(s),
+        Y::Sequence(items) => {
+            Value::Array(items.into_iter().map(long_form).collect::<Result<_>>()?)
+        }
+        Y::Mapping(mapping) => {
+            let mut object = Map::new();
+            for (k, v) in mapping {
+                let key = match k {
+                    Y::String(s) => s,
+                    Y::Number(n) => n.to_string(),
+                    Y::Bool(b) => b.to_string(),
+                    other => bail!("mapping key {other:?} is not a scalar"),
+                };
+                object.insert(key, long_form(v)?);
+            }
+            Value::Object(object)
+        }
+        Y::Tagged(tagged) => {
+            let tag = tagged.tag.to_string();
+            let tag = tag.trim_start_matches('!');
+            let inner = long_form(tagged.value)?;
+            let (name, arg) = match tag {
+                "Ref" | "Condition" => (tag.to_owned(), inner),
+                // `!GetAtt Res.Attr` is the only short form with a syntax of its own.
+                "GetAtt" => match inner {
+                    Value::String(s) => {
+                        let (resource, attribute) = s
+                            .split_once('.')
+                            .with_context(|| format!("!GetAtt {s}: no attribute"))?;
+                        ("Fn::GetAtt".into(), json!([resource, attribute]))
+                    }
+                    other => ("Fn::GetAtt".into(), other),
+                },
+                "Base64" | "Cidr" | "FindInMap" | "GetAZs" | "ImportValue" | "Join" | "Select"
+                | "Split" | "Sub" | "Transform" | "And" | "Equals" | "If" | "Not" | "Or"
+                | "ToJsonString" | "Length" => (format!("Fn::{tag}"), inner),
+                // A typo'd tag would otherwise become an opaque value every check ignores.
+                other => bail!("unknown tag !{other}"),
+            };
+            json!({ name: arg })
+        }
+    })
+}
+
+/// Every value `v` can take, one per branch of its `Fn::If`s; `None` where it is absent
+/// (`AWS::NoValue`, or not set at all).
+pub fn branches(v: &Value) -> Vec<Option<&Value>> {
+    match v.get("Fn::If").and_then(Value::as_array) {
+        Some(b) if b.len() == 3 => branches(&b[1]).into_iter().chain(branches(&b[2])).collect(),
+        _ if v.is_null() || reference(v) == Some("AWS::NoValue") => vec![None],
+        _ => vec![Some(v)],
+    }
+}
+
+/// The values `v` takes where it is present.
+pub fn alternatives(v: &Value) -> Vec<&Value> {
+    branches(v).into_iter().flatten().collect()
+}
+
+/// The elements of a list (or a single value), in every branch.
+pub fn items(v: &Value) -> Vec<&Value> {
+    let mut out = Vec::new();
+    for alt in alternatives(v) {
+        match alt {
+            Value::Array(elements) => {
+                for e in elements {
+                    out.extend(alternatives(e));
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Every list `v` can be, one per combination of its `Fn::If`s (a scalar is a list of one).
+/// Unlike [`items`], which merges branches, this keeps "one principal in each branch" apart from
+/// "two principals".
+pub fn list_branches(v: &Value) -> Vec<Vec<&Value>> {
+    let mut out = Vec::new();
+    for alt in alternatives(v) {
+        let Value::Array(elements) = alt else {
+            out.push(vec![alt]);
+            continue;
+        };
+        let mut lists: Vec<Vec<&Value>> = vec![Vec::new()];
+        for e in elements {
+            let choices = branches(e);
+            lists = lists
+                .iter()
+                .flat_map(|list| {
+                    choices.iter().map(move |choice| {
+                        let mut list = list.clone();
+                        list.extend(*choice);
+                        list
+                    })
+                })
+                .collect();
+        }
+        out.extend(lists);
+    }
+    out
+}
+
+/// A value as text: strings as they are, intrinsics as compact JSON.
+fn text(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+}
+
+/// `{"Fn::GetAtt": [id, attribute]}` -> id.
+fn get_att<'a>(v: &'a Value, attribute: &str) -> Option<&'a str> {
+    let args = v.get("Fn::GetAtt")?.as_array()?;
+    (args.len() == 2 && args[1] == attribute).then(|| args[0].as_str())?
+}
+
+fn reference(v: &Value) -> Option<&str> {
+    v.get("Ref")?.as_str()
+}
+
+/// IAM action matching: case-insensitive, `*` any run of characters, `?` one character.
+pub fn action_matches(pattern: &str, action: &str) -> bool {
+    fn glob(p: &[u8], a: &[u8]) -> bool {
+        match (p.first(), a.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => glob(&p[1..], a) || (!a.is_empty() && glob(p, &a[1..])),
+            (Some(b'?'), Some(_)) => glob(&p[1..], &a[1..]),
+            (Some(x), Some(y)) if x.eq_ignore_ascii_case(y) => glob(&p[1..], &a[1..]),
+            _ => false,
+        }
+    }
+    glob(pattern.as_bytes(), action.as_bytes())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyKind {
+    /// What a role may do (inline role policies, `AWS::IAM::Policy`, managed policies).
+    Identity,
+    /// Who may assume a role.
+    Trust,
+    /// Who may act on a resource (queue policies, Lambda permissions).
+    Resource,
+}
+
+/// One statement of a policy in the template, in every branch of its conditions.
+#[derive(Debug, Clone)]
+pub struct Statement {
+    /// The resource that holds the policy.
+    pub holder: String,
+    pub kind: PolicyKind,
+    /// Identity policies: the roles (logical ids, or the text of a reference to one outside the
+    /// template) it applies to. Queue policies: the queues.
+    pub subjects: Vec<String>,
+    pub body: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Principal {
+    Any,
+    Service(String),
+    Aws(Value),
+    Other(Value),
+}
+
+impl Statement {
+    pub fn label(&self) -> String {
+        match self.body["Sid"].as_str() {
+            Some(sid) => format!("{} statement {sid}", self.holder),
+            None => format!("{} statement {}", self.holder, self.body),
+        }
+    }
+
+    pub fn is_allow(&self) -> bool {
+        self.body["Effect"] == "Allow"
+    }
+
+    pub fn is_deny(&self) -> bool {
+        self.body["Effect"] == "Deny"
+    }
+
+    pub fn actions(&self) -> Vec<String> {
+        items(&self.body["Action"]).into_iter().map(text).collect()
+    }
+
+    /// Whether the statement covers `action`. NotAction covers everything it does not name.
+    pub fn covers(&self, action: &str) -> bool {
+        if self.body.get("NotAction").is_some() {
+            return !items(&self.body["NotAction"])
+                .into_iter()
+                .any(|p| action_matches(&text(p), action));
+        }
+        self.actions().iter().any(|p| action_matches(p, action))
+    }
+
+    pub fn resources(&self) -> Vec<&Value> {
+        items(&self.body["Resource"])
+    }
+
+    /// The principals of the statement, one set per branch of its conditions.
+    pub fn principal_sets(&self) -> Vec<Vec<Principal>> {
+        let mut out = Vec::new();
+        for p in alternatives(&self.body["Principal"]) {
+            let Value::Object(map) = p else {
+                out.push(vec![principal("AWS", p)]);
+                continue;
+            };
+            let mut sets: Vec<Vec<Principal>> = vec![Vec::new()];
+            for (kind, values) in map {
+                let lists = list_branches(values);
+                sets = sets
+                    .iter()
+                    .flat_map(|set| {
+                        lists.iter().map(move |list| {
+                            let mut set = set.clone();
+                            set.extend(list.iter().map(|v| principal(kind, v)));
+                            set
+                        })
+                    })
+                    .collect();
+            }
+            out.extend(sets);
+        }
+        out
+    }
+
+    /// Every principal the statement names in any branch.
+    pub fn principals(&self) -> Vec<Principal> {
+        self.principal_sets().into_iter().flatten().collect()
+    }
+
+    /// The values a condition key is tested against, with their operator, as written (they may
+    /// hold an `Fn::If`); keys are case-insensitive, as in IAM.
+    pub fn condition(&self, key: &str) -> Vec<(String, &Value)> {
+        let mut out = Vec::new();
+        for conditions in alternatives(&self.body["Condition"]) {
+            for (operator, tests) in conditions.as_object().into_iter().flatten() {
+                for (k, v) in tests.as_object().into_iter().flatten() {
+                    if k.eq_ignore_ascii_case(key) {
+                        out.push((operator.clone(), v));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn principal(kind: &str, v: &Value) -> Principal {
+    match (kind, v) {
+        (_, Value::String(s)) if s == "*" => Principal::Any,
+        ("Service", Value::String(s)) => Principal::Service(s.clone()),
+        ("AWS", v) => Principal::Aws(v.clone()),
+        (_, v) => Principal::Other(v.clone()),
+    }
+}
+
+/// Every policy statement in the template.
+pub fn statements(t: &Template) -> Vec<Statement> {
+    let mut out = Vec::new();
+    let mut push = |holder: &str, kind, subjects: Vec<String>, document: &Value| {
+        for doc in alternatives(document) {
+            for body in items(&doc["Statement"]) {
+                out.push(Statement {
+                    holder: holder.to_owned(),
+                    kind,
+                    subjects: subjects.clone(),
+                    body: body.clone(),
+                });
+            }
+        }
+    };
+    let named = |v: &Value| reference(v).map_or_else(|| text(v), str::to_owned);
+    for (id, r) in t.resources() {
+        let props = &r["Properties"];
+        match r["Type"].as_str().unwrap_or_default() {
+            "AWS::IAM::Role" => {
+                push(
+                    id,
+                    PolicyKind::Trust,
+                    vec![id.into()],
+                    &props["AssumeRolePolicyDocument"],
+                );
+                for policy in items(&props["Policies"]) {
+                    push(
+                        id,
+                        PolicyKind::Identity,
+                        vec![id.into()],
+                        &policy["PolicyDocument"],
+                    );
+                }
+            }
+            "AWS::IAM::Policy" | "AWS::IAM::ManagedPolicy" => {
+                let roles = items(&props["Roles"]).into_iter().map(named).collect();
+                push(id, PolicyKind::Identity, roles, &props["PolicyDocument"]);
+            }
+            "AWS::SQS::QueuePolicy" => {
+                let queues = items(&props["Queues"]).into_iter().map(named).collect();
+                push(id, PolicyKind::Resource, queues, &props["PolicyDocument"]);
+            }
+            // A permission is one resource-policy statement; written as one so the principal
+            // checks treat it like any other.
+            "AWS::Lambda::Permission" => {
+                let principal = text(&props["Principal"]);
+                let principal = if principal.ends_with(".amazonaws.com") {
+                    json!({ "Service": principal })
+                } else {
+                    json!({ "AWS": props["Principal"] })
+                };
+                let mut condition = Map::new();
+                if !props["SourceArn"].is_null() {
+                    condition.insert(
+                        "ArnLike".into(),
+                        json!({ "aws:SourceArn": props["SourceArn"] }),
+                    );
+                }
+                if !props["SourceAccount"].is_null() {
+                    condition.insert(
+                        "StringEquals".into(),
+                        json!({ "aws:SourceAccount": props["SourceAccount"] }),
+                    );
+                }
+                let body = json!({
+                    "Sid": id,
+                    "Effect": "Allow",
+                    "Principal": principal,
+                    "Action": props["Action"],
+                    "Resource": props["FunctionName"],
+                    "Condition": condition,
+                });
+                push(
+                    id,
+                    PolicyKind::Resource,
+                    vec![named(&props["FunctionName"])],
+                    &json!({ "Statement": [body] }),
+                );
+            }
+            // Any other resource with a policy document (bucket, topic, key policies): its
+            // statements are still held to the wildcard and service-principal checks.
+            _ => {
+                for key in ["PolicyDocument", "KeyPolicy"] {
+                    if props.get(key).is_some() {
+                        push(id, PolicyKind::Resource, vec![], &props[key]);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The roles Lambda functions of the template run as (logical ids).
+pub fn execution_roles(t: &Template) -> Vec<String> {
+    let mut roles = BTreeSet::new();
+    for (_, f) in t.resources_of("AWS::Lambda::Function") {
+        for role in alternatives(&f["Properties"]["Role"]) {
+            if let Some(id) = get_att(role, "Arn").filter(|id| t.is_a(id, "AWS::IAM::Role")) {
+                roles.insert(id.to_owned());
+            }
+        }
+    }
+    roles.into_iter().collect()
+}
+
+/// The queues an event source mapping of the template reads (logical ids).
+pub fn ingest_queues(t: &Template) -> Vec<String> {
+    let mut queues = BTreeSet::new();
+    for (_, m) in t.resources_of("AWS::Lambda::EventSourceMapping") {
+        for source in alternatives(&m["Properties"]["EventSourceArn"]) {
+            if let Some(id) = get_att(source, "Arn").filter(|id| t.is_a(id, "AWS::SQS::Queue")) {
+                queues.insert(id.to_owned());
+            }
+        }
+    }
+    queues.into_iter().collect()
+}
+
+/// The queues the functions send their permanent failures to (`DEAD_LETTER_QUEUE_URL`).
+pub fn dead_letter_queues(t: &Template) -> Vec<String> {
+    let mut queues = BTreeSet::new();
+    for (_, f) in t.resources_of("AWS::Lambda::Function") {
+        let url = &f["Properties"]["Environment"]["Variables"]["DEAD_LETTER_QUEUE_URL"];
+        for v in alternatives(url) {
+            if let Some(id) = reference(v).filter(|id| t.is_a(id, "AWS::SQS::Queue")) {
+                queues.insert(id.to_owned());
+            }
+        }
+    }
+    queues.into_iter().collect()
+}
+
+/// A check's finding: which guarantee, where, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Violation {
+    pub check: Check,
+    pub template: String,
+    pub at: String,
+    pub problem: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "[{}] {}: {}: {}",
+            self.check.name(),
+            self.template,
+            self.at,
+            self.problem
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Check {
+    NoWildcardActions,
+    RouterSendsOnlyToPrefixAndDlq,
+    RouterReadsOnlyIngestQueue,
+    TenantQueueWritableOnlyByRouter,
+    QueuesEncrypted,
+    QueuePoliciesRequireTls,
+    ServicePrincipalsPinnedToSource,
+    IngestVisibilityTimeout,
+    ReportBatchItemFailures,
+}
+
+impl Check {
+    pub const ALL: [Check; 9] = [
+        Check::NoWildcardActions,
+        Check::RouterSendsOnlyToPrefixAndDlq,
+        Check::RouterReadsOnlyIngestQueue,
+        Check::TenantQueueWritableOnlyByRouter,
+        Check::QueuesEncrypted,
+        Check::QueuePoliciesRequireTls,
+        Check::ServicePrincipalsPinnedToSource,
+        Check::IngestVisibilityTimeout,
+        Check::ReportBatchItemFailures,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::NoWildcardActions => "no-wildcard-actions",
+            Check::RouterSendsOnlyToPrefixAndDlq => "router-sends-only-to-prefix-and-dlq",
+            Check::RouterReadsOnlyIngestQueue => "router-reads-only-ingest-queue",
+            Check::TenantQueueWritableOnlyByRouter => "tenant-queue-writable-only-by-router",
+            Check::QueuesEncrypted => "queues-encrypted",
+            Check::QueuePoliciesRequireTls => "queue-policies-require-tls",
+            Check::ServicePrincipalsPinnedToSource => "service-principals-pinned-to-source",
+            Check::IngestVisibilityTimeout => "ingest-visibility-timeout",
+            Check::ReportBatchItemFailures => "report-batch-item-failures",
+        }
+    }
+
+    pub fn run(self, t: &Template) -> Vec<Violation> {
+        let found = match self {
+            Check::NoWildcardActions => no_wildcard_actions(t),
+            Check::RouterSendsOnlyToPrefixAndDlq => router_sends_only_to_prefix_and_dlq(t),
+            Check::RouterReadsOnlyIngestQueue => router_reads_only_ingest_queue(t),
+            Check::TenantQueueWritableOnlyByRouter => tenant_queue_writable_only_by_router(t),
+            Check::QueuesEncrypted => queues_encrypted(t),
+            Check::QueuePoliciesRequireTls => queue_policies_require_tls(t),
+            Check::ServicePrincipalsPinnedToSource => service_principals_pinned_to_source(t),
+            Check::IngestVisibilityTimeout => ingest_visibility_timeout(t),
+            Check::ReportBatchItemFailures => report_batch_item_failures(t),
+        };
+        // A finding repeated in several branches of an Fn::If is reported once.
+        let found: BTreeSet<(String, String)> = found.into_iter().collect();
+        found
+            .into_iter()
+            .map(|(at, problem)| Violation {
+                check: self,
+                template: t.name.clone(),
+                at,
+                problem,
+            })
+            .collect()
+    }
+}
+
+/// Every check's violations.
+pub fn evaluate(t: &Template) -> Vec<Violation> {
+    Check::ALL.into_iter().flat_map(|c| c.run(t)).collect()
+}
+
+type Found = Vec<(String, String)>;
+
+/// An Allow with a wildcard action grants whatever the service adds later; NotAction is the
+/// same grant written inside out. Deny statements may use wildcards (the TLS denies do).
+fn no_wildcard_actions(t: &Template) -> Found {
+    let mut found = Found::new();
+    for s in statements(t).iter().filter(|s| s.is_allow()) {
+        if s.body.get("NotAction").is_some() {
+            found.push((s.label(), "Allow with NotAction".into()));
+        }
+        for action in s.actions() {
+            if action.contains(['*', '?']) {
+                found.push((s.label(), format!("Allow of wildcard action {action:?}")));
+            }
+        }
+    }
+    found
+}
+
+/// IAM actions that send to a queue (SendMessageBatch is authorised as SendMessage).
+const SEND_ACTIONS: [&str; 2] = ["sqs:SendMessage", "sqs:GetQueueUrl"];
+/// IAM actions that read or change a queue's messages or settings.
+const QUEUE_READ_ACTIONS: [&str; 9] = [
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:PurgeQueue",
+    "sqs:GetQueueAttributes",
+    "sqs:SetQueueAttributes",
+    "sqs:ListDeadLetterSourceQueues",
+    "sqs:StartMessageMoveTask",
+    "sqs:DeleteQueue",
+];
+/// The only cluster-queue resource the router may send to: this account and region, the prefix.
+const PREFIX_QUEUES: &str =
+    "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${QueuePrefix}*";
+
+/// The router's identity statements that allow something: inline, or attached from elsewhere.
+fn router_allows(t: &Template) -> Vec<(String, Statement)> {
+    let roles = execution_roles(t);
+    statements(t)
+        .into_iter()
+        .filter(|s| s.kind == PolicyKind::Identity && s.is_allow())
+        .flat_map(|s| {
+            roles
+                .iter()
+                .filter(|r| s.subjects.contains(r))
+                .map(|r| (r.clone(), s.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The router can send to `<QueuePrefix>*` in this account and region and to its DLQ, nothing
+/// else; and `QueuePrefix` cannot be empty (that would be every queue).
+fn router_sends_only_to_prefix_and_dlq(t: &Template) -> Found {
+    let mut found = Found::new();
+    let dlqs = dead_letter_queues(t);
+    let mut uses_prefix = false;
+    for (role, s) in router_allows(t) {
+        if !SEND_ACTIONS.iter().any(|a| s.covers(a)) {
+            continue;
+        }
+        if s.body.get("NotResource").is_some() {
+            found.push((s.label(), format!("{role} sends with NotResource")));
+        }
+        for r in s.resources() {
+            if r.get("Fn::Sub").and_then(Value::as_str) == Some(PREFIX_QUEUES) {
+                uses_prefix = true;
+            } else if !get_att(r, "Arn").is_some_and(|q| dlqs.iter().any(|d| d == q)) {
+                found.push((
+                    s.label(),
+                    format!(
+                        "{role} may send to {}, outside <QueuePrefix>* and the DLQ",
+                        text(r)
+                    ),
+                ));
+            }
+        }
+    }
+    if uses_prefix {
+        let p = &t.doc["Parameters"]["QueuePrefix"];
+        if p["MinLength"].as_u64().unwrap_or(0) < 1 {
+            found.push((
+                "Parameters.QueuePrefix".into(),
+                "no MinLength >= 1: an empty prefix lets the router send to every queue".into(),
+            ));
+        }
+    }
+    found
+}
+
+/// The router reads (receives, deletes, …) only the queue its event source mapping consumes.
+fn router_reads_only_ingest_queue(t: &Template) -> Found {
+    let mut found = Found::new();
+    let ingest = ingest_queues(t);
+    for (role, s) in router_allows(t) {
+        let reads: Vec<&str> = QUEUE_READ_ACTIONS
+            .into_iter()
+            .filter(|a| s.covers(a))
+            .collect();
+        if reads.is_empty() {
+            continue;
+        }
+        if s.body.get("NotResource").is_some() {
+            found.push((s.label(), format!("{role} reads queues with NotResource")));
+        }
+        for r in s.resources() {
+            if !get_att(r, "Arn").is_some_and(|q| ingest.iter().any(|i| i == q)) {
+                found.push((
+                    s.label(),
+                    format!("{role} may {reads:?} on {}, not the ingest queue", text(r)),
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// A reference to the router's role: the base stack's export, the tenant's explicit parameter,
+/// or (in the base template) the role itself.
+fn is_router_role(t: &Template, v: &Value) -> bool {
+    let roles = execution_roles(t);
+    let alternatives = alternatives(v);
+    !alternatives.is_empty()
+        && alternatives.into_iter().all(|alt| {
+            let import = alt
+                .get("Fn::ImportValue")
+                .and_then(|i| i.get("Fn::Sub"))
+                .and_then(Value::as_str);
+            import == Some("${BaseStackName}-RouterRoleArn")
+                || reference(alt) == Some("RouterRoleArn")
+                || get_att(alt, "Arn").is_some_and(|r| roles.iter().any(|x| x == r))
+        })
+}
+
+/// A queue policy granting an AWS principal anything grants it to the router's role alone, and
+/// denies SendMessage to every other principal (an identity policy elsewhere in the account
+/// cannot then write fake interruptions).
+fn tenant_queue_writable_only_by_router(t: &Template) -> Found {
+    let mut found = Found::new();
+    let all = statements(t);
+    let queue_policies: BTreeSet<&str> = all
+        .iter()
+        .filter(|s| s.kind == PolicyKind::Resource && t.is_a(&s.holder, "AWS::SQS::QueuePolicy"))
+        .map(|s| s.holder.as_str())
+        .collect();
+    for policy in queue_policies {
+        let of_policy: Vec<&Statement> = all.iter().filter(|s| s.holder == policy).collect();
+        let mut grants_aws = false;
+        for s in of_policy.iter().filter(|s| s.is_allow()) {
+            if s.body.get("NotPrincipal").is_some() {
+                found.push((s.label(), "Allow with NotPrincipal".into()));
+            }
+            for set in s.principal_sets() {
+                let aws: Vec<&Principal> = set
+                    .iter()
+                    .filter(|p| !matches!(p, Principal::Service(_)))
+                    .collect();
+                if aws.is_empty() {
+                    continue;
+                }
+                grants_aws = true;
+                if aws.len() > 1 {
+                    found.push((
+                        s.label(),
+                        format!(
+                            "Allow to {} principals; only the router role may send",
+                            aws.len()
+                        ),
+                    ));
+                }
+                for p in aws {
+                    match p {
+                        Principal::Aws(v) if is_router_role(t, v) => {}
+                        other => found.push((
+                            s.label(),
+                            format!("Allow to {other:?}, which is not the router role"),
+                        )),
+                    }
+                }
+            }
+        }
+        if !grants_aws {
+            continue;
+        }
+        let denies_others = of_policy.iter().any(|s| {
+            s.is_deny()
+                && s.principals() == [Principal::Any]
+                && s.covers("sqs:SendMessage")
+                && [
+                    "ArnNotEquals",
+                    "ArnNotLike",
+                    "StringNotEquals",
+                    "StringNotLike",
+                ]
+                .iter()
+                .any(|op| {
+                    s.condition("aws:PrincipalArn").iter().any(|(o, v)| {
+                        o == op
+                            && list_branches(v)
+                                .iter()
+                                .all(|l| l.len() == 1 && is_router_role(t, l[0]))
+                    })
+                })
+        });
+        if !denies_others {
+            found.push((
+                policy.to_owned(),
+                "no Deny of sqs:SendMessage for principals other than the router role".into(),
+            ));
+        }
+    }
+    found
+}
+
+fn is_true(v: &Value) -> bool {
+    v == &json!(true) || v == &json!("true")
+}
+
+/// Encryption at rest: SSE-SQS or a KMS key on every queue, whatever the parameters.
+fn queues_encrypted(t: &Template) -> Found {
+    let mut found = Found::new();
+    for (id, q) in t.resources_of("AWS::SQS::Queue") {
+        let props = &q["Properties"];
+        let sse = branches(&props["SqsManagedSseEnabled"])
+            .into_iter()
+            .all(|b| b.is_some_and(is_true));
+        let kms = branches(&props["KmsMasterKeyId"])
+            .into_iter()
+            .all(|b| b.is_some());
+        if !sse && !kms {
+            found.push((
+                id.to_owned(),
+                "neither SqsManagedSseEnabled: true nor a KmsMasterKeyId".into(),
+            ));
+        }
+    }
+    found
+}
+
+/// Every queue is covered by a queue policy, and every queue policy denies all SQS actions to
+/// everyone over plain HTTP.
+fn queue_policies_require_tls(t: &Template) -> Found {
+    let mut found = Found::new();
+    let all = statements(t);
+    let tls_deny_covers = |s: &Statement, queue: &str| {
+        s.is_deny()
+            && s.principals() == [Principal::Any]
+            && s.actions().iter().any(|a| a == "sqs:*" || a == "*")
+            && s.condition("aws:SecureTransport").iter().any(|(op, v)| {
+                op == "Bool"
+                    && list_branches(v)
+                        .iter()
+                        .all(|l| *l == [&json!("false")] || *l == [&json!(false)])
+            })
+            && s.resources()
+                .iter()
+                .any(|r| get_att(r, "Arn") == Some(queue) || *r == "*")
+    };
+    for (id, p) in t.resources_of("AWS::SQS::QueuePolicy") {
+        for queue in items(&p["Properties"]["Queues"]) {
+            let queue = reference(queue).map_or_else(|| text(queue), str::to_owned);
+            if !all
+                .iter()
+                .any(|s| s.holder == id && tls_deny_covers(s, &queue))
+            {
+                found.push((
+                    id.to_owned(),
+                    format!("no Deny of sqs:* on {queue} when aws:SecureTransport is false"),
+                ));
+            }
+        }
+    }
+    for (queue, _) in t.resources_of("AWS::SQS::Queue") {
+        let covered = t.resources_of("AWS::SQS::QueuePolicy").any(|(_, p)| {
+            items(&p["Properties"]["Queues"])
+                .iter()
+                .any(|q| reference(q) == Some(queue))
+        });
+        if !covered {
+            found.push((
+                queue.to_owned(),
+                "no queue policy, so nothing refuses plain-HTTP access".into(),
+            ));
+        }
+    }
+    found
+}
+
+/// The one service principal allowed without aws:SourceArn, and why.
+pub const SOURCE_ARN_EXCEPTION: (&str, &str) = (
+    "lambda.amazonaws.com",
+    "the trust policy of a Lambda function's own execution role: Lambda documents no \
+     aws:SourceArn or aws:SourceAccount for assuming it, and iam:PassRole already keeps the \
+     role to functions of this account",
+);
+
+/// An Allow to an AWS service names the resource acting for it (`aws:SourceArn`): otherwise any
+/// rule, experiment or function of any account could use the service to act here (the confused
+/// deputy). `aws:SourceAccount` alone is not enough.
+fn service_principals_pinned_to_source(t: &Template) -> Found {
+    let mut found = Found::new();
+    let execution_roles = execution_roles(t);
+    for s in statements(t).iter().filter(|s| s.is_allow()) {
+        for p in s.principals() {
+            let Principal::Service(service) = p else {
+                continue;
+            };
+            let excepted = s.kind == PolicyKind::Trust
+                && service == SOURCE_ARN_EXCEPTION.0
+                && execution_roles.contains(&s.holder)
+                && s.actions() == ["sts:AssumeRole"];
+            if excepted {
+                continue;
+            }
+            let pinned = s.condition("aws:SourceArn").iter().any(|(op, values)| {
+                ["ArnEquals", "ArnLike", "StringEquals", "StringLike"].contains(&op.as_str())
+                    && list_branches(values)
+                        .iter()
+                        .all(|l| !l.is_empty() && l.iter().all(|v| *v != "*"))
+            });
+            if !pinned {
+                found.push((
+                    s.label(),
+                    format!("Allow to {service} without an aws:SourceArn condition"),
+                ));
+            }
+        }
+    }
+    found
+}
+
+fn literal_u64(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| v.as_str()?.parse().ok())
+}
+
+/// Lambda requires an SQS source's visibility timeout to be at least 6x the function timeout;
+/// below it a slow batch reappears in the queue while still being processed.
+fn ingest_visibility_timeout(t: &Template) -> Found {
+    let mut found = Found::new();
+    for (id, m) in t.resources_of("AWS::Lambda::EventSourceMapping") {
+        let props = &m["Properties"];
+        let Some(queue) =
+            get_att(&props["EventSourceArn"], "Arn").filter(|q| t.is_a(q, "AWS::SQS::Queue"))
+        else {
+            found.push((id.into(), "source is not a queue of this template".into()));
+            continue;
+        };
+        let function = reference(&props["FunctionName"])
+            .or_else(|| get_att(&props["FunctionName"], "Arn"))
+            .filter(|f| t.is_a(f, "AWS::Lambda::Function"));
+        let Some(function) = function else {
+            found.push((id.into(), "function is not one of this template".into()));
+            continue;
+        };
+        // The AWS defaults when the property is absent: 30 s visibility, 3 s timeout.
+        let visibility = &t.doc["Resources"][queue]["Properties"]["VisibilityTimeout"];
+        let timeout = &t.doc["Resources"][function]["Properties"]["Timeout"];
+        let visibility = if visibility.is_null() {
+            Some(30)
+        } else {
+            literal_u64(visibility)
+        };
+        let timeout = if timeout.is_null() {
+            Some(3)
+        } else {
+            literal_u64(timeout)
+        };
+        match (visibility, timeout) {
+            (Some(v), Some(f)) if v >= 6 * f => {}
+            (Some(v), Some(f)) => found.push((
+                queue.into(),
+                format!("VisibilityTimeout {v} < 6 x {function} Timeout {f}"),
+            )),
+            _ => found.push((
+                queue.into(),
+                format!("VisibilityTimeout or {function} Timeout is not a literal: cannot verify"),
+            )),
+        }
+    }
+    found
+}
+
+/// Without ReportBatchItemFailures one failed record makes Lambda redeliver the whole batch,
+/// and the records already forwarded arrive twice.
+fn report_batch_item_failures(t: &Template) -> Found {
+    let mut found = Found::new();
+    for (id, m) in t.resources_of("AWS::Lambda::EventSourceMapping") {
+        let always = branches(&m["Properties"]["FunctionResponseTypes"])
+            .into_iter()
+            .all(|b| {
+                b.is_some_and(|types| items(types).contains(&&json!("ReportBatchItemFailures")))
+            });
+        if !always {
+            found.push((
+                id.into(),
+                "FunctionResponseTypes lacks ReportBatchItemFailures".into(),
+            ));
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_forms_become_long_forms() {
+        let t = Template::parse(
+            "t",
+            r#"
+Resources:
+  R:
+    Type: X
+    Properties:
+      A: !GetAtt Q.Arn
+      B: !Sub "${AWS::StackName}-x"
+      C: !If [Cond, !Ref P, !Ref AWS::NoValue]
+      D: !ImportValue { "Fn::Sub": "${S}-y" }
+      E: { "Fn::ImportValue": !Sub "${S}-z" }
+      F: !Equals [!Ref P, ""]
+"#,
+        )
+        .unwrap();
+        let p = &t.doc["Resources"]["R"]["Properties"];
+        assert_eq!(p["A"], json!({"Fn::GetAtt": ["Q", "Arn"]}));
+        assert_eq!(p["B"], json!({"Fn::Sub": "${AWS::StackName}-x"}));
+        assert_eq!(
+            p["C"],
+            json!({"Fn::If": ["Cond", {"Ref": "P"}, {"Ref": "AWS::NoValue"}]})
+        );
+        assert_eq!(p["D"], json!({"Fn::ImportValue": {"Fn::Sub": "${S}-y"}}));
+        assert_eq!(p["E"], json!({"Fn::ImportValue": {"Fn::Sub": "${S}-z"}}));
+        assert_eq!(p["F"], json!({"Fn::Equals": [{"Ref": "P"}, ""]}));
+        assert_eq!(alternatives(&p["C"]), [&json!({"Ref": "P"})]);
+    }
+
+    #[test]
+    fn unknown_tags_are_refused() {
+        let err = Template::parse("t", "Resources: { R: { Type: !Subb x } }").unwrap_err();
+        assert!(format!("{err:#}").contains("unknown tag !Subb"), "{err:#}");
+    }
+
+    #[test]
+    fn action_globs() {
+        assert!(action_matches("*", "sqs:SendMessage"));
+        assert!(action_matches("sqs:*", "sqs:SendMessage"));
+        assert!(action_matches("SQS:send*", "sqs:SendMessage"));
+        assert!(action_matches("sqs:?endMessage", "sqs:SendMessage"));
+        assert!(!action_matches("sqs:Send*", "sqs:ReceiveMessage"));
+        assert!(!action_matches("sqs:SendMessage", "sqs:SendMessageBatch"));
+        assert!(!action_matches("s3:*", "sqs:SendMessage"));
+    }
+}

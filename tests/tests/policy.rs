@@ -1,0 +1,521 @@
+//! The security checks of `e2e_tests::policy` on the real templates, and on broken copies: every
+//! check passes on `cloudformation/*.yaml`, and for every check there are copies broken the ways
+//! a careless edit would break them, each failing exactly that check.
+
+use std::collections::BTreeSet;
+
+use e2e_tests::policy::{
+    Check, Template, dead_letter_queues, evaluate, execution_roles, ingest_queues, statements,
+};
+use routerctl::stacks::{BASE_TEMPLATE, FIS_TEMPLATE, TENANT_TEMPLATE};
+use serde_json::{Value, json};
+
+fn base() -> Template {
+    Template::parse("base.yaml", BASE_TEMPLATE).unwrap()
+}
+
+fn tenant() -> Template {
+    Template::parse("tenant.yaml", TENANT_TEMPLATE).unwrap()
+}
+
+fn fis() -> Template {
+    Template::parse("fis.yaml", FIS_TEMPLATE).unwrap()
+}
+
+/// The template text with `from` replaced by `to`; `from` must occur exactly once, so a
+/// template edit cannot silently turn a mutation into a no-op.
+fn edit(name: &str, text: &str, from: &str, to: &str) -> Template {
+    assert_eq!(text.matches(from).count(), 1, "{from:?} in {name}");
+    Template::parse(name, &text.replacen(from, to, 1)).unwrap()
+}
+
+/// The statement with `sid` anywhere in resource `id` (also inside an `Fn::If`).
+fn statement<'a>(t: &'a mut Template, id: &str, sid: &str) -> &'a mut Value {
+    fn find<'a>(v: &'a mut Value, sid: &str) -> Option<&'a mut Value> {
+        if v.get("Sid").and_then(Value::as_str) == Some(sid) {
+            return Some(v);
+        }
+        match v {
+            Value::Object(map) => map.values_mut().find_map(|c| find(c, sid)),
+            Value::Array(list) => list.iter_mut().find_map(|c| find(c, sid)),
+            _ => None,
+        }
+    }
+    let name = t.name.clone();
+    find(t.resource_mut(id), sid).unwrap_or_else(|| panic!("{name}: no {id} statement {sid}"))
+}
+
+/// The statement list holding `sid` in resource `id`.
+fn statement_list<'a>(t: &'a mut Template, id: &str, sid: &str) -> &'a mut Vec<Value> {
+    fn find<'a>(v: &'a mut Value, sid: &str) -> Option<&'a mut Vec<Value>> {
+        match v {
+            Value::Object(map) => {
+                let holds = map
+                    .get("Statement")
+                    .and_then(Value::as_array)
+                    .is_some_and(|l| {
+                        l.iter()
+                            .any(|s| s.get("Sid").and_then(Value::as_str) == Some(sid))
+                    });
+                if holds {
+                    return map.get_mut("Statement").and_then(Value::as_array_mut);
+                }
+                map.values_mut().find_map(|c| find(c, sid))
+            }
+            Value::Array(list) => list.iter_mut().find_map(|c| find(c, sid)),
+            _ => None,
+        }
+    }
+    let name = t.name.clone();
+    find(t.resource_mut(id), sid).unwrap_or_else(|| panic!("{name}: no {id} statement {sid}"))
+}
+
+fn remove_statement(t: &mut Template, id: &str, sid: &str) {
+    statement_list(t, id, sid).retain(|s| s["Sid"] != sid);
+}
+
+fn properties<'a>(t: &'a mut Template, id: &str) -> &'a mut serde_json::Map<String, Value> {
+    t.resource_mut(id)["Properties"].as_object_mut().unwrap()
+}
+
+struct Broken {
+    check: Check,
+    what: &'static str,
+    template: Template,
+}
+
+fn broken(check: Check, what: &'static str, template: Template) -> Broken {
+    Broken {
+        check,
+        what,
+        template,
+    }
+}
+
+/// Each entry breaks one guarantee the way an edit could.
+fn broken_copies() -> Vec<Broken> {
+    use Check::*;
+    let mut out = Vec::new();
+
+    // ---------------------------------------------------------------- wildcard actions
+    let mut t = tenant();
+    statement(
+        &mut t,
+        "KarpenterQueueAccessPolicy",
+        "ConsumeInterruptionQueue",
+    )["Action"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("sqs:*"));
+    out.push(broken(
+        NoWildcardActions,
+        "tenant: Karpenter's policy gains sqs:*",
+        t,
+    ));
+    let mut t = base();
+    statement(
+        &mut t,
+        "DeadLetterQueuePolicy",
+        "AllowDeadLettersFromTheseRules",
+    )["Action"] = json!("sqs:*");
+    out.push(broken(
+        NoWildcardActions,
+        "base: rules may sqs:* on the DLQ",
+        t,
+    ));
+    let mut t = fis();
+    statement(&mut t, "ExperimentRole", "ResolveTargets")["Action"] = json!("ec2:Describe*");
+    out.push(broken(
+        NoWildcardActions,
+        "fis: ec2:Describe* instead of DescribeInstances",
+        t,
+    ));
+    let mut t = fis();
+    let s = statement(&mut t, "ExperimentRole", "InterruptThisClusterOnly");
+    let action = s.as_object_mut().unwrap().remove("Action").unwrap();
+    assert_eq!(action, "ec2:SendSpotInstanceInterruptions");
+    s["NotAction"] = json!("iam:*");
+    out.push(broken(
+        NoWildcardActions,
+        "fis: Allow with NotAction iam:*",
+        t,
+    ));
+
+    // ---------------------------------------------------------------- router sends
+    let mut t = base();
+    statement(&mut t, "RouterRole", "SendToClusterQueues")["Resource"] = json!("*");
+    out.push(broken(
+        RouterSendsOnlyToPrefixAndDlq,
+        "base: SendMessage on *",
+        t,
+    ));
+    let t = edit(
+        "base.yaml",
+        BASE_TEMPLATE,
+        ":${AWS::AccountId}:${QueuePrefix}*\"",
+        ":${AWS::AccountId}:*\"",
+    );
+    out.push(broken(
+        RouterSendsOnlyToPrefixAndDlq,
+        "base: SendMessage on every queue of the account (prefix dropped)",
+        t,
+    ));
+    let mut t = base();
+    statement_list(&mut t, "RouterRole", "SendToClusterQueues").push(json!({
+        "Sid": "AlsoElsewhere",
+        "Effect": "Allow",
+        "Action": "sqs:SendMessage",
+        "Resource": "arn:aws:sqs:us-east-1:999999999999:karpenter-alpha",
+    }));
+    out.push(broken(
+        RouterSendsOnlyToPrefixAndDlq,
+        "base: SendMessage to another account's queue",
+        t,
+    ));
+    let mut t = base();
+    let removed = t.doc["Parameters"]["QueuePrefix"]
+        .as_object_mut()
+        .unwrap()
+        .remove("MinLength");
+    assert!(removed.is_some());
+    out.push(broken(
+        RouterSendsOnlyToPrefixAndDlq,
+        "base: QueuePrefix may be empty (<prefix>* = every queue)",
+        t,
+    ));
+
+    // ---------------------------------------------------------------- router reads
+    let mut t = base();
+    statement(&mut t, "RouterRole", "SendToClusterQueues")["Action"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("sqs:ReceiveMessage"));
+    out.push(broken(
+        RouterReadsOnlyIngestQueue,
+        "base: router may receive from the cluster queues",
+        t,
+    ));
+    let mut t = base();
+    statement(&mut t, "RouterRole", "ConsumeIngestQueue")["Resource"] = json!([
+        {"Fn::GetAtt": ["IngestQueue", "Arn"]},
+        {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]},
+    ]);
+    out.push(broken(
+        RouterReadsOnlyIngestQueue,
+        "base: router may consume the DLQ",
+        t,
+    ));
+    let mut t = base();
+    t.doc["Resources"]["ExtraRouterPolicy"] = json!({
+        "Type": "AWS::IAM::Policy",
+        "Properties": {
+            "PolicyName": "extra",
+            "Roles": [{"Ref": "RouterRole"}],
+            "PolicyDocument": {"Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow",
+                "Action": "sqs:PurgeQueue",
+                "Resource": {"Fn::Sub": "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:karpenter-alpha"},
+            }]},
+        },
+    });
+    out.push(broken(
+        RouterReadsOnlyIngestQueue,
+        "base: a policy attached to the router role purges a cluster queue",
+        t,
+    ));
+
+    // ---------------------------------------------------------------- tenant queue writers
+    let mut t = tenant();
+    let s = statement(&mut t, "InterruptionQueuePolicy", "AllowRouterToSend");
+    let router = s["Principal"]["AWS"].clone();
+    s["Principal"]["AWS"] = json!([router, "arn:aws:iam::123456789012:role/ci"]);
+    out.push(broken(
+        TenantQueueWritableOnlyByRouter,
+        "tenant: a second principal may send",
+        t,
+    ));
+    let mut t = tenant();
+    statement(&mut t, "InterruptionQueuePolicy", "AllowRouterToSend")["Principal"] = json!("*");
+    out.push(broken(
+        TenantQueueWritableOnlyByRouter,
+        "tenant: every principal may send",
+        t,
+    ));
+    let mut t = tenant();
+    remove_statement(
+        &mut t,
+        "InterruptionQueuePolicy",
+        "DenySendersOtherThanRouter",
+    );
+    out.push(broken(
+        TenantQueueWritableOnlyByRouter,
+        "tenant: no Deny for other senders",
+        t,
+    ));
+    let mut t = tenant();
+    statement(
+        &mut t,
+        "InterruptionQueuePolicy",
+        "DenySendersOtherThanRouter",
+    )["Condition"]["ArnNotEquals"]["aws:PrincipalArn"] = json!("arn:aws:iam::123456789012:role/ci");
+    out.push(broken(
+        TenantQueueWritableOnlyByRouter,
+        "tenant: the Deny exempts another role",
+        t,
+    ));
+
+    // ---------------------------------------------------------------- encryption
+    let mut t = tenant();
+    assert!(
+        properties(&mut t, "InterruptionQueue")
+            .remove("SqsManagedSseEnabled")
+            .is_some()
+    );
+    out.push(broken(QueuesEncrypted, "tenant: no SSE on the queue", t));
+    let mut t = base();
+    properties(&mut t, "DeadLetterQueue")["SqsManagedSseEnabled"] = json!(false);
+    out.push(broken(QueuesEncrypted, "base: SSE off on the DLQ", t));
+    let mut t = base();
+    properties(&mut t, "IngestQueue")["SqsManagedSseEnabled"] =
+        json!({"Fn::If": ["HasAlarmTopic", true, {"Ref": "AWS::NoValue"}]});
+    out.push(broken(
+        QueuesEncrypted,
+        "base: ingest SSE only when an alarm topic is set",
+        t,
+    ));
+
+    // ---------------------------------------------------------------- TLS
+    let mut t = base();
+    remove_statement(&mut t, "IngestQueuePolicy", "DenyInsecureTransport");
+    out.push(broken(
+        QueuePoliciesRequireTls,
+        "base: ingest policy without the TLS deny",
+        t,
+    ));
+    let mut t = tenant();
+    assert!(
+        t.doc["Resources"]
+            .as_object_mut()
+            .unwrap()
+            .remove("InterruptionQueuePolicy")
+            .is_some()
+    );
+    out.push(broken(
+        QueuePoliciesRequireTls,
+        "tenant: no queue policy at all",
+        t,
+    ));
+    let t = edit(
+        "tenant.yaml",
+        TENANT_TEMPLATE,
+        "aws:SecureTransport: \"false\"",
+        "aws:SecureTransport: \"true\"",
+    );
+    out.push(broken(
+        QueuePoliciesRequireTls,
+        "tenant: TLS deny inverted",
+        t,
+    ));
+    let mut t = base();
+    statement(&mut t, "DeadLetterQueuePolicy", "DenyInsecureTransport")["Action"] =
+        json!("sqs:SendMessage");
+    out.push(broken(
+        QueuePoliciesRequireTls,
+        "base: DLQ TLS deny covers SendMessage only",
+        t,
+    ));
+
+    // ---------------------------------------------------------------- service principals
+    let mut t = base();
+    let s = statement(&mut t, "IngestQueuePolicy", "AllowTheseRulesOnly");
+    assert!(s.as_object_mut().unwrap().remove("Condition").is_some());
+    out.push(broken(
+        ServicePrincipalsPinnedToSource,
+        "base: any rule may send to the ingest queue",
+        t,
+    ));
+    let mut t = fis();
+    let trust = &mut properties(&mut t, "ExperimentRole")["AssumeRolePolicyDocument"]["Statement"]
+        [0]["Condition"];
+    assert!(trust.as_object_mut().unwrap().remove("ArnLike").is_some());
+    out.push(broken(
+        ServicePrincipalsPinnedToSource,
+        "fis: trust pinned by SourceAccount only",
+        t,
+    ));
+    let mut t = base();
+    assert!(
+        properties(&mut t, "SpotInterruptionRulePermission")
+            .remove("SourceArn")
+            .is_some()
+    );
+    out.push(broken(
+        ServicePrincipalsPinnedToSource,
+        "base: Lambda permission without SourceArn",
+        t,
+    ));
+    let mut t = base();
+    properties(&mut t, "RouterRole")["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["Service"] =
+        json!(["lambda.amazonaws.com", "events.amazonaws.com"]);
+    out.push(broken(
+        ServicePrincipalsPinnedToSource,
+        "base: EventBridge may assume the router role",
+        t,
+    ));
+    let mut t = fis();
+    properties(&mut t, "ExperimentRole")["AssumeRolePolicyDocument"]["Statement"][0] = json!({
+        "Effect": "Allow",
+        "Principal": {"Service": "lambda.amazonaws.com"},
+        "Action": "sts:AssumeRole",
+    });
+    out.push(broken(
+        ServicePrincipalsPinnedToSource,
+        "fis: the Lambda exception claimed by a role no function runs as",
+        t,
+    ));
+
+    // ---------------------------------------------------------------- visibility timeout
+    let t = edit(
+        "base.yaml",
+        BASE_TEMPLATE,
+        "VisibilityTimeout: 180",
+        "VisibilityTimeout: 179",
+    );
+    out.push(broken(IngestVisibilityTimeout, "base: visibility 179 s", t));
+    let t = edit("base.yaml", BASE_TEMPLATE, "Timeout: 30\n", "Timeout: 31\n");
+    out.push(broken(
+        IngestVisibilityTimeout,
+        "base: function timeout 31 s",
+        t,
+    ));
+    let mut t = base();
+    assert!(
+        properties(&mut t, "IngestQueue")
+            .remove("VisibilityTimeout")
+            .is_some()
+    );
+    out.push(broken(
+        IngestVisibilityTimeout,
+        "base: visibility left at the 30 s default",
+        t,
+    ));
+
+    // ---------------------------------------------------------------- batch item failures
+    let mut t = base();
+    assert!(
+        properties(&mut t, "IngestEventSourceMapping")
+            .remove("FunctionResponseTypes")
+            .is_some()
+    );
+    out.push(broken(
+        ReportBatchItemFailures,
+        "base: no FunctionResponseTypes",
+        t,
+    ));
+    let mut t = base();
+    properties(&mut t, "IngestEventSourceMapping")["FunctionResponseTypes"] = json!([]);
+    out.push(broken(
+        ReportBatchItemFailures,
+        "base: empty FunctionResponseTypes",
+        t,
+    ));
+
+    out
+}
+
+#[test]
+fn the_real_templates_pass_every_check() {
+    for t in [base(), tenant(), fis()] {
+        let violations = evaluate(&t);
+        assert!(
+            violations.is_empty(),
+            "{}:\n{}",
+            t.name,
+            violations
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+}
+
+/// The checks find what they are about in the real templates, so a pass is not a vacuous one.
+#[test]
+fn the_checks_see_their_subjects() {
+    let base = base();
+    assert_eq!(execution_roles(&base), ["RouterRole"]);
+    assert_eq!(ingest_queues(&base), ["IngestQueue"]);
+    assert_eq!(dead_letter_queues(&base), ["DeadLetterQueue"]);
+    let router_sids: BTreeSet<String> = statements(&base)
+        .iter()
+        .filter(|s| s.holder == "RouterRole")
+        .filter_map(|s| s.body["Sid"].as_str().map(str::to_owned))
+        .collect();
+    // ConsumeIngestQueue and NeverSendToIngestQueue sit inside an Fn::If.
+    for sid in [
+        "SendToClusterQueues",
+        "SendToDeadLetterQueue",
+        "ConsumeIngestQueue",
+        "NeverSendToIngestQueue",
+    ] {
+        assert!(router_sids.contains(sid), "{sid} not seen: {router_sids:?}");
+    }
+    // The five Lambda permissions are statements too.
+    let permissions = statements(&base)
+        .iter()
+        .filter(|s| s.holder.ends_with("RulePermission"))
+        .count();
+    assert_eq!(permissions, 5);
+
+    let tenant = tenant();
+    let tenant_allow: Vec<_> = statements(&tenant)
+        .into_iter()
+        .filter(|s| s.holder == "InterruptionQueuePolicy" && s.is_allow())
+        .collect();
+    assert_eq!(tenant_allow.len(), 1);
+    assert_eq!(tenant_allow[0].subjects, ["InterruptionQueue"]);
+}
+
+#[test]
+fn every_broken_copy_fails_exactly_its_check() {
+    let mut wrong = Vec::new();
+    for b in broken_copies() {
+        let violations = evaluate(&b.template);
+        let failing: BTreeSet<Check> = violations.iter().map(|v| v.check).collect();
+        let verdict = if failing == BTreeSet::from([b.check]) {
+            "fails exactly"
+        } else {
+            wrong.push(b.what);
+            "WRONG"
+        };
+        println!("{:<38} {verdict}: {}", b.check.name(), b.what);
+        for v in &violations {
+            println!("    {v}");
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "broken copies not caught as expected: {wrong:?}"
+    );
+}
+
+/// A check no broken copy fails would be a check that cannot fail.
+#[test]
+fn every_check_has_a_broken_copy() {
+    let covered: BTreeSet<Check> = broken_copies().iter().map(|b| b.check).collect();
+    let all: BTreeSet<Check> = Check::ALL.into_iter().collect();
+    assert_eq!(covered, all);
+}
+
+/// A customer KMS key instead of SSE-SQS is encryption too.
+#[test]
+fn a_kms_key_passes_for_sse() {
+    let mut t = tenant();
+    let props = t.resource_mut("InterruptionQueue")["Properties"]
+        .as_object_mut()
+        .unwrap();
+    props.remove("SqsManagedSseEnabled");
+    props.insert("KmsMasterKeyId".into(), json!("alias/interruption-router"));
+    assert_eq!(evaluate(&t), []);
+}

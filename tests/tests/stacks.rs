@@ -1,0 +1,747 @@
+//! The real templates deployed through moto's CloudFormation: what the stacks create, in both
+//! ingest modes, and the router binary, configured from the deployed function's environment,
+//! routing events published through EventBridge into the queues the tenant stacks made.
+//!
+//! moto ignores SQS::QueuePolicy, FIS::ExperimentTemplate, CloudWatch::Alarm,
+//! Lambda::EventInvokeConfig and LoggingConfig, and never evaluates IAM: those are covered by
+//! tests/tests/policy.rs, cfn-lint and checkov, not here.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
+
+use anyhow::{Context, Result};
+use aws_sdk_sqs::types::QueueAttributeName;
+use e2e_tests::{
+    World, karpenter_tags,
+    local::{
+        esm::{EventSourceMapping, Stop},
+        function::{Function, router_binary},
+        moto::{ACCOUNT, REGION, env_for},
+    },
+    managed_nodegroup_tags,
+};
+use interruption_router::event::{ACTIONABLE_STATES, Kind};
+use routerctl::{
+    events::{Origin, Synthetic},
+    stacks::{self, BASE_TEMPLATE, Stack, TENANT_TEMPLATE},
+};
+use serde_json::{Value, json};
+
+const BASE: &str = "interruption-router";
+const CLUSTERS: [&str; 3] = ["alpha", "beta", "gamma"];
+const KARPENTER_ROLE: &str = "karpenter-controller-beta";
+
+struct Clients {
+    cfn: aws_sdk_cloudformation::Client,
+    lambda: aws_sdk_lambda::Client,
+    events: aws_sdk_eventbridge::Client,
+    iam: aws_sdk_iam::Client,
+}
+
+impl Clients {
+    async fn of(world: &World) -> Self {
+        let config = world.moto.sdk_config().await;
+        Self {
+            cfn: aws_sdk_cloudformation::Client::new(&config),
+            lambda: aws_sdk_lambda::Client::new(&config),
+            events: aws_sdk_eventbridge::Client::new(&config),
+            iam: aws_sdk_iam::Client::new(&config),
+        }
+    }
+}
+
+/// The base stack in Queue mode and one tenant stack per cluster, as `make deploy-base` and
+/// `make deploy-tenant` deploy them: alpha and beta import the role and prefix from the base
+/// stack (beta also grants its Karpenter role), gamma passes both explicitly.
+async fn deploy_queue_mode(world: &World, aws: &Clients) -> Result<(Stack, Vec<Stack>)> {
+    world
+        .moto
+        .put_object(
+            "artifacts",
+            "bootstrap.zip",
+            b"the router runs as a local process",
+        )
+        .await?;
+    let base = stacks::create(
+        &aws.cfn,
+        BASE,
+        BASE_TEMPLATE,
+        &[("CodeS3Bucket", "artifacts"), ("IngestMode", "Queue")],
+    )
+    .await?;
+    aws.iam
+        .create_role()
+        .role_name(KARPENTER_ROLE)
+        .assume_role_policy_document(r#"{"Version":"2012-10-17","Statement":[]}"#)
+        .send()
+        .await?;
+    let router_role = base.output("RouterRoleArn")?.to_owned();
+    let mut tenants = Vec::new();
+    for cluster in CLUSTERS {
+        let mut params = vec![("ClusterName", cluster)];
+        match cluster {
+            "beta" => params.push(("KarpenterRoleName", KARPENTER_ROLE)),
+            "gamma" => params.extend([
+                ("QueuePrefix", "karpenter-"),
+                ("RouterRoleArn", router_role.as_str()),
+            ]),
+            _ => {}
+        }
+        tenants.push(
+            stacks::create(
+                &aws.cfn,
+                &format!("{BASE}-tenant-{cluster}"),
+                TENANT_TEMPLATE,
+                &params,
+            )
+            .await?,
+        );
+    }
+    Ok((base, tenants))
+}
+
+async fn queue_attributes(world: &World, name: &str) -> Result<BTreeMap<String, String>> {
+    let url = world.queue_url(name).await?;
+    let out = world
+        .sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::All)
+        .send()
+        .await?;
+    Ok(out
+        .attributes()
+        .context("no attributes")?
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), v.clone()))
+        .collect())
+}
+
+async fn queue_names(world: &World) -> Result<BTreeSet<String>> {
+    let out = world.sqs.list_queues().send().await?;
+    Ok(out
+        .queue_urls()
+        .iter()
+        .filter_map(|u| u.rsplit('/').next().map(str::to_owned))
+        .collect())
+}
+
+/// Each rule of the default bus: its pattern and its targets as JSON.
+async fn rules(aws: &Clients) -> Result<BTreeMap<String, (Value, Vec<Value>)>> {
+    let mut out = BTreeMap::new();
+    for rule in aws.events.list_rules().send().await?.rules() {
+        let name = rule.name().context("rule without a name")?;
+        let pattern: Value = serde_json::from_str(rule.event_pattern().unwrap_or("null"))?;
+        let targets = aws
+            .events
+            .list_targets_by_rule()
+            .rule(name)
+            .send()
+            .await?
+            .targets()
+            .iter()
+            .map(|t| {
+                json!({
+                    "Id": t.id(),
+                    "Arn": t.arn(),
+                    "DeadLetterArn": t.dead_letter_config().and_then(|d| d.arn()),
+                    "MaximumRetryAttempts": t.retry_policy().and_then(|r| r.maximum_retry_attempts()),
+                    "MaximumEventAgeInSeconds": t.retry_policy().and_then(|r| r.maximum_event_age_in_seconds()),
+                })
+            })
+            .collect();
+        out.insert(name.to_owned(), (pattern, targets));
+    }
+    Ok(out)
+}
+
+/// The pattern each rule must have: exactly what the router classifies as forwardable (its
+/// sources and detail-types, its actionable states, and Health's EC2 scheduled changes), so
+/// noise is dropped by EventBridge rather than paid for as invocations.
+fn expected_patterns() -> BTreeSet<String> {
+    Kind::ALL
+        .into_iter()
+        .map(|kind| {
+            let mut pattern =
+                json!({"source": [kind.source()], "detail-type": [kind.detail_type()]});
+            match kind {
+                Kind::StateChange => pattern["detail"] = json!({"state": ACTIONABLE_STATES}),
+                // router/src/event.rs forwards a Health event only for service EC2 and category
+                // scheduledChange.
+                Kind::ScheduledChange => {
+                    pattern["detail"] =
+                        json!({"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]})
+                }
+                _ => {}
+            }
+            pattern.to_string()
+        })
+        .collect()
+}
+
+/// An inline role policy as JSON. IAM returns documents URL-encoded; moto 5.2.5 stores the
+/// inline policies of a CloudFormation role as a Python literal (single quotes, `None` where the
+/// template had `AWS::NoValue`), which is read here as the JSON it stands for.
+async fn role_policy(aws: &Clients, role: &str, policy: &str) -> Result<Value> {
+    let out = aws
+        .iam
+        .get_role_policy()
+        .role_name(role)
+        .policy_name(policy)
+        .send()
+        .await
+        .with_context(|| format!("GetRolePolicy {role} {policy}"))?;
+    let text = percent_decode(out.policy_document());
+    serde_json::from_str(&text).or_else(|_| {
+        let json = text
+            .replace('\'', "\"")
+            .replace("None", "null")
+            .replace("True", "true")
+            .replace("False", "false");
+        serde_json::from_str(&json).with_context(|| format!("policy document {text}"))
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn statement<'a>(policy: &'a Value, sid: &str) -> Option<&'a Value> {
+    policy["Statement"]
+        .as_array()?
+        .iter()
+        .find(|s| s["Sid"] == sid)
+}
+
+fn sqs_arn(name: &str) -> String {
+    format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{name}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_mode_stacks_create_what_the_templates_declare() -> Result<()> {
+    let world = World::start().await?;
+    let aws = Clients::of(&world).await;
+    let (base, tenants) = deploy_queue_mode(&world, &aws).await?;
+    let (ingest, dlq) = (format!("{BASE}-ingest"), format!("{BASE}-dlq"));
+
+    // Queues: names, then each queue's settings.
+    let expected: BTreeSet<String> = [ingest.as_str(), dlq.as_str()]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(CLUSTERS.iter().map(|c| format!("karpenter-{c}")))
+        .collect();
+    assert_eq!(queue_names(&world).await?, expected);
+    for (cluster, tenant) in CLUSTERS.iter().zip(&tenants) {
+        // alpha and beta did not pass QueuePrefix: their names prove the base's export was
+        // imported (the tenant default is empty, which alone would name the queue "alpha").
+        let name = format!("karpenter-{cluster}");
+        assert_eq!(tenant.output("QueueName")?, name);
+        assert_eq!(tenant.output("QueueArn")?, sqs_arn(&name));
+        let a = queue_attributes(&world, &name).await?;
+        assert_eq!(a["MessageRetentionPeriod"], "300", "{name}");
+        assert_eq!(a["SqsManagedSseEnabled"], "true", "{name}");
+        assert!(!a.contains_key("RedrivePolicy"), "{name}");
+    }
+    let a = queue_attributes(&world, &ingest).await?;
+    assert_eq!(a["SqsManagedSseEnabled"], "true");
+    assert_eq!(a["VisibilityTimeout"], "180");
+    let redrive: Value = serde_json::from_str(&a["RedrivePolicy"])?;
+    assert_eq!(
+        redrive,
+        json!({"deadLetterTargetArn": sqs_arn(&dlq), "maxReceiveCount": 5})
+    );
+    let a = queue_attributes(&world, &dlq).await?;
+    assert_eq!(a["SqsManagedSseEnabled"], "true");
+    assert_eq!(a["MessageRetentionPeriod"], "1209600");
+
+    // Rules: one per kind the router forwards, each into the ingest queue with the DLQ behind it.
+    let rules = rules(&aws).await?;
+    let patterns: BTreeSet<String> = rules.values().map(|(p, _)| p.to_string()).collect();
+    assert_eq!(rules.len(), 5);
+    assert_eq!(patterns, expected_patterns());
+    for (name, (_, targets)) in &rules {
+        assert_eq!(
+            targets,
+            &[json!({
+                "Id": "ingest",
+                "Arn": sqs_arn(&ingest),
+                "DeadLetterArn": sqs_arn(&dlq),
+                "MaximumRetryAttempts": 185,
+                "MaximumEventAgeInSeconds": 3600,
+            })],
+            "{name}"
+        );
+    }
+
+    // The function, its event source mapping and its role.
+    let function = base.output("FunctionName")?;
+    let config = aws
+        .lambda
+        .get_function_configuration()
+        .function_name(function)
+        .send()
+        .await?;
+    assert_eq!(
+        config.runtime().map(|r| r.as_str()),
+        Some("provided.al2023")
+    );
+    assert_eq!(config.handler(), Some("bootstrap"));
+    assert_eq!(config.timeout(), Some(30));
+    assert_eq!(config.memory_size(), Some(128));
+    assert_eq!(config.role(), Some(base.output("RouterRoleArn")?));
+    let env = config
+        .environment()
+        .and_then(|e| e.variables())
+        .context("no environment")?;
+    let env: BTreeMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    assert_eq!(
+        env,
+        BTreeMap::from([
+            ("QUEUE_NAME_TEMPLATE", "karpenter-{cluster}"),
+            (
+                "CLUSTER_TAG_KEYS",
+                "eks:eks-cluster-name,kubernetes.io/cluster/*,aws:eks:cluster-name"
+            ),
+            ("MANAGED_TAG_KEY", "karpenter.sh/nodepool"),
+            ("DEAD_LETTER_QUEUE_URL", base.output("DeadLetterQueueUrl")?),
+            ("CACHE_TTL_SECONDS", "3600"),
+            ("NEGATIVE_CACHE_TTL_SECONDS", "60"),
+            ("CACHE_MAX_ENTRIES", "100000"),
+            ("METRICS_NAMESPACE", "InterruptionRouter"),
+        ])
+    );
+    let mappings = aws
+        .lambda
+        .list_event_source_mappings()
+        .function_name(function)
+        .send()
+        .await?;
+    let [mapping] = mappings.event_source_mappings() else {
+        panic!("expected one event source mapping: {mappings:?}");
+    };
+    assert_eq!(mapping.event_source_arn(), Some(sqs_arn(&ingest).as_str()));
+    assert_eq!(mapping.batch_size(), Some(100));
+    assert_eq!(mapping.maximum_batching_window_in_seconds(), Some(1));
+    let response_types: Vec<&str> = mapping
+        .function_response_types()
+        .iter()
+        .map(|t| t.as_str())
+        .collect();
+    assert_eq!(response_types, ["ReportBatchItemFailures"]);
+
+    let role = base.output("RouterRoleArn")?.rsplit('/').next().unwrap();
+    let policy = role_policy(&aws, role, "interruption-router").await?;
+    let resource = |sid: &str| statement(&policy, sid).map(|s| s["Resource"].clone());
+    assert_eq!(
+        resource("SendToClusterQueues"),
+        Some(json!(sqs_arn("karpenter-*")))
+    );
+    assert_eq!(
+        resource("SendToDeadLetterQueue"),
+        Some(json!(sqs_arn(&dlq)))
+    );
+    assert_eq!(
+        resource("ConsumeIngestQueue"),
+        Some(json!(sqs_arn(&ingest)))
+    );
+    assert_eq!(
+        resource("NeverSendToIngestQueue"),
+        Some(json!(sqs_arn(&ingest)))
+    );
+
+    // Exports, and what the tenants made of them.
+    let exports: BTreeMap<String, String> = aws
+        .cfn
+        .list_exports()
+        .send()
+        .await?
+        .exports()
+        .iter()
+        .filter_map(|e| Some((e.name()?.to_owned(), e.value()?.to_owned())))
+        .collect();
+    let export = |name: &str| exports.get(&format!("{BASE}-{name}")).map(String::as_str);
+    assert_eq!(exports.len(), 7, "{exports:#?}");
+    assert_eq!(export("RouterRoleArn"), Some(base.output("RouterRoleArn")?));
+    assert_eq!(export("FunctionName"), Some(function));
+    assert_eq!(export("IngestQueueArn"), Some(sqs_arn(&ingest).as_str()));
+    assert_eq!(export("DeadLetterQueueArn"), Some(sqs_arn(&dlq).as_str()));
+    assert_eq!(export("QueuePrefix"), Some("karpenter-"));
+    for url in ["IngestQueueUrl", "DeadLetterQueueUrl"] {
+        let queue = export(url).context(url)?.rsplit('/').next().unwrap();
+        assert!(queue == ingest || queue == dlq, "{url}: {queue}");
+    }
+
+    // beta's Karpenter role may consume beta's queue and nothing else.
+    let karpenter = role_policy(
+        &aws,
+        KARPENTER_ROLE,
+        &format!("{BASE}-tenant-beta-interruption-queue"),
+    )
+    .await?;
+    assert_eq!(
+        karpenter["Statement"],
+        json!([{
+            "Sid": "ConsumeInterruptionQueue",
+            "Effect": "Allow",
+            "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes"],
+            "Resource": sqs_arn("karpenter-beta"),
+        }])
+    );
+
+    // A tenant whose base stack does not exist fails on the prefix import instead of creating a
+    // queue the router would never send to. (The role import sits in the queue policy, which moto
+    // ignores without resolving it; tests/tests/policy.rs checks that principal.)
+    let orphan = stacks::create(
+        &aws.cfn,
+        "orphan-tenant",
+        TENANT_TEMPLATE,
+        &[("ClusterName", "delta"), ("BaseStackName", "no-such-base")],
+    )
+    .await
+    .expect_err("a tenant without its base stack");
+    assert!(
+        format!("{orphan:?}").contains("No export named no-such-base-QueuePrefix"),
+        "{orphan:?}"
+    );
+    assert!(
+        !queue_names(&world)
+            .await?
+            .iter()
+            .any(|q| q.contains("delta"))
+    );
+    Ok(())
+}
+
+/// moto builds every output, even one whose Condition is false, so base.yaml's Queue-only
+/// outputs fail a Direct-mode stack ("GetAtt references undefined resource IngestQueue"); real
+/// CloudFormation omits them. They, and only they, are cut from the text sent to moto.
+fn without_queue_mode_outputs(template: &str) -> String {
+    let outputs = template.find("\nOutputs:\n").expect("an Outputs section") + 1;
+    let (head, tail) = template.split_at(outputs);
+    let mut kept = String::from(head);
+    let mut cut = Vec::new();
+    // "Outputs:" and then one block per output, each starting at two spaces of indentation.
+    let mut blocks: Vec<String> = Vec::new();
+    for line in tail.split_inclusive('\n') {
+        let starts_output = line.starts_with("  ") && !line.starts_with("   ");
+        if starts_output || blocks.is_empty() {
+            blocks.push(String::new());
+        }
+        blocks.last_mut().unwrap().push_str(line);
+    }
+    for block in blocks {
+        if block.contains("\n    Condition: QueueMode\n") {
+            cut.push(block.trim_start().split(':').next().unwrap().to_owned());
+        } else {
+            kept.push_str(&block);
+        }
+    }
+    assert_eq!(cut, ["IngestQueueUrl", "IngestQueueArn"]);
+    kept
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_mode_rules_invoke_the_function_with_a_permission_each() -> Result<()> {
+    let world = World::start().await?;
+    let aws = Clients::of(&world).await;
+    world
+        .moto
+        .put_object(
+            "artifacts",
+            "bootstrap.zip",
+            b"the router runs as a local process",
+        )
+        .await?;
+    let base = stacks::create(
+        &aws.cfn,
+        BASE,
+        &without_queue_mode_outputs(BASE_TEMPLATE),
+        &[("CodeS3Bucket", "artifacts"), ("IngestMode", "Direct")],
+    )
+    .await?;
+    let dlq = format!("{BASE}-dlq");
+    assert_eq!(queue_names(&world).await?, BTreeSet::from([dlq.clone()]));
+    assert!(!base.outputs.contains_key("IngestQueueUrl"));
+
+    let function = base.output("FunctionName")?;
+    let function_arn = format!("arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function}");
+    let mappings = aws
+        .lambda
+        .list_event_source_mappings()
+        .function_name(function)
+        .send()
+        .await?;
+    assert!(mappings.event_source_mappings().is_empty(), "{mappings:?}");
+
+    let rules = rules(&aws).await?;
+    let patterns: BTreeSet<String> = rules.values().map(|(p, _)| p.to_string()).collect();
+    assert_eq!(patterns, expected_patterns());
+    let mut rule_arns = BTreeSet::new();
+    for (name, (_, targets)) in &rules {
+        assert_eq!(
+            targets,
+            &[json!({
+                "Id": "router",
+                "Arn": function_arn,
+                "DeadLetterArn": sqs_arn(&dlq),
+                "MaximumRetryAttempts": 185,
+                "MaximumEventAgeInSeconds": 3600,
+            })],
+            "{name}"
+        );
+        rule_arns.insert(format!("arn:aws:events:{REGION}:{ACCOUNT}:rule/{name}"));
+    }
+
+    // One permission per rule, pinned to that rule and this account.
+    let policy: Value = serde_json::from_str(
+        aws.lambda
+            .get_policy()
+            .function_name(function)
+            .send()
+            .await?
+            .policy()
+            .context("no resource policy")?,
+    )?;
+    let statements = policy["Statement"].as_array().context("no statements")?;
+    let mut pinned_to = BTreeSet::new();
+    for s in statements {
+        assert_eq!(s["Effect"], "Allow");
+        assert_eq!(s["Action"], "lambda:InvokeFunction");
+        assert_eq!(s["Principal"], json!({"Service": "events.amazonaws.com"}));
+        assert_eq!(s["Resource"], function_arn);
+        assert_eq!(s["Condition"]["StringEquals"]["AWS:SourceAccount"], ACCOUNT);
+        pinned_to.insert(
+            s["Condition"]["ArnLike"]["AWS:SourceArn"]
+                .as_str()
+                .context("no SourceArn")?
+                .to_owned(),
+        );
+    }
+    assert_eq!(statements.len(), 5);
+    assert_eq!(pinned_to, rule_arns);
+
+    // Without an ingest queue the role may consume nothing.
+    let role = base.output("RouterRoleArn")?.rsplit('/').next().unwrap();
+    let role_policy = role_policy(&aws, role, "interruption-router").await?;
+    let sids: BTreeSet<&str> = role_policy["Statement"]
+        .as_array()
+        .context("no statements")?
+        .iter()
+        .filter_map(|s| s["Sid"].as_str())
+        .collect();
+    assert_eq!(
+        sids,
+        BTreeSet::from([
+            "ResolveInstanceTags",
+            "SendToClusterQueues",
+            "SendToDeadLetterQueue",
+            "WriteOwnLogs"
+        ])
+    );
+    Ok(())
+}
+
+/// The ingest body of the Health event, cut down to what `cluster`'s copy must be: its own
+/// instances in `affectedEntities` and `resources`, everything else as it arrived.
+fn health_copy(ingest_body: &Value, instances: &[&str]) -> Value {
+    let mut copy = ingest_body.clone();
+    let keep = |v: &Value| instances.contains(&v.as_str().unwrap_or_default());
+    let entities: Vec<Value> = copy["detail"]["affectedEntities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| keep(&e["entityValue"]))
+        .cloned()
+        .collect();
+    copy["detail"]["affectedEntities"] = Value::Array(entities);
+    copy["resources"] = json!(instances);
+    copy
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deployed_router_routes_eventbridge_events_into_the_tenant_queues() -> Result<()> {
+    let world = World::start().await?;
+    let aws = Clients::of(&world).await;
+    let (base, _) = deploy_queue_mode(&world, &aws).await?;
+
+    let a = [
+        world.launch(&karpenter_tags("alpha")).await?,
+        world.launch(&karpenter_tags("alpha")).await?,
+    ];
+    let b = world.launch(&karpenter_tags("beta")).await?;
+    let g = world.launch(&karpenter_tags("gamma")).await?;
+    let managed = world.launch(&managed_nodegroup_tags("alpha")).await?;
+    let untagged = world.launch(&[]).await?;
+
+    // The router exactly as the stack configures the function, talking to AWS through the proxy.
+    let function = base.output("FunctionName")?;
+    let config = aws
+        .lambda
+        .get_function_configuration()
+        .function_name(function)
+        .send()
+        .await?;
+    let mut env = env_for(&world.proxy.endpoint());
+    env.extend(
+        config
+            .environment()
+            .and_then(|e| e.variables())
+            .context("no environment")?
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
+    let router = Function::start_ready(&router_binary()?, &env).await?;
+    // Before anything reaches the ingest queue: moto's own mapping would receive the messages
+    // and fail to invoke (no Docker), counting them towards the DLQ redrive.
+    let esm = EventSourceMapping::take_over(
+        &aws.lambda,
+        &world.sqs,
+        function,
+        Duration::from_secs(config.timeout().unwrap_or(30) as u64),
+    )
+    .await?;
+
+    let origin = Origin {
+        account: ACCOUNT.into(),
+        region: REGION.into(),
+    };
+    let health = origin.scheduled_change(&[a[0].clone(), b.clone(), untagged.clone()], "retire");
+    let routed: Vec<(Synthetic, &str)> = vec![
+        (origin.spot_warning(&a[0], "spot-a0"), "alpha"),
+        (
+            origin.state_change(&a[1], "terminated", "terminated-a1"),
+            "alpha",
+        ),
+        (origin.rebalance(&b, "rebalance-b"), "beta"),
+        (origin.state_change(&g, "stopping", "stopping-g"), "gamma"),
+        (origin.capacity_reservation(&g, "capacity-g"), "gamma"),
+    ];
+    // Reach the ingest queue, and the router ignores them: not Karpenter's instances.
+    let ignored = [
+        origin.spot_warning(&managed, "spot-managed-nodegroup"),
+        origin.spot_warning(&untagged, "spot-untagged"),
+    ];
+    // Dropped by the rules' patterns: never reach the ingest queue.
+    let mut health_issue = origin.scheduled_change(std::slice::from_ref(&a[1]), "issue");
+    health_issue.event["detail"]["eventTypeCategory"] = json!("issue");
+    let mut health_rds = origin.scheduled_change(std::slice::from_ref(&a[1]), "rds");
+    health_rds.event["detail"]["service"] = json!("RDS");
+    let filtered = [
+        origin.state_change(&a[0], "running", "running-a0"),
+        origin.state_change(&a[0], "pending", "pending-a0"),
+        health_issue,
+        health_rds,
+    ];
+
+    let all: Vec<&Synthetic> = routed
+        .iter()
+        .map(|(e, _)| e)
+        .chain([&health])
+        .chain(&ignored)
+        .chain(&filtered)
+        .collect();
+    for chunk in all.chunks(10) {
+        let out = aws
+            .events
+            .put_events()
+            .set_entries(Some(chunk.iter().map(|e| e.put_events_entry()).collect()))
+            .send()
+            .await?;
+        assert_eq!(out.failed_entry_count(), 0, "{out:?}");
+    }
+
+    // moto delivers to the rule targets inside PutEvents: everything is queued by now.
+    let drained = esm
+        .drain(
+            &world.sqs,
+            &router,
+            Stop {
+                handled: None,
+                idle: Duration::from_secs(3),
+            },
+            |_| {},
+        )
+        .await?;
+    let reached = routed.len() + 1 + ignored.len();
+    assert_eq!(
+        drained.records, reached as u64,
+        "the rules let noise through"
+    );
+    assert_eq!(drained.handled, reached as u64);
+    assert_eq!(drained.retried, 0);
+
+    // What each cluster's queue holds, exactly. Single-instance events are forwarded byte for
+    // byte; the Health event is split.
+    let ingest_bodies: Vec<&String> = drained.arrivals.keys().collect();
+    let ingest_body_of = |s: &Synthetic| -> Value {
+        let found: Vec<Value> = ingest_bodies
+            .iter()
+            .filter_map(|b| serde_json::from_str::<Value>(b).ok())
+            .filter(|v| v["detail"] == s.event["detail"])
+            .collect();
+        assert_eq!(found.len(), 1, "{} in the ingest queue", s.id);
+        found[0].clone()
+    };
+    let mut expected: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+    for (event, cluster) in &routed {
+        expected
+            .entry(cluster)
+            .or_default()
+            .push(ingest_body_of(event));
+    }
+    let health_in = ingest_body_of(&health);
+    expected
+        .entry("alpha")
+        .or_default()
+        .push(health_copy(&health_in, &[&a[0]]));
+    expected
+        .entry("beta")
+        .or_default()
+        .push(health_copy(&health_in, &[&b]));
+
+    for cluster in CLUSTERS {
+        let url = world.queue_url(&format!("karpenter-{cluster}")).await?;
+        let received = world.drain(&url).await?;
+        for r in received.iter().filter(|r| r.json()["source"] == "aws.ec2") {
+            assert!(
+                drained.arrivals.contains_key(&r.body),
+                "{cluster}: not forwarded verbatim: {}",
+                r.body
+            );
+        }
+        let mut got: Vec<String> = received.iter().map(|r| r.json().to_string()).collect();
+        let mut want: Vec<String> = expected[cluster].iter().map(Value::to_string).collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{cluster}'s queue");
+    }
+    let dlq = world.queue_url(&format!("{BASE}-dlq")).await?;
+    assert_eq!(world.drain(&dlq).await?, []);
+    assert_eq!(world.depth(&esm.queue_url).await?, 0);
+    router.stop().await;
+    Ok(())
+}
