@@ -20,7 +20,6 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
@@ -540,31 +539,10 @@ async fn receive_all(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Vec<(String
 }
 
 async fn launch(ec2: &aws_sdk_ec2::Client, tags: &[(String, String)]) -> Result<String> {
-    let mut request = ec2
-        .run_instances()
-        .image_id("ami-12c6146b")
-        .instance_type(InstanceType::M5Large)
-        .min_count(1)
-        .max_count(1);
-    if !tags.is_empty() {
-        let tags = tags
-            .iter()
-            .map(|(k, v)| Tag::builder().key(k).value(v).build())
-            .collect();
-        request = request.tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::Instance)
-                .set_tags(Some(tags))
-                .build(),
-        );
-    }
-    let out = request.send().await.context("RunInstances")?;
-    Ok(out
-        .instances()
-        .first()
-        .and_then(|i| i.instance_id())
-        .context("no instance id")?
-        .to_owned())
+    crate::local::moto::launch(ec2, tags, 1)
+        .await?
+        .pop()
+        .context("RunInstances returned no instance")
 }
 
 /// Runs `work` behind a spinner and prints a check mark with its duration.

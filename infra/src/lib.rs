@@ -20,14 +20,3 @@ pub mod sandbox;
 pub mod simulate;
 pub mod stacks;
 pub mod verify;
-
-/// The AWS SDK crates routerctl is built with, so callers (the tests) can drive the clients in
-/// [`aws::Aws`] with the same versions.
-pub mod sdk {
-    pub use aws_sdk_cloudformation as cloudformation;
-    pub use aws_sdk_cloudwatchlogs as cloudwatchlogs;
-    pub use aws_sdk_eventbridge as eventbridge;
-    pub use aws_sdk_fis as fis;
-    pub use aws_sdk_iam as iam;
-    pub use aws_sdk_lambda as lambda;
-}

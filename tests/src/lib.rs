@@ -6,7 +6,6 @@
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result};
-use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, QueueAttributeName};
 use routerctl::local::{
     function::{Function, router_binary},
@@ -68,31 +67,7 @@ impl World {
 
     /// Launches `count` instances with `tags` (none: untagged) in one call; returns their ids.
     pub async fn launch_many(&self, tags: &[(String, String)], count: i32) -> Result<Vec<String>> {
-        let mut request = self
-            .ec2
-            .run_instances()
-            .image_id("ami-12c6146b")
-            .instance_type(InstanceType::M5Large)
-            .min_count(count)
-            .max_count(count);
-        if !tags.is_empty() {
-            let tags = tags
-                .iter()
-                .map(|(k, v)| Tag::builder().key(k).value(v).build())
-                .collect();
-            request = request.tag_specifications(
-                TagSpecification::builder()
-                    .resource_type(ResourceType::Instance)
-                    .set_tags(Some(tags))
-                    .build(),
-            );
-        }
-        let out = request.send().await.context("RunInstances")?;
-        Ok(out
-            .instances()
-            .iter()
-            .filter_map(|i| i.instance_id().map(str::to_owned))
-            .collect())
+        local::moto::launch(&self.ec2, tags, count).await
     }
 
     pub async fn create_queue(&self, name: &str) -> Result<String> {

@@ -30,7 +30,6 @@ use routerctl::{
     aws::Aws,
     fis,
     sandbox::Sandbox,
-    sdk,
     simulate::{self, SimKind},
     verify,
 };
@@ -245,7 +244,7 @@ async fn simulate_invokes_the_function_asynchronously_as_a_direct_mode_rule_does
     let function = estate.sandbox.function_name()?;
     let api = InvokeApi::start(router.clone(), function, INVOKE_BUDGET).await?;
     let aws = Aws {
-        lambda: sdk::lambda::Client::new(&sdk_config_for(&api.endpoint()).await),
+        lambda: aws_sdk_lambda::Client::new(&sdk_config_for(&api.endpoint()).await),
         ..estate.aws().clone()
     };
     let options = simulate::Options {
@@ -470,7 +469,9 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     aws.lambda
         .update_event_source_mapping()
         .uuid(&uuid)
-        .function_response_types(sdk::lambda::types::FunctionResponseType::ReportBatchItemFailures)
+        .function_response_types(
+            aws_sdk_lambda::types::FunctionResponseType::ReportBatchItemFailures,
+        )
         .send()
         .await?;
 
@@ -667,7 +668,7 @@ async fn set_environment(
         .update_function_configuration()
         .function_name(function)
         .environment(
-            sdk::lambda::types::Environment::builder()
+            aws_sdk_lambda::types::Environment::builder()
                 .set_variables(Some(variables))
                 .build(),
         )

@@ -106,6 +106,40 @@ impl MotoServer {
     }
 }
 
+/// Launches `count` instances with `tags` (none: untagged) in one RunInstances call; returns
+/// their ids. What stands in for Karpenter launching nodes.
+pub async fn launch(
+    ec2: &aws_sdk_ec2::Client,
+    tags: &[(String, String)],
+    count: i32,
+) -> Result<Vec<String>> {
+    use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
+    let mut request = ec2
+        .run_instances()
+        .image_id("ami-12c6146b")
+        .instance_type(InstanceType::M5Large)
+        .min_count(count)
+        .max_count(count);
+    if !tags.is_empty() {
+        let tags = tags
+            .iter()
+            .map(|(k, v)| Tag::builder().key(k).value(v).build())
+            .collect();
+        request = request.tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Instance)
+                .set_tags(Some(tags))
+                .build(),
+        );
+    }
+    let out = request.send().await.context("RunInstances")?;
+    Ok(out
+        .instances()
+        .iter()
+        .filter_map(|i| i.instance_id().map(str::to_owned))
+        .collect())
+}
+
 /// Environment variables that point an SDK-using process at `endpoint` with dummy credentials.
 pub fn env_for(endpoint: &str) -> Vec<(String, String)> {
     [
