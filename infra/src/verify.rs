@@ -15,7 +15,7 @@ use aws_sdk_lambda::types::FunctionResponseType;
 use aws_sdk_sqs::types::QueueAttributeName;
 use interruption_router::{
     config::{Config, QueueNameTemplate},
-    event::{ACTIONABLE_STATES, Kind},
+    event::Kind,
 };
 use serde_json::{Value, json};
 
@@ -539,21 +539,6 @@ async fn load_stack(aws: &Aws, name: &str) -> Result<(Base, Check), Check> {
     Ok((base, f.into_check("stack")))
 }
 
-/// The pattern a rule must have so that the router sees every event of `kind` Karpenter acts on
-/// (and, for state changes and Health, only those).
-pub fn expected_pattern(kind: Kind) -> Value {
-    let mut pattern = json!({"source": [kind.source()], "detail-type": [kind.detail_type()]});
-    match kind {
-        Kind::StateChange => pattern["detail"] = json!({"state": ACTIONABLE_STATES}),
-        Kind::ScheduledChange => {
-            pattern["detail"] =
-                json!({"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]})
-        }
-        _ => {}
-    }
-    pattern
-}
-
 /// Arrays in an event pattern are sets: order does not matter.
 fn normalized(value: &Value) -> Value {
     match value {
@@ -639,7 +624,7 @@ async fn check_rule(
             "re-create the rule on the default event bus, as base.yaml does",
         );
     }
-    let expected = expected_pattern(kind);
+    let expected = kind.event_pattern();
     let found: Option<Value> = rule
         .event_pattern()
         .and_then(|p| serde_json::from_str(p).ok());
@@ -1582,24 +1567,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn expected_patterns_match_what_the_router_forwards() {
-        assert_eq!(
-            expected_pattern(Kind::StateChange),
-            json!({"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
-                   "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}})
-        );
+    fn patterns_compare_as_eventbridge_reads_them() {
         // Order inside a list does not matter to EventBridge.
         let shuffled = json!({"detail-type": ["EC2 Instance State-change Notification"],
             "source": ["aws.ec2"], "detail": {"state": ["terminated", "stopping", "shutting-down", "stopped"]}});
         assert_eq!(
             normalized(&shuffled),
-            normalized(&expected_pattern(Kind::StateChange))
+            normalized(&Kind::StateChange.event_pattern())
         );
         let narrower = json!({"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
             "detail": {"state": ["terminated"]}});
         assert_ne!(
             normalized(&narrower),
-            normalized(&expected_pattern(Kind::StateChange))
+            normalized(&Kind::StateChange.event_pattern())
         );
     }
 

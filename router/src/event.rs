@@ -69,6 +69,24 @@ impl Kind {
         }
     }
 
+    /// The EventBridge pattern a rule needs to deliver exactly the events of this kind the router
+    /// forwards: state changes only to the actionable states, Health only EC2 scheduled changes.
+    /// Anything wider is noise the router would be invoked for and then ignore.
+    pub fn event_pattern(self) -> Value {
+        let mut pattern =
+            serde_json::json!({"source": [self.source()], "detail-type": [self.detail_type()]});
+        match self {
+            Kind::StateChange => {
+                pattern["detail"] = serde_json::json!({"state": ACTIONABLE_STATES})
+            }
+            Kind::ScheduledChange => {
+                pattern["detail"] = serde_json::json!({"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]})
+            }
+            _ => {}
+        }
+        pattern
+    }
+
     fn from_envelope(source: &str, detail_type: &str) -> Option<Kind> {
         Kind::ALL
             .into_iter()
@@ -736,6 +754,23 @@ mod tests {
         let body = fixture("health-scheduled-change-bare-id.json")
             .replace("\"i-12345678\"", "\"h-12345678\"");
         assert_eq!(ignored(&body), IgnoreReason::NoInstanceEntities);
+    }
+
+    #[test]
+    fn rule_patterns_admit_exactly_what_is_forwarded() {
+        assert_eq!(
+            Kind::StateChange.event_pattern(),
+            serde_json::json!({"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
+                               "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}})
+        );
+        assert_eq!(
+            Kind::ScheduledChange.event_pattern()["detail"],
+            serde_json::json!({"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]})
+        );
+        assert_eq!(
+            Kind::SpotInterruption.event_pattern(),
+            serde_json::json!({"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]})
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ use e2e_tests::{
     },
     managed_nodegroup_tags,
 };
-use interruption_router::event::{ACTIONABLE_STATES, Kind};
+use interruption_router::event::Kind;
 use routerctl::{
     events::{Origin, Synthetic},
     stacks::{self, BASE_TEMPLATE, Stack, TENANT_TEMPLATE},
@@ -157,27 +157,12 @@ async fn rules(aws: &Clients) -> Result<BTreeMap<String, (Value, Vec<Value>)>> {
     Ok(out)
 }
 
-/// The pattern each rule must have: exactly what the router classifies as forwardable (its
-/// sources and detail-types, its actionable states, and Health's EC2 scheduled changes), so
+/// The pattern each rule must have: exactly what the router forwards (`Kind::event_pattern`), so
 /// noise is dropped by EventBridge rather than paid for as invocations.
 fn expected_patterns() -> BTreeSet<String> {
     Kind::ALL
         .into_iter()
-        .map(|kind| {
-            let mut pattern =
-                json!({"source": [kind.source()], "detail-type": [kind.detail_type()]});
-            match kind {
-                Kind::StateChange => pattern["detail"] = json!({"state": ACTIONABLE_STATES}),
-                // router/src/event.rs forwards a Health event only for service EC2 and category
-                // scheduledChange.
-                Kind::ScheduledChange => {
-                    pattern["detail"] =
-                        json!({"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]})
-                }
-                _ => {}
-            }
-            pattern.to_string()
-        })
+        .map(|kind| kind.event_pattern().to_string())
         .collect()
 }
 
