@@ -3,7 +3,8 @@
 //! A storm of interruption events over ten clusters goes through the router while a fifth of its
 //! EC2 and SQS calls fail (500/503, throttling in each protocol's error shape, connection resets,
 //! answers that arrive after the SDK's attempt timeout, SendMessageBatch answers with failed
-//! entries). Both delivery paths are played as AWS plays them:
+//! entries), and the first lookups of the storm fail outright (an EC2 brownout). Both delivery
+//! paths are played as AWS plays them:
 //!
 //! * queue mode: a real ingest queue with the base stack's redrive policy (5 receives, then the
 //!   DLQ), drained by the local event source mapping, which returns `batchItemFailures` records;
@@ -38,6 +39,9 @@ const FAILURE_RATE: f64 = 0.2;
 /// Lambda's async invoke: the first attempt and two retries.
 const ASYNC_ATTEMPTS: usize = 3;
 const DIRECT_EVENTS: usize = 100;
+/// DescribeInstances calls failed in a row as the storm starts: two invocations' worth of the
+/// SDK's three attempts.
+const OUTAGE_CALLS: u64 = 6;
 
 fn storm_size() -> usize {
     std::env::var("FAULT_SCENARIO_EVENTS")
@@ -138,9 +142,16 @@ async fn with_a_fifth_of_aws_calls_failing_every_event_reaches_its_cluster_or_th
         Fault::Slow(Duration::from_secs(4)),
         Fault::PartialBatch,
     ];
-    world
-        .proxy
-        .set_plan(FaultPlan::rate(FAILURE_RATE, &failing, &faults, 20_261_122));
+    // On top of the random failures, an EC2 brownout as the storm starts: the first lookups fail
+    // past every SDK retry, so records are certain to be handed back and redelivered (random
+    // failures alone are mostly absorbed by the retries inside the router).
+    world.proxy.set_plan(
+        FaultPlan::rate(FAILURE_RATE, &failing, &faults, 20_261_122).with_outage(
+            "DescribeInstances",
+            OUTAGE_CALLS,
+            Fault::Unavailable,
+        ),
+    );
     let started = Instant::now();
     let set_up = world_started.elapsed();
 

@@ -56,6 +56,10 @@ pub struct FaultPlan {
     /// The faults to pick from, uniformly (those that do not apply to a call are skipped).
     pub faults: Vec<Fault>,
     pub seed: u64,
+    /// An outage per action: its next `n` calls all fail with the given fault, before `rates`
+    /// apply. Unlike a rate, this is certain to outlast the SDK's retries, so a scenario can
+    /// count on records being handed back however the concurrent calls interleave.
+    pub outages: BTreeMap<String, (u64, Fault)>,
 }
 
 impl FaultPlan {
@@ -69,7 +73,14 @@ impl FaultPlan {
             rates: actions.iter().map(|a| (a.to_string(), rate)).collect(),
             faults: faults.to_vec(),
             seed,
+            outages: BTreeMap::new(),
         }
+    }
+
+    /// The next `calls` calls of `action` fail with `fault` (an outage), then `rates` apply.
+    pub fn with_outage(mut self, action: &str, calls: u64, fault: Fault) -> Self {
+        self.outages.insert(action.to_owned(), (calls, fault));
+        self
     }
 
     fn rate_for(&self, action: &str) -> f64 {
@@ -166,17 +177,22 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Fu
     let fault = {
         let mut guard = state.plan.lock().unwrap();
         let (plan, rng) = &mut *guard;
-        let rate = plan.rate_for(&action);
-        let applicable: Vec<Fault> = plan
-            .faults
-            .iter()
-            .copied()
-            .filter(|f| *f != Fault::PartialBatch || action == "SendMessageBatch")
-            .collect();
-        if rate > 0.0 && !applicable.is_empty() && next_f64(rng) < rate {
-            Some(applicable[(next_u64(rng) % applicable.len() as u64) as usize])
+        if let Some((left @ 1.., fault)) = plan.outages.get_mut(&action) {
+            *left -= 1;
+            Some(*fault)
         } else {
-            None
+            let rate = plan.rate_for(&action);
+            let applicable: Vec<Fault> = plan
+                .faults
+                .iter()
+                .copied()
+                .filter(|f| *f != Fault::PartialBatch || action == "SendMessageBatch")
+                .collect();
+            if rate > 0.0 && !applicable.is_empty() && next_f64(rng) < rate {
+                Some(applicable[(next_u64(rng) % applicable.len() as u64) as usize])
+            } else {
+                None
+            }
         }
     };
     {
