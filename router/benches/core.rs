@@ -94,5 +94,23 @@ fn sqs_batch(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, per_kind, sqs_batch);
+/// A scheduled change costs more than the EC2 kinds: it is read twice, once to classify it and
+/// once to write the cluster's copy. These two figures show where its time goes.
+fn health_split(c: &mut Criterion) {
+    let body = fixture("health-instance-retirement-arn-entity.json");
+    let Ok(Classified::Route(interruption)) = classify(&body) else {
+        panic!("the Health fixture is routed")
+    };
+    let mut group = c.benchmark_group("scheduled-change");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("classify-only", |b| {
+        b.iter(|| classify(black_box(&body)).unwrap())
+    });
+    group.bench_function("split-only", |b| {
+        b.iter(|| health_body_for(black_box(&body), &interruption.instances).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, per_kind, sqs_batch, health_split);
 criterion_main!(benches);

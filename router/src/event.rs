@@ -17,7 +17,7 @@
 
 use std::{borrow::Cow, collections::HashSet, fmt, sync::Arc};
 
-use serde::Deserialize;
+use serde::{Deserialize, de::DeserializeSeed};
 use serde_json::{Value, value::RawValue};
 
 /// The interruption kinds Karpenter v1.14 parses from its queue.
@@ -514,40 +514,225 @@ pub fn rfc3339_unix_millis(s: &str) -> Option<i64> {
 /// with `detail.affectedEntities` reduced to that cluster's instances (ARNs rewritten to the bare
 /// ids Karpenter matches, each instance once) and `resources` set to exactly those ids.
 ///
-/// `body` must be an event [`classify`] routed as a scheduled change.
+/// `body` must be an event [`classify`] routed as a scheduled change. Only the three values that
+/// change are parsed; everything else (the description, timestamps, fields AWS adds later) is
+/// copied as the original JSON text, so a split costs little more than a scan of the body.
 pub fn health_body_for(body: &str, instances: &[InstanceId]) -> Result<String, Malformed> {
-    let mut event: Value = serde_json::from_str(body).map_err(|e| Malformed::new(e.to_string()))?;
+    let malformed = |e: serde_json::Error| Malformed::new(e.to_string());
+    let mut de = serde_json::Deserializer::from_str(body);
+    let event = ObjectSeed(Level::Event)
+        .deserialize(&mut de)
+        .map_err(malformed)?;
+    de.end().map_err(malformed)?;
     let wanted: HashSet<&str> = instances.iter().map(InstanceId::as_str).collect();
-    let entities = event
-        .get_mut("detail")
-        .and_then(|d| d.get_mut("affectedEntities"))
-        .and_then(Value::as_array_mut)
-        .ok_or_else(|| Malformed::new("Health event without detail.affectedEntities"))?;
+    let mut ids: Vec<InstanceId> = Vec::with_capacity(instances.len());
+    let mut out = Vec::with_capacity(body.len());
+    let mut entities_seen = false;
 
-    let mut kept = Vec::with_capacity(instances.len());
-    let mut ids = Vec::with_capacity(instances.len());
-    for mut entity in entities.drain(..) {
-        let Some(id) = entity
-            .get("entityValue")
-            .and_then(Value::as_str)
-            .and_then(InstanceId::parse)
-        else {
-            continue;
-        };
+    out.push(b'{');
+    for (key, part) in &event {
+        match part {
+            // Written last, once `ids` is known.
+            Part::Text(_) if key.as_str() == "resources" => continue,
+            Part::Text(text) => {
+                push_key(&mut out, key.as_str());
+                out.extend_from_slice(text.get().as_bytes());
+            }
+            Part::Detail(detail) => {
+                push_key(&mut out, key.as_str());
+                out.push(b'{');
+                for (key, part) in detail {
+                    push_key(&mut out, key.as_str());
+                    match part {
+                        Part::Entities(entities) => {
+                            entities_seen = true;
+                            push_entities(&mut out, entities, &wanted, &mut ids);
+                        }
+                        Part::Text(text) => out.extend_from_slice(text.get().as_bytes()),
+                        Part::Detail(_) => unreachable!("only the event's detail is parsed"),
+                    }
+                    out.push(b',');
+                }
+                close(&mut out, b'}');
+            }
+            Part::Entities(_) => unreachable!("entities are parsed inside the detail only"),
+        }
+        out.push(b',');
+    }
+    if !entities_seen {
+        return Err(Malformed::new(
+            "Health event without detail.affectedEntities",
+        ));
+    }
+    out.extend_from_slice(br#""resources":["#);
+    for id in &ids {
+        push_id(&mut out, id);
+        out.push(b',');
+    }
+    close(&mut out, b']');
+    out.push(b'}');
+    // Every piece is either original (valid UTF-8) text, a key serde_json escaped, or an id.
+    String::from_utf8(out).map_err(|e| Malformed::new(e.to_string()))
+}
+
+/// Writes the entities naming one of `wanted`, each instance once, with `entityValue` bare.
+fn push_entities(
+    out: &mut Vec<u8>,
+    entities: &[Members<'_>],
+    wanted: &HashSet<&str>,
+    ids: &mut Vec<InstanceId>,
+) {
+    out.push(b'[');
+    for entity in entities {
+        let id = entity
+            .0
+            .iter()
+            .find(|(key, _)| key.as_str() == "entityValue")
+            .and_then(|(_, value)| serde_json::from_str::<Cow<'_, str>>(value.get()).ok())
+            .and_then(|value| InstanceId::parse(&value));
+        let Some(id) = id else { continue };
         if !wanted.contains(id.as_str()) || ids.contains(&id) {
             continue;
         }
-        entity["entityValue"] = Value::String(id.as_str().to_owned());
+        out.push(b'{');
+        for (key, value) in &entity.0 {
+            push_key(out, key.as_str());
+            if key.as_str() == "entityValue" {
+                push_id(out, &id);
+            } else {
+                out.extend_from_slice(value.get().as_bytes());
+            }
+            out.push(b',');
+        }
+        close(out, b'}');
+        out.push(b',');
         ids.push(id);
-        kept.push(entity);
     }
-    *entities = kept;
-    event["resources"] = Value::Array(
-        ids.iter()
-            .map(|id| Value::String(id.as_str().to_owned()))
-            .collect(),
-    );
-    serde_json::to_string(&event).map_err(|e| Malformed::new(e.to_string()))
+    close(out, b']');
+}
+
+/// Replaces a trailing comma (if any) with `bracket`.
+fn close(out: &mut Vec<u8>, bracket: u8) {
+    if out.last() == Some(&b',') {
+        out.pop();
+    }
+    out.push(bracket);
+}
+
+fn push_key(out: &mut Vec<u8>, key: &str) {
+    serde_json::to_writer(&mut *out, key).expect("writing to a Vec cannot fail");
+    out.push(b':');
+}
+
+/// Instance ids are `i-` and hex digits: nothing to escape.
+fn push_id(out: &mut Vec<u8>, id: &InstanceId) {
+    out.push(b'"');
+    out.extend_from_slice(id.as_str().as_bytes());
+    out.push(b'"');
+}
+
+/// A JSON object's members in their original order, values left as unparsed JSON text.
+struct Members<'a>(Vec<(Key<'a>, &'a RawValue)>);
+
+/// A member of the Health event being split: kept as text, or parsed because the split rewrites
+/// something inside it. One pass over the body builds the whole tree.
+enum Part<'a> {
+    Text(&'a RawValue),
+    /// The event's `detail`.
+    Detail(Vec<(Key<'a>, Part<'a>)>),
+    /// The detail's `affectedEntities`.
+    Entities(Vec<Members<'a>>),
+}
+
+/// Which object [`ObjectSeed`] is reading, and so which member it parses further.
+#[derive(Clone, Copy)]
+enum Level {
+    Event,
+    Detail,
+}
+
+struct ObjectSeed(Level);
+
+impl<'de> serde::de::DeserializeSeed<'de> for ObjectSeed {
+    type Value = Vec<(Key<'de>, Part<'de>)>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ObjectSeed {
+    type Value = Vec<(Key<'de>, Part<'de>)>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(match self.0 {
+            Level::Event => "an EventBridge event object",
+            Level::Detail => "a detail object",
+        })
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut members = Vec::with_capacity(map.size_hint().unwrap_or(12));
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            let part = match (self.0, key.as_str()) {
+                (Level::Event, "detail") => {
+                    Part::Detail(map.next_value_seed(ObjectSeed(Level::Detail))?)
+                }
+                (Level::Detail, "affectedEntities") => Part::Entities(map.next_value()?),
+                _ => Part::Text(map.next_value()?),
+            };
+            members.push((key, part));
+        }
+        Ok(members)
+    }
+}
+
+/// An object key, borrowed from the input unless it had escapes to undo.
+struct Key<'a>(Cow<'a, str>);
+
+impl Key<'_> {
+    fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(Visitor)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                while let Some(member) = map.next_entry()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(Visitor)
+    }
 }
 
 #[cfg(test)]
@@ -926,5 +1111,33 @@ mod tests {
             1
         );
         assert_eq!(copy["resources"], serde_json::json!(["i-12345678"]));
+    }
+
+    #[test]
+    fn health_split_copies_untouched_text_verbatim_and_reads_escaped_keys() {
+        // An escaped key still names the field, escapes elsewhere survive byte for byte, and an
+        // event without `resources` gets one.
+        let original = r#"{"version":"0","id":"x","detail-type":"AWS Health Event","source":"aws.health","account":"1","time":"2026-01-01T00:00:00Z","region":"us-east-1","d\u0065tail":{"service":"EC2","eventTypeCategory":"scheduledChange","eventDescription":[{"latestDescription":"line\none \"q\" \u00e9"}],"affectedEntities":[{"entityValue":"i-0aaaaaaaaaaaaaaaa","tags":{}},{"entityValue":"i-0bbbbbbbbbbbbbbbb"}]}}"#;
+        assert!(matches!(classify(original), Ok(Classified::Route(_))));
+        let copy = health_body_for(original, &ids(&["i-0bbbbbbbbbbbbbbbb"])).unwrap();
+        assert!(copy.contains(r#""latestDescription":"line\none \"q\" \u00e9""#));
+        let copy: Value = serde_json::from_str(&copy).unwrap();
+        assert_eq!(
+            copy["detail"]["affectedEntities"],
+            serde_json::json!([{"entityValue": "i-0bbbbbbbbbbbbbbbb"}])
+        );
+        assert_eq!(
+            copy["resources"],
+            serde_json::json!(["i-0bbbbbbbbbbbbbbbb"])
+        );
+    }
+
+    #[test]
+    fn health_split_without_entities_is_malformed() {
+        let no_entities = fixture("health-scheduled-change-bare-id.json")
+            .replace(r#""affectedEntities""#, r#""otherEntities""#);
+        assert!(health_body_for(&no_entities, &ids(&["i-12345678"])).is_err());
+        assert!(health_body_for(r#"{"detail":{"affectedEntities":"x"}}"#, &[]).is_err());
+        assert!(health_body_for("[1]", &[]).is_err());
     }
 }

@@ -318,18 +318,18 @@ impl Router {
         let deliveries = self.forwarder.deliver(&messages, deadline, &stats).await;
 
         // Decide each record; permanent failures of round one go to the dead-letter queue in round two.
-        let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(records.len());
+        let mut outcomes: Vec<Outcome> = Vec::with_capacity(records.len());
         let mut second = Vec::new();
         let mut round_two = BTreeMap::new();
         for (i, plan) in plans.iter().enumerate() {
             let record = &records[i];
             let outcome = match plan {
-                Plan::Decided(outcome) => Some(outcome.clone()),
+                Plan::Decided(outcome) => outcome.clone(),
                 Plan::DeadLetter(malformed) => match round_one_dlq.get(&i) {
-                    Some(&(m, reason)) => Some(dead_letter_outcome(&deliveries[m], reason)),
-                    None => Some(Outcome::Failed(format!(
+                    Some(&(m, reason)) => dead_letter_outcome(&deliveries[m], reason),
+                    None => Outcome::Failed(format!(
                         "{malformed} (no DEAD_LETTER_QUEUE_URL to keep it)"
-                    ))),
+                    )),
                 },
                 Plan::Forward {
                     interruption,
@@ -349,7 +349,7 @@ impl Router {
                         unresolved.as_deref(),
                         *ignored,
                     ) {
-                        Ok(outcome) => Some(outcome),
+                        Ok(outcome) => outcome,
                         Err((reason, detail, clusters)) if has_dlq => {
                             round_two.insert(i, (second.len(), reason));
                             second.push(dead_letter(
@@ -358,11 +358,13 @@ impl Router {
                                 &detail,
                                 Some(("clusters", clusters)),
                             ));
-                            None
+                            // Until round two says otherwise: a record is acknowledged only once
+                            // its dead-letter copy is confirmed.
+                            Outcome::Failed(format!("{reason}: {detail}; dead-letter send pending"))
                         }
-                        Err((reason, detail, _)) => Some(Outcome::Failed(format!(
+                        Err((reason, detail, _)) => Outcome::Failed(format!(
                             "{reason}: {detail} (no DEAD_LETTER_QUEUE_URL to keep it)"
-                        ))),
+                        )),
                     }
                 }
             };
@@ -374,15 +376,11 @@ impl Router {
             self.forwarder.deliver(&second, deadline, &stats).await
         };
         for (i, (m, reason)) in round_two {
-            outcomes[i] = Some(dead_letter_outcome(&second_deliveries[m], reason));
+            outcomes[i] = dead_letter_outcome(&second_deliveries[m], reason);
         }
         metrics.send_message_batch_calls += stats.send_message_batch_calls.into_inner();
         metrics.get_queue_url_calls += stats.get_queue_url_calls.into_inner();
 
-        let outcomes: Vec<Outcome> = outcomes
-            .into_iter()
-            .map(|o| o.expect("every record decided"))
-            .collect();
         for ((record, plan), outcome) in records.iter().zip(&plans).zip(&outcomes) {
             record_outcome(record, plan, outcome, metrics);
         }

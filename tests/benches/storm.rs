@@ -535,6 +535,8 @@ fn criterion_table() -> String {
         ("classify/scheduled-change", 1.0),
         ("classify/ignored-state", 1.0),
         ("batch/sqs-100", 100.0),
+        ("scheduled-change/classify-only", 1.0),
+        ("scheduled-change/split-only", 1.0),
     ] {
         let path = target.join("criterion").join(id).join("new/estimates.json");
         let Some(ns) = std::fs::read_to_string(&path)
