@@ -526,51 +526,66 @@ pub fn health_body_for(body: &str, instances: &[InstanceId]) -> Result<String, M
     de.end().map_err(malformed)?;
     let wanted: HashSet<&str> = instances.iter().map(InstanceId::as_str).collect();
     let mut ids: Vec<InstanceId> = Vec::with_capacity(instances.len());
-    let mut out = Vec::with_capacity(body.len());
-    let mut entities_seen = false;
 
-    out.push(b'{');
-    for (key, part) in &event {
-        match part {
-            // Written last, once `ids` is known.
-            Part::Text(_) if key.as_str() == "resources" => continue,
-            Part::Text(text) => {
-                push_key(&mut out, key.as_str());
-                out.extend_from_slice(text.get().as_bytes());
-            }
-            Part::Detail(detail) => {
-                push_key(&mut out, key.as_str());
-                out.push(b'{');
-                for (key, part) in detail {
-                    push_key(&mut out, key.as_str());
-                    match part {
-                        Part::Entities(entities) => {
-                            entities_seen = true;
-                            push_entities(&mut out, entities, &wanted, &mut ids);
-                        }
-                        Part::Text(text) => out.extend_from_slice(text.get().as_bytes()),
-                        Part::Detail(_) => unreachable!("only the event's detail is parsed"),
-                    }
-                    out.push(b',');
-                }
-                close(&mut out, b'}');
-            }
-            Part::Entities(_) => unreachable!("entities are parsed inside the detail only"),
+    // The detail first: `resources` lists the ids it keeps, and may come before it.
+    let mut detail_out = Vec::with_capacity(body.len());
+    let mut entities_seen = false;
+    for (_, part) in &event {
+        let Part::Detail(detail) = part else { continue };
+        if !detail_out.is_empty() {
+            return Err(Malformed::new("Health event with two detail fields"));
         }
-        out.push(b',');
+        detail_out.push(b'{');
+        for (key, part) in detail {
+            push_key(&mut detail_out, key.as_str());
+            match part {
+                Part::Entities(entities) => {
+                    entities_seen = true;
+                    push_entities(&mut detail_out, entities, &wanted, &mut ids);
+                }
+                Part::Text(text) => detail_out.extend_from_slice(text.get().as_bytes()),
+                Part::Detail(_) => unreachable!("only the event's detail is parsed"),
+            }
+            detail_out.push(b',');
+        }
+        close(&mut detail_out, b'}');
     }
     if !entities_seen {
         return Err(Malformed::new(
             "Health event without detail.affectedEntities",
         ));
     }
-    out.extend_from_slice(br#""resources":["#);
-    for id in &ids {
-        push_id(&mut out, id);
+
+    // Then the event, member by member in the original order; `resources` is added if missing.
+    let mut out = Vec::with_capacity(body.len());
+    let mut resources_written = false;
+    out.push(b'{');
+    for (key, part) in &event {
+        match part {
+            Part::Text(_) if key.as_str() == "resources" => {
+                if resources_written {
+                    continue;
+                }
+                resources_written = true;
+                push_resources(&mut out, &ids);
+            }
+            Part::Text(text) => {
+                push_key(&mut out, key.as_str());
+                out.extend_from_slice(text.get().as_bytes());
+            }
+            Part::Detail(_) => {
+                push_key(&mut out, key.as_str());
+                out.extend_from_slice(&detail_out);
+            }
+            Part::Entities(_) => unreachable!("entities are parsed inside the detail only"),
+        }
         out.push(b',');
     }
-    close(&mut out, b']');
-    out.push(b'}');
+    if !resources_written {
+        push_resources(&mut out, &ids);
+        out.push(b',');
+    }
+    close(&mut out, b'}');
     // Every piece is either original (valid UTF-8) text, a key serde_json escaped, or an id.
     String::from_utf8(out).map_err(|e| Malformed::new(e.to_string()))
 }
@@ -607,6 +622,15 @@ fn push_entities(
         close(out, b'}');
         out.push(b',');
         ids.push(id);
+    }
+    close(out, b']');
+}
+
+fn push_resources(out: &mut Vec<u8>, ids: &[InstanceId]) {
+    out.extend_from_slice(br#""resources":["#);
+    for id in ids {
+        push_id(out, id);
+        out.push(b',');
     }
     close(out, b']');
 }
@@ -1130,6 +1154,28 @@ mod tests {
             copy["resources"],
             serde_json::json!(["i-0bbbbbbbbbbbbbbbb"])
         );
+    }
+
+    #[test]
+    fn health_split_keeps_the_members_in_their_original_order() {
+        // `resources` before `detail`, as AWS Health writes it: it stays there.
+        let original = fixture("health-instance-retirement-arn-entity.json").replacen(
+            r#""detail":"#,
+            r#""resources": ["arn:aws:ec2:us-east-1:123456789012:instance/i-1234567890abcdef0"], "detail":"#,
+            1,
+        );
+        let keys = |body: &str| -> Vec<String> {
+            let members: Members<'_> = serde_json::from_str(body).unwrap();
+            members
+                .0
+                .iter()
+                .map(|(k, _)| k.as_str().to_owned())
+                .collect()
+        };
+        let copy = health_body_for(&original, &ids(&["i-1234567890abcdef0"])).unwrap();
+        assert_eq!(keys(&copy), keys(&original));
+        let twice = original.replacen('{', r#"{"detail":{"affectedEntities":[]},"#, 1);
+        assert!(health_body_for(&twice, &ids(&["i-1234567890abcdef0"])).is_err());
     }
 
     #[test]
