@@ -17,7 +17,7 @@
 
 use std::{borrow::Cow, collections::HashSet, fmt, sync::Arc};
 
-use serde::{Deserialize, de::DeserializeSeed};
+use serde::Deserialize;
 use serde_json::{Value, value::RawValue};
 
 /// The interruption kinds Karpenter v1.14 parses from its queue.
@@ -519,32 +519,29 @@ pub fn rfc3339_unix_millis(s: &str) -> Option<i64> {
 /// copied as the original JSON text, so a split costs little more than a scan of the body.
 pub fn health_body_for(body: &str, instances: &[InstanceId]) -> Result<String, Malformed> {
     let malformed = |e: serde_json::Error| Malformed::new(e.to_string());
-    let mut de = serde_json::Deserializer::from_str(body);
-    let event = ObjectSeed(Level::Event)
-        .deserialize(&mut de)
-        .map_err(malformed)?;
-    de.end().map_err(malformed)?;
+    let event: Object<'_, EventMember<'_>> = serde_json::from_str(body).map_err(malformed)?;
     let wanted: HashSet<&str> = instances.iter().map(InstanceId::as_str).collect();
     let mut ids: Vec<InstanceId> = Vec::with_capacity(instances.len());
 
     // The detail first: `resources` lists the ids it keeps, and may come before it.
     let mut detail_out = Vec::with_capacity(body.len());
     let mut entities_seen = false;
-    for (_, part) in &event {
-        let Part::Detail(detail) = part else { continue };
+    for (_, member) in &event.0 {
+        let EventMember::Detail(detail) = member else {
+            continue;
+        };
         if !detail_out.is_empty() {
             return Err(Malformed::new("Health event with two detail fields"));
         }
         detail_out.push(b'{');
-        for (key, part) in detail {
+        for (key, member) in &detail.0 {
             push_key(&mut detail_out, key.as_str());
-            match part {
-                Part::Entities(entities) => {
+            match member {
+                DetailMember::Entities(entities) => {
                     entities_seen = true;
                     push_entities(&mut detail_out, entities, &wanted, &mut ids);
                 }
-                Part::Text(text) => detail_out.extend_from_slice(text.get().as_bytes()),
-                Part::Detail(_) => unreachable!("only the event's detail is parsed"),
+                DetailMember::Text(text) => detail_out.extend_from_slice(text.get().as_bytes()),
             }
             detail_out.push(b',');
         }
@@ -560,24 +557,23 @@ pub fn health_body_for(body: &str, instances: &[InstanceId]) -> Result<String, M
     let mut out = Vec::with_capacity(body.len());
     let mut resources_written = false;
     out.push(b'{');
-    for (key, part) in &event {
-        match part {
-            Part::Text(_) if key.as_str() == "resources" => {
+    for (key, member) in &event.0 {
+        match member {
+            EventMember::Text(_) if key.as_str() == "resources" => {
                 if resources_written {
                     continue;
                 }
                 resources_written = true;
                 push_resources(&mut out, &ids);
             }
-            Part::Text(text) => {
+            EventMember::Text(text) => {
                 push_key(&mut out, key.as_str());
                 out.extend_from_slice(text.get().as_bytes());
             }
-            Part::Detail(_) => {
+            EventMember::Detail(_) => {
                 push_key(&mut out, key.as_str());
                 out.extend_from_slice(&detail_out);
             }
-            Part::Entities(_) => unreachable!("entities are parsed inside the detail only"),
         }
         out.push(b',');
     }
@@ -655,56 +651,51 @@ fn push_id(out: &mut Vec<u8>, id: &InstanceId) {
     out.push(b'"');
 }
 
-/// A JSON object's members in their original order, values left as unparsed JSON text.
-struct Members<'a>(Vec<(Key<'a>, &'a RawValue)>);
+/// A JSON object's members in their original order. `M` decides, key by key, what is parsed
+/// further; everything else stays unparsed JSON text. One pass over the body builds the whole tree.
+struct Object<'a, M>(Vec<(Key<'a>, M)>);
 
-/// A member of the Health event being split: kept as text, or parsed because the split rewrites
-/// something inside it. One pass over the body builds the whole tree.
-enum Part<'a> {
+/// An object whose members are all left as text (an affected entity).
+type Members<'a> = Object<'a, &'a RawValue>;
+
+/// A member of the Health event being split: its `detail` is parsed, the rest kept as text.
+enum EventMember<'a> {
     Text(&'a RawValue),
-    /// The event's `detail`.
-    Detail(Vec<(Key<'a>, Part<'a>)>),
-    /// The detail's `affectedEntities`.
+    Detail(Object<'a, DetailMember<'a>>),
+}
+
+/// A member of the detail: `affectedEntities` is parsed, the rest kept as text.
+enum DetailMember<'a> {
+    Text(&'a RawValue),
     Entities(Vec<Members<'a>>),
 }
 
-/// Which object [`ObjectSeed`] is reading, and so which member it parses further.
-#[derive(Clone, Copy)]
-enum Level {
-    Event,
-    Detail,
+/// Reads the value of the member named `key` from `map`.
+trait Member<'de>: Sized {
+    fn read<A: serde::de::MapAccess<'de>>(key: &str, map: &mut A) -> Result<Self, A::Error>;
 }
 
-struct ObjectSeed(Level);
-
-impl<'de> serde::de::DeserializeSeed<'de> for ObjectSeed {
-    type Value = Vec<(Key<'de>, Part<'de>)>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_map(self)
+impl<'de> Member<'de> for &'de RawValue {
+    fn read<A: serde::de::MapAccess<'de>>(_: &str, map: &mut A) -> Result<Self, A::Error> {
+        map.next_value()
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for ObjectSeed {
-    type Value = Vec<(Key<'de>, Part<'de>)>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(match self.0 {
-            Level::Event => "an EventBridge event object",
-            Level::Detail => "a detail object",
+impl<'de> Member<'de> for EventMember<'de> {
+    fn read<A: serde::de::MapAccess<'de>>(key: &str, map: &mut A) -> Result<Self, A::Error> {
+        Ok(match key {
+            "detail" => EventMember::Detail(map.next_value()?),
+            _ => EventMember::Text(map.next_value()?),
         })
     }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut members = Vec::with_capacity(map.size_hint().unwrap_or(12));
-        while let Some(key) = map.next_key::<Key<'de>>()? {
-            let part = match (self.0, key.as_str()) {
-                (Level::Event, "detail") => {
-                    Part::Detail(map.next_value_seed(ObjectSeed(Level::Detail))?)
-                }
-                (Level::Detail, "affectedEntities") => Part::Entities(map.next_value()?),
-                _ => Part::Text(map.next_value()?),
-            };
-            members.push((key, part));
-        }
-        Ok(members)
+}
+
+impl<'de> Member<'de> for DetailMember<'de> {
+    fn read<A: serde::de::MapAccess<'de>>(key: &str, map: &mut A) -> Result<Self, A::Error> {
+        Ok(match key {
+            "affectedEntities" => DetailMember::Entities(map.next_value()?),
+            _ => DetailMember::Text(map.next_value()?),
+        })
     }
 }
 
@@ -736,11 +727,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
+impl<'de: 'a, 'a, M: Member<'de>> Deserialize<'de> for Object<'a, M> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = Members<'de>;
+        struct Visitor<M>(std::marker::PhantomData<M>);
+        impl<'de, M: Member<'de>> serde::de::Visitor<'de> for Visitor<M> {
+            type Value = Object<'de, M>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a JSON object")
             }
@@ -748,14 +739,15 @@ impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
                 self,
                 mut map: A,
             ) -> Result<Self::Value, A::Error> {
-                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
-                while let Some(member) = map.next_entry()? {
-                    members.push(member);
+                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some(key) = map.next_key::<Key<'de>>()? {
+                    let member = M::read(key.as_str(), &mut map)?;
+                    members.push((key, member));
                 }
-                Ok(Members(members))
+                Ok(Object(members))
             }
         }
-        d.deserialize_map(Visitor)
+        d.deserialize_map(Visitor(std::marker::PhantomData))
     }
 }
 
