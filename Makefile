@@ -34,7 +34,7 @@ help:
 	@echo "make demo        the whole system on a local AWS emulator (no AWS account needed)"
 	@echo "make test        everything CI runs: lint, unit, integration and end-to-end tests, demo"
 	@echo "make bench       storm, cold-start and micro benchmarks; writes BENCHMARKS.md"
-	@echo "make soak        the fault-injection scenario with 10,000 events"
+	@echo "make soak        the fault scenarios with 3,000 events each"
 	@echo "make fuzz        fuzz the event parser for FUZZ_SECONDS (default 120)"
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64)"
 	@echo "make deploy-base BUCKET=… REGION=… [STACK_NAME=…] [INGEST_MODE=Queue|Direct]"
@@ -84,10 +84,10 @@ clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # ------------------------------------------------------------------ reliability (not in CI)
-# The fault-injection scenario at 10,000 events instead of make test's 2,000.
+# The fault scenarios at 3,000 events (five minutes of storm each) instead of make test's 300.
 soak: $(VENV)/.installed
 	$(CARGO) build --workspace --bins
-	FAULT_SCENARIO_EVENTS=10000 $(CARGO) test --workspace --test faults -- --nocapture
+	FAULT_SCENARIO_EVENTS=3000 $(CARGO) test --workspace --test faults -- --nocapture
 
 FUZZ_SECONDS ?= 120
 # cargo-fuzz passes nightly-only -Z flags (sanitizers); RUSTC_BOOTSTRAP lets this stable toolchain

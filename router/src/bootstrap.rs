@@ -6,23 +6,25 @@
 //! Lambda shows the message (variable, value, fix) to whoever invokes the function, and the process
 //! exits non-zero.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use aws_config::{BehaviorVersion, retry::RetryConfig, timeout::TimeoutConfig};
 use lambda_runtime::{Diagnostic, service_fn};
 use lambda_runtime_api_client::{body::Body, build_request};
 
 use crate::{
+    accounts::Accounts,
     config::{Config, ConfigError},
     handler::Router,
 };
 
 /// SDK limits per call. Generous next to normal latencies (EC2 ~100 ms, SQS ~20 ms), tight next to
-/// the two minutes a spot warning gives; the handler's own deadline bounds the total anyway.
+/// the two minutes a spot warning gives. The SDK retries a call once; past that the router's own
+/// retries take over (another lookup path, jittered backoff, within the invocation's budget).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
-const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
-const MAX_ATTEMPTS: u32 = 3;
+const OPERATION_TIMEOUT: Duration = Duration::from_secs(7);
+const MAX_ATTEMPTS: u32 = 2;
 
 pub async fn run() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::tracing::init_default_subscriber();
@@ -54,17 +56,15 @@ pub async fn run() -> Result<(), lambda_runtime::Error> {
 
     let function_name =
         std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "interruption-router".into());
-    let router = Router::new(
-        &config,
-        aws_sdk_ec2::Client::new(&sdk),
-        aws_sdk_sqs::Client::new(&sdk),
-        function_name,
-    );
+    let accounts = Accounts::new(sdk, config.served.clone(), config.spoke_role_name.clone());
+    let router = Router::new(&config, Arc::new(accounts), function_name);
     tracing::info!(
         queue_name_template = ?config.queue_names,
         cluster_tag_keys = ?config.tags.cluster_keys,
         managed_tag_key = ?config.tags.managed_key,
         dead_letter_queue = config.dead_letter_queue_url.is_some(),
+        served_accounts = ?config.served,
+        spoke_role_name = %config.spoke_role_name,
         "router ready"
     );
     lambda_runtime::run(service_fn(|event| router.handle(event))).await

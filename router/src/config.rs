@@ -7,7 +7,10 @@
 
 use std::time::Duration;
 
-use crate::resolve::{ClusterTagKey, TagRules};
+use crate::{
+    accounts::{Served, is_account_id},
+    resolve::{ClusterTagKey, TagRules},
+};
 
 /// The validated configuration of one router process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +22,11 @@ pub struct Config {
     pub dead_letter_queue_url: Option<String>,
     pub cache: CacheConfig,
     pub metrics_namespace: String,
+    /// The accounts whose events are routed, besides the function's own.
+    pub served: Served,
+    /// The role a member account creates for the router (its name; the account comes from the
+    /// event).
+    pub spoke_role_name: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +112,9 @@ pub const DEFAULT_CLUSTER_TAG_KEYS: &str =
     "eks:eks-cluster-name,kubernetes.io/cluster/*,aws:eks:cluster-name";
 pub const DEFAULT_MANAGED_TAG_KEY: &str = "karpenter.sh/nodepool";
 pub const DEFAULT_METRICS_NAMESPACE: &str = "InterruptionRouter";
+pub const DEFAULT_SPOKE_ROLE_NAME: &str = "interruption-router-spoke";
+/// `SERVED_ACCOUNTS` value for "every account whose events reach the router".
+pub const ANY_ACCOUNT: &str = "*";
 
 impl Config {
     /// Reads the process environment.
@@ -202,6 +213,45 @@ impl Config {
             value
         };
 
+        let served = {
+            let var = "SERVED_ACCOUNTS";
+            let value = get(var).unwrap_or_default();
+            parse_served(&value).map_err(|problem| ConfigError {
+                var,
+                value,
+                problem,
+                fix: format!(
+                    "leave it empty for the function's own account only, list 12-digit account ids \
+                     separated by commas, or set {ANY_ACCOUNT} to serve every account whose events \
+                     reach the router (the central event bus's policy decides which)"
+                ),
+            })?
+        };
+
+        let spoke_role_name = {
+            let var = "SPOKE_ROLE_NAME";
+            let value = get(var)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| DEFAULT_SPOKE_ROLE_NAME.to_owned());
+            let ok = value.len() <= 64
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+=,.@_-".contains(c));
+            if !ok {
+                return Err(ConfigError {
+                    var,
+                    value,
+                    problem: "it is not an IAM role name".into(),
+                    fix: format!(
+                        "give the name (not the ARN) of the role spoke.yaml creates in each member \
+                         account, 1-64 of letters, digits and +=,.@_-, e.g. {DEFAULT_SPOKE_ROLE_NAME}"
+                    ),
+                });
+            }
+            value
+        };
+
         Ok(Self {
             queue_names,
             tags: TagRules {
@@ -215,8 +265,28 @@ impl Config {
                 max_entries,
             },
             metrics_namespace,
+            served,
+            spoke_role_name,
         })
     }
+}
+
+fn parse_served(value: &str) -> Result<Served, String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(Served::Own);
+    }
+    if value == ANY_ACCOUNT {
+        return Ok(Served::Any);
+    }
+    let mut accounts = std::collections::BTreeSet::new();
+    for entry in value.split(',').map(str::trim) {
+        if !is_account_id(entry) {
+            return Err(format!("{entry:?} is not a 12-digit AWS account id"));
+        }
+        accounts.insert(entry.to_owned());
+    }
+    Ok(Served::Listed(accounts))
 }
 
 fn parse_cluster_tag_keys(value: &str) -> Result<Vec<ClusterTagKey>, String> {
@@ -329,6 +399,52 @@ mod tests {
             }
         );
         assert_eq!(c.metrics_namespace, "InterruptionRouter");
+        assert_eq!(c.served, Served::Own);
+        assert_eq!(c.spoke_role_name, "interruption-router-spoke");
+    }
+
+    #[test]
+    fn served_accounts_are_a_list_a_star_or_nothing() {
+        assert_eq!(
+            config(&[("SERVED_ACCOUNTS", " ")]).unwrap().served,
+            Served::Own
+        );
+        assert_eq!(
+            config(&[("SERVED_ACCOUNTS", "*")]).unwrap().served,
+            Served::Any
+        );
+        assert_eq!(
+            config(&[("SERVED_ACCOUNTS", "111111111111, 222222222222")])
+                .unwrap()
+                .served,
+            Served::Listed(["111111111111".into(), "222222222222".into()].into())
+        );
+        for bad in [
+            "o-abc123",
+            "11111111111",
+            "111111111111,,222222222222",
+            "all",
+        ] {
+            let err = config(&[("SERVED_ACCOUNTS", bad)]).unwrap_err();
+            assert_eq!(err.var, "SERVED_ACCOUNTS", "{bad:?}");
+            assert!(err.to_string().contains("Fix: "), "{err}");
+        }
+    }
+
+    #[test]
+    fn spoke_role_name_is_a_role_name_not_an_arn() {
+        assert_eq!(
+            config(&[("SPOKE_ROLE_NAME", "ir-spoke")])
+                .unwrap()
+                .spoke_role_name,
+            "ir-spoke"
+        );
+        assert_eq!(
+            config(&[("SPOKE_ROLE_NAME", "arn:aws:iam::111111111111:role/x")])
+                .unwrap_err()
+                .var,
+            "SPOKE_ROLE_NAME"
+        );
     }
 
     #[test]

@@ -29,6 +29,7 @@ use moka::{Expiry, future::Cache};
 use tokio::time::Instant;
 
 use crate::{
+    accounts::{Accounts, Clients, Unreachable},
     config::{CacheConfig, QueueNameTemplate},
     event::Scope,
 };
@@ -89,6 +90,8 @@ pub enum Delivery {
     Failed {
         error: String,
     },
+    /// The cluster's account could not be reached (its spoke role could not be assumed).
+    Unreachable(Unreachable),
     /// Not done when the deadline came.
     Unfinished,
 }
@@ -147,10 +150,11 @@ enum QueueUrl {
 enum Unsendable {
     Missing(String),
     Failed(String),
+    Unreachable(Unreachable),
 }
 
 pub struct Forwarder {
-    sqs: aws_sdk_sqs::Client,
+    accounts: Arc<Accounts>,
     queue_names: QueueNameTemplate,
     dead_letter: Option<String>,
     urls: Cache<(Scope, Arc<str>), QueueUrl>,
@@ -158,7 +162,7 @@ pub struct Forwarder {
 
 impl Forwarder {
     pub fn new(
-        sqs: aws_sdk_sqs::Client,
+        accounts: Arc<Accounts>,
         queue_names: QueueNameTemplate,
         dead_letter: Option<String>,
         cache: &CacheConfig,
@@ -171,7 +175,7 @@ impl Forwarder {
             })
             .build();
         Self {
-            sqs,
+            accounts,
             queue_names,
             dead_letter,
             urls,
@@ -180,12 +184,6 @@ impl Forwarder {
 
     pub fn has_dead_letter_queue(&self) -> bool {
         self.dead_letter.is_some()
-    }
-
-    /// The SQS client for a scope. Today every scope is served by the function's own account;
-    /// cross-account delivery means an assumed-role client here (and `QueueOwnerAWSAccountId`).
-    fn sqs_for(&self, _scope: &Scope) -> &aws_sdk_sqs::Client {
-        &self.sqs
     }
 
     /// Sends every message, returning one [`Delivery`] per message, in order.
@@ -220,13 +218,15 @@ impl Forwarder {
         stats: &ForwardStats,
     ) -> Vec<Delivery> {
         let destination = &messages[batch[0]].destination;
-        let (client, url) = match self.url_for(destination, stats).await {
+        let (clients, url) = match self.url_for(destination, stats).await {
             Ok(found) => found,
             Err(Unsendable::Missing(queue)) => {
                 return vec![Delivery::QueueMissing { queue }; batch.len()];
             }
             Err(Unsendable::Failed(error)) => return vec![Delivery::Failed { error }; batch.len()],
+            Err(Unsendable::Unreachable(e)) => return vec![Delivery::Unreachable(e); batch.len()],
         };
+        let client = &clients.sqs;
 
         let mut results = vec![Delivery::Unfinished; batch.len()];
         let mut pending: Vec<usize> = (0..batch.len()).collect();
@@ -320,21 +320,28 @@ impl Forwarder {
         results
     }
 
+    /// The clients and queue URL of a destination: the cluster's queue in its own account and
+    /// region, or the dead-letter queue in the function's own.
     async fn url_for(
         &self,
         destination: &Destination,
         stats: &ForwardStats,
-    ) -> Result<(&aws_sdk_sqs::Client, Arc<str>), Unsendable> {
+    ) -> Result<(Arc<Clients>, Arc<str>), Unsendable> {
         let (scope, cluster) = match destination {
             Destination::DeadLetter => {
                 let url = self.dead_letter.as_deref().ok_or_else(|| {
                     Unsendable::Failed("no DEAD_LETTER_QUEUE_URL configured".into())
                 })?;
-                return Ok((&self.sqs, Arc::from(url)));
+                return Ok((self.accounts.home(), Arc::from(url)));
             }
             Destination::Cluster { scope, cluster } => (scope, cluster),
         };
-        let client = self.sqs_for(scope);
+        let clients = self
+            .accounts
+            .clients(scope)
+            .await
+            .map_err(Unsendable::Unreachable)?;
+        let client = &clients.sqs;
         let Some(name) = self.queue_names.queue_name(cluster) else {
             return Err(Unsendable::Missing(format!(
                 "{}{cluster}… (not a valid SQS queue name)",
@@ -360,7 +367,7 @@ impl Forwarder {
             })
             .await;
         match url {
-            Ok(QueueUrl::Found(url)) => Ok((client, url)),
+            Ok(QueueUrl::Found(url)) => Ok((clients.clone(), url)),
             Ok(QueueUrl::Missing) => Err(Unsendable::Missing(name)),
             Err(e) => Err(Unsendable::Failed(format!("GetQueueUrl {name}: {e}"))),
         }

@@ -17,10 +17,13 @@
 //! [`metrics`]) hold the policy; the AWS calls sit behind [`resolve::Resolver`] and
 //! [`forward::Forwarder`]; [`bootstrap`] wires them for the binary.
 
+pub mod accounts;
 pub mod bootstrap;
 pub mod config;
 pub mod event;
 pub mod forward;
 pub mod handler;
 pub mod metrics;
+pub mod redeliver;
 pub mod resolve;
+pub mod retry;

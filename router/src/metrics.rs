@@ -1,106 +1,162 @@
-//! Metrics: one CloudWatch embedded-metric-format (EMF) document per invocation.
+//! Metrics: CloudWatch embedded-metric-format (EMF) documents, printed once per invocation.
 //!
 //! The handler fills an [`InvocationMetrics`] while it works and prints [`InvocationMetrics::to_emf`]
-//! to stdout once at the end, successful or not; CloudWatch Logs turns the line into metrics, with
-//! no API call and no added latency. EMF takes one value per dimension per document, so the
+//! to stdout at the end, successful or not; CloudWatch Logs turns the lines into metrics, with no
+//! API call and no added latency. EMF takes one value per dimension per document, so the
 //! per-cluster and per-reason series are separate metric names (`Forwarded.<cluster>`,
 //! `Ignored.<reason>`, `DeadLettered.<reason>`) under the one `FunctionName` dimension; totals are
-//! there too, for alarms.
+//! there too, for alarms. A cluster outside the function's own account and region is named
+//! `<account>.<region>.<cluster>`.
+//!
+//! `ForwardAge` is the exception: EMF allows a list of up to 100 values per metric, so every
+//! forwarded copy's age (event `time` to forwarded) is kept and CloudWatch can give percentiles;
+//! more than 100 spill into further documents that carry only `ForwardAge`.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
 /// EMF allows at most 100 metrics per directive; larger documents carry several directives.
 const METRICS_PER_DIRECTIVE: usize = 100;
+/// EMF allows at most 100 values in one metric's list.
+const VALUES_PER_METRIC: usize = 100;
+/// A forward later than this after the event is counted late: a spot warning gives two minutes.
+pub const LATE_AFTER_MS: u64 = 120_000;
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct InvocationMetrics {
     /// Records (SQS messages, or the one direct event) received.
     pub received: u64,
-    /// Messages delivered per cluster (a Health event can produce one per cluster).
-    pub forwarded: BTreeMap<Arc<str>, u64>,
+    /// Messages delivered per cluster label (a Health event can produce one per cluster).
+    pub forwarded: BTreeMap<String, u64>,
+    /// Age of each forwarded message's event when it was sent (now minus the event's `time`), ms.
+    pub forward_ages_ms: Vec<u64>,
+    /// Forwarded messages older than [`LATE_AFTER_MS`].
+    pub late_forwards: u64,
     /// Records not forwarded, per reason.
     pub ignored: BTreeMap<&'static str, u64>,
     /// Records sent to the dead-letter queue, per reason.
     pub dead_lettered: BTreeMap<&'static str, u64>,
     /// Records handed back for a retry (batchItemFailures, or a failed direct invocation).
     pub failed: u64,
+    /// Records handed back or dead-lettered because their account could not be reached.
+    pub account_unreachable: u64,
     pub cache_hits: u64,
     pub cache_misses: u64,
+    /// Answers served from an expired cache entry because every lookup failed.
+    pub stale_answers: u64,
+    /// Lookups and sends retried inside the invocation.
+    pub retries: u64,
     pub describe_instances_calls: u64,
+    pub get_resources_calls: u64,
     pub send_message_batch_calls: u64,
     pub get_queue_url_calls: u64,
-    /// Age of the oldest forwarded event (now minus its `time`), in milliseconds.
-    pub oldest_event_age_ms: Option<u64>,
+    pub assume_role_calls: u64,
+    pub change_visibility_calls: u64,
+    /// Handed-back records whose visibility was shortened (they return in seconds).
+    pub redelivery_delays_set: u64,
+    /// Handed-back records whose visibility could not be shortened (they wait out the timeout).
+    pub redelivery_delays_failed: u64,
     pub cold_start: bool,
 }
 
 impl InvocationMetrics {
-    /// The EMF document, as one line of JSON.
-    pub fn to_emf(&self, namespace: &str, function_name: &str, timestamp_ms: u64) -> String {
-        let mut values: Vec<(String, u64, &'static str)> = vec![
-            ("Received".into(), self.received, "Count"),
-            ("Forwarded".into(), self.forwarded.values().sum(), "Count"),
-            ("Ignored".into(), self.ignored.values().sum(), "Count"),
-            (
-                "DeadLettered".into(),
-                self.dead_lettered.values().sum(),
-                "Count",
-            ),
-            ("Failed".into(), self.failed, "Count"),
-            ("CacheHits".into(), self.cache_hits, "Count"),
-            ("CacheMisses".into(), self.cache_misses, "Count"),
-            (
-                "DescribeInstancesCalls".into(),
-                self.describe_instances_calls,
-                "Count",
-            ),
-            (
-                "SendMessageBatchCalls".into(),
-                self.send_message_batch_calls,
-                "Count",
-            ),
-            ("GetQueueUrlCalls".into(), self.get_queue_url_calls, "Count"),
-            ("ColdStart".into(), u64::from(self.cold_start), "Count"),
+    /// The EMF documents, one line of JSON each: the first carries every metric, any further
+    /// ones the `ForwardAge` values past the first hundred.
+    pub fn to_emf(&self, namespace: &str, function_name: &str, timestamp_ms: u64) -> Vec<String> {
+        let count = |name: &str, n: u64| (name.to_owned(), Value::from(n), "Count");
+        let mut values: Vec<(String, Value, &'static str)> = vec![
+            count("Received", self.received),
+            count("Forwarded", self.forwarded.values().sum()),
+            count("LateForwards", self.late_forwards),
+            count("Ignored", self.ignored.values().sum()),
+            count("DeadLettered", self.dead_lettered.values().sum()),
+            count("Failed", self.failed),
+            count("AccountUnreachable", self.account_unreachable),
+            count("CacheHits", self.cache_hits),
+            count("CacheMisses", self.cache_misses),
+            count("StaleAnswers", self.stale_answers),
+            count("Retries", self.retries),
+            count("DescribeInstancesCalls", self.describe_instances_calls),
+            count("GetResourcesCalls", self.get_resources_calls),
+            count("SendMessageBatchCalls", self.send_message_batch_calls),
+            count("GetQueueUrlCalls", self.get_queue_url_calls),
+            count("AssumeRoleCalls", self.assume_role_calls),
+            count("ChangeMessageVisibilityCalls", self.change_visibility_calls),
+            count("RedeliveryDelaysSet", self.redelivery_delays_set),
+            count("RedeliveryDelaysFailed", self.redelivery_delays_failed),
+            count("ColdStart", u64::from(self.cold_start)),
         ];
-        if let Some(age) = self.oldest_event_age_ms {
-            values.push(("OldestEventAge".into(), age, "Milliseconds"));
+        let mut ages = self.forward_ages_ms.chunks(VALUES_PER_METRIC);
+        if let Some(first) = ages.next() {
+            values.push((
+                "ForwardAge".into(),
+                Value::from(first.to_vec()),
+                "Milliseconds",
+            ));
+            let oldest = self
+                .forward_ages_ms
+                .iter()
+                .max()
+                .copied()
+                .unwrap_or_default();
+            values.push(("OldestEventAge".into(), Value::from(oldest), "Milliseconds"));
         }
         values.extend(
             self.forwarded
                 .iter()
-                .map(|(c, n)| (format!("Forwarded.{c}"), *n, "Count")),
+                .map(|(c, n)| (format!("Forwarded.{c}"), Value::from(*n), "Count")),
         );
         values.extend(
             self.ignored
                 .iter()
-                .map(|(r, n)| (format!("Ignored.{r}"), *n, "Count")),
+                .map(|(r, n)| (format!("Ignored.{r}"), Value::from(*n), "Count")),
         );
         values.extend(
             self.dead_lettered
                 .iter()
-                .map(|(r, n)| (format!("DeadLettered.{r}"), *n, "Count")),
+                .map(|(r, n)| (format!("DeadLettered.{r}"), Value::from(*n), "Count")),
         );
 
-        let directives: Vec<Value> = values
-            .chunks(METRICS_PER_DIRECTIVE)
-            .map(|chunk| {
-                let metrics: Vec<Value> = chunk.iter().map(|(name, _, unit)| json!({"Name": name, "Unit": unit})).collect();
-                json!({"Namespace": namespace, "Dimensions": [["FunctionName"]], "Metrics": metrics})
-            })
-            .collect();
-        let mut doc = Map::new();
-        doc.insert(
-            "_aws".into(),
-            json!({"Timestamp": timestamp_ms, "CloudWatchMetrics": directives}),
-        );
-        doc.insert("FunctionName".into(), Value::from(function_name));
-        for (name, value, _) in values {
-            doc.insert(name, Value::from(value));
+        let mut documents = vec![document(namespace, function_name, timestamp_ms, values)];
+        for more in ages {
+            let values = vec![(
+                "ForwardAge".into(),
+                Value::from(more.to_vec()),
+                "Milliseconds",
+            )];
+            documents.push(document(namespace, function_name, timestamp_ms, values));
         }
-        Value::Object(doc).to_string()
+        documents
     }
+}
+
+fn document(
+    namespace: &str,
+    function_name: &str,
+    timestamp_ms: u64,
+    values: Vec<(String, Value, &'static str)>,
+) -> String {
+    let directives: Vec<Value> = values
+        .chunks(METRICS_PER_DIRECTIVE)
+        .map(|chunk| {
+            let metrics: Vec<Value> = chunk
+                .iter()
+                .map(|(name, _, unit)| json!({"Name": name, "Unit": unit}))
+                .collect();
+            json!({"Namespace": namespace, "Dimensions": [["FunctionName"]], "Metrics": metrics})
+        })
+        .collect();
+    let mut doc = Map::new();
+    doc.insert(
+        "_aws".into(),
+        json!({"Timestamp": timestamp_ms, "CloudWatchMetrics": directives}),
+    );
+    doc.insert("FunctionName".into(), Value::from(function_name));
+    for (name, value, _) in values {
+        doc.insert(name, value);
+    }
+    Value::Object(doc).to_string()
 }
 
 #[cfg(test)]
@@ -111,20 +167,21 @@ mod tests {
     fn emf_document_declares_every_value_it_carries() {
         let m = InvocationMetrics {
             received: 5,
-            forwarded: [(Arc::from("alpha"), 2), (Arc::from("beta"), 1)].into(),
+            forwarded: [("alpha".to_owned(), 2), ("beta".to_owned(), 1)].into(),
             ignored: [("unknown-instance", 1)].into(),
             dead_lettered: [("malformed", 1)].into(),
             cache_hits: 3,
             cache_misses: 2,
             describe_instances_calls: 1,
             send_message_batch_calls: 3,
-            oldest_event_age_ms: Some(1500),
+            forward_ages_ms: vec![900, 1500, 700],
+            late_forwards: 0,
             cold_start: true,
             ..Default::default()
         };
-        let doc: Value =
-            serde_json::from_str(&m.to_emf("InterruptionRouter", "router", 1_700_000_000_000))
-                .unwrap();
+        let documents = m.to_emf("InterruptionRouter", "router", 1_700_000_000_000);
+        assert_eq!(documents.len(), 1);
+        let doc: Value = serde_json::from_str(&documents[0]).unwrap();
         assert_eq!(doc["_aws"]["Timestamp"], 1_700_000_000_000_u64);
         let directive = &doc["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(directive["Namespace"], "InterruptionRouter");
@@ -161,10 +218,10 @@ mod tests {
     #[test]
     fn many_clusters_spread_over_directives_of_at_most_100_metrics() {
         let m = InvocationMetrics {
-            forwarded: (0..250).map(|i| (Arc::from(format!("c{i}")), 1)).collect(),
+            forwarded: (0..250).map(|i| (format!("c{i}"), 1)).collect(),
             ..Default::default()
         };
-        let doc: Value = serde_json::from_str(&m.to_emf("ns", "f", 0)).unwrap();
+        let doc: Value = serde_json::from_str(&m.to_emf("ns", "f", 0)[0]).unwrap();
         let directives = doc["_aws"]["CloudWatchMetrics"].as_array().unwrap();
         assert_eq!(directives.len(), 3);
         assert!(
@@ -176,6 +233,43 @@ mod tests {
             .iter()
             .map(|d| d["Metrics"].as_array().unwrap().len())
             .sum();
-        assert_eq!(declared, 11 + 250);
+        assert_eq!(declared, 20 + 250);
+    }
+
+    #[test]
+    fn forward_ages_are_lists_of_at_most_a_hundred_per_document() {
+        let m = InvocationMetrics {
+            forward_ages_ms: (0..250).collect(),
+            late_forwards: 3,
+            ..Default::default()
+        };
+        let docs: Vec<Value> = m
+            .to_emf("ns", "f", 0)
+            .iter()
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect();
+        assert_eq!(docs.len(), 3);
+        let ages: Vec<u64> = docs
+            .iter()
+            .flat_map(|d| d["ForwardAge"].as_array().unwrap().clone())
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(ages, (0..250).collect::<Vec<_>>());
+        assert_eq!(docs[0]["LateForwards"], 3);
+        assert_eq!(docs[0]["OldestEventAge"], 249);
+        assert!(
+            docs[1].get("Received").is_none(),
+            "spill documents carry only ages"
+        );
+        for doc in &docs {
+            let declared: Vec<&str> = doc["_aws"]["CloudWatchMetrics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|d| d["Metrics"].as_array().unwrap())
+                .map(|m| m["Name"].as_str().unwrap())
+                .collect();
+            assert!(declared.contains(&"ForwardAge"));
+        }
     }
 }

@@ -6,7 +6,9 @@
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result};
-use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, QueueAttributeName};
+use aws_sdk_sqs::types::{
+    DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName,
+};
 use routerctl::local::{
     function::{Function, router_binary},
     moto::MotoServer,
@@ -102,6 +104,7 @@ impl World {
                 .queue_url(queue_url)
                 .max_number_of_messages(10)
                 .message_attribute_names("All")
+                .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
                 .send()
                 .await?;
             if out.messages().is_empty() {
@@ -119,9 +122,15 @@ impl World {
                             .collect()
                     })
                     .unwrap_or_default();
+                let sent_ms = m
+                    .attributes()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or_default();
                 received.push(Received {
                     body: m.body().unwrap_or_default().to_owned(),
                     attributes,
+                    sent_ms,
                 });
                 deletes.push(
                     DeleteMessageBatchRequestEntry::builder()
@@ -173,6 +182,8 @@ impl World {
 pub struct Received {
     pub body: String,
     pub attributes: BTreeMap<String, String>,
+    /// When it arrived in the queue (SentTimestamp), ms since the epoch.
+    pub sent_ms: u64,
 }
 
 impl Received {

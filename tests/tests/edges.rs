@@ -1,29 +1,74 @@
 //! The router's two AWS edges on their own, against moto through the counting proxy: the
-//! Resolver (DescribeInstances) and the Forwarder (GetQueueUrl, SendMessageBatch).
+//! Resolver (DescribeInstances, GetResources, the cache) and the Forwarder (GetQueueUrl,
+//! SendMessageBatch).
 
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Result;
-use e2e_tests::{World, karpenter_tags, local::moto::sdk_config_for, managed_nodegroup_tags};
+use e2e_tests::{
+    World, karpenter_tags,
+    local::{
+        moto::{ACCOUNT, REGION, sdk_config_for},
+        proxy::{Fault, FaultPlan},
+    },
+    managed_nodegroup_tags,
+};
 use interruption_router::{
+    accounts::{Accounts, Served},
     config::Config,
     event::{IgnoreReason, InstanceId, Scope},
     forward::{Delivery, Destination, ForwardStats, Forwarder, Message},
-    resolve::{InstanceKey, Owner, Resolver},
+    resolve::{InstanceKey, Owner, ResolveError, Resolver},
 };
 use tokio::time::Instant;
 
+/// The emulator's account and region, as the handler completes an event's scope.
+fn home() -> Scope {
+    Scope {
+        account: Some(Arc::from(ACCOUNT)),
+        region: Some(Arc::from(REGION)),
+    }
+}
+
 fn key(id: &str) -> InstanceKey {
     InstanceKey {
-        scope: Scope::default(),
+        scope: home(),
         instance: InstanceId::parse(id).unwrap(),
     }
 }
 
+/// The function's accounts, reaching the emulator through the proxy with the router's SDK
+/// settings (two attempts per call).
+async fn accounts(world: &World) -> Arc<Accounts> {
+    let sdk = sdk_config_for(&world.proxy.endpoint())
+        .await
+        .into_builder()
+        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(2))
+        .build();
+    let accounts = Accounts::new(sdk, Served::Own, "interruption-router-spoke".into());
+    accounts.learn_home_account(&format!(
+        "arn:aws:lambda:{REGION}:{ACCOUNT}:function:interruption-router"
+    ));
+    Arc::new(accounts)
+}
+
+async fn resolver_with(world: &World, vars: &[(&str, &str)]) -> Resolver {
+    let config = Config::from_lookup(|k| {
+        vars.iter()
+            .find(|(name, _)| *name == k)
+            .map(|(_, v)| v.to_string())
+    })
+    .unwrap();
+    Resolver::new(accounts(world).await, config.tags, &config.cache)
+}
+
 async fn resolver(world: &World) -> Resolver {
+    resolver_with(world, &[]).await
+}
+
+fn forwarder(accounts: Arc<Accounts>) -> Forwarder {
     let config = Config::from_lookup(|_| None).unwrap();
-    let sdk = sdk_config_for(&world.proxy.endpoint()).await;
-    Resolver::new(aws_sdk_ec2::Client::new(&sdk), config.tags, &config.cache)
+    Forwarder::new(accounts, config.queue_names, None, &config.cache)
 }
 
 #[tokio::test]
@@ -120,24 +165,30 @@ async fn more_than_two_hundred_misses_are_looked_up_in_chunks() -> Result<()> {
 }
 
 #[tokio::test]
-async fn a_failed_lookup_is_an_error_for_its_keys_and_is_not_cached() -> Result<()> {
-    use e2e_tests::local::proxy::{Fault, FaultPlan};
+async fn a_lookup_failing_on_both_paths_is_an_error_for_its_keys_and_is_not_cached() -> Result<()> {
     let world = World::start().await?;
     let alpha = world.launch(&karpenter_tags("alpha")).await?;
     let resolver = resolver(&world).await;
     world.proxy.set_plan(FaultPlan::rate(
         1.0,
-        &["DescribeInstances"],
+        &["DescribeInstances", "GetResources"],
         &[Fault::InternalError],
         1,
     ));
     let resolution = resolver.resolve([key(&alpha)]).await;
     let error = resolution.owners[&key(&alpha)].clone().unwrap_err();
-    assert!(error.to_string().contains("InternalError"), "{error}");
+    assert!(matches!(*error, ResolveError::Failed(_)), "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains("DescribeInstances") && text.contains("GetResources"),
+        "both paths are named: {text}"
+    );
+    assert!(text.contains("InternalError"), "{text}");
+    let calls = world.proxy.calls();
     assert_eq!(
-        world.proxy.calls()["DescribeInstances"],
-        3,
-        "the SDK retried a 500 before giving up"
+        (calls["DescribeInstances"], calls["GetResources"]),
+        (2, 2),
+        "the SDK retried each 500 once before the next path was tried"
     );
 
     world.proxy.set_plan(FaultPlan::none());
@@ -154,17 +205,10 @@ async fn forwarder_batches_per_queue_and_reports_a_missing_queue_per_message() -
     let world = World::start().await?;
     let alpha = world.create_queue("karpenter-alpha").await?;
     let beta = world.create_queue("karpenter-beta").await?;
-    let config = Config::from_lookup(|_| None).unwrap();
-    let sdk = sdk_config_for(&world.proxy.endpoint()).await;
-    let forwarder = Forwarder::new(
-        aws_sdk_sqs::Client::new(&sdk),
-        config.queue_names,
-        None,
-        &config.cache,
-    );
+    let forwarder = forwarder(accounts(&world).await);
     let to = |cluster: &str, n: usize| Message {
         destination: Destination::Cluster {
-            scope: Scope::default(),
+            scope: home(),
             cluster: Arc::from(cluster),
         },
         body: format!("{{\"n\":{n}}}"),
@@ -210,17 +254,10 @@ async fn forwarder_batches_per_queue_and_reports_a_missing_queue_per_message() -
 async fn a_queue_deleted_after_its_url_was_cached_is_reported_missing() -> Result<()> {
     let world = World::start().await?;
     let alpha = world.create_queue("karpenter-alpha").await?;
-    let config = Config::from_lookup(|_| None).unwrap();
-    let sdk = sdk_config_for(&world.proxy.endpoint()).await;
-    let forwarder = Forwarder::new(
-        aws_sdk_sqs::Client::new(&sdk),
-        config.queue_names,
-        None,
-        &config.cache,
-    );
+    let forwarder = forwarder(accounts(&world).await);
     let message = Message {
         destination: Destination::Cluster {
-            scope: Scope::default(),
+            scope: home(),
             cluster: Arc::from("alpha"),
         },
         body: "{}".into(),
@@ -241,6 +278,118 @@ async fn a_queue_deleted_after_its_url_was_cached_is_reported_missing() -> Resul
     assert!(
         matches!(&result[0], Delivery::QueueMissing { .. }),
         "{result:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn when_describe_instances_fails_get_resources_answers_and_is_asked_first_for_a_while()
+-> Result<()> {
+    let world = World::start().await?;
+    let alpha = world.launch(&karpenter_tags("alpha")).await?;
+    let beta = world.launch(&karpenter_tags("beta")).await?;
+    let mng = world.launch(&managed_nodegroup_tags("alpha")).await?;
+    let resolver = resolver(&world).await;
+    world.proxy.set_plan(FaultPlan::rate(
+        1.0,
+        &["DescribeInstances"],
+        &[Fault::Throttled],
+        1,
+    ));
+    let resolution = resolver.resolve([key(&alpha), key(&mng)]).await;
+    assert_eq!(
+        resolution.owners[&key(&alpha)],
+        Ok(Owner::Cluster(Arc::from("alpha")))
+    );
+    assert_eq!(
+        resolution.owners[&key(&mng)],
+        Ok(Owner::NotOurs(IgnoreReason::UnmanagedInstance)),
+        "the Tagging API reads the same tags, through the same rules"
+    );
+    // One DescribeInstances operation (the SDK's own retry is a second attempt of it), then one
+    // GetResources.
+    assert_eq!(
+        (resolution.describe_calls, resolution.get_resources_calls),
+        (1, 1)
+    );
+
+    // EC2 just failed: the next lookup asks the Tagging API first and leaves EC2 alone.
+    let before = world.proxy.calls();
+    let resolution = resolver.resolve([key(&beta)]).await;
+    assert_eq!(
+        resolution.owners[&key(&beta)],
+        Ok(Owner::Cluster(Arc::from("beta")))
+    );
+    let after = world.proxy.calls();
+    assert_eq!(after["DescribeInstances"], before["DescribeInstances"]);
+    assert_eq!(after["GetResources"], before["GetResources"] + 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_instance_the_tagging_api_does_not_list_is_unknown_but_not_remembered() -> Result<()> {
+    let world = World::start().await?;
+    let untagged = world.launch(&[]).await?;
+    let resolver = resolver(&world).await;
+    world.proxy.set_plan(FaultPlan::rate(
+        1.0,
+        &["DescribeInstances"],
+        &[Fault::Unavailable],
+        1,
+    ));
+    let first = resolver.resolve([key(&untagged)]).await;
+    assert_eq!(
+        first.owners[&key(&untagged)],
+        Ok(Owner::NotOurs(IgnoreReason::UnknownInstance))
+    );
+    // Untagged or unknown, the Tagging API cannot tell: the answer is not cached, so EC2 is asked
+    // again once it answers.
+    world.proxy.set_plan(FaultPlan::none());
+    let second = resolver.resolve([key(&untagged)]).await;
+    assert_eq!((second.cache_hits, second.cache_misses), (0, 1));
+    assert_eq!(
+        second.owners[&key(&untagged)],
+        Ok(Owner::NotOurs(IgnoreReason::UnmanagedInstance))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn when_every_lookup_fails_an_expired_owner_is_still_served() -> Result<()> {
+    let world = World::start().await?;
+    let alpha = world.launch(&karpenter_tags("alpha")).await?;
+    let never_seen = world.launch(&karpenter_tags("beta")).await?;
+    let resolver = resolver_with(
+        &world,
+        &[
+            ("CACHE_TTL_SECONDS", "1"),
+            ("NEGATIVE_CACHE_TTL_SECONDS", "0"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        resolver.resolve([key(&alpha)]).await.owners[&key(&alpha)],
+        Ok(Owner::Cluster(Arc::from("alpha")))
+    );
+    // Let the positive entry expire (a wait, not a timing assertion).
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    world.proxy.set_plan(FaultPlan::rate(
+        1.0,
+        &["DescribeInstances", "GetResources"],
+        &[Fault::Unavailable],
+        1,
+    ));
+    let resolution = resolver.resolve([key(&alpha), key(&never_seen)]).await;
+    assert_eq!(resolution.cache_misses, 2, "the entry had expired");
+    assert_eq!(
+        resolution.owners[&key(&alpha)],
+        Ok(Owner::Cluster(Arc::from("alpha"))),
+        "an owner never changes: the stale answer is correct"
+    );
+    assert_eq!(resolution.stale_answers, 1);
+    assert!(
+        resolution.owners[&key(&never_seen)].is_err(),
+        "nothing known, nothing served"
     );
     Ok(())
 }

@@ -1,12 +1,18 @@
 //! An SQS event source mapping, played locally: Lambda's poller for the central ingest queue.
 //!
 //! Like the real one it gathers up to `batch_size` records or waits `batching_window` from the
-//! first one, invokes the function with an SQS event, deletes the records the function handled,
-//! and returns those it named in `batchItemFailures` (or the whole batch, if the invocation
-//! failed) to the queue for another try. The queue's own redrive policy moves a record to the
-//! dead-letter queue after `maxReceiveCount` receives, exactly as in AWS (moto implements
-//! redrive). Returned records are made visible at once rather than after the visibility timeout,
-//! so a local run does not wait minutes between tries.
+//! first one, invokes the function with an SQS event, and deletes the records the function
+//! handled. Records named in `batchItemFailures` (or the whole batch, if the invocation failed)
+//! are left alone, as Lambda's poller leaves them: they become visible again when the queue's
+//! visibility timeout runs out, or sooner if the function shortened it with
+//! ChangeMessageVisibility. Receives use the queue's own visibility timeout, and the records carry
+//! what Lambda's do: the real receipt handle, the system `attributes` (ApproximateReceiveCount,
+//! SentTimestamp, ApproximateFirstReceiveTimestamp) and `eventSourceARN`. The queue's redrive
+//! policy moves a record to the dead-letter queue after `maxReceiveCount` receives, as in AWS
+//! (moto implements visibility, receive counts and redrive).
+//!
+//! Lambda polls with several pollers at once, each invoking its own execution environment;
+//! [`EventSourceMapping::drain_with`] plays that with one poller per [`Function`] given.
 //!
 //! moto creates the stack's `AWS::Lambda::EventSourceMapping`, and on every message sent to the
 //! queue it receives a batch itself and tries to invoke the function in Docker; without Docker
@@ -16,6 +22,7 @@
 
 use std::{
     collections::HashMap,
+    sync::Mutex,
     time::{Duration, Instant},
 };
 
@@ -61,6 +68,8 @@ pub struct Drained {
     pub invocation_times: Vec<Duration>,
     /// When each record (by body) first arrived in the queue: its SentTimestamp, ms since epoch.
     pub arrivals: HashMap<String, u64>,
+    /// How many times each record (by body) was handed back.
+    pub handed_back: HashMap<String, u32>,
 }
 
 impl EventSourceMapping {
@@ -127,31 +136,67 @@ impl EventSourceMapping {
         stop: Stop,
         progress: impl Fn(u64),
     ) -> Result<Drained> {
-        let mut drained = Drained::default();
-        let mut last_arrival = Instant::now();
+        self.drain_with(sqs, &[function], stop, progress).await
+    }
+
+    /// Like [`drain`](Self::drain), with one poller per function, all at once: an invocation
+    /// that is still retrying does not hold the next batch back, as in Lambda.
+    pub async fn drain_with(
+        &self,
+        sqs: &aws_sdk_sqs::Client,
+        functions: &[&Function],
+        stop: Stop,
+        progress: impl Fn(u64),
+    ) -> Result<Drained> {
+        let shared = Shared {
+            drained: Mutex::default(),
+            last_arrival: Mutex::new(Instant::now()),
+        };
+        let pollers = functions
+            .iter()
+            .map(|function| self.poll(sqs, function, stop, &shared, &progress));
+        for result in futures_util::future::join_all(pollers).await {
+            result?;
+        }
+        Ok(shared.drained.into_inner().unwrap())
+    }
+
+    /// One poller: receive a batch, invoke, delete what was handled, until `stop`.
+    async fn poll(
+        &self,
+        sqs: &aws_sdk_sqs::Client,
+        function: &Function,
+        stop: Stop,
+        shared: &Shared,
+        progress: &impl Fn(u64),
+    ) -> Result<()> {
         loop {
-            if stop.handled.is_some_and(|n| drained.handled >= n) {
-                return Ok(drained);
+            let handled = shared.drained.lock().unwrap().handled;
+            if stop.handled.is_some_and(|n| handled >= n) {
+                return Ok(());
             }
             let batch = self.gather(sqs).await?;
             if batch.is_empty() {
-                if last_arrival.elapsed() >= stop.idle {
-                    return Ok(drained);
+                if shared.last_arrival.lock().unwrap().elapsed() >= stop.idle {
+                    return Ok(());
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }
-            last_arrival = Instant::now();
-            for m in &batch {
-                let sent = m
-                    .attributes()
-                    .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or_default();
-                drained
-                    .arrivals
-                    .entry(m.body().unwrap_or_default().to_owned())
-                    .or_insert(sent);
+            *shared.last_arrival.lock().unwrap() = Instant::now();
+            {
+                let mut drained = shared.drained.lock().unwrap();
+                for m in &batch {
+                    let sent = m
+                        .attributes()
+                        .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or_default();
+                    drained
+                        .arrivals
+                        .entry(m.body().unwrap_or_default().to_owned())
+                        .or_insert(sent);
+                }
             }
 
             let started = Instant::now();
@@ -161,9 +206,7 @@ impl EventSourceMapping {
                     self.function_timeout,
                 )
                 .await;
-            drained.invocation_times.push(started.elapsed());
-            drained.invocations += 1;
-            drained.records += batch.len() as u64;
+            let took = started.elapsed();
 
             let failed: Vec<String> = match &invocation {
                 Invocation::Response(_) => invocation
@@ -173,31 +216,41 @@ impl EventSourceMapping {
                     .iter()
                     .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
                     .collect(),
-                _ => {
-                    drained.failed_invocations += 1;
-                    batch
-                        .iter()
-                        .filter_map(|m| m.message_id().map(str::to_owned))
-                        .collect()
-                }
+                _ => batch
+                    .iter()
+                    .filter_map(|m| m.message_id().map(str::to_owned))
+                    .collect(),
             };
-            let (retry, done): (Vec<&Message>, Vec<&Message>) = batch.iter().partition(|m| {
-                m.message_id()
-                    .is_some_and(|id| failed.iter().any(|f| f == id))
-            });
+            // Handed-back records are left to their visibility timeout (or to the function's
+            // ChangeMessageVisibility), as Lambda's poller leaves them.
+            let done: Vec<&Message> = batch
+                .iter()
+                .filter(|m| {
+                    !m.message_id()
+                        .is_some_and(|id| failed.iter().any(|f| f == id))
+                })
+                .collect();
             self.delete(sqs, &done).await?;
-            for m in &retry {
-                if let Some(handle) = m.receipt_handle() {
-                    sqs.change_message_visibility()
-                        .queue_url(&self.queue_url)
-                        .receipt_handle(handle)
-                        .visibility_timeout(0)
-                        .send()
-                        .await?;
+            {
+                let mut drained = shared.drained.lock().unwrap();
+                drained.invocation_times.push(took);
+                drained.invocations += 1;
+                drained.records += batch.len() as u64;
+                if !matches!(invocation, Invocation::Response(_)) {
+                    drained.failed_invocations += 1;
                 }
+                drained.retried += (batch.len() - done.len()) as u64;
+                for m in batch.iter().filter(|m| {
+                    m.message_id()
+                        .is_some_and(|id| failed.iter().any(|f| f == id))
+                }) {
+                    *drained
+                        .handed_back
+                        .entry(m.body().unwrap_or_default().to_owned())
+                        .or_default() += 1;
+                }
+                drained.handled += done.len() as u64;
             }
-            drained.retried += retry.len() as u64;
-            drained.handled += done.len() as u64;
             progress(done.len() as u64);
         }
     }
@@ -215,7 +268,6 @@ impl EventSourceMapping {
                 .max_number_of_messages(want)
                 .message_system_attribute_names(MessageSystemAttributeName::All)
                 .message_attribute_names("All")
-                .visibility_timeout(self.function_timeout.as_secs().max(1) as i32 * 6)
                 .send()
                 .await
                 .context("ReceiveMessage from the ingest queue")?;
@@ -256,6 +308,12 @@ impl EventSourceMapping {
         }
         Ok(())
     }
+}
+
+/// What the pollers of one drain share.
+struct Shared {
+    drained: Mutex<Drained>,
+    last_arrival: Mutex<Instant>,
 }
 
 /// An SQS event as Lambda builds it from received messages.

@@ -272,3 +272,41 @@ fn cache_dir() -> PathBuf {
         .unwrap_or_else(std::env::temp_dir)
         .join("interruption-router")
 }
+
+/// An SDK configuration acting as `account` in `region` on the emulator at `endpoint`: the
+/// credentials AssumeRole returns for `arn:aws:iam::<account>:role/<role>` (moto isolates accounts
+/// by them, and enforces no trust policy, so the role need not exist).
+pub async fn sdk_config_as(
+    endpoint: &str,
+    account: &str,
+    region: &str,
+    role: &str,
+) -> Result<aws_config::SdkConfig> {
+    let base = sdk_config_for(endpoint).await;
+    let sts = aws_sdk_sts::Client::new(&base);
+    let out = sts
+        .assume_role()
+        .role_arn(format!("arn:aws:iam::{account}:role/{role}"))
+        .role_session_name("routerctl")
+        .send()
+        .await
+        .with_context(|| format!("AssumeRole into account {account} on the emulator"))?;
+    let c = out
+        .credentials()
+        .context("AssumeRole returned no credentials")?;
+    Ok(base
+        .to_builder()
+        .region(Some(aws_config::Region::new(region.to_owned())))
+        .credentials_provider(
+            aws_credential_types::provider::SharedCredentialsProvider::new(
+                aws_sdk_sqs::config::Credentials::new(
+                    c.access_key_id(),
+                    c.secret_access_key(),
+                    Some(c.session_token().to_owned()),
+                    None,
+                    "moto-assume-role",
+                ),
+            ),
+        )
+        .build())
+}

@@ -8,14 +8,17 @@
 //!   errors in each protocol's real error shape (EC2's XML query errors, SQS's JSON errors),
 //!   connection resets, slow responses that arrive after the SDK's attempt timeout (the work is
 //!   done upstream first, so the retry produces a real duplicate), and SendMessageBatch answers
-//!   that report some entries failed (those entries are withheld from the emulator, as SQS would).
+//!   that report some entries failed (those entries are withheld from the emulator, as SQS would);
+//! * plays outages: every call of an action fails for its next `n` calls, or for a window of time
+//!   (optionally only calls whose request names something, e.g. one cluster's queue or one
+//!   account's role).
 //!
 //! Decisions come from a seeded generator, so a scenario is repeatable.
 
 use std::{
     collections::BTreeMap,
     sync::{Arc, Mutex},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::Result;
@@ -60,6 +63,27 @@ pub struct FaultPlan {
     /// apply. Unlike a rate, this is certain to outlast the SDK's retries, so a scenario can
     /// count on records being handed back however the concurrent calls interleave.
     pub outages: BTreeMap<String, (u64, Fault)>,
+    /// Outages by time, measured from when the plan was set; checked before `outages`.
+    pub windows: Vec<Window>,
+}
+
+/// Calls of `action` fail with `fault` from `from` until `until` after the plan was set; with
+/// `matching`, only calls whose request (path, query or body) contains it.
+#[derive(Debug, Clone)]
+pub struct Window {
+    pub action: String,
+    pub matching: Option<String>,
+    pub from: Duration,
+    pub until: Duration,
+    pub fault: Fault,
+}
+
+impl Window {
+    fn applies(&self, action: &str, elapsed: Duration, request: &str) -> bool {
+        self.action == action
+            && (self.from..self.until).contains(&elapsed)
+            && self.matching.as_deref().is_none_or(|m| request.contains(m))
+    }
 }
 
 impl FaultPlan {
@@ -74,7 +98,43 @@ impl FaultPlan {
             faults: faults.to_vec(),
             seed,
             outages: BTreeMap::new(),
+            windows: Vec::new(),
         }
+    }
+
+    /// Every call of `action` fails with `fault` during `during` (from the moment the plan is set).
+    pub fn with_window(
+        mut self,
+        action: &str,
+        during: std::ops::Range<Duration>,
+        fault: Fault,
+    ) -> Self {
+        self.windows.push(Window {
+            action: action.to_owned(),
+            matching: None,
+            from: during.start,
+            until: during.end,
+            fault,
+        });
+        self
+    }
+
+    /// Like [`with_window`](Self::with_window), only for calls whose request contains `matching`.
+    pub fn with_window_matching(
+        mut self,
+        action: &str,
+        matching: &str,
+        during: std::ops::Range<Duration>,
+        fault: Fault,
+    ) -> Self {
+        self.windows.push(Window {
+            action: action.to_owned(),
+            matching: Some(matching.to_owned()),
+            from: during.start,
+            until: during.end,
+            fault,
+        });
+        self
     }
 
     /// The next `calls` calls of `action` fail with `fault` (an outage), then `rates` apply.
@@ -102,7 +162,14 @@ struct State {
     upstream: String,
     client: Client<HttpConnector, Full<Bytes>>,
     counters: Mutex<Counters>,
-    plan: Mutex<(FaultPlan, u64)>,
+    plan: Mutex<Plan>,
+}
+
+/// The plan in force, its generator state, and when it was set.
+struct Plan {
+    plan: FaultPlan,
+    rng: u64,
+    since: Instant,
 }
 
 pub struct AwsProxy {
@@ -117,7 +184,11 @@ impl AwsProxy {
             upstream: upstream.trim_end_matches('/').to_owned(),
             client: Client::builder(TokioExecutor::new()).build_http(),
             counters: Mutex::default(),
-            plan: Mutex::new((FaultPlan::none(), 1)),
+            plan: Mutex::new(Plan {
+                plan: FaultPlan::none(),
+                rng: 1,
+                since: Instant::now(),
+            }),
         });
         let handler_state = state.clone();
         let server = LoopbackServer::start(move |req| handle(handler_state.clone(), req)).await?;
@@ -130,8 +201,12 @@ impl AwsProxy {
     }
 
     pub fn set_plan(&self, plan: FaultPlan) {
-        let seed = plan.seed.max(1);
-        *self.state.plan.lock().unwrap() = (plan, seed);
+        let rng = plan.seed.max(1);
+        *self.state.plan.lock().unwrap() = Plan {
+            plan,
+            rng,
+            since: Instant::now(),
+        };
     }
 
     /// Calls seen per action (failed ones included).
@@ -172,12 +247,29 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Fu
         .map(|b| b.to_bytes())
         .unwrap_or_default();
     let json_protocol = parts.headers.contains_key("x-amz-target");
+    let service = service_of(&parts.headers);
     let action = action_of(&parts.headers, parts.uri.query(), &body);
 
     let fault = {
         let mut guard = state.plan.lock().unwrap();
-        let (plan, rng) = &mut *guard;
-        if let Some((left @ 1.., fault)) = plan.outages.get_mut(&action) {
+        let Plan { plan, rng, since } = &mut *guard;
+        let windowed = (!plan.windows.is_empty())
+            .then(|| {
+                let request = format!(
+                    "{} {}",
+                    parts.uri.path_and_query().map_or("", |p| p.as_str()),
+                    String::from_utf8_lossy(&body)
+                );
+                let elapsed = since.elapsed();
+                plan.windows
+                    .iter()
+                    .find(|w| w.applies(&action, elapsed, &request))
+                    .map(|w| w.fault)
+            })
+            .flatten();
+        if windowed.is_some() {
+            windowed
+        } else if let Some((left @ 1.., fault)) = plan.outages.get_mut(&action) {
             *left -= 1;
             Some(*fault)
         } else {
@@ -204,7 +296,13 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Fu
     }
 
     let error = |status: StatusCode, code: &str, message: &str| {
-        Ok(error_response(json_protocol, status, code, message))
+        Ok(error_response(
+            json_protocol,
+            &service,
+            status,
+            code,
+            message,
+        ))
     };
     match fault {
         Some(Fault::Unavailable) => {
@@ -242,9 +340,8 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Fu
     let mut withheld = Vec::new();
     let mut body = body;
     if fault == Some(Fault::PartialBatch) {
-        let mut rng = state.plan.lock().unwrap().1;
-        (body, withheld) = withhold_entries(&body, &mut rng);
-        state.plan.lock().unwrap().1 = rng;
+        let mut guard = state.plan.lock().unwrap();
+        (body, withheld) = withhold_entries(&body, &mut guard.rng);
     }
 
     let response = if withheld.is_empty() || has_entries(&body) {
@@ -326,8 +423,20 @@ fn action_of(headers: &hyper::HeaderMap, query: Option<&str>, body: &[u8]) -> St
     "other".to_owned()
 }
 
+/// The signing name of a request's service (`ec2`, `sts`, `sqs`, …), from its SigV4 scope.
+fn service_of(headers: &hyper::HeaderMap) -> String {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|auth| auth.split("Credential=").nth(1))
+        .and_then(|credential| credential.split('/').nth(3))
+        .unwrap_or_default()
+        .to_owned()
+}
+
 fn error_response(
     json_protocol: bool,
+    service: &str,
     status: StatusCode,
     code: &str,
     message: &str,
@@ -352,6 +461,20 @@ fn error_response(
                 json!({"__type": format!("com.amazonaws.sqs#{code}"), "message": message})
                     .to_string(),
             )))
+            .unwrap()
+    } else if service != "ec2" {
+        // The awsQuery shape (STS, …); EC2 has its own.
+        let kind = if status.is_server_error() {
+            "Receiver"
+        } else {
+            "Sender"
+        };
+        let xml = format!(
+            "<ErrorResponse><Error><Type>{kind}</Type><Code>{code}</Code><Message>{message}</Message></Error><RequestId>00000000-0000-0000-0000-000000000000</RequestId></ErrorResponse>"
+        );
+        builder
+            .header(header::CONTENT_TYPE, "text/xml")
+            .body(Full::new(Bytes::from(xml)))
             .unwrap()
     } else {
         let xml = format!(

@@ -1,0 +1,282 @@
+//! Outcome: how one record ended, and the rules that decide it from its deliveries.
+//!
+//! Each record ends in exactly one [`Outcome`]. Only [`Outcome::Failed`] records are handed back
+//! for another try; a permanent failure goes to the dead-letter queue with a
+//! [`DeadLetterReason`], and so does a transient one on the record's last receive.
+
+use std::fmt;
+
+use crate::{
+    event::IgnoreReason,
+    forward::{Delivery, Destination, Message},
+};
+
+/// How one record ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Delivered to every owning cluster's queue.
+    Forwarded,
+    /// Well formed, but nothing to deliver.
+    Ignored(IgnoreReason),
+    /// Failed permanently; the original payload is in the dead-letter queue with this reason.
+    DeadLettered(DeadLetterReason),
+    /// Not done; hand it back for a retry.
+    Failed(Failure),
+}
+
+impl Outcome {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Forwarded => "forwarded",
+            Outcome::Ignored(_) => "ignored",
+            Outcome::DeadLettered(_) => "dead-lettered",
+            Outcome::Failed(_) => "failed",
+        }
+    }
+}
+
+/// A transient failure: what was still failing when the record's retries ran out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub cause: Cause,
+    pub detail: String,
+}
+
+impl Failure {
+    pub fn new(cause: Cause, detail: impl Into<String>) -> Self {
+        Self {
+            cause,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.detail)
+    }
+}
+
+/// What kind of transient failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Cause {
+    /// Every lookup path failed for one of the record's instances.
+    Lookup,
+    /// A copy could not be sent (SQS failed, or GetQueueUrl did).
+    Send,
+    /// The record's account could not be reached (its spoke role could not be assumed).
+    AccountUnreachable,
+    /// The invocation's deadline came first.
+    Deadline,
+    /// Failed permanently, and the dead-letter queue did not confirm taking it (or there is none).
+    NotKept,
+}
+
+impl Cause {
+    /// The reason a record failing this way carries into the DLQ on its last receive.
+    pub fn dead_letter_reason(self) -> DeadLetterReason {
+        match self {
+            Cause::AccountUnreachable => DeadLetterReason::AccountUnreachable,
+            _ => DeadLetterReason::RetriesExhausted,
+        }
+    }
+}
+
+/// The `reason` attribute on a dead-lettered message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DeadLetterReason {
+    Malformed,
+    QueueMissing,
+    Rejected,
+    /// The event's account is not one the router serves (`SERVED_ACCOUNTS`).
+    AccountNotServed,
+    /// The event's account could not be reached on any try.
+    AccountUnreachable,
+    /// Still failing transiently on its last receive.
+    RetriesExhausted,
+}
+
+impl DeadLetterReason {
+    pub fn label(self) -> &'static str {
+        match self {
+            DeadLetterReason::Malformed => "malformed",
+            DeadLetterReason::QueueMissing => "queue-missing",
+            DeadLetterReason::Rejected => "rejected",
+            DeadLetterReason::AccountNotServed => "account-not-served",
+            DeadLetterReason::AccountUnreachable => "account-unreachable",
+            DeadLetterReason::RetriesExhausted => "retries-exhausted",
+        }
+    }
+}
+
+impl fmt::Display for DeadLetterReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// A permanent failure to dead-letter: reason, detail, clusters affected.
+pub type Permanent = (DeadLetterReason, String, String);
+
+/// The outcome of a record whose copies were planned (or that failed before), or the permanent
+/// failure to dead-letter. Transient beats permanent: a record is retried while anything might
+/// still help, and dead-lettered only once nothing can.
+pub fn forward_outcome(
+    messages: &[Message],
+    deliveries: &[Delivery],
+    unresolved: Option<&Failure>,
+    ignored: Option<IgnoreReason>,
+) -> Result<Outcome, Permanent> {
+    let mut permanent: Option<(DeadLetterReason, String)> = None;
+    let mut clusters = Vec::new();
+    for (message, delivery) in messages.iter().zip(deliveries) {
+        let cluster = match &message.destination {
+            Destination::Cluster { cluster, .. } => cluster.to_string(),
+            Destination::DeadLetter => String::new(),
+        };
+        match delivery {
+            Delivery::Sent => {}
+            Delivery::Failed { error } => {
+                return Ok(Outcome::Failed(Failure::new(
+                    Cause::Send,
+                    format!("sending to {cluster}: {error}"),
+                )));
+            }
+            Delivery::Unreachable(e) => {
+                return Ok(Outcome::Failed(Failure::new(
+                    Cause::AccountUnreachable,
+                    e.to_string(),
+                )));
+            }
+            Delivery::Unfinished => {
+                return Ok(Outcome::Failed(Failure::new(
+                    Cause::Deadline,
+                    format!("deadline reached before sending to {cluster}"),
+                )));
+            }
+            Delivery::QueueMissing { queue } => {
+                permanent.get_or_insert((
+                    DeadLetterReason::QueueMissing,
+                    format!("queue {queue} of cluster {cluster} does not exist"),
+                ));
+                clusters.push(cluster);
+            }
+            Delivery::Rejected { code, message } => {
+                permanent.get_or_insert((
+                    DeadLetterReason::Rejected,
+                    format!("SQS refused the message for {cluster}: {code}: {message}"),
+                ));
+                clusters.push(cluster);
+            }
+        }
+    }
+    // A lookup failure is transient: retry the record, even if its other clusters got their copy.
+    if let Some(failure) = unresolved {
+        return Ok(Outcome::Failed(failure.clone()));
+    }
+    match permanent {
+        Some((reason, detail)) => Err((reason, detail, clusters.join(","))),
+        None if messages.is_empty() => Ok(Outcome::Ignored(
+            ignored.unwrap_or(IgnoreReason::UnknownInstance),
+        )),
+        None => Ok(Outcome::Forwarded),
+    }
+}
+
+/// The outcome of a record whose original was sent to the dead-letter queue.
+pub fn dead_letter_outcome(delivery: &Delivery, reason: DeadLetterReason) -> Outcome {
+    match delivery {
+        Delivery::Sent => Outcome::DeadLettered(reason),
+        other => Outcome::Failed(Failure::new(
+            Cause::NotKept,
+            format!("{reason}, and the dead-letter queue did not take it: {other:?}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn a_record_is_forwarded_only_when_every_copy_was_sent() {
+        let m = |c: &str| Message {
+            destination: Destination::Cluster {
+                scope: Default::default(),
+                cluster: Arc::from(c),
+            },
+            body: "{}".into(),
+            attributes: vec![],
+        };
+        let two = [m("a"), m("b")];
+        assert_eq!(
+            forward_outcome(&two, &[Delivery::Sent, Delivery::Sent], None, None),
+            Ok(Outcome::Forwarded)
+        );
+        assert!(matches!(
+            forward_outcome(&two, &[Delivery::Sent, Delivery::Unfinished], None, None),
+            Ok(Outcome::Failed(Failure {
+                cause: Cause::Deadline,
+                ..
+            }))
+        ));
+        let throttled = Failure::new(Cause::Lookup, "throttled");
+        assert_eq!(
+            forward_outcome(
+                &two,
+                &[Delivery::Sent, Delivery::Sent],
+                Some(&throttled),
+                None
+            ),
+            Ok(Outcome::Failed(throttled))
+        );
+        let missing = Delivery::QueueMissing {
+            queue: "karpenter-b".into(),
+        };
+        match forward_outcome(&two, &[Delivery::Sent, missing.clone()], None, None) {
+            Err((DeadLetterReason::QueueMissing, detail, clusters)) => {
+                assert!(detail.contains("karpenter-b"), "{detail}");
+                assert_eq!(clusters, "b");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Transient beats permanent: retry first, dead-letter only once nothing else can help.
+        assert!(matches!(
+            forward_outcome(
+                &two,
+                &[
+                    Delivery::Failed {
+                        error: "503".into()
+                    },
+                    missing
+                ],
+                None,
+                None
+            ),
+            Ok(Outcome::Failed(Failure {
+                cause: Cause::Send,
+                ..
+            }))
+        ));
+        assert_eq!(
+            forward_outcome(&[], &[], None, Some(IgnoreReason::UnmanagedInstance)),
+            Ok(Outcome::Ignored(IgnoreReason::UnmanagedInstance))
+        );
+    }
+
+    #[test]
+    fn an_unreachable_account_is_its_own_reason_on_the_last_receive() {
+        assert_eq!(
+            Cause::AccountUnreachable.dead_letter_reason(),
+            DeadLetterReason::AccountUnreachable
+        );
+        for cause in [Cause::Lookup, Cause::Send, Cause::Deadline, Cause::NotKept] {
+            assert_eq!(
+                cause.dead_letter_reason(),
+                DeadLetterReason::RetriesExhausted
+            );
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! Report: the log line and the metrics of each delivery and of each record's outcome.
+//!
+//! One `forwarded` line per copy that reached a cluster (with its account, region, and how old
+//! the event was), and one line per record that was ignored, dead-lettered or handed back.
+
+use crate::{
+    event::{self, Interruption, Scope},
+    metrics::{InvocationMetrics, LATE_AFTER_MS},
+};
+
+use super::{
+    Record,
+    outcome::{Cause, DeadLetterReason, Outcome},
+};
+
+/// A copy reached `cluster`'s queue at `now` (ms since the epoch).
+pub(super) fn forwarded(
+    interruption: &Interruption,
+    scope: &Scope,
+    cluster: &str,
+    label: &str,
+    now: i64,
+    metrics: &mut InvocationMetrics,
+) {
+    *metrics.forwarded.entry(label.to_owned()).or_default() += 1;
+    let age_ms = interruption
+        .time
+        .as_deref()
+        .and_then(event::rfc3339_unix_millis)
+        .map(|t| (now - t).max(0) as u64);
+    if let Some(age) = age_ms {
+        metrics.forward_ages_ms.push(age);
+        if age > LATE_AFTER_MS {
+            metrics.late_forwards += 1;
+        }
+    }
+    tracing::info!(
+        event_id = interruption.id.as_deref().unwrap_or_default(),
+        kind = %interruption.kind,
+        instances = %join(&interruption.instances),
+        account = scope.account.as_deref().unwrap_or_default(),
+        region = scope.region.as_deref().unwrap_or_default(),
+        cluster = %cluster,
+        age_ms,
+        outcome = "forwarded",
+        "forwarded"
+    );
+}
+
+/// Logs and counts a record's outcome (forwarded records were logged per copy already).
+pub(super) fn record_outcome(
+    record: &Record<'_>,
+    interruption: Option<&Interruption>,
+    outcome: &Outcome,
+    metrics: &mut InvocationMetrics,
+) {
+    let (event_id, kind, instances, account) = match interruption {
+        Some(i) => (
+            i.id.as_deref().unwrap_or_default(),
+            i.kind.label(),
+            join(&i.instances),
+            i.scope.account.as_deref().unwrap_or_default(),
+        ),
+        None => ("", "", String::new(), ""),
+    };
+    let receive_count = record.origin.map(|o| o.receive_count);
+    match outcome {
+        Outcome::Forwarded => {}
+        Outcome::Ignored(reason) => {
+            *metrics.ignored.entry(reason.label()).or_default() += 1;
+            tracing::info!(record = record.id, event_id, kind, instances, account, outcome = "ignored", reason = %reason, "ignored");
+        }
+        Outcome::DeadLettered(reason) => {
+            *metrics.dead_lettered.entry(reason.label()).or_default() += 1;
+            if *reason == DeadLetterReason::AccountUnreachable {
+                metrics.account_unreachable += 1;
+            }
+            tracing::warn!(record = record.id, event_id, kind, instances, account, outcome = "dead-lettered", reason = %reason, "dead-lettered");
+        }
+        Outcome::Failed(failure) => {
+            metrics.failed += 1;
+            if failure.cause == Cause::AccountUnreachable {
+                metrics.account_unreachable += 1;
+            }
+            tracing::warn!(record = record.id, event_id, kind, instances, account, receive_count, outcome = "failed", error = %failure, "failed, will be retried");
+        }
+    }
+}
+
+pub(super) fn join(ids: &[event::InstanceId]) -> String {
+    ids.iter()
+        .map(event::InstanceId::as_str)
+        .collect::<Vec<_>>()
+        .join(",")
+}

@@ -1,0 +1,707 @@
+//! Route: one batch of records, from classification to the last hand-back.
+//!
+//! [`Router::route`] is a list of steps:
+//!
+//! 1. [`admit`](Router::admit): classify each record and check its account is served;
+//! 2. [`deliver`](Router::deliver): resolve owners and send copies, retrying what fails;
+//! 3. [`settle`]: decide each record from its deliveries;
+//! 4. [`keep`](Router::keep): dead-letter permanent failures, and transient ones on their
+//!    last receive, with a reason;
+//! 5. [`hand_back`](Router::hand_back): shorten the visibility of the records handed back.
+//!
+//! Step 2 is an event loop in which every lookup chunk and every send wave is a job of its own:
+//! a record whose instances are known is sent as soon as they are, whatever else is still being
+//! looked up or retried, and each failed job is retried on its own backoff while the [`Budget`]
+//! allows. So records that succeed are never held back by ones that fail.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
+
+use futures_util::{StreamExt, future::BoxFuture, stream::FuturesUnordered};
+use tokio::time::Instant;
+
+use super::{
+    Record, Router,
+    outcome::{Cause, DeadLetterReason, Failure, Outcome, dead_letter_outcome, forward_outcome},
+    report,
+};
+use crate::{
+    event::{self, Classified, IgnoreReason, InstanceId, Interruption, Kind},
+    forward::{Delivery, Destination, ForwardStats, Message},
+    metrics::InvocationMetrics,
+    redeliver::{HandBack, HandBackStats},
+    resolve::{InstanceKey, LookupStats, Owner, ResolveError, Resolver},
+    retry,
+};
+
+/// How long an SQS batch retries inside its invocation before handing records back: about four
+/// backoff steps, enough to ride out a brownout. Past that, a record handed back with a short
+/// visibility returns as soon as another retry here would, and the invocation ends, so its
+/// execution environment takes the next batch instead of idling on one failing destination.
+pub const BATCH_RETRY_WINDOW: Duration = Duration::from_secs(4);
+/// Longest time kept back from delivering for the dead-letter and hand-back steps.
+const MAX_RESERVE: Duration = Duration::from_secs(2);
+/// Longest `detail` attribute put on a dead-lettered message.
+const MAX_DETAIL: usize = 1024;
+
+/// How the records came, which decides how long retrying inside the invocation is worth it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// An SQS batch: a record handed back returns in seconds ([`crate::redeliver`]).
+    Batch,
+    /// A direct invocation: a failure waits for Lambda's async retry, a minute or more later,
+    /// so the whole invocation is spent retrying first.
+    Direct,
+}
+
+/// When each step of an invocation must be done.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// No retry is scheduled to start after this.
+    pub retry_until: Instant,
+    /// No lookup or send runs past this; what is left is for the dead-letter queue and hand-backs.
+    pub deliver_until: Instant,
+    /// Everything is done by this.
+    pub finish_by: Instant,
+}
+
+impl Budget {
+    /// The budget of an invocation that must answer by `finish_by`.
+    pub fn new(finish_by: Instant, mode: Mode) -> Self {
+        let now = Instant::now();
+        let reserve = (finish_by.saturating_duration_since(now) / 5).min(MAX_RESERVE);
+        let deliver_until = finish_by - reserve;
+        let retry_until = match mode {
+            Mode::Batch => deliver_until.min(now + BATCH_RETRY_WINDOW),
+            Mode::Direct => deliver_until,
+        };
+        Self {
+            retry_until,
+            deliver_until,
+            finish_by,
+        }
+    }
+
+    /// The wait before retry number `attempt` of a job, if the retry would still start in time.
+    fn retry_delay(&self, attempt: u32) -> Option<Duration> {
+        let delay = retry::backoff(attempt, retry::jitter());
+        (Instant::now() + delay < self.retry_until).then_some(delay)
+    }
+}
+
+/// One record on its way.
+pub(super) struct Entry<'r> {
+    pub record: &'r Record<'r>,
+    /// What it asks to deliver, when it is an interruption.
+    pub interruption: Option<Interruption>,
+    pub state: State,
+}
+
+pub(super) enum State {
+    Decided(Outcome),
+    DeadLetter(DeadLetter),
+    Routing(Routing),
+}
+
+/// A record bound for the dead-letter queue.
+pub(super) struct DeadLetter {
+    pub reason: DeadLetterReason,
+    pub detail: String,
+    /// The clusters that could not take it, when that is why.
+    pub clusters: Option<String>,
+}
+
+/// A record being delivered: the owners found so far, then one copy per owning cluster.
+#[derive(Default)]
+pub(super) struct Routing {
+    owners: HashMap<InstanceId, Owner>,
+    /// The last failure of a lookup this record still waits for.
+    unresolved: Option<Failure>,
+    planned: bool,
+    copies: Vec<Message>,
+    deliveries: Vec<Delivery>,
+}
+
+/// A job of the delivery loop, finished.
+enum Done {
+    Looked {
+        answers: Vec<(InstanceKey, Result<Owner, Arc<ResolveError>>)>,
+        attempt: u32,
+    },
+    Sent {
+        copies: Vec<(usize, usize)>,
+        deliveries: Vec<Delivery>,
+        attempt: u32,
+    },
+}
+
+impl Router {
+    /// Routes a set of records and returns one outcome per record, in order.
+    pub async fn route(
+        &self,
+        records: &[Record<'_>],
+        budget: Budget,
+        metrics: &mut InvocationMetrics,
+    ) -> Vec<Outcome> {
+        metrics.received += records.len() as u64;
+        let mut entries = self.admit(records);
+        self.deliver(&mut entries, &budget, metrics).await;
+        settle(&mut entries);
+        self.keep(&mut entries, &budget, metrics).await;
+        self.hand_back(&mut entries, &budget, metrics).await;
+        entries
+            .into_iter()
+            .map(|entry| {
+                let State::Decided(outcome) = entry.state else {
+                    unreachable!("keep decides every record");
+                };
+                report::record_outcome(
+                    entry.record,
+                    entry.interruption.as_ref(),
+                    &outcome,
+                    metrics,
+                );
+                outcome
+            })
+            .collect()
+    }
+
+    /// Step 1: what each record is, and whether its account is served. An event's missing
+    /// account and region are the function's own.
+    fn admit<'r>(&self, records: &'r [Record<'r>]) -> Vec<Entry<'r>> {
+        records
+            .iter()
+            .map(|record| {
+                let (interruption, state) = match event::classify(record.body) {
+                    Err(malformed) => (
+                        None,
+                        State::DeadLetter(DeadLetter {
+                            reason: DeadLetterReason::Malformed,
+                            detail: malformed.0,
+                            clusters: None,
+                        }),
+                    ),
+                    Ok(Classified::Ignore { reason, .. }) => {
+                        (None, State::Decided(Outcome::Ignored(reason)))
+                    }
+                    Ok(Classified::Route(mut interruption)) => {
+                        interruption.scope = self.accounts.complete(&interruption.scope);
+                        let state = match self.accounts.admit(&interruption.scope) {
+                            Ok(()) => State::Routing(Routing::default()),
+                            Err(refused) => State::DeadLetter(DeadLetter {
+                                reason: DeadLetterReason::AccountNotServed,
+                                detail: refused.to_string(),
+                                clusters: None,
+                            }),
+                        };
+                        (Some(interruption), state)
+                    }
+                };
+                Entry {
+                    record,
+                    interruption,
+                    state,
+                }
+            })
+            .collect()
+    }
+
+    /// Step 2: owners from the cache at once, lookups for the rest (one job per chunk), and a
+    /// send wave each time records become fully resolved. Failed jobs are retried with backoff
+    /// while the budget allows; whatever is unfinished at `deliver_until` is left as it is.
+    async fn deliver(
+        &self,
+        entries: &mut [Entry<'_>],
+        budget: &Budget,
+        metrics: &mut InvocationMetrics,
+    ) {
+        let waiting = keys_by_record(entries);
+        if waiting.is_empty() {
+            return;
+        }
+        let lookups = LookupStats::default();
+        let sends = ForwardStats::default();
+        let (hits, misses) = self.resolver.cached(waiting.keys().cloned()).await;
+        metrics.cache_hits += hits.len() as u64;
+        metrics.cache_misses += misses.len() as u64;
+        answer(entries, &waiting, hits.into_iter().map(|(k, o)| (k, Ok(o))));
+
+        let mut jobs: FuturesUnordered<BoxFuture<'_, Done>> = FuturesUnordered::new();
+        for chunk in Resolver::chunk(misses) {
+            jobs.push(self.look_up(chunk, 0, Duration::ZERO, &lookups));
+        }
+        if let Some(job) = self.send_ready(entries, budget, &sends) {
+            jobs.push(job);
+        }
+        while let Ok(Some(done)) = tokio::time::timeout_at(budget.deliver_until, jobs.next()).await
+        {
+            match done {
+                Done::Looked { answers, attempt } => {
+                    let failed = answer(entries, &waiting, answers);
+                    if !failed.is_empty()
+                        && let Some(delay) = budget.retry_delay(attempt + 1)
+                    {
+                        for chunk in Resolver::chunk(failed) {
+                            metrics.retries += 1;
+                            jobs.push(self.look_up(chunk, attempt + 1, delay, &lookups));
+                        }
+                    }
+                    if let Some(job) = self.send_ready(entries, budget, &sends) {
+                        jobs.push(job);
+                    }
+                }
+                Done::Sent {
+                    copies,
+                    deliveries,
+                    attempt,
+                } => {
+                    let retry = self.record_deliveries(entries, copies, deliveries, metrics);
+                    if !retry.is_empty()
+                        && let Some(delay) = budget.retry_delay(attempt + 1)
+                    {
+                        metrics.retries += 1;
+                        jobs.push(self.send(entries, retry, attempt + 1, delay, budget, &sends));
+                    }
+                }
+            }
+        }
+        // Jobs still running at the deadline are abandoned with their records unfinished.
+        drop(jobs);
+        metrics.describe_instances_calls += lookups.calls.describe_instances.into_inner();
+        metrics.get_resources_calls += lookups.calls.get_resources.into_inner();
+        metrics.stale_answers += lookups.stale_answers.into_inner();
+        metrics.send_message_batch_calls += sends.send_message_batch_calls.into_inner();
+        metrics.get_queue_url_calls += sends.get_queue_url_calls.into_inner();
+    }
+
+    /// A lookup job: one chunk of keys of one scope, after `delay`.
+    fn look_up<'a>(
+        &'a self,
+        chunk: Vec<InstanceKey>,
+        attempt: u32,
+        delay: Duration,
+        stats: &'a LookupStats,
+    ) -> BoxFuture<'a, Done> {
+        Box::pin(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let answers = self.resolver.look_up(&chunk, stats).await;
+            Done::Looked { answers, attempt }
+        })
+    }
+
+    /// A send job for the records that just became fully resolved, if any.
+    fn send_ready<'a>(
+        &'a self,
+        entries: &mut [Entry<'_>],
+        budget: &Budget,
+        stats: &'a ForwardStats,
+    ) -> Option<BoxFuture<'a, Done>> {
+        let mut wave = Vec::new();
+        for (r, entry) in entries.iter_mut().enumerate() {
+            let (State::Routing(routing), Some(interruption)) =
+                (&mut entry.state, entry.interruption.as_ref())
+            else {
+                continue;
+            };
+            if routing.planned
+                || !interruption
+                    .instances
+                    .iter()
+                    .all(|id| routing.owners.contains_key(id))
+            {
+                continue;
+            }
+            match plan_copies(interruption, entry.record.body, routing) {
+                Ok(()) => wave.extend((0..routing.copies.len()).map(|c| (r, c))),
+                // classify accepted this body, so this cannot happen; refuse rather than leak.
+                Err(malformed) => {
+                    entry.state = State::DeadLetter(DeadLetter {
+                        reason: DeadLetterReason::Malformed,
+                        detail: malformed.0,
+                        clusters: None,
+                    })
+                }
+            }
+        }
+        (!wave.is_empty()).then(|| self.send(entries, wave, 0, Duration::ZERO, budget, stats))
+    }
+
+    /// A send job: these copies, after `delay`, all batched together.
+    fn send<'a>(
+        &'a self,
+        entries: &[Entry<'_>],
+        copies: Vec<(usize, usize)>,
+        attempt: u32,
+        delay: Duration,
+        budget: &Budget,
+        stats: &'a ForwardStats,
+    ) -> BoxFuture<'a, Done> {
+        let messages: Vec<Message> = copies
+            .iter()
+            .map(|&(r, c)| match &entries[r].state {
+                State::Routing(routing) => routing.copies[c].clone(),
+                _ => unreachable!("only routing records have copies"),
+            })
+            .collect();
+        let deadline = budget.deliver_until;
+        Box::pin(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let deliveries = self.forwarder.deliver(&messages, deadline, stats).await;
+            Done::Sent {
+                copies,
+                deliveries,
+                attempt,
+            }
+        })
+    }
+
+    /// Stores a wave's deliveries, logs each copy that arrived, and returns the copies worth
+    /// sending again.
+    fn record_deliveries(
+        &self,
+        entries: &mut [Entry<'_>],
+        copies: Vec<(usize, usize)>,
+        deliveries: Vec<Delivery>,
+        metrics: &mut InvocationMetrics,
+    ) -> Vec<(usize, usize)> {
+        let now = unix_millis(SystemTime::now());
+        let mut retry = Vec::new();
+        for ((r, c), delivery) in copies.into_iter().zip(deliveries) {
+            let entry = &mut entries[r];
+            let State::Routing(routing) = &mut entry.state else {
+                continue;
+            };
+            if delivery == Delivery::Sent
+                && let (Some(interruption), Destination::Cluster { scope, cluster }) =
+                    (&entry.interruption, &routing.copies[c].destination)
+            {
+                let label = self.cluster_label(scope, cluster);
+                report::forwarded(interruption, scope, cluster, &label, now, metrics);
+            }
+            if matches!(delivery, Delivery::Failed { .. } | Delivery::Unreachable(_)) {
+                retry.push((r, c));
+            }
+            routing.deliveries[c] = delivery;
+        }
+        retry
+    }
+
+    /// How a cluster is named in metrics: by name in the function's own account and region,
+    /// `<account>.<region>.<name>` elsewhere (a name can repeat across accounts).
+    fn cluster_label(&self, scope: &event::Scope, cluster: &str) -> String {
+        let home_account = self.accounts.home_account();
+        let home = scope.region.as_deref() == Some(self.accounts.home_region())
+            && (home_account.is_none() || scope.account.as_deref() == home_account);
+        if home {
+            cluster.to_owned()
+        } else {
+            format!(
+                "{}.{}.{cluster}",
+                scope.account.as_deref().unwrap_or("-"),
+                scope.region.as_deref().unwrap_or("-")
+            )
+        }
+    }
+
+    /// Step 4: the dead-letter queue takes what failed for good, with a reason, and what is still
+    /// failing on its last receive (SQS would otherwise move it there without one).
+    async fn keep(
+        &self,
+        entries: &mut [Entry<'_>],
+        budget: &Budget,
+        metrics: &mut InvocationMetrics,
+    ) {
+        if !self.forwarder.has_dead_letter_queue() {
+            for entry in entries.iter_mut() {
+                if let State::DeadLetter(d) = &entry.state {
+                    let detail = format!(
+                        "{}: {} (no DEAD_LETTER_QUEUE_URL to keep it)",
+                        d.reason, d.detail
+                    );
+                    entry.state =
+                        State::Decided(Outcome::Failed(Failure::new(Cause::NotKept, detail)));
+                }
+            }
+            return;
+        }
+        self.dead_letter_last_receives(entries).await;
+        let mut messages = Vec::new();
+        let mut owners = Vec::new();
+        for (r, entry) in entries.iter().enumerate() {
+            if let State::DeadLetter(d) = &entry.state {
+                owners.push((r, d.reason));
+                messages.push(dead_letter_message(entry.record, d));
+            }
+        }
+        if messages.is_empty() {
+            return;
+        }
+        let stats = ForwardStats::default();
+        let deliveries = self
+            .forwarder
+            .deliver(&messages, budget.finish_by, &stats)
+            .await;
+        metrics.send_message_batch_calls += stats.send_message_batch_calls.into_inner();
+        for ((r, reason), delivery) in owners.into_iter().zip(&deliveries) {
+            entries[r].state = State::Decided(dead_letter_outcome(delivery, reason));
+        }
+    }
+
+    /// Failed SQS records on their last receive become dead letters, with their failure's reason.
+    async fn dead_letter_last_receives(&self, entries: &mut [Entry<'_>]) {
+        for entry in entries.iter_mut() {
+            let (State::Decided(Outcome::Failed(failure)), Some(origin)) =
+                (&entry.state, entry.record.origin)
+            else {
+                continue;
+            };
+            if failure.cause == Cause::NotKept {
+                continue;
+            }
+            let Some(max) = self.redeliver.max_receive_count(origin.queue_arn).await else {
+                continue;
+            };
+            if origin.receive_count >= max {
+                entry.state = State::DeadLetter(DeadLetter {
+                    reason: failure.cause.dead_letter_reason(),
+                    detail: format!(
+                        "still failing on receive {} of {max}: {failure}",
+                        origin.receive_count
+                    ),
+                    clusters: None,
+                });
+            }
+        }
+    }
+
+    /// Step 5: records handed back to the ingest queue come back after a short, growing delay
+    /// instead of the queue's visibility timeout.
+    async fn hand_back(
+        &self,
+        entries: &mut [Entry<'_>],
+        budget: &Budget,
+        metrics: &mut InvocationMetrics,
+    ) {
+        let records: Vec<HandBack<'_>> = entries
+            .iter()
+            .filter(|e| matches!(e.state, State::Decided(Outcome::Failed(_))))
+            .filter_map(|e| e.record.origin)
+            .map(|origin| HandBack {
+                origin,
+                delay: retry::redelivery_delay(origin.receive_count, retry::jitter()),
+            })
+            .collect();
+        if records.is_empty() {
+            return;
+        }
+        let mut stats = HandBackStats::default();
+        let handing = self.redeliver.hand_back(&records, &mut stats);
+        if tokio::time::timeout_at(budget.finish_by, handing)
+            .await
+            .is_err()
+        {
+            stats.failed = records.len() as u64 - stats.changed;
+        }
+        metrics.change_visibility_calls += stats.calls;
+        metrics.redelivery_delays_set += stats.changed;
+        metrics.redelivery_delays_failed += stats.failed;
+    }
+}
+
+/// Every instance key of the records being routed, with the records that need it.
+fn keys_by_record(entries: &[Entry<'_>]) -> HashMap<InstanceKey, Vec<usize>> {
+    let mut waiting: HashMap<InstanceKey, Vec<usize>> = HashMap::new();
+    for (r, entry) in entries.iter().enumerate() {
+        let (State::Routing(_), Some(interruption)) = (&entry.state, &entry.interruption) else {
+            continue;
+        };
+        for id in &interruption.instances {
+            let key = InstanceKey {
+                scope: interruption.scope.clone(),
+                instance: id.clone(),
+            };
+            let records = waiting.entry(key).or_default();
+            if records.last() != Some(&r) {
+                records.push(r);
+            }
+        }
+    }
+    waiting
+}
+
+/// Gives each waiting record the owners found; returns the keys whose lookup failed.
+fn answer(
+    entries: &mut [Entry<'_>],
+    waiting: &HashMap<InstanceKey, Vec<usize>>,
+    answers: impl IntoIterator<Item = (InstanceKey, Result<Owner, Arc<ResolveError>>)>,
+) -> Vec<InstanceKey> {
+    let mut failed = Vec::new();
+    for (key, result) in answers {
+        let Some(records) = waiting.get(&key) else {
+            continue;
+        };
+        for &r in records {
+            let State::Routing(routing) = &mut entries[r].state else {
+                continue;
+            };
+            match &result {
+                Ok(owner) => {
+                    routing.owners.insert(key.instance.clone(), owner.clone());
+                }
+                Err(error) => {
+                    let cause = match **error {
+                        ResolveError::Unreachable(_) => Cause::AccountUnreachable,
+                        ResolveError::Failed(_) => Cause::Lookup,
+                    };
+                    routing.unresolved = Some(Failure::new(cause, error.to_string()));
+                }
+            }
+        }
+        if result.is_err() {
+            failed.push(key);
+        }
+    }
+    failed
+}
+
+/// One copy per owning cluster: the original body, or for a Health event the copy naming only
+/// that cluster's instances.
+fn plan_copies(
+    interruption: &Interruption,
+    body: &str,
+    routing: &mut Routing,
+) -> Result<(), event::Malformed> {
+    routing.planned = true;
+    routing.unresolved = None;
+    let mut by_cluster: BTreeMap<Arc<str>, Vec<InstanceId>> = BTreeMap::new();
+    for id in &interruption.instances {
+        if let Some(Owner::Cluster(cluster)) = routing.owners.get(id) {
+            by_cluster
+                .entry(cluster.clone())
+                .or_default()
+                .push(id.clone());
+        }
+    }
+    for (cluster, ids) in by_cluster {
+        let body = match interruption.kind {
+            Kind::ScheduledChange => event::health_body_for(body, &ids)?,
+            _ => body.to_owned(),
+        };
+        routing.copies.push(Message {
+            destination: Destination::Cluster {
+                scope: interruption.scope.clone(),
+                cluster,
+            },
+            body,
+            attributes: Vec::new(),
+        });
+    }
+    routing.deliveries = vec![Delivery::Unfinished; routing.copies.len()];
+    Ok(())
+}
+
+/// Step 3: each routed record's outcome from its deliveries, or its permanent failure.
+fn settle(entries: &mut [Entry<'_>]) {
+    for entry in entries.iter_mut() {
+        let State::Routing(routing) = &entry.state else {
+            continue;
+        };
+        let unresolved = (!routing.planned).then(|| {
+            routing.unresolved.clone().unwrap_or_else(|| {
+                Failure::new(
+                    Cause::Deadline,
+                    "deadline reached before the instance lookup finished",
+                )
+            })
+        });
+        let ignored = routing.owners.values().find_map(|o| match o {
+            Owner::NotOurs(reason) => Some(*reason),
+            Owner::Cluster(_) => None,
+        });
+        entry.state = match forward_outcome(
+            &routing.copies,
+            &routing.deliveries,
+            unresolved.as_ref(),
+            ignored.or(Some(IgnoreReason::UnknownInstance)),
+        ) {
+            Ok(outcome) => State::Decided(outcome),
+            Err((reason, detail, clusters)) => State::DeadLetter(DeadLetter {
+                reason,
+                detail,
+                clusters: Some(clusters),
+            }),
+        };
+    }
+}
+
+/// The original payload, bound for the dead-letter queue with its reason.
+fn dead_letter_message(record: &Record<'_>, d: &DeadLetter) -> Message {
+    let mut attributes = vec![
+        ("reason", d.reason.label().to_owned()),
+        ("detail", truncate(&d.detail, MAX_DETAIL).to_owned()),
+    ];
+    if let Some(clusters) = &d.clusters {
+        attributes.push(("clusters", clusters.clone()));
+    }
+    Message {
+        destination: Destination::DeadLetter,
+        body: record.body.to_owned(),
+        attributes,
+    }
+}
+
+pub(super) fn unix_millis(t: SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        assert_eq!(truncate("héllo", 2), "h");
+        assert_eq!(truncate("héllo", 3), "hé");
+        assert_eq!(truncate("abc", 10), "abc");
+    }
+
+    #[test]
+    fn a_batch_retries_for_its_window_a_direct_invocation_until_its_reserve() {
+        let finish_by = Instant::now() + Duration::from_secs(29);
+        let batch = Budget::new(finish_by, Mode::Batch);
+        let direct = Budget::new(finish_by, Mode::Direct);
+        assert_eq!(batch.deliver_until, finish_by - MAX_RESERVE);
+        assert_eq!(direct.retry_until, direct.deliver_until);
+        let window = batch.retry_until.saturating_duration_since(Instant::now());
+        assert!(
+            window <= BATCH_RETRY_WINDOW && window > BATCH_RETRY_WINDOW - Duration::from_secs(1),
+            "{window:?}"
+        );
+        // A short invocation keeps a fifth back, and retries only within what is left.
+        let short = Budget::new(Instant::now() + Duration::from_secs(2), Mode::Batch);
+        assert!(short.retry_until <= short.deliver_until);
+        assert!(short.deliver_until < short.finish_by);
+        // No time left: no retry.
+        let over = Budget::new(Instant::now(), Mode::Direct);
+        assert_eq!(over.retry_delay(1), None);
+    }
+}

@@ -1,0 +1,396 @@
+//! One hub, many accounts and regions: the router binary on moto with the hub account and two
+//! member accounts, in two regions.
+//!
+//! A cluster is (account, region, name): `prod` exists in the hub, in member A in two regions and
+//! in member B, and each has its own queue in its own account and region. The router reaches a
+//! member account with the credentials AssumeRole returns for its spoke role (moto isolates
+//! accounts by them), so every lookup and send here really happens in the event's account.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, hash_map::Entry};
+
+use anyhow::{Context, Result};
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use e2e_tests::{
+    World, batch_item_failures, ec2_event, health_event, karpenter_tags,
+    local::{
+        esm,
+        moto::{self, ACCOUNT, REGION},
+        proxy::{Fault, FaultPlan},
+    },
+    sqs_event,
+};
+use serde_json::{Value, json};
+
+const MEMBER_A: &str = "111111111111";
+const MEMBER_B: &str = "222222222222";
+const UNSERVED: &str = "333333333333";
+const OTHER_REGION: &str = "eu-west-1";
+const SPOKE_ROLE: &str = "interruption-router-spoke";
+const INVOKE_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A cluster's place: (account, region, name).
+type Place = (&'static str, &'static str, &'static str);
+
+/// Clients acting in one account and region.
+struct Site {
+    ec2: aws_sdk_ec2::Client,
+    sqs: aws_sdk_sqs::Client,
+}
+
+/// The hub world plus member sites, their clusters' queues and instances.
+struct Estate {
+    world: World,
+    sites: HashMap<(&'static str, &'static str), Site>,
+    queues: BTreeMap<Place, String>,
+    /// Instance id → the place of its cluster.
+    owner: HashMap<String, Place>,
+    dlq: String,
+}
+
+impl Estate {
+    async fn new(places: &[Place], nodes_per_cluster: i32) -> Result<Self> {
+        let world = World::start().await?;
+        let mut sites = HashMap::new();
+        let mut queues = BTreeMap::new();
+        let mut owner = HashMap::new();
+        for place @ (account, region, cluster) in places.iter().copied() {
+            if let Entry::Vacant(slot) = sites.entry((account, region)) {
+                let config = if (account, region) == (ACCOUNT, REGION) {
+                    world.moto.sdk_config().await
+                } else {
+                    moto::sdk_config_as(world.moto.endpoint(), account, region, SPOKE_ROLE).await?
+                };
+                slot.insert(Site {
+                    ec2: aws_sdk_ec2::Client::new(&config),
+                    sqs: aws_sdk_sqs::Client::new(&config),
+                });
+            }
+            let site = &sites[&(account, region)];
+            let url = site
+                .sqs
+                .create_queue()
+                .queue_name(format!("karpenter-{cluster}"))
+                .send()
+                .await?
+                .queue_url()
+                .context("no queue url")?
+                .to_owned();
+            queues.insert(place, url);
+            for id in moto::launch(&site.ec2, &karpenter_tags(cluster), nodes_per_cluster).await? {
+                owner.insert(id, place);
+            }
+        }
+        let dlq = world.create_queue("interruption-router-dlq").await?;
+        Ok(Self {
+            world,
+            sites,
+            queues,
+            owner,
+            dlq,
+        })
+    }
+
+    fn nodes(&self, place: Place) -> Vec<&str> {
+        let mut ids: Vec<&str> = self
+            .owner
+            .iter()
+            .filter(|(_, p)| **p == place)
+            .map(|(id, _)| id.as_str())
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    fn router_config(&self) -> Vec<(&'static str, &str)> {
+        vec![
+            ("DEAD_LETTER_QUEUE_URL", self.dlq.as_str()),
+            ("SERVED_ACCOUNTS", "111111111111,222222222222"),
+        ]
+    }
+
+    /// Every message in every cluster queue, by place.
+    async fn drain_all(&self) -> Result<BTreeMap<Place, Vec<Value>>> {
+        let mut all = BTreeMap::new();
+        for (place, url) in &self.queues {
+            let site = &self.sites[&(place.0, place.1)];
+            let mut messages = Vec::new();
+            loop {
+                let out = site
+                    .sqs
+                    .receive_message()
+                    .queue_url(url)
+                    .max_number_of_messages(10)
+                    .send()
+                    .await?;
+                if out.messages().is_empty() {
+                    break;
+                }
+                for m in out.messages() {
+                    messages.push(serde_json::from_str(m.body().unwrap_or_default())?);
+                    site.sqs
+                        .delete_message()
+                        .queue_url(url)
+                        .set_receipt_handle(m.receipt_handle().map(str::to_owned))
+                        .send()
+                        .await?;
+                }
+            }
+            all.insert(*place, messages);
+        }
+        Ok(all)
+    }
+}
+
+/// `name`'s fixture for `instance`, as the EventBridge of `account`/`region` delivers it.
+fn event_in(account: &str, region: &str, name: &str, instance: &str, id: &str) -> Value {
+    let mut event = ec2_event(name, instance, id);
+    event["account"] = json!(account);
+    event["region"] = json!(region);
+    event["resources"] = json!([format!(
+        "arn:aws:ec2:{region}:{account}:instance/{instance}"
+    )]);
+    event
+}
+
+/// The instances an event names.
+fn named(event: &Value) -> Vec<String> {
+    if let Some(id) = event["detail"]["instance-id"].as_str() {
+        return vec![id.to_owned()];
+    }
+    event["detail"]["affectedEntities"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e["entityValue"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn every_kind_reaches_exactly_its_account_region_and_cluster() -> Result<()> {
+    let hub_prod: Place = (ACCOUNT, REGION, "prod");
+    let a_prod: Place = (MEMBER_A, REGION, "prod");
+    let a_web: Place = (MEMBER_A, REGION, "web");
+    let a_eu_prod: Place = (MEMBER_A, OTHER_REGION, "prod");
+    let b_prod: Place = (MEMBER_B, REGION, "prod");
+    let estate = Estate::new(&[hub_prod, a_prod, a_web, a_eu_prod, b_prod], 2).await?;
+    let router = estate.world.start_router(&estate.router_config()).await?;
+
+    let node = |place: Place, n: usize| estate.nodes(place)[n].to_owned();
+    let ev = |place: Place, fixture: &str, n: usize, id: &str| {
+        event_in(place.0, place.1, fixture, &node(place, n), id)
+    };
+    let mut health = health_event(&[&node(a_prod, 1), &node(a_web, 1)], "health-a");
+    health["account"] = json!(MEMBER_A);
+    health["region"] = json!(REGION);
+    let unserved = event_in(
+        UNSERVED,
+        REGION,
+        "spot-interruption-warning.json",
+        "i-0123456789abcdef0",
+        "spot-unserved",
+    );
+    let events = [
+        ev(hub_prod, "spot-interruption-warning.json", 0, "spot-hub"),
+        ev(a_prod, "spot-interruption-warning.json", 0, "spot-a"),
+        ev(a_web, "rebalance-recommendation.json", 0, "rebalance-a-web"),
+        ev(a_eu_prod, "state-change-stopping.json", 0, "stopping-a-eu"),
+        ev(
+            b_prod,
+            "capacity-reservation-interruption-warning.json",
+            0,
+            "odcr-b",
+        ),
+        ev(b_prod, "spot-interruption-warning.json", 1, "spot-b"),
+        health,
+        unserved,
+    ];
+    let bodies: Vec<String> = events.iter().map(Value::to_string).collect();
+    let response = router
+        .invoke(sqs_event(&bodies).to_string(), INVOKE_BUDGET)
+        .await;
+    assert_eq!(
+        batch_item_failures(&response),
+        Vec::<String>::new(),
+        "{:?}",
+        router.stdout_lines()
+    );
+
+    let expected: BTreeMap<Place, BTreeSet<&str>> = [
+        (hub_prod, BTreeSet::from(["spot-hub"])),
+        (a_prod, BTreeSet::from(["spot-a", "health-a"])),
+        (a_web, BTreeSet::from(["rebalance-a-web", "health-a"])),
+        (a_eu_prod, BTreeSet::from(["stopping-a-eu"])),
+        (b_prod, BTreeSet::from(["odcr-b", "spot-b"])),
+    ]
+    .into();
+    let received = estate.drain_all().await?;
+    for (place, messages) in &received {
+        let ids: BTreeSet<&str> = messages
+            .iter()
+            .map(|m| m["id"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(ids, expected[place], "queue of {place:?}");
+        assert_eq!(ids.len(), messages.len(), "duplicates in {place:?}");
+        for m in messages {
+            for instance in named(m) {
+                assert_eq!(
+                    estate.owner.get(&instance),
+                    Some(place),
+                    "{place:?} received {instance}: {m}"
+                );
+            }
+            assert_eq!(m["account"], place.0, "the event keeps its account");
+        }
+    }
+
+    // The unserved account's event: dead-lettered with its reason, never looked up.
+    let dead = estate.world.drain(&estate.dlq).await?;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].json()["id"], "spot-unserved");
+    assert_eq!(
+        dead[0].attributes.get("reason").map(String::as_str),
+        Some("account-not-served")
+    );
+    // One AssumeRole per member account, however many regions and events.
+    let calls = estate.world.proxy.calls();
+    assert_eq!(calls.get("AssumeRole"), Some(&2), "{calls:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_member_account_that_cannot_be_reached_is_retried_then_dead_lettered() -> Result<()> {
+    let a_prod: Place = (MEMBER_A, REGION, "prod");
+    let b_prod: Place = (MEMBER_B, REGION, "prod");
+    let estate = Estate::new(&[a_prod, b_prod], 1).await?;
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    // A real ingest queue, so the records carry real receipt handles and the router can read its
+    // redrive policy and shorten visibilities.
+    let dlq_arn = queue_arn(&estate.world.sqs, &estate.dlq).await?;
+    let ingest = estate
+        .world
+        .sqs
+        .create_queue()
+        .queue_name("interruption-router-ingest")
+        .attributes(QueueAttributeName::VisibilityTimeout, "180")
+        .attributes(
+            QueueAttributeName::RedrivePolicy,
+            json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 20}).to_string(),
+        )
+        .send()
+        .await?
+        .queue_url()
+        .context("no queue url")?
+        .to_owned();
+    let ingest_arn = queue_arn(&estate.world.sqs, &ingest).await?;
+    for (place, id) in [(a_prod, "spot-a"), (b_prod, "spot-b")] {
+        let body = event_in(
+            place.0,
+            place.1,
+            "spot-interruption-warning.json",
+            estate.nodes(place)[0],
+            id,
+        );
+        estate
+            .world
+            .sqs
+            .send_message()
+            .queue_url(&ingest)
+            .message_body(body.to_string())
+            .send()
+            .await?;
+    }
+    // Member B's spoke role cannot be assumed.
+    estate
+        .world
+        .proxy
+        .set_plan(FaultPlan::none().with_window_matching(
+            "AssumeRole",
+            MEMBER_B,
+            std::time::Duration::ZERO..std::time::Duration::from_secs(3600),
+            Fault::Unavailable,
+        ));
+    let received = estate
+        .world
+        .sqs
+        .receive_message()
+        .queue_url(&ingest)
+        .max_number_of_messages(10)
+        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .send()
+        .await?;
+    assert_eq!(received.messages().len(), 2);
+    let event = esm::sqs_event(received.messages(), &ingest_arn);
+    let b_message = received
+        .messages()
+        .iter()
+        .find(|m| m.body().unwrap_or_default().contains("spot-b"))
+        .and_then(|m| m.message_id())
+        .context("no spot-b")?
+        .to_owned();
+
+    // First receive: A's event is delivered; B's is retried, then handed back with a short
+    // visibility.
+    let response = router.invoke(event.to_string(), INVOKE_BUDGET).await;
+    assert_eq!(batch_item_failures(&response), vec![b_message.clone()]);
+    let calls = estate.world.proxy.calls();
+    assert!(
+        calls.get("AssumeRole").copied().unwrap_or_default() >= 2,
+        "AssumeRole was not retried: {calls:?}"
+    );
+    assert_eq!(
+        calls.get("ChangeMessageVisibilityBatch"),
+        Some(&1),
+        "{calls:?}"
+    );
+
+    // On its last receive (20 of 20) it goes to the dead-letter queue with its reason.
+    let mut last = event.clone();
+    for record in last["Records"].as_array_mut().context("records")? {
+        record["attributes"]["ApproximateReceiveCount"] = json!("20");
+    }
+    last["Records"]
+        .as_array_mut()
+        .context("records")?
+        .retain(|r| r["messageId"] == b_message.as_str());
+    let response = router.invoke(last.to_string(), INVOKE_BUDGET).await;
+    assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+    let dead = estate.world.drain(&estate.dlq).await?;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].json()["id"], "spot-b");
+    assert_eq!(
+        dead[0].attributes.get("reason").map(String::as_str),
+        Some("account-unreachable")
+    );
+    let unreachable: u64 = router
+        .emf_documents()
+        .iter()
+        .filter_map(|d| d["AccountUnreachable"].as_u64())
+        .sum();
+    assert!(unreachable >= 2, "AccountUnreachable metric: {unreachable}");
+
+    // Never misrouted: A's queue has A's event only, B's queue nothing.
+    let queues = estate.drain_all().await?;
+    let ids = |p: Place| -> Vec<String> {
+        queues[&p]
+            .iter()
+            .map(|m| m["id"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(ids(a_prod), ["spot-a"]);
+    assert!(ids(b_prod).is_empty());
+    Ok(())
+}
+
+async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String> {
+    sqs.get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await?
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn))
+        .cloned()
+        .context("no QueueArn")
+}
