@@ -60,6 +60,7 @@ $(CHECKOV_VENV)/.installed: tools/requirements-checkov.txt
 demo: $(VENV)/.installed
 	$(CARGO) build --workspace --bins
 	$(TARGET_DIR)/debug/routerctl demo
+	$(TARGET_DIR)/debug/routerctl demo --accounts 3 --regions 2
 
 test: tools
 	$(MAKE) lint

@@ -35,6 +35,60 @@ impl Aws {
         Self::new(&loader.load().await)
     }
 
+    /// Clients acting in `account`: the caller's own if it is already in that account, else
+    /// through `role` there (AssumeRole from the caller's credentials), in `region` if given.
+    pub async fn load_in_account(
+        region: Option<String>,
+        account: &str,
+        role: &str,
+    ) -> Result<Self> {
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+        if let Some(region) = region {
+            loader = loader.region(aws_config::Region::new(region));
+        }
+        let config = loader.load().await;
+        let sts = aws_sdk_sts::Client::new(&config);
+        let caller = sts
+            .get_caller_identity()
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("GetCallerIdentity: {}", describe(&e)))?;
+        if caller.account() == Some(account) {
+            return Self::new(&config);
+        }
+        let arn = format!("arn:aws:iam::{account}:role/{role}");
+        let out = sts
+            .assume_role()
+            .role_arn(&arn)
+            .role_session_name("routerctl")
+            .send()
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "AssumeRole {arn}: {} (the role must trust the caller; or run with credentials of account {account})",
+                    describe(&e)
+                )
+            })?;
+        let c = out
+            .credentials()
+            .context("AssumeRole returned no credentials")?;
+        let credentials = aws_credential_types::Credentials::new(
+            c.access_key_id(),
+            c.secret_access_key(),
+            Some(c.session_token().to_owned()),
+            None,
+            "routerctl-assume-role",
+        );
+        Self::new(
+            &config
+                .to_builder()
+                .credentials_provider(
+                    aws_credential_types::provider::SharedCredentialsProvider::new(credentials),
+                )
+                .build(),
+        )
+    }
+
     pub fn new(config: &aws_config::SdkConfig) -> Result<Self> {
         let Some(region) = config.region() else {
             bail!(

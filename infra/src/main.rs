@@ -37,6 +37,13 @@ enum Command {
         /// The router binary (default: next to routerctl, from the same cargo build).
         #[arg(long)]
         router_bin: Option<PathBuf>,
+        /// Accounts, the hub included: with 2 or more, the hub serves member accounts through
+        /// its central bus and spoke stacks, each with a cluster named `prod`.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=20))]
+        accounts: u16,
+        /// Regions each member account has clusters in (with --accounts).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4))]
+        regions: u16,
     },
 
     /// Send synthetic interruption events for a cluster's running instances to the ingest queue
@@ -68,8 +75,20 @@ enum Command {
         /// Pick only instances with this tag key (the router's MANAGED_TAG_KEY); '' for any.
         #[arg(long, default_value = interruption_router::config::DEFAULT_MANAGED_TAG_KEY)]
         managed_tag: String,
+        /// The cluster's region (its instances, and the events' `region`).
         #[arg(long)]
         region: Option<String>,
+        /// The cluster's account, when it is a member account of a hub: its instances are
+        /// picked there (through --spoke-role unless the caller is in that account) and the
+        /// events carry it.
+        #[arg(long, value_name = "ACCOUNT_ID")]
+        account: Option<String>,
+        /// The role assumed in --account.
+        #[arg(long, default_value = "interruption-router-spoke")]
+        spoke_role: String,
+        /// The region of --to, when the hub is not in the cluster's region.
+        #[arg(long)]
+        hub_region: Option<String>,
     },
 
     /// Check a live deployment: rules, queues and their policies, the event source mapping, the
@@ -129,11 +148,29 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo {
+            instances,
+            router_bin,
+            accounts,
+            regions,
+            ..
+        } if accounts > 1 || regions > 1 => {
+            let options = routerctl::demo::organisation::Options {
+                accounts: accounts.max(2).into(),
+                regions: regions.into(),
+                instances: instances.into(),
+                router_bin,
+            };
+            routerctl::demo::organisation::run(options)
+                .await
+                .map(|report| report.passed())
+        }
+        Command::Demo {
             clusters,
             instances,
             batch_size,
             keep,
             router_bin,
+            ..
         } => {
             let options = routerctl::demo::Options {
                 clusters: clusters.into(),
@@ -156,6 +193,9 @@ async fn main() -> ExitCode {
             cluster_tag,
             managed_tag,
             region,
+            account,
+            spoke_role,
+            hub_region,
         } => {
             let options = simulate::Options {
                 cluster,
@@ -167,12 +207,21 @@ async fn main() -> ExitCode {
                 cluster_tag,
                 managed_tag,
             };
-            match Aws::load(region).await {
-                Ok(aws) => simulate::run(&aws, &options).await.map(|report| {
-                    print!("{}", report.render());
-                    report.failed() == 0
-                }),
-                Err(e) => Err(e),
+            let site = match &account {
+                Some(account) => Aws::load_in_account(region.clone(), account, &spoke_role).await,
+                None => Aws::load(region.clone()).await,
+            };
+            let hub = Aws::load(hub_region.or(region)).await;
+            match (hub, site) {
+                (Ok(hub), Ok(site)) => {
+                    simulate::run_from(&hub, &site, &options)
+                        .await
+                        .map(|report| {
+                            print!("{}", report.render());
+                            report.failed() == 0
+                        })
+                }
+                (Err(e), _) | (_, Err(e)) => Err(e),
             }
         }
         Command::Verify {

@@ -184,6 +184,13 @@ impl Report {
 
 /// Selects the instances, builds the events and sends them.
 pub async fn run(aws: &Aws, options: &Options) -> Result<Report> {
+    run_from(aws, aws, options).await
+}
+
+/// Like [`run`], for a cluster in another account or region than the router: its instances are
+/// picked with `cluster_site`'s clients (acting in the cluster's account and region), and the
+/// events, stamped with that account and region, are sent with `aws`'s (the hub's).
+pub async fn run_from(aws: &Aws, cluster_site: &Aws, options: &Options) -> Result<Report> {
     if options.kind == SimKind::State && !ACTIONABLE_STATES.contains(&options.state.as_str()) {
         bail!(
             "--state {}: the rules and the router only pass {}; other states never reach Karpenter",
@@ -196,10 +203,10 @@ pub async fn run(aws: &Aws, options: &Options) -> Result<Report> {
     if let Destination::Queue(url) = &destination {
         check_queue(aws, url).await?;
     }
-    let (account, instances) = select(aws, options).await?;
+    let (account, instances) = select(cluster_site, options).await?;
     let origin = Origin {
         account: account.clone(),
-        region: aws.region.clone(),
+        region: cluster_site.region.clone(),
     };
     let events = build(&origin, options, &instances);
     let sent = match &destination {
@@ -209,7 +216,7 @@ pub async fn run(aws: &Aws, options: &Options) -> Result<Report> {
     Ok(Report {
         cluster: options.cluster.clone(),
         account,
-        region: aws.region.clone(),
+        region: cluster_site.region.clone(),
         destination,
         instances,
         sent,

@@ -10,6 +10,7 @@ use aws_sdk_cloudformation::types::{Capability, Parameter, StackStatus};
 pub const BASE_TEMPLATE: &str = include_str!("../../cloudformation/base.yaml");
 pub const TENANT_TEMPLATE: &str = include_str!("../../cloudformation/tenant.yaml");
 pub const FIS_TEMPLATE: &str = include_str!("../../cloudformation/fis.yaml");
+pub const SPOKE_TEMPLATE: &str = include_str!("../../cloudformation/spoke.yaml");
 
 /// A created stack's outputs, by output key.
 #[derive(Debug, Clone)]

@@ -415,6 +415,34 @@ pub fn statements(t: &Template) -> Vec<Statement> {
                     &json!({ "Statement": [body] }),
                 );
             }
+            // An event bus's own policy (who may put events on it).
+            "AWS::Events::EventBus" => {
+                push(id, PolicyKind::Resource, vec![id.into()], &props["Policy"]);
+            }
+            // One statement per resource: `Statement`, or the older Principal/Action/Condition
+            // properties (an account id, or "*" for every account).
+            "AWS::Events::EventBusPolicy" => {
+                let bus = vec![named(&props["EventBusName"])];
+                let statement = if props.get("Statement").is_some() {
+                    props["Statement"].clone()
+                } else {
+                    let mut legacy = Map::new();
+                    legacy.insert("Sid".into(), props["StatementId"].clone());
+                    legacy.insert("Effect".into(), json!("Allow"));
+                    legacy.insert("Principal".into(), json!({ "AWS": props["Principal"] }));
+                    legacy.insert("Action".into(), props["Action"].clone());
+                    if !props["Condition"].is_null() {
+                        legacy.insert("Condition".into(), props["Condition"].clone());
+                    }
+                    Value::Object(legacy)
+                };
+                push(
+                    id,
+                    PolicyKind::Resource,
+                    bus,
+                    &json!({ "Statement": [statement] }),
+                );
+            }
             // Any other resource with a policy document (bucket, topic, key policies): its
             // statements are still held to the wildcard and service-principal checks.
             _ => {
@@ -437,6 +465,23 @@ pub fn execution_roles(t: &Template) -> Vec<String> {
             if let Some(id) = get_att(role, "Arn").filter(|id| t.is_a(id, "AWS::IAM::Role")) {
                 roles.insert(id.to_owned());
             }
+        }
+    }
+    roles.into_iter().collect()
+}
+
+/// Roles that AWS principals (not services) may assume (logical ids): in these templates only
+/// spoke.yaml's spoke role, which the hub's router assumes.
+pub fn assumable_roles(t: &Template) -> Vec<String> {
+    let mut roles = BTreeSet::new();
+    for s in statements(t) {
+        let by_principal = s
+            .principals()
+            .iter()
+            .any(|p| !matches!(p, Principal::Service(_)))
+            || s.body.get("NotPrincipal").is_some();
+        if s.kind == PolicyKind::Trust && s.is_allow() && by_principal {
+            roles.insert(s.holder);
         }
     }
     roles.into_iter().collect()
@@ -502,10 +547,15 @@ pub enum Check {
     ServicePrincipalsPinnedToSource,
     IngestVisibilityTimeout,
     ReportBatchItemFailures,
+    NoUnscopedWildcardPrincipals,
+    RouterHasNeededPermissions,
+    RouterAssumesOnlySpokeRoles,
+    SpokeRoleTrustsOnlyRouter,
+    SpokeRoleExactPermissions,
 }
 
 impl Check {
-    pub const ALL: [Check; 9] = [
+    pub const ALL: [Check; 14] = [
         Check::NoWildcardActions,
         Check::RouterSendsOnlyToPrefixAndDlq,
         Check::RouterReadsOnlyIngestQueue,
@@ -515,6 +565,11 @@ impl Check {
         Check::ServicePrincipalsPinnedToSource,
         Check::IngestVisibilityTimeout,
         Check::ReportBatchItemFailures,
+        Check::NoUnscopedWildcardPrincipals,
+        Check::RouterHasNeededPermissions,
+        Check::RouterAssumesOnlySpokeRoles,
+        Check::SpokeRoleTrustsOnlyRouter,
+        Check::SpokeRoleExactPermissions,
     ];
 
     pub fn name(self) -> &'static str {
@@ -528,6 +583,11 @@ impl Check {
             Check::ServicePrincipalsPinnedToSource => "service-principals-pinned-to-source",
             Check::IngestVisibilityTimeout => "ingest-visibility-timeout",
             Check::ReportBatchItemFailures => "report-batch-item-failures",
+            Check::NoUnscopedWildcardPrincipals => "no-unscoped-wildcard-principals",
+            Check::RouterHasNeededPermissions => "router-has-needed-permissions",
+            Check::RouterAssumesOnlySpokeRoles => "router-assumes-only-spoke-roles",
+            Check::SpokeRoleTrustsOnlyRouter => "spoke-role-trusts-only-router",
+            Check::SpokeRoleExactPermissions => "spoke-role-exact-permissions",
         }
     }
 
@@ -542,6 +602,11 @@ impl Check {
             Check::ServicePrincipalsPinnedToSource => service_principals_pinned_to_source(t),
             Check::IngestVisibilityTimeout => ingest_visibility_timeout(t),
             Check::ReportBatchItemFailures => report_batch_item_failures(t),
+            Check::NoUnscopedWildcardPrincipals => no_unscoped_wildcard_principals(t),
+            Check::RouterHasNeededPermissions => router_has_needed_permissions(t),
+            Check::RouterAssumesOnlySpokeRoles => router_assumes_only_spoke_roles(t),
+            Check::SpokeRoleTrustsOnlyRouter => spoke_role_trusts_only_router(t),
+            Check::SpokeRoleExactPermissions => spoke_role_exact_permissions(t),
         };
         // A finding repeated in several branches of an Fn::If is reported once.
         let found: BTreeSet<(String, String)> = found.into_iter().collect();
@@ -595,9 +660,9 @@ const QUEUE_READ_ACTIONS: [&str; 9] = [
     "sqs:StartMessageMoveTask",
     "sqs:DeleteQueue",
 ];
-/// The only cluster-queue resource the router may send to: this account and region, the prefix.
-const PREFIX_QUEUES: &str =
-    "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${QueuePrefix}*";
+/// The only cluster-queue resource the router may send to: this account (any region: its
+/// clusters in other regions are served through spoke stacks), the prefix.
+const PREFIX_QUEUES: &str = "arn:${AWS::Partition}:sqs:*:${AWS::AccountId}:${QueuePrefix}*";
 
 /// The router's identity statements that allow something: inline, or attached from elsewhere.
 fn router_allows(t: &Template) -> Vec<(String, Statement)> {
@@ -615,7 +680,7 @@ fn router_allows(t: &Template) -> Vec<(String, Statement)> {
         .collect()
 }
 
-/// The router can send to `<QueuePrefix>*` in this account and region and to its DLQ, nothing
+/// The router can send to `<QueuePrefix>*` in this account (any region) and to its DLQ, nothing
 /// else; and `QueuePrefix` cannot be empty (that would be every queue).
 fn router_sends_only_to_prefix_and_dlq(t: &Template) -> Found {
     let mut found = Found::new();
@@ -966,6 +1031,327 @@ fn report_batch_item_failures(t: &Template) -> Found {
     found
 }
 
+/// Condition keys that narrow a `"*"` principal to known callers.
+const PRINCIPAL_KEYS: [&str; 4] = [
+    "aws:PrincipalOrgID",
+    "aws:PrincipalOrgPaths",
+    "aws:PrincipalAccount",
+    "aws:PrincipalArn",
+];
+/// Condition operators that only admit the values they list.
+const ADMITTING_OPERATORS: [&str; 6] = [
+    "StringEquals",
+    "StringLike",
+    "ArnEquals",
+    "ArnLike",
+    "ForAnyValue:StringEquals",
+    "ForAnyValue:StringLike",
+];
+
+/// An Allow to `"*"` (or with NotPrincipal) is an Allow to every AWS account unless a condition
+/// on the caller's organisation, account or ARN narrows it, in every branch of its conditions.
+/// The hub bus's `"*"` with `aws:PrincipalOrgID` passes; the TLS denies, being denies, are not
+/// grants.
+fn no_unscoped_wildcard_principals(t: &Template) -> Found {
+    let mut found = Found::new();
+    for s in statements(t).iter().filter(|s| s.is_allow()) {
+        if s.body.get("NotPrincipal").is_some() {
+            found.push((
+                s.label(),
+                "Allow with NotPrincipal: every principal but those named".into(),
+            ));
+        }
+        if !s.principals().contains(&Principal::Any) {
+            continue;
+        }
+        let narrows = |conditions: &Value| {
+            conditions
+                .as_object()
+                .into_iter()
+                .flatten()
+                .any(|(op, tests)| {
+                    ADMITTING_OPERATORS.contains(&op.as_str())
+                        && tests
+                            .as_object()
+                            .into_iter()
+                            .flatten()
+                            .any(|(key, values)| {
+                                PRINCIPAL_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key))
+                                    && list_branches(values).iter().all(|l| {
+                                        !l.is_empty() && l.iter().all(|v| *v != "*" && *v != "")
+                                    })
+                            })
+                })
+        };
+        let scoped = branches(&s.body["Condition"])
+            .into_iter()
+            .all(|c| c.is_some_and(narrows));
+        if !scoped {
+            found.push((
+                s.label(),
+                format!(
+                    "Allow to \"*\" without a condition on {} in every branch: any AWS account \
+                     may do it",
+                    PRINCIPAL_KEYS.join(" / ")
+                ),
+            ));
+        }
+    }
+    found
+}
+
+/// Whether some Allow of the router covers `action` on a resource `fits` accepts.
+fn router_may(t: &Template, action: &str, fits: impl Fn(&Value) -> bool) -> bool {
+    router_allows(t).iter().any(|(_, s)| {
+        s.covers(action)
+            && s.body.get("NotResource").is_none()
+            && s.resources().into_iter().any(&fits)
+    })
+}
+
+/// The router can do what its code does: look instances up both ways (DescribeInstances and the
+/// Tagging API's GetResources, neither of which takes a resource narrower than "*": anything else
+/// is an AccessDenied at the first lookup), and shorten a handed-back record's visibility on the
+/// ingest queue (ChangeMessageVisibility), without which every retry waits the full visibility
+/// timeout and a short outage dead-letters by redrive.
+fn router_has_needed_permissions(t: &Template) -> Found {
+    let mut found = Found::new();
+    let roles = execution_roles(t);
+    if roles.is_empty() {
+        return found;
+    }
+    for action in ["ec2:DescribeInstances", "tag:GetResources"] {
+        if !router_may(t, action, |r| *r == "*") {
+            found.push((
+                roles.join(", "),
+                format!("no Allow of {action} on \"*\" (it has no resource-level permissions)"),
+            ));
+        }
+    }
+    for queue in ingest_queues(t) {
+        if !router_may(t, "sqs:ChangeMessageVisibility", |r| {
+            get_att(r, "Arn") == Some(queue.as_str())
+        }) {
+            found.push((
+                queue.clone(),
+                "the router may not sqs:ChangeMessageVisibility on it: handed-back records wait \
+                 the whole visibility timeout"
+                    .into(),
+            ));
+        }
+    }
+    found
+}
+
+/// The only roles the router may assume: the spoke role's name in any account.
+const SPOKE_ROLES: &str = "arn:${AWS::Partition}:iam::*:role/${SpokeRoleName}";
+
+/// Whether a parameter's AllowedPattern admits only names: `^[class]{m,n}$` or `^[class]+$`
+/// with m >= 1 and no `*` or `?` (IAM wildcards) and no escape in the class. Anything else
+/// cannot be shown to exclude a wildcard.
+fn pattern_admits_only_names(pattern: &str) -> bool {
+    let Some(body) = pattern.strip_prefix("^[").and_then(|p| p.strip_suffix('$')) else {
+        return false;
+    };
+    let Some((class, quantifier)) = body.split_once(']') else {
+        return false;
+    };
+    let min = if quantifier == "+" {
+        Some(1)
+    } else {
+        quantifier
+            .strip_prefix('{')
+            .and_then(|q| q.strip_suffix('}'))
+            .and_then(|q| q.split(',').next())
+            .and_then(|m| m.parse::<u32>().ok())
+    };
+    !class.is_empty() && !class.contains(['*', '?', '\\', '[', '^']) && min.is_some_and(|m| m >= 1)
+}
+
+/// sts:AssumeRole is granted on `arn:…:iam::*:role/${SpokeRoleName}` alone, and SpokeRoleName
+/// cannot be a wildcard (a "*" would be every role, in every account, that trusts the router).
+fn router_assumes_only_spoke_roles(t: &Template) -> Found {
+    let mut found = Found::new();
+    let mut uses_spoke_name = false;
+    for (role, s) in router_allows(t) {
+        if !s.covers("sts:AssumeRole") {
+            continue;
+        }
+        if s.body.get("NotResource").is_some() {
+            found.push((s.label(), format!("{role} assumes roles with NotResource")));
+        }
+        for r in s.resources() {
+            if r.get("Fn::Sub").and_then(Value::as_str) == Some(SPOKE_ROLES) {
+                uses_spoke_name = true;
+            } else {
+                found.push((
+                    s.label(),
+                    format!("{role} may assume {}, not only {SPOKE_ROLES}", text(r)),
+                ));
+            }
+        }
+    }
+    if uses_spoke_name {
+        let pattern = t.doc["Parameters"]["SpokeRoleName"]["AllowedPattern"]
+            .as_str()
+            .unwrap_or_default();
+        if !pattern_admits_only_names(pattern) {
+            found.push((
+                "Parameters.SpokeRoleName".into(),
+                format!("AllowedPattern {pattern:?} may admit a wildcard role name"),
+            ));
+        }
+    }
+    found
+}
+
+/// A role AWS principals may assume (spoke.yaml's spoke role) trusts the hub router's role alone
+/// (the `RouterRoleArn` parameter, which must be a role ARN: a pattern starting `^arn:` cannot
+/// match "*"), for sts:AssumeRole alone.
+fn spoke_role_trusts_only_router(t: &Template) -> Found {
+    let mut found = Found::new();
+    let roles = assumable_roles(t);
+    let mut names_parameter = false;
+    for s in statements(t)
+        .iter()
+        .filter(|s| s.kind == PolicyKind::Trust && roles.contains(&s.holder))
+    {
+        if s.body.get("NotPrincipal").is_some() {
+            found.push((s.label(), "trust with NotPrincipal".into()));
+        }
+        if !s.is_allow() {
+            continue;
+        }
+        for set in s.principal_sets() {
+            for p in set {
+                match p {
+                    Principal::Aws(v)
+                        if alternatives(&v)
+                            .iter()
+                            .all(|a| reference(a) == Some("RouterRoleArn")) =>
+                    {
+                        names_parameter = true;
+                    }
+                    other => found.push((
+                        s.label(),
+                        format!("{} trusts {other:?}, not only the router role", s.holder),
+                    )),
+                }
+            }
+        }
+        for action in s.actions() {
+            if action != "sts:AssumeRole" {
+                found.push((
+                    s.label(),
+                    format!("trust allows {action}; only sts:AssumeRole"),
+                ));
+            }
+        }
+    }
+    if names_parameter {
+        let pattern = t.doc["Parameters"]["RouterRoleArn"]["AllowedPattern"]
+            .as_str()
+            .unwrap_or_default();
+        if !pattern.starts_with("^arn:") {
+            found.push((
+                "Parameters.RouterRoleArn".into(),
+                format!(
+                    "AllowedPattern {pattern:?} does not hold it to an ARN: \"*\" would trust \
+                     everyone"
+                ),
+            ));
+        }
+    }
+    found
+}
+
+/// The spoke role's actions on `"*"` (they have no resource-level permissions).
+const SPOKE_LOOKUPS: [&str; 2] = ["ec2:DescribeInstances", "tag:GetResources"];
+/// The spoke role's queue actions, on `SPOKE_QUEUES` only.
+const SPOKE_SENDS: [&str; 2] = ["sqs:SendMessage", "sqs:GetQueueUrl"];
+/// This account's cluster queues, in every region (the role is global).
+const SPOKE_QUEUES: &str = "arn:${AWS::Partition}:sqs:*:${AWS::AccountId}:${QueuePrefix}*";
+
+/// The spoke role may do exactly what the router does in a member account: the two lookups on
+/// "*", SendMessage and GetQueueUrl on `<QueuePrefix>*` queues of this account (QueuePrefix not
+/// empty), nothing else, and no managed policies beside the inline one.
+fn spoke_role_exact_permissions(t: &Template) -> Found {
+    let mut found = Found::new();
+    let roles = assumable_roles(t);
+    let exact: Vec<&str> = SPOKE_LOOKUPS.iter().chain(&SPOKE_SENDS).copied().collect();
+    let mut uses_prefix = false;
+    for role in &roles {
+        let managed = &t.doc["Resources"][role]["Properties"]["ManagedPolicyArns"];
+        if !items(managed).is_empty() {
+            found.push((
+                role.clone(),
+                "ManagedPolicyArns: permissions beyond the spoke's own".into(),
+            ));
+        }
+        let allows: Vec<Statement> = statements(t)
+            .into_iter()
+            .filter(|s| s.kind == PolicyKind::Identity && s.is_allow() && s.subjects.contains(role))
+            .collect();
+        for s in &allows {
+            if s.body.get("NotAction").is_some() || s.body.get("NotResource").is_some() {
+                found.push((s.label(), "Allow with NotAction or NotResource".into()));
+            }
+            for action in s.actions() {
+                if !exact.iter().any(|a| a.eq_ignore_ascii_case(&action)) {
+                    found.push((
+                        s.label(),
+                        format!("{role} may {action}; only {}", exact.join(", ")),
+                    ));
+                }
+            }
+            if SPOKE_SENDS.iter().any(|a| s.covers(a)) {
+                for r in s.resources() {
+                    if r.get("Fn::Sub").and_then(Value::as_str) == Some(SPOKE_QUEUES) {
+                        uses_prefix = true;
+                    } else {
+                        found.push((
+                            s.label(),
+                            format!("{role} may send to {}, not only {SPOKE_QUEUES}", text(r)),
+                        ));
+                    }
+                }
+            }
+        }
+        for action in &exact {
+            let fits = |r: &Value| {
+                if SPOKE_SENDS.contains(action) {
+                    r.get("Fn::Sub").and_then(Value::as_str) == Some(SPOKE_QUEUES)
+                } else {
+                    *r == "*"
+                }
+            };
+            let allowed = allows.iter().any(|s| {
+                s.covers(action)
+                    && s.body.get("NotResource").is_none()
+                    && s.resources().into_iter().any(fits)
+            });
+            if !allowed {
+                found.push((
+                    role.clone(),
+                    format!("{role} lacks {action}: the router cannot do it in this account"),
+                ));
+            }
+        }
+    }
+    if uses_prefix
+        && t.doc["Parameters"]["QueuePrefix"]["MinLength"]
+            .as_u64()
+            .unwrap_or(0)
+            < 1
+    {
+        found.push((
+            "Parameters.QueuePrefix".into(),
+            "no MinLength >= 1: an empty prefix lets the spoke role send to every queue".into(),
+        ));
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1016,5 +1402,16 @@ Resources:
         assert!(!action_matches("sqs:Send*", "sqs:ReceiveMessage"));
         assert!(!action_matches("sqs:SendMessage", "sqs:SendMessageBatch"));
         assert!(!action_matches("s3:*", "sqs:SendMessage"));
+    }
+
+    #[test]
+    fn name_patterns() {
+        assert!(pattern_admits_only_names("^[A-Za-z0-9+=,.@_-]{1,64}$"));
+        assert!(pattern_admits_only_names("^[a-z]+$"));
+        assert!(!pattern_admits_only_names("^[A-Za-z0-9*-]{1,64}$"));
+        assert!(!pattern_admits_only_names("^[a-z]{0,64}$"));
+        assert!(!pattern_admits_only_names("^.+$"));
+        assert!(!pattern_admits_only_names("^[a-z]{1,64}$|^\\*$"));
+        assert!(!pattern_admits_only_names(""));
     }
 }

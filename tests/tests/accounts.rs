@@ -394,3 +394,105 @@ async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String> {
         .cloned()
         .context("no QueueArn")
 }
+
+/// The storm benchmark's organisation row, as counts (exact on any machine): 10 member accounts
+/// × 10 clusters (the same ten names in every account), 1,000 spot warnings per storm; warm, in
+/// one SQS batch of 1,000 records (an event source mapping's BatchSize may reach 10,000 with a batching
+/// window; with 100 clusters a batch of 100 would need a send per event). Warm, the router needs
+/// one SendMessageBatch per queue per batch and nothing else; AssumeRole is called once per
+/// account for the whole run.
+#[tokio::test]
+async fn ten_accounts_of_ten_clusters_cost_at_most_012_calls_per_event_warm() -> Result<()> {
+    const ACCOUNTS: usize = 10;
+    const CLUSTERS: usize = 10;
+    const NODES: i32 = 10;
+    let accounts: Vec<&'static str> = (1..=ACCOUNTS)
+        .map(|n| &*Box::leak(format!("{:012}", 100_000_000_000 + n).into_boxed_str()))
+        .collect();
+    let clusters: Vec<&'static str> = (0..CLUSTERS)
+        .map(|c| &*Box::leak(format!("c{c}").into_boxed_str()))
+        .collect();
+    let places: Vec<Place> = accounts
+        .iter()
+        .flat_map(|a| clusters.iter().map(move |c| (*a, REGION, *c)))
+        .collect();
+    let estate = Estate::new(&places, NODES).await?;
+    let served = accounts.join(",");
+    let router = estate
+        .world
+        .start_router(&[
+            ("DEAD_LETTER_QUEUE_URL", estate.dlq.as_str()),
+            ("SERVED_ACCOUNTS", served.as_str()),
+        ])
+        .await?;
+    let mut rows = Vec::new();
+    for pass in ["cold", "warm"] {
+        // Interleaved: consecutive events belong to different clusters and accounts.
+        let mut bodies = Vec::new();
+        for n in 0..NODES as usize {
+            for place in &places {
+                let node = estate.nodes(*place)[n];
+                bodies.push(
+                    event_in(
+                        place.0,
+                        place.1,
+                        "spot-interruption-warning.json",
+                        node,
+                        &format!("{pass}-{}-{}-{n}", place.0, place.2),
+                    )
+                    .to_string(),
+                );
+            }
+        }
+        estate.world.proxy.reset_counts();
+        // Cold, the cache fills from batches of 100 (a thousand lookups at once are more than
+        // the emulator answers within the SDK's attempt timeout); warm, one batch of 1,000.
+        let batch = if pass == "cold" { 100 } else { bodies.len() };
+        for chunk in bodies.chunks(batch) {
+            let response = router
+                .invoke(sqs_event(chunk).to_string(), INVOKE_BUDGET)
+                .await;
+            let failed: Vec<String> = router
+                .stdout_lines()
+                .into_iter()
+                .filter(|l| l.contains("failed"))
+                .take(3)
+                .collect();
+            assert_eq!(
+                batch_item_failures(&response),
+                Vec::<String>::new(),
+                "{failed:#?}"
+            );
+        }
+        let calls = estate.world.proxy.calls();
+        let total: u64 = calls.values().sum();
+        let per_event = total as f64 / bodies.len() as f64;
+        println!(
+            "10 accounts x 10 clusters, {} events in batches of {batch}, {pass}: {per_event:.3} AWS calls/event ({calls:?})",
+            bodies.len()
+        );
+        // Every queue holds exactly its own cluster's events of this pass.
+        for (place, messages) in estate.drain_all().await? {
+            assert_eq!(messages.len(), NODES as usize, "{place:?}");
+            for m in messages {
+                let id = m["id"].as_str().unwrap_or_default();
+                assert!(
+                    id.starts_with(&format!("{pass}-{}-{}-", place.0, place.2)),
+                    "{place:?} got {id}"
+                );
+            }
+        }
+        rows.push((pass, per_event, calls));
+    }
+    let (_, warm, warm_calls) = &rows[1];
+    assert!(*warm <= 0.12, "warm: {warm:.3} calls/event: {warm_calls:?}");
+    let assumed: u64 = rows
+        .iter()
+        .map(|(_, _, c)| c.get("AssumeRole").copied().unwrap_or_default())
+        .sum();
+    assert!(
+        assumed <= ACCOUNTS as u64,
+        "{assumed} AssumeRole calls for {ACCOUNTS} accounts"
+    );
+    Ok(())
+}

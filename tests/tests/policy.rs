@@ -5,9 +5,10 @@
 use std::collections::BTreeSet;
 
 use e2e_tests::policy::{
-    Check, Template, dead_letter_queues, evaluate, execution_roles, ingest_queues, statements,
+    Check, Template, alternatives, assumable_roles, dead_letter_queues, evaluate, execution_roles,
+    ingest_queues, items, statements,
 };
-use routerctl::stacks::{BASE_TEMPLATE, FIS_TEMPLATE, TENANT_TEMPLATE};
+use routerctl::stacks::{BASE_TEMPLATE, FIS_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE};
 use serde_json::{Value, json};
 
 fn base() -> Template {
@@ -20,6 +21,10 @@ fn tenant() -> Template {
 
 fn fis() -> Template {
     Template::parse("fis.yaml", FIS_TEMPLATE).unwrap()
+}
+
+fn spoke() -> Template {
+    Template::parse("spoke.yaml", SPOKE_TEMPLATE).unwrap()
 }
 
 /// The template text with `from` replaced by `to`; `from` must occur exactly once, so a
@@ -141,6 +146,14 @@ fn broken_copies() -> Vec<Broken> {
         t,
     ));
 
+    let mut t = spoke();
+    statement(&mut t, "ForwardToHubRole", "PutOnHubBusOnly")["Action"] = json!("events:Put*");
+    out.push(broken(
+        NoWildcardActions,
+        "spoke: the forwarding role may events:Put*",
+        t,
+    ));
+
     // ---------------------------------------------------------------- router sends
     let mut t = base();
     statement(&mut t, "RouterRole", "SendToClusterQueues")["Resource"] = json!("*");
@@ -223,6 +236,18 @@ fn broken_copies() -> Vec<Broken> {
         "base: a policy attached to the router role purges a cluster queue",
         t,
     ));
+    let mut t = base();
+    statement_list(&mut t, "RouterRole", "SendToDeadLetterQueue").push(json!({
+        "Sid": "DelayDeadLetters",
+        "Effect": "Allow",
+        "Action": "sqs:ChangeMessageVisibility",
+        "Resource": {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]},
+    }));
+    out.push(broken(
+        RouterReadsOnlyIngestQueue,
+        "base: ChangeMessageVisibility on the DLQ as well",
+        t,
+    ));
 
     // ---------------------------------------------------------------- tenant queue writers
     let mut t = tenant();
@@ -234,11 +259,14 @@ fn broken_copies() -> Vec<Broken> {
         "tenant: a second principal may send",
         t,
     ));
+    // Scoped to the organisation, so that only this check (and not the wildcard one) fails.
     let mut t = tenant();
-    statement(&mut t, "InterruptionQueuePolicy", "AllowRouterToSend")["Principal"] = json!("*");
+    let s = statement(&mut t, "InterruptionQueuePolicy", "AllowRouterToSend");
+    s["Principal"] = json!("*");
+    s["Condition"] = json!({"StringEquals": {"aws:PrincipalOrgID": "o-abcdefghij"}});
     out.push(broken(
         TenantQueueWritableOnlyByRouter,
-        "tenant: every principal may send",
+        "tenant: every principal of the organisation may send",
         t,
     ));
     let mut t = tenant();
@@ -373,6 +401,20 @@ fn broken_copies() -> Vec<Broken> {
         "fis: the Lambda exception claimed by a role no function runs as",
         t,
     ));
+    let mut t = spoke();
+    let s = statement(&mut t, "ForwardToHubRole", "OnlyTheseRules");
+    assert!(
+        s["Condition"]
+            .as_object_mut()
+            .unwrap()
+            .remove("ArnEquals")
+            .is_some()
+    );
+    out.push(broken(
+        ServicePrincipalsPinnedToSource,
+        "spoke: any rule of the account may forward to the hub (SourceAccount only)",
+        t,
+    ));
 
     // ---------------------------------------------------------------- visibility timeout
     let t = edit(
@@ -420,12 +462,206 @@ fn broken_copies() -> Vec<Broken> {
         t,
     ));
 
+    // ---------------------------------------------------------------- wildcard principals
+    let mut t = base();
+    let s = statement(&mut t, "HubEventBus", "AllowOrganizationToPutEvents");
+    assert!(s.as_object_mut().unwrap().remove("Condition").is_some());
+    out.push(broken(
+        NoUnscopedWildcardPrincipals,
+        "base: every AWS account may put events on the hub bus",
+        t,
+    ));
+    let mut t = base();
+    statement(&mut t, "HubEventBus", "AllowOrganizationToPutEvents")["Condition"] =
+        json!({"StringEquals": {"aws:PrincipalOrgID": "*"}});
+    out.push(broken(
+        NoUnscopedWildcardPrincipals,
+        "base: hub bus open to the organisation \"*\"",
+        t,
+    ));
+    let mut t = base();
+    statement(&mut t, "HubEventBus", "AllowOrganizationToPutEvents")["Condition"] =
+        json!({"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}});
+    out.push(broken(
+        NoUnscopedWildcardPrincipals,
+        "base: hub bus \"*\" narrowed by a key that does not name the caller",
+        t,
+    ));
+    let mut t = spoke();
+    t.doc["Resources"]["OpenDefaultBus"] = json!({
+        "Type": "AWS::Events::EventBusPolicy",
+        "Properties": {
+            "StatementId": "anyone",
+            "Statement": {
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": "events:PutEvents",
+                "Resource": {"Fn::Sub": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"},
+            },
+        },
+    });
+    out.push(broken(
+        NoUnscopedWildcardPrincipals,
+        "spoke: the default bus opened to every account",
+        t,
+    ));
+    let mut t = spoke();
+    t.doc["Resources"]["OpenDefaultBus"] = json!({
+        "Type": "AWS::Events::EventBusPolicy",
+        "Properties": {"StatementId": "anyone", "Principal": "*", "Action": "events:PutEvents"},
+    });
+    out.push(broken(
+        NoUnscopedWildcardPrincipals,
+        "spoke: the default bus opened to every account (legacy Principal property)",
+        t,
+    ));
+
+    // ---------------------------------------------------------------- router's needed permissions
+    let mut t = base();
+    remove_statement(&mut t, "RouterRole", "ResolveInstanceTagsByArn");
+    out.push(broken(
+        RouterHasNeededPermissions,
+        "base: no tag:GetResources",
+        t,
+    ));
+    let mut t = base();
+    statement(&mut t, "RouterRole", "ResolveInstanceTags")["Resource"] =
+        json!({"Fn::Sub": "arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}:instance/*"});
+    out.push(broken(
+        RouterHasNeededPermissions,
+        "base: DescribeInstances on instance ARNs (AWS accepts only *)",
+        t,
+    ));
+    let mut t = base();
+    statement(&mut t, "RouterRole", "ConsumeIngestQueue")["Action"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|a| a != "sqs:ChangeMessageVisibility");
+    out.push(broken(
+        RouterHasNeededPermissions,
+        "base: no ChangeMessageVisibility on the ingest queue",
+        t,
+    ));
+
+    // ---------------------------------------------------------------- router assumes
+    let mut t = base();
+    statement(&mut t, "RouterRole", "AssumeSpokeRoles")["Resource"] = json!("*");
+    out.push(broken(
+        RouterAssumesOnlySpokeRoles,
+        "base: router may assume any role",
+        t,
+    ));
+    let t = edit(
+        "base.yaml",
+        BASE_TEMPLATE,
+        ":role/${SpokeRoleName}\"",
+        ":role/*\"",
+    );
+    out.push(broken(
+        RouterAssumesOnlySpokeRoles,
+        "base: router may assume every role of every account (name dropped)",
+        t,
+    ));
+    let mut t = base();
+    t.doc["Parameters"]["SpokeRoleName"]["AllowedPattern"] = json!("^[A-Za-z0-9+=,.@_*-]{1,64}$");
+    out.push(broken(
+        RouterAssumesOnlySpokeRoles,
+        "base: SpokeRoleName may be \"*\"",
+        t,
+    ));
+
+    // ---------------------------------------------------------------- spoke role trust
+    let mut t = spoke();
+    let s = statement(&mut t, "SpokeRole", "OnlyTheHubRouter");
+    let router = s["Principal"]["AWS"].clone();
+    s["Principal"]["AWS"] = json!([router, "arn:aws:iam::123456789012:role/ci"]);
+    out.push(broken(
+        SpokeRoleTrustsOnlyRouter,
+        "spoke: a second principal may assume the spoke role",
+        t,
+    ));
+    let mut t = spoke();
+    statement(&mut t, "SpokeRole", "OnlyTheHubRouter")["Principal"]["AWS"] =
+        json!("arn:aws:iam::123456789012:root");
+    out.push(broken(
+        SpokeRoleTrustsOnlyRouter,
+        "spoke: the whole hub account may assume the spoke role",
+        t,
+    ));
+    let mut t = spoke();
+    assert!(
+        t.doc["Parameters"]["RouterRoleArn"]
+            .as_object_mut()
+            .unwrap()
+            .remove("AllowedPattern")
+            .is_some()
+    );
+    out.push(broken(
+        SpokeRoleTrustsOnlyRouter,
+        "spoke: RouterRoleArn may be \"*\"",
+        t,
+    ));
+
+    // ---------------------------------------------------------------- spoke role permissions
+    let mut t = spoke();
+    statement(&mut t, "SpokeRole", "ResolveInstanceTags")["Action"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("ec2:TerminateInstances"));
+    out.push(broken(
+        SpokeRoleExactPermissions,
+        "spoke: the router may terminate instances",
+        t,
+    ));
+    let mut t = spoke();
+    statement(&mut t, "SpokeRole", "ResolveInstanceTags")["Action"] =
+        json!("ec2:DescribeInstances");
+    out.push(broken(
+        SpokeRoleExactPermissions,
+        "spoke: no tag:GetResources",
+        t,
+    ));
+    let t = edit(
+        "spoke.yaml",
+        SPOKE_TEMPLATE,
+        ":sqs:*:${AWS::AccountId}:${QueuePrefix}*\"",
+        ":sqs:*:*:${QueuePrefix}*\"",
+    );
+    out.push(broken(
+        SpokeRoleExactPermissions,
+        "spoke: send to <prefix>* queues of every account",
+        t,
+    ));
+    let mut t = spoke();
+    properties(&mut t, "SpokeRole").insert(
+        "ManagedPolicyArns".into(),
+        json!([{"Fn::Sub": "arn:${AWS::Partition}:iam::aws:policy/ReadOnlyAccess"}]),
+    );
+    out.push(broken(
+        SpokeRoleExactPermissions,
+        "spoke: a managed policy attached beside the inline one",
+        t,
+    ));
+    let mut t = spoke();
+    assert!(
+        t.doc["Parameters"]["QueuePrefix"]
+            .as_object_mut()
+            .unwrap()
+            .remove("MinLength")
+            .is_some()
+    );
+    out.push(broken(
+        SpokeRoleExactPermissions,
+        "spoke: QueuePrefix may be empty (<prefix>* = every queue)",
+        t,
+    ));
+
     out
 }
 
 #[test]
 fn the_real_templates_pass_every_check() {
-    for t in [base(), tenant(), fis()] {
+    for t in [base(), tenant(), fis(), spoke()] {
         let violations = evaluate(&t);
         assert!(
             violations.is_empty(),
@@ -452,21 +688,54 @@ fn the_checks_see_their_subjects() {
         .filter(|s| s.holder == "RouterRole")
         .filter_map(|s| s.body["Sid"].as_str().map(str::to_owned))
         .collect();
-    // ConsumeIngestQueue and NeverSendToIngestQueue sit inside an Fn::If.
+    // ConsumeIngestQueue, NeverSendToIngestQueue and AssumeSpokeRoles sit inside an Fn::If.
     for sid in [
+        "ResolveInstanceTags",
+        "ResolveInstanceTagsByArn",
         "SendToClusterQueues",
         "SendToDeadLetterQueue",
         "ConsumeIngestQueue",
         "NeverSendToIngestQueue",
+        "AssumeSpokeRoles",
     ] {
         assert!(router_sids.contains(sid), "{sid} not seen: {router_sids:?}");
     }
-    // The five Lambda permissions are statements too.
+    // The ten Lambda permissions (five rules on each bus) are statements too.
     let permissions = statements(&base)
         .iter()
         .filter(|s| s.holder.ends_with("RulePermission"))
         .count();
-    assert_eq!(permissions, 5);
+    assert_eq!(permissions, 10);
+    // Both branches of the hub bus policy, the organisation's and the account list's.
+    let bus_sids: Vec<String> = statements(&base)
+        .iter()
+        .filter(|s| s.holder == "HubEventBus")
+        .filter_map(|s| s.body["Sid"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        bus_sids,
+        [
+            "AllowOrganizationToPutEvents",
+            "AllowServedAccountsToPutEvents"
+        ]
+    );
+    assert!(assumable_roles(&base).is_empty());
+
+    let spoke = spoke();
+    assert_eq!(assumable_roles(&spoke), ["SpokeRole"]);
+    let spoke_allow: Vec<_> = statements(&spoke)
+        .into_iter()
+        .filter(|s| s.holder == "SpokeRole" && s.is_allow())
+        .filter_map(|s| s.body["Sid"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        spoke_allow,
+        [
+            "OnlyTheHubRouter",
+            "ResolveInstanceTags",
+            "SendToClusterQueues"
+        ]
+    );
 
     let tenant = tenant();
     let tenant_allow: Vec<_> = statements(&tenant)
@@ -475,6 +744,121 @@ fn the_checks_see_their_subjects() {
         .collect();
     assert_eq!(tenant_allow.len(), 1);
     assert_eq!(tenant_allow[0].subjects, ["InterruptionQueue"]);
+}
+
+/// The default-bus rules of base.yaml, whose patterns the router's kinds are checked against
+/// (infra/src/verify.rs); the central bus's and spoke.yaml's copies must not drift from them.
+const RULES: [&str; 5] = [
+    "SpotInterruptionRule",
+    "RebalanceRecommendationRule",
+    "StateChangeRule",
+    "ScheduledChangeRule",
+    "CapacityReservationInterruptionRule",
+];
+
+#[test]
+fn hub_and_spoke_rules_copy_the_base_patterns_exactly() {
+    let base = base();
+    let spoke = spoke();
+    for id in RULES {
+        let rule = &base.doc["Resources"][id]["Properties"];
+        assert!(rule["EventPattern"].is_object(), "{id}");
+        let hub = &base.doc["Resources"][format!("Hub{id}")]["Properties"];
+        assert_eq!(hub["EventPattern"], rule["EventPattern"], "Hub{id}");
+        assert_eq!(hub["Targets"], rule["Targets"], "Hub{id}: same targets");
+        assert_eq!(
+            spoke.doc["Resources"][id]["Properties"]["EventPattern"], rule["EventPattern"],
+            "spoke.yaml {id}"
+        );
+    }
+    assert_eq!(base.resources_of("AWS::Events::Rule").count(), 10);
+    assert_eq!(spoke.resources_of("AWS::Events::Rule").count(), 5);
+}
+
+/// Each rule's target (and dead-letter queue) lets that rule deliver: the queue policy names the
+/// rule in aws:SourceArn, or a Lambda permission does. A rule missing there drops its events.
+#[test]
+fn every_base_rule_may_deliver_to_its_targets() {
+    let base = base();
+    let all = statements(&base);
+    let names_rule = |values: &Value, rule: &str| {
+        items(values)
+            .iter()
+            .any(|v| **v == json!({"Fn::GetAtt": [rule, "Arn"]}))
+    };
+    for (rule, r) in base.resources_of("AWS::Events::Rule") {
+        for target in items(&r["Properties"]["Targets"]) {
+            for arn in [&target["Arn"], &target["DeadLetterConfig"]["Arn"]] {
+                let id = arn["Fn::GetAtt"][0].as_str().expect("a GetAtt target");
+                let admitted = all.iter().any(|s| {
+                    s.is_allow()
+                        && s.body["Principal"] == json!({"Service": "events.amazonaws.com"})
+                        && (s.subjects.iter().any(|q| q == id)
+                            || s.holder.ends_with("Permission")
+                                && s.body["Resource"] == json!({"Ref": id}))
+                        && s.condition("aws:SourceArn")
+                            .iter()
+                            .any(|(_, v)| names_rule(v, rule))
+                });
+                assert!(admitted, "{rule} -> {id}: no grant names the rule");
+            }
+        }
+    }
+}
+
+/// The forwarding role's trust names exactly the five rules' ARNs, built from their names.
+#[test]
+fn the_forwarding_role_trusts_exactly_the_spoke_rules() {
+    let spoke = spoke();
+    let trust = statements(&spoke)
+        .into_iter()
+        .find(|s| s.holder == "ForwardToHubRole" && s.body["Sid"] == "OnlyTheseRules")
+        .unwrap();
+    let trusted: BTreeSet<String> = trust
+        .condition("aws:SourceArn")
+        .iter()
+        .flat_map(|(_, v)| items(v))
+        .map(|v| v["Fn::Sub"].as_str().unwrap().to_owned())
+        .collect();
+    let rules: BTreeSet<String> = spoke
+        .resources_of("AWS::Events::Rule")
+        .map(|(id, r)| {
+            let name = r["Properties"]["Name"]["Fn::Sub"].as_str().unwrap();
+            let targets = items(&r["Properties"]["Targets"]);
+            assert_eq!(targets.len(), 1, "{id}");
+            assert_eq!(targets[0]["Arn"], json!({"Ref": "HubEventBusArn"}), "{id}");
+            assert_eq!(
+                targets[0]["RoleArn"],
+                json!({"Fn::GetAtt": ["ForwardToHubRole", "Arn"]}),
+                "{id}"
+            );
+            format!(
+                "arn:${{AWS::Partition}}:events:${{AWS::Region}}:${{AWS::AccountId}}:rule/{name}"
+            )
+        })
+        .collect();
+    assert_eq!(trusted, rules);
+}
+
+/// The alarms on the router's metrics and its METRICS_NAMESPACE read the same mapping.
+#[test]
+fn router_metric_alarms_use_the_function_namespace() {
+    let base = base();
+    let namespace = &base.doc["Resources"]["RouterFunction"]["Properties"]["Environment"]["Variables"]
+        ["METRICS_NAMESPACE"];
+    assert_eq!(
+        *namespace,
+        json!({"Fn::FindInMap": ["Metrics", "Router", "Namespace"]})
+    );
+    for id in ["LateForwardsAlarm", "AccountUnreachableAlarm"] {
+        let alarm = &base.doc["Resources"][id]["Properties"];
+        assert_eq!(alarm["Namespace"], *namespace, "{id}");
+        assert_eq!(
+            alternatives(&alarm["Dimensions"][0]["Value"]),
+            [&json!({"Ref": "RouterFunction"})],
+            "{id}"
+        );
+    }
 }
 
 #[test]

@@ -11,7 +11,10 @@
 //! 6. reads every tenant queue as Karpenter does and prints, per cluster, what was expected,
 //!    received and misrouted, end-to-end latency, and the AWS calls the router made per event.
 //!
-//! The exit status is non-zero on any misrouted or lost event.
+//! The exit status is non-zero on any misrouted or lost event. [`organisation`] is the same for a
+//! hub serving several accounts and regions (`--accounts`, `--regions`).
+
+pub mod organisation;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
