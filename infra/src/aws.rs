@@ -1,9 +1,10 @@
 //! The AWS clients the operator commands use, built once from one SDK configuration, and error
 //! text that names what AWS said instead of the SDK's bare "service error".
 
-use std::error::Error;
+use std::{error::Error, time::SystemTime};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
+use aws_credential_types::{Credentials, provider::SharedCredentialsProvider};
 use aws_sdk_sqs::{
     config::http::HttpResponse,
     error::{DisplayErrorContext, ProvideErrorMetadata, SdkError},
@@ -22,6 +23,10 @@ pub struct Aws {
     pub iam: aws_sdk_iam::Client,
     pub fis: aws_sdk_fis::Client,
     pub logs: aws_sdk_cloudwatchlogs::Client,
+    pub cloudwatch: aws_sdk_cloudwatch::Client,
+    pub sts: aws_sdk_sts::Client,
+    /// The configuration the clients were built from (what [`Aws::assume_role`] starts from).
+    pub config: aws_config::SdkConfig,
 }
 
 impl Aws {
@@ -33,6 +38,60 @@ impl Aws {
             loader = loader.region(aws_config::Region::new(region));
         }
         Self::new(&loader.load().await)
+    }
+
+    /// Clients with the credentials of a named profile (from the shared config and credentials
+    /// files), in `region`.
+    pub async fn load_profile(profile: &str, region: &str) -> Result<Self> {
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .profile_name(profile)
+            .region(aws_config::Region::new(region.to_owned()))
+            .load()
+            .await;
+        Self::new(&config)
+    }
+
+    /// Clients acting as `role_arn`, assumed now with these clients' credentials (same region and
+    /// endpoint). The credentials are not refreshed: for a command's run, not a long-lived process.
+    pub async fn assume_role(&self, role_arn: &str, session_name: &str) -> Result<Self> {
+        let out = self
+            .sts
+            .assume_role()
+            .role_arn(role_arn)
+            .role_session_name(session_name)
+            .send()
+            .await
+            .map_err(|e| anyhow!("AssumeRole {role_arn}: {}", describe(&e)))?;
+        let c = out
+            .credentials()
+            .context("AssumeRole returned no credentials")?;
+        let credentials = Credentials::new(
+            c.access_key_id(),
+            c.secret_access_key(),
+            Some(c.session_token().to_owned()),
+            SystemTime::try_from(*c.expiration()).ok(),
+            "routerctl-assume-role",
+        );
+        let config = self
+            .config
+            .to_builder()
+            .credentials_provider(SharedCredentialsProvider::new(credentials))
+            .build();
+        Self::new(&config)
+    }
+
+    /// The account and ARN these clients act as (STS GetCallerIdentity).
+    pub async fn caller(&self) -> Result<(String, String)> {
+        let out = self
+            .sts
+            .get_caller_identity()
+            .send()
+            .await
+            .map_err(|e| anyhow!("GetCallerIdentity: {}", describe(&e)))?;
+        Ok((
+            out.account().unwrap_or_default().to_owned(),
+            out.arn().unwrap_or_default().to_owned(),
+        ))
     }
 
     /// Clients acting in `account`: the caller's own if it is already in that account, else
@@ -105,6 +164,9 @@ impl Aws {
             iam: aws_sdk_iam::Client::new(config),
             fis: aws_sdk_fis::Client::new(config),
             logs: aws_sdk_cloudwatchlogs::Client::new(config),
+            cloudwatch: aws_sdk_cloudwatch::Client::new(config),
+            sts: aws_sdk_sts::Client::new(config),
+            config: config.clone(),
         })
     }
 }
@@ -149,6 +211,11 @@ pub async fn stack_resource(aws: &Aws, stack: &str, logical: &str) -> Result<Str
 /// The last `:`-separated field of an ARN (a queue's name, for an SQS ARN).
 pub fn arn_name(arn: &str) -> &str {
     arn.rsplit(':').next().unwrap_or(arn)
+}
+
+/// The last `/`-separated part of an ARN (a role's or a rule's name).
+pub fn arn_name_after_slash(arn: &str) -> &str {
+    arn.rsplit('/').next().unwrap_or(arn)
 }
 
 /// The account field of an ARN, if it has one.

@@ -92,15 +92,32 @@ enum Command {
     },
 
     /// Check a live deployment: rules, queues and their policies, the event source mapping, the
-    /// function's environment and role, and every cluster's queue. Exit status 1 on any failure.
+    /// function's environment and role, the dashboard and alarms, and every cluster's queue; with
+    /// --account, also a member account's spoke stack, spoke role and queues, and the central
+    /// bus's policy for it. Exit status 1 on any failure.
     Verify {
         /// The base stack's name.
-        #[arg(long, default_value = "interruption-router")]
+        #[arg(long, default_value = verify::DEFAULT_STACK)]
         stack: String,
         /// A cluster whose queue to check (repeatable); default: every queue the router's naming
         /// template matches.
         #[arg(long = "cluster")]
         clusters: Vec<String>,
+        /// Also check this member account (12 digits), reached by assuming its spoke role with
+        /// your credentials, or with --profile.
+        #[arg(long, value_parser = verify::parse_account_id)]
+        account: Option<String>,
+        /// The member account's spoke stack (cloudformation/spoke.yaml), in the same region.
+        #[arg(long, default_value = verify::DEFAULT_SPOKE_STACK, requires = "account")]
+        spoke_stack: String,
+        /// Reach the member account with this profile instead of assuming the spoke role (which
+        /// trusts only the hub's router role, and may not read CloudFormation, EventBridge or IAM).
+        #[arg(long, requires = "account")]
+        profile: Option<String>,
+        /// The organisation the central bus's policy admits (aws:PrincipalOrgID), o-…; without it
+        /// an organisation-wide bus policy is reported as undetermined.
+        #[arg(long, value_parser = verify::parse_org_id, requires = "account")]
+        org_id: Option<String>,
         #[arg(long)]
         region: Option<String>,
     },
@@ -227,10 +244,22 @@ async fn main() -> ExitCode {
         Command::Verify {
             stack,
             clusters,
+            account,
+            spoke_stack,
+            profile,
+            org_id,
             region,
         } => match Aws::load(region).await {
             Ok(aws) => {
-                let report = verify::run(&aws, &verify::Options { stack, clusters }).await;
+                let options = verify::Options {
+                    stack,
+                    clusters,
+                    account,
+                    spoke_stack,
+                    profile,
+                    org_id,
+                };
+                let report = verify::run(&aws, &options).await;
                 print!("{}", report.render());
                 Ok(report.passed())
             }

@@ -1,14 +1,18 @@
 //! The real stacks deployed into the emulator, completed so the deployment reads back as it would
 //! in AWS: what the tests of `simulate`, `verify` and `fis` run against.
 //!
-//! moto 5.2.5 creates base.yaml's (Queue mode) and tenant.yaml's resources, but it silently skips
-//! `AWS::SQS::QueuePolicy` and `AWS::FIS::ExperimentTemplate`, and it stores the inline policies
-//! CloudFormation gives a role as Python reprs, not JSON. It cannot create base.yaml in Direct
-//! mode at all: it resolves `Fn::GetAtt IngestQueue` inside the role policy's `!If` branch that
-//! Direct mode drops, and fails the stack.
-//! [`Sandbox::deploy`] puts each back through the service's own API, with the document the
-//! template defines (resolved for this stack: [`crate::verify::events_queue_policy`] and
-//! [`crate::verify::tenant_queue_policy`]), so `verify` reads what AWS would return.
+//! moto 5.2.5 creates base.yaml's (Queue mode), spoke.yaml's and tenant.yaml's resources, but it
+//! silently skips `AWS::SQS::QueuePolicy`, `AWS::FIS::ExperimentTemplate` and
+//! `AWS::CloudWatch::Alarm`, creates the central event bus without its policy, and stores the
+//! inline policies CloudFormation gives a role as Python reprs, not JSON (with a statement an
+//! `!If` drops left in as `None`). It cannot create base.yaml in Direct mode at all: it resolves
+//! `Fn::GetAtt IngestQueue` inside the role policy's `!If` branch that Direct mode drops, and
+//! fails the stack.
+//! [`Sandbox::deploy`] (and [`Sandbox::deploy_hub`], [`Sandbox::deploy_spoke`]) put each back
+//! through the service's own API, with the document the template defines (resolved for this
+//! stack: [`crate::verify::events_queue_policy`], [`crate::verify::tenant_queue_policy`],
+//! [`crate::verify::hub_bus_policy`], the LateForwardsAlarm), so `verify` reads what AWS would
+//! return.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -23,9 +27,12 @@ use serde_json::Value;
 
 use crate::{
     aws::Aws,
-    local::moto::{ACCOUNT, MotoServer, REGION, sdk_config_for},
+    local::moto::{ACCOUNT, MotoServer, REGION, sdk_config_as, sdk_config_for},
     stacks::{self, Stack},
-    verify::{RULES, events_queue_policy, tenant_queue_policy},
+    verify::{
+        self, HUB_RULES, LATE_FORWARDS_ALARM, LATE_FORWARDS_METRIC, RULES, events_queue_policy,
+        hub_bus_policy, tenant_queue_policy,
+    },
 };
 
 /// The deployment, and clients for the emulator.
@@ -39,6 +46,32 @@ impl Sandbox {
     /// Deploys base.yaml as `stack` (Queue mode) and one tenant.yaml per cluster (stack
     /// `<stack>-tenant-<cluster>`, as `make deploy-tenant` names it).
     pub async fn deploy(moto: &MotoServer, stack: &str, clusters: &[&str]) -> Result<Self> {
+        Self::deploy_with(moto, stack, clusters, &[]).await
+    }
+
+    /// As [`Sandbox::deploy`], with the central bus serving `members` (CentralBus=Enabled,
+    /// ServedAccounts): the hub of [`Sandbox::deploy_spoke`]s.
+    pub async fn deploy_hub(
+        moto: &MotoServer,
+        stack: &str,
+        clusters: &[&str],
+        members: &[&str],
+    ) -> Result<Self> {
+        let served = members.join(",");
+        let parameters = [
+            ("CentralBus", "Enabled"),
+            ("ServedAccounts", served.as_str()),
+        ];
+        Self::deploy_with(moto, stack, clusters, &parameters).await
+    }
+
+    /// As [`Sandbox::deploy`], with more base stack parameters.
+    pub async fn deploy_with(
+        moto: &MotoServer,
+        stack: &str,
+        clusters: &[&str],
+        parameters: &[(&str, &str)],
+    ) -> Result<Self> {
         let aws = Aws::new(&sdk_config_for(moto.endpoint()).await)?;
         moto.put_object(
             "sandbox-artifacts",
@@ -46,16 +79,12 @@ impl Sandbox {
             b"placeholder: the router runs as a local process",
         )
         .await?;
-        let base = stacks::create(
-            &aws.cfn,
-            stack,
-            stacks::BASE_TEMPLATE,
-            &[
-                ("CodeS3Bucket", "sandbox-artifacts"),
-                ("IngestMode", "Queue"),
-            ],
-        )
-        .await?;
+        let mut all = vec![
+            ("CodeS3Bucket", "sandbox-artifacts"),
+            ("IngestMode", "Queue"),
+        ];
+        all.extend_from_slice(parameters);
+        let base = stacks::create(&aws.cfn, stack, stacks::BASE_TEMPLATE, &all).await?;
         for cluster in clusters {
             stacks::create(
                 &aws.cfn,
@@ -218,6 +247,23 @@ impl Sandbox {
             let rule = self.aws.events.describe_rule().name(&name).send().await?;
             rules.push(rule.arn().context("rule without ARN")?.to_owned());
         }
+        // The central bus's copies of the rules, whose ARNs the queue policies name too.
+        let hub_bus = self.base.outputs.get("HubEventBusArn").cloned();
+        if let Some(bus) = &hub_bus {
+            let bus = bus_name(bus);
+            for (logical, _) in HUB_RULES {
+                let name = self.resource(logical).await?;
+                let rule = self
+                    .aws
+                    .events
+                    .describe_rule()
+                    .name(&name)
+                    .event_bus_name(bus)
+                    .send()
+                    .await?;
+                rules.push(rule.arn().context("rule without ARN")?.to_owned());
+            }
+        }
         for output in ["DeadLetterQueueArn", "IngestQueueArn"] {
             let queue = self.base.output(output)?.to_owned();
             let sid = match output {
@@ -233,7 +279,153 @@ impl Sandbox {
             self.set_queue_policy(&queue, tenant_queue_policy(&queue, &role))
                 .await?;
         }
+        if let Some(bus) = &hub_bus {
+            self.put_hub_bus_policy(bus).await?;
+        }
+        self.create_late_forwards_alarm().await?;
         self.rewrite_role_policies_as_json(&role).await
+    }
+
+    /// base.yaml's HubEventBus policy (moto's CloudFormation creates the bus without it).
+    async fn put_hub_bus_policy(&self, bus: &str) -> Result<()> {
+        let described = self
+            .aws
+            .cfn
+            .describe_stacks()
+            .stack_name(self.stack())
+            .send()
+            .await?;
+        let parameter = |key: &str| {
+            described
+                .stacks()
+                .first()
+                .and_then(|s| {
+                    s.parameters()
+                        .iter()
+                        .find(|p| p.parameter_key() == Some(key))
+                })
+                .and_then(|p| p.parameter_value())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let organization = parameter("OrganizationId");
+        let policy = hub_bus_policy(
+            bus,
+            &parameter("ServedAccounts"),
+            Some(organization.as_str()),
+        );
+        self.aws
+            .events
+            .put_permission()
+            .event_bus_name(bus_name(bus))
+            .policy(policy.to_string())
+            .send()
+            .await
+            .context("PutPermission on the central bus")?;
+        Ok(())
+    }
+
+    /// base.yaml's LateForwardsAlarm (moto's CloudFormation skips AWS::CloudWatch::Alarm), named as
+    /// CloudFormation names it (`<stack>-<logical id>-<suffix>`), without actions (no
+    /// AlarmTopicArn).
+    pub async fn create_late_forwards_alarm(&self) -> Result<()> {
+        use aws_sdk_cloudwatch::types::{ComparisonOperator, Dimension, Statistic};
+        self.aws
+            .cloudwatch
+            .put_metric_alarm()
+            .alarm_name(format!("{}-{LATE_FORWARDS_ALARM}-SANDBOX", self.stack()))
+            .alarm_description(
+                "interruption-router forwarded events more than two minutes after they happened - \
+                 interruptions reached Karpenter too late",
+            )
+            .namespace(interruption_router::config::DEFAULT_METRICS_NAMESPACE)
+            .metric_name(LATE_FORWARDS_METRIC)
+            .dimensions(
+                Dimension::builder()
+                    .name("FunctionName")
+                    .value(self.function_name()?)
+                    .build(),
+            )
+            .statistic(Statistic::Sum)
+            .period(60)
+            .evaluation_periods(1)
+            .threshold(1.0)
+            .comparison_operator(ComparisonOperator::GreaterThanOrEqualToThreshold)
+            .treat_missing_data("notBreaching")
+            .send()
+            .await
+            .context("PutMetricAlarm LateForwardsAlarm")?;
+        Ok(())
+    }
+
+    /// spoke.yaml in `account` (stack [`verify::DEFAULT_SPOKE_STACK`], forwarding to this hub's
+    /// central bus, creating the spoke role) and one tenant.yaml per cluster importing from it,
+    /// completed as [`Sandbox::deploy`] completes the hub: tenant queue policies admitting the
+    /// spoke role, inline role policies as JSON. The account is reached as moto allows, with the
+    /// credentials AssumeRole returns for its spoke role.
+    pub async fn deploy_spoke(
+        &self,
+        moto: &MotoServer,
+        account: &str,
+        clusters: &[&str],
+    ) -> Result<Spoke> {
+        let spoke_role = interruption_router::config::DEFAULT_SPOKE_ROLE_NAME;
+        let aws = Aws::new(&sdk_config_as(moto.endpoint(), account, REGION, spoke_role).await?)?;
+        let stack = stacks::create(
+            &aws.cfn,
+            verify::DEFAULT_SPOKE_STACK,
+            stacks::SPOKE_TEMPLATE,
+            &[
+                ("HubEventBusArn", self.base.output("HubEventBusArn")?),
+                ("RouterRoleArn", self.router_role_arn()?),
+            ],
+        )
+        .await?;
+        let role = stack.output("SpokeRoleArn")?.to_owned();
+        for cluster in clusters {
+            stacks::create(
+                &aws.cfn,
+                &format!("{}-tenant-{cluster}", verify::DEFAULT_SPOKE_STACK),
+                stacks::TENANT_TEMPLATE,
+                &[
+                    ("ClusterName", cluster),
+                    ("BaseStackName", verify::DEFAULT_SPOKE_STACK),
+                ],
+            )
+            .await?;
+            let name = format!("karpenter-{cluster}");
+            let url = aws
+                .sqs
+                .get_queue_url()
+                .queue_name(&name)
+                .send()
+                .await
+                .with_context(|| format!("GetQueueUrl {name} in {account}"))?
+                .queue_url()
+                .context("no queue url")?
+                .to_owned();
+            let arn = format!("arn:aws:sqs:{REGION}:{account}:{name}");
+            aws.sqs
+                .set_queue_attributes()
+                .queue_url(url)
+                .attributes(
+                    QueueAttributeName::Policy,
+                    tenant_queue_policy(&arn, &role).to_string(),
+                )
+                .send()
+                .await
+                .with_context(|| format!("SetQueueAttributes Policy on {arn}"))?;
+        }
+        let forward = crate::aws::stack_resource(&aws, &stack.name, "ForwardToHubRole").await?;
+        for role in [role.as_str(), forward.as_str()] {
+            rewrite_role_policies_as_json(&aws.iam, role).await?;
+        }
+        Ok(Spoke {
+            aws,
+            account: account.to_owned(),
+            stack,
+            clusters: clusters.iter().map(|c| c.to_string()).collect(),
+        })
     }
 
     async fn set_queue_policy(&self, queue_arn: &str, policy: Value) -> Result<()> {
@@ -249,45 +441,66 @@ impl Sandbox {
         Ok(())
     }
 
-    /// moto keeps CloudFormation's inline role policies as `str(dict)`; IAM returns JSON.
     async fn rewrite_role_policies_as_json(&self, role_arn: &str) -> Result<()> {
-        let role = role_arn.rsplit('/').next().unwrap_or(role_arn);
-        let names = self
-            .aws
-            .iam
-            .list_role_policies()
+        rewrite_role_policies_as_json(&self.aws.iam, role_arn).await
+    }
+}
+
+/// A member account's spoke stack and tenant stacks ([`Sandbox::deploy_spoke`]), and clients
+/// acting in that account.
+pub struct Spoke {
+    pub aws: Aws,
+    pub account: String,
+    pub stack: Stack,
+    pub clusters: Vec<String>,
+}
+
+impl Spoke {
+    /// The role the hub's router assumes in this account.
+    pub fn role_arn(&self) -> Result<&str> {
+        self.stack.output("SpokeRoleArn")
+    }
+}
+
+/// The bus name in an event bus ARN.
+fn bus_name(arn: &str) -> &str {
+    arn.split_once(":event-bus/").map_or(arn, |(_, name)| name)
+}
+
+/// moto keeps CloudFormation's inline role policies as `str(dict)`; IAM returns JSON. `role` may be
+/// a name or an ARN.
+async fn rewrite_role_policies_as_json(iam: &aws_sdk_iam::Client, role_arn: &str) -> Result<()> {
+    let role = role_arn.rsplit('/').next().unwrap_or(role_arn);
+    let names = iam.list_role_policies().role_name(role).send().await?;
+    for name in names.policy_names() {
+        let doc = iam
+            .get_role_policy()
             .role_name(role)
+            .policy_name(name)
             .send()
             .await?;
-        for name in names.policy_names() {
-            let doc = self
-                .aws
-                .iam
-                .get_role_policy()
-                .role_name(role)
-                .policy_name(name)
-                .send()
-                .await?;
-            let text = crate::policy::decode_iam_document(doc.policy_document())
-                .map_err(anyhow::Error::msg)?;
-            if serde_json::from_str::<Value>(&text).is_ok() {
-                continue;
-            }
-            // The templates' documents hold no quotes, booleans or None inside strings, so the
-            // repr maps to JSON by swapping the quote character; the parse below checks that.
-            let json = text.replace('\'', "\"");
-            if serde_json::from_str::<Value>(&json).is_err() {
-                bail!("{role}/{name}: cannot turn moto's policy repr into JSON: {text}");
-            }
-            self.aws
-                .iam
-                .put_role_policy()
-                .role_name(role)
-                .policy_name(name)
-                .policy_document(json)
-                .send()
-                .await?;
+        let text = crate::policy::decode_iam_document(doc.policy_document())
+            .map_err(anyhow::Error::msg)?;
+        if serde_json::from_str::<Value>(&text).is_ok() {
+            continue;
         }
-        Ok(())
+        // The templates' documents hold no quotes, booleans or None inside strings, so the
+        // repr maps to JSON by swapping the quote character; the parse below checks that. moto
+        // also keeps a statement an `!If` drops with AWS::NoValue as None, which CloudFormation
+        // removes from the list.
+        let json = text.replace('\'', "\"").replace("None", "null");
+        let Ok(mut document) = serde_json::from_str::<Value>(&json) else {
+            bail!("{role}/{name}: cannot turn moto's policy repr into JSON: {text}");
+        };
+        if let Some(statements) = document["Statement"].as_array_mut() {
+            statements.retain(|s| !s.is_null());
+        }
+        iam.put_role_policy()
+            .role_name(role)
+            .policy_name(name)
+            .policy_document(document.to_string())
+            .send()
+            .await?;
     }
+    Ok(())
 }

@@ -1,0 +1,337 @@
+//! `tenant:<cluster>:queue`, `:encryption`, `:queue-policy`, `:router-role`: each cluster's
+//! Karpenter queue (from `--cluster`, or every queue the router's naming template matches) exists,
+//! is encrypted, admits the router role as its only sender, and the role may send to it. The
+//! queue-policy check and the discovery are shared with the member accounts (`spokes.rs`), where
+//! the sender is the spoke role.
+
+use aws_sdk_sqs::types::QueueAttributeName;
+use interruption_router::config::{Config, QueueNameTemplate};
+use serde_json::{Value, json};
+
+use super::{
+    queues::{Queue, encryption, load_queue, set_policy_command},
+    report::{Check, Findings, fail, pass},
+    role::Role,
+    stack::Base,
+};
+use crate::{
+    aws::{Aws, arn_name, describe},
+    policy::{Decision, Policy, Principal, Request, evaluate},
+};
+
+/// How the router names queues: the function's template; if the environment is broken, the
+/// stack's QueuePrefix, so one mistake is reported once. `None` (with a failed `tenants` check)
+/// when neither is known.
+pub(super) fn template(
+    base: &Base,
+    config: Option<&Config>,
+    checks: &mut Vec<Check>,
+) -> Option<QueueNameTemplate> {
+    let template = config.map(|c| c.queue_names.clone()).or_else(|| {
+        QueueNameTemplate::parse(&format!("{}{{cluster}}", base.output("QueuePrefix")?)).ok()
+    });
+    if template.is_none() {
+        checks.push(fail(
+            "tenants",
+            "no queue naming: the function environment is invalid and the stack has no QueuePrefix output",
+            "fix function:environment first",
+        ));
+    }
+    template
+}
+
+/// Every cluster's queue in the hub account: the named `clusters`, else every queue the template
+/// matches (the stack's own queues left out).
+pub(super) async fn check(
+    aws: &Aws,
+    base: &Base,
+    template: &QueueNameTemplate,
+    role: Option<&Role>,
+    clusters: &[String],
+    checks: &mut Vec<Check>,
+) {
+    let region = &aws.region;
+    let own: Vec<&str> = [
+        base.output("IngestQueueArn"),
+        base.output("DeadLetterQueueArn"),
+    ]
+    .into_iter()
+    .flatten()
+    .map(arn_name)
+    .collect();
+    let clusters = if clusters.is_empty() {
+        match discover_clusters(aws, template, &own).await {
+            Ok(found) if found.is_empty() => {
+                checks.push(fail(
+                    "tenants",
+                    format!(
+                        "no queue named {}… in {region}: the router has nowhere to deliver",
+                        template.prefix()
+                    ),
+                    format!(
+                        "deploy cloudformation/tenant.yaml per cluster (make deploy-tenant \
+                         CLUSTER=<name> REGION={region} STACK_NAME={}), or name clusters with --cluster",
+                        base.name
+                    ),
+                ));
+                return;
+            }
+            Ok(found) => found,
+            Err(problem) => {
+                checks.push(fail("tenants", problem, "name the clusters with --cluster"));
+                return;
+            }
+        }
+    } else {
+        clusters.to_vec()
+    };
+    for cluster in &clusters {
+        check_tenant(aws, base, template, cluster, role, checks).await;
+    }
+}
+
+/// Clusters whose queues exist under the router's naming, leaving out the stack's own queues.
+pub(super) async fn discover_clusters(
+    aws: &Aws,
+    template: &QueueNameTemplate,
+    own: &[&str],
+) -> Result<Vec<String>, String> {
+    let mut clusters = Vec::new();
+    let mut pages = aws
+        .sqs
+        .list_queues()
+        .queue_name_prefix(template.prefix())
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| format!("ListQueues: {}", describe(&e)))?;
+        for url in page.queue_urls() {
+            let name = url.rsplit('/').next().unwrap_or_default();
+            if own.contains(&name) {
+                continue;
+            }
+            if let Some(cluster) = cluster_of(template, name) {
+                clusters.push(cluster);
+            }
+        }
+    }
+    clusters.sort();
+    Ok(clusters)
+}
+
+/// The cluster a queue name belongs to under `template`, if any.
+pub fn cluster_of(template: &QueueNameTemplate, queue: &str) -> Option<String> {
+    let probe = template.queue_name("x")?;
+    let suffix = &probe[template.prefix().len() + 1..];
+    let cluster = queue
+        .strip_prefix(template.prefix())?
+        .strip_suffix(suffix)?;
+    (template.queue_name(cluster).as_deref() == Some(queue)).then(|| cluster.to_owned())
+}
+
+async fn check_tenant(
+    aws: &Aws,
+    base: &Base,
+    template: &QueueNameTemplate,
+    cluster: &str,
+    role: Option<&Role>,
+    checks: &mut Vec<Check>,
+) {
+    let region = &aws.region;
+    let prefix = format!("tenant:{cluster}");
+    let Some(name) = template.queue_name(cluster) else {
+        checks.push(fail(
+            &format!("{prefix}:queue"),
+            format!(
+                "\"{cluster}\" cannot form an SQS queue name after {}",
+                template.prefix()
+            ),
+            "cluster names used as queue names must be 1-80 letters, digits, '-' or '_' in total",
+        ));
+        return;
+    };
+    let deploy = format!(
+        "deploy the tenant stack: make deploy-tenant CLUSTER={cluster} REGION={region} STACK_NAME={}",
+        base.name
+    );
+    let arn = format!(
+        "arn:{}:sqs:{region}:{}:{name}",
+        base.partition, base.account
+    );
+    match load_queue(aws, &name).await {
+        Err(problem) => checks.push(fail(
+            &format!("{prefix}:queue"),
+            format!("{problem}: the router dead-letters every event for {cluster}"),
+            format!("{deploy} (its QueuePrefix must equal the base stack's)"),
+        )),
+        Ok(queue) => {
+            checks.push(pass(
+                &format!("{prefix}:queue"),
+                format!("{} exists", queue.name),
+            ));
+            let mut f = Findings::default();
+            encryption(&queue, &mut f, region);
+            checks.push(f.into_check(format!("{prefix}:encryption")));
+            if let Some(role_arn) = base.output("RouterRoleArn") {
+                let sender = Sender {
+                    label: "router",
+                    role_arn,
+                    account: &base.account,
+                    partition: &base.partition,
+                    wrong_role_fix: format!(
+                        "the policy must name the router role: set the tenant stack's \
+                         BaseStackName to {} (or RouterRoleArn to {role_arn}) and update it",
+                        base.name
+                    ),
+                };
+                checks.push(check_tenant_policy(
+                    &queue,
+                    &sender,
+                    region,
+                    &format!("{prefix}:queue-policy"),
+                    &deploy,
+                ));
+            }
+        }
+    }
+    if let Some(role) = role {
+        let d = role.may("sqs:SendMessage", &arn);
+        let check = if d.is_allowed() {
+            pass(
+                &format!("{prefix}:router-role"),
+                format!("{} may send to {name} ({d})", role.name()),
+            )
+        } else {
+            fail(
+                &format!("{prefix}:router-role"),
+                format!("{} may not sqs:SendMessage to {name}: {d}", role.name()),
+                format!(
+                    "the role may send to <QueuePrefix>* only: give the tenant stack the base \
+                     stack's QueuePrefix ({}), or restore the role's SendToClusterQueues statement",
+                    base.output("QueuePrefix")
+                        .unwrap_or("see its QueuePrefix output")
+                ),
+            )
+        };
+        checks.push(check);
+    }
+}
+
+/// The one principal a tenant queue must admit as sender: the hub's router role, or in a member
+/// account the spoke role.
+pub(super) struct Sender<'a> {
+    /// How the report calls it: `router`, `spoke role`.
+    pub label: &'a str,
+    pub role_arn: &'a str,
+    /// The queue's account and partition.
+    pub account: &'a str,
+    pub partition: &'a str,
+    /// What to do when the policy names another role.
+    pub wrong_role_fix: String,
+}
+
+/// The tenant queue's policy lets the sender send, and denies every other sender.
+pub(super) fn check_tenant_policy(
+    queue: &Queue,
+    sender: &Sender<'_>,
+    region: &str,
+    name: &str,
+    deploy: &str,
+) -> Check {
+    let role_arn = sender.role_arn;
+    let restore = format!(
+        "{deploy}; or restore the policy now: {}",
+        set_policy_command(
+            region,
+            &queue.url,
+            &tenant_queue_policy(&queue.arn, role_arn)
+        )
+    );
+    let Some(text) = queue.attribute(QueueAttributeName::Policy) else {
+        return fail(
+            name,
+            format!(
+                "{} has no queue policy: it does not grant the {}, and any principal in the \
+                 account with sqs:SendMessage can write a fake interruption",
+                queue.name, sender.label
+            ),
+            restore,
+        );
+    };
+    let policy = match Policy::parse("queue policy", text) {
+        Ok(p) => p,
+        Err(e) => return fail(name, e, restore),
+    };
+    let decide = |principal: &str| {
+        let context = [
+            ("aws:PrincipalArn", principal),
+            ("aws:SecureTransport", "true"),
+        ];
+        evaluate(
+            std::slice::from_ref(&policy),
+            &Request {
+                principal: Principal::Aws(principal),
+                action: "sqs:SendMessage",
+                resource: &queue.arn,
+                context: &context,
+            },
+        )
+    };
+    let mut f = Findings::default();
+    match decide(role_arn) {
+        d @ Decision::Allowed { .. } => f.ok(format!("{} {d}", sender.label)),
+        d => f.problem(
+            format!(
+                "the {} role {role_arn} is {d} (a principal shown as AROA… is a deleted role)",
+                sender.label.trim_end_matches(" role")
+            ),
+            format!("{}; {restore}", sender.wrong_role_fix),
+        ),
+    }
+    let other = format!(
+        "arn:{}:iam::{}:role/routerctl-verify-probe",
+        sender.partition, sender.account
+    );
+    match decide(&other) {
+        Decision::Denied { .. } => f.ok("other senders denied"),
+        d => f.problem(
+            format!(
+                "other principals in the account are not denied ({d}): anyone with \
+                 sqs:SendMessage can write a fake interruption and drain a node"
+            ),
+            restore,
+        ),
+    }
+    f.into_check(name)
+}
+
+/// tenant.yaml's InterruptionQueuePolicy for these ARNs.
+pub fn tenant_queue_policy(queue_arn: &str, router_role_arn: &str) -> Value {
+    json!({"Version": "2012-10-17", "Statement": [
+        {"Sid": "AllowRouterToSend", "Effect": "Allow", "Principal": {"AWS": router_role_arn},
+         "Action": "sqs:SendMessage", "Resource": queue_arn},
+        {"Sid": "DenySendersOtherThanRouter", "Effect": "Deny", "Principal": "*",
+         "Action": "sqs:SendMessage", "Resource": queue_arn,
+         "Condition": {"ArnNotEquals": {"aws:PrincipalArn": router_role_arn}}},
+        {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "sqs:*",
+         "Resource": queue_arn, "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenant_queue_names_map_back_to_clusters() {
+        let t = QueueNameTemplate::parse("karpenter-{cluster}").unwrap();
+        assert_eq!(cluster_of(&t, "karpenter-alpha").as_deref(), Some("alpha"));
+        assert_eq!(cluster_of(&t, "other-alpha"), None);
+        assert_eq!(cluster_of(&t, "karpenter-"), None);
+        let t = QueueNameTemplate::parse("{cluster}_interruptions").unwrap();
+        assert_eq!(
+            cluster_of(&t, "beta_interruptions").as_deref(),
+            Some("beta")
+        );
+        assert_eq!(cluster_of(&t, "beta_other"), None);
+    }
+}
