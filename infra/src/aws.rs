@@ -101,51 +101,14 @@ impl Aws {
         account: &str,
         role: &str,
     ) -> Result<Self> {
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-        if let Some(region) = region {
-            loader = loader.region(aws_config::Region::new(region));
-        }
-        let config = loader.load().await;
-        let sts = aws_sdk_sts::Client::new(&config);
-        let caller = sts
-            .get_caller_identity()
-            .send()
-            .await
-            .map_err(|e| anyhow::anyhow!("GetCallerIdentity: {}", describe(&e)))?;
-        if caller.account() == Some(account) {
-            return Self::new(&config);
+        let aws = Self::load(region).await?;
+        if aws.caller().await?.0 == account {
+            return Ok(aws);
         }
         let arn = format!("arn:aws:iam::{account}:role/{role}");
-        let out = sts
-            .assume_role()
-            .role_arn(&arn)
-            .role_session_name("routerctl")
-            .send()
-            .await
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "AssumeRole {arn}: {} (the role must trust the caller; or run with credentials of account {account})",
-                    describe(&e)
-                )
-            })?;
-        let c = out
-            .credentials()
-            .context("AssumeRole returned no credentials")?;
-        let credentials = aws_credential_types::Credentials::new(
-            c.access_key_id(),
-            c.secret_access_key(),
-            Some(c.session_token().to_owned()),
-            None,
-            "routerctl-assume-role",
-        );
-        Self::new(
-            &config
-                .to_builder()
-                .credentials_provider(
-                    aws_credential_types::provider::SharedCredentialsProvider::new(credentials),
-                )
-                .build(),
-        )
+        aws.assume_role(&arn, "routerctl").await.with_context(|| {
+            format!("the role must trust the caller; or run with credentials of account {account}")
+        })
     }
 
     pub fn new(config: &aws_config::SdkConfig) -> Result<Self> {

@@ -224,22 +224,23 @@ async fn main() -> ExitCode {
                 cluster_tag,
                 managed_tag,
             };
-            let site = match &account {
-                Some(account) => Aws::load_in_account(region.clone(), account, &spoke_role).await,
-                None => Aws::load(region.clone()).await,
+            // The cluster's account and region pick the instances; the hub's clients send.
+            let run = async {
+                let site = match &account {
+                    Some(account) => {
+                        Aws::load_in_account(region.clone(), account, &spoke_role).await?
+                    }
+                    None => Aws::load(region.clone()).await?,
+                };
+                let hub = match (&account, hub_region) {
+                    (None, None) => site.clone(),
+                    (_, hub_region) => Aws::load(hub_region.or(region)).await?,
+                };
+                let report = simulate::run_from(&hub, &site, &options).await?;
+                print!("{}", report.render());
+                Ok(report.failed() == 0)
             };
-            let hub = Aws::load(hub_region.or(region)).await;
-            match (hub, site) {
-                (Ok(hub), Ok(site)) => {
-                    simulate::run_from(&hub, &site, &options)
-                        .await
-                        .map(|report| {
-                            print!("{}", report.render());
-                            report.failed() == 0
-                        })
-                }
-                (Err(e), _) | (_, Err(e)) => Err(e),
-            }
+            run.await
         }
         Command::Verify {
             stack,

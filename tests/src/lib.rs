@@ -17,18 +17,9 @@ use routerctl::local::{
 };
 use serde_json::{Value, json};
 
-pub use routerctl::local;
+pub use routerctl::local::{self, moto::karpenter_tags};
 
 pub mod policy;
-
-/// Instance tags Karpenter puts on a node it launches for `cluster`.
-pub fn karpenter_tags(cluster: &str) -> Vec<(String, String)> {
-    vec![
-        ("eks:eks-cluster-name".into(), cluster.into()),
-        (format!("kubernetes.io/cluster/{cluster}"), "owned".into()),
-        ("karpenter.sh/nodepool".into(), "default".into()),
-    ]
-}
 
 /// Tags of a managed node group instance: a cluster, but not Karpenter's.
 pub fn managed_nodegroup_tags(cluster: &str) -> Vec<(String, String)> {
@@ -92,6 +83,50 @@ impl World {
             .await
             .with_context(|| format!("GetQueueUrl {name}"))?;
         Ok(out.queue_url().context("no queue url")?.to_owned())
+    }
+
+    pub async fn queue_arn(&self, queue_url: &str) -> Result<String> {
+        self.sqs
+            .get_queue_attributes()
+            .queue_url(queue_url)
+            .attribute_names(QueueAttributeName::QueueArn)
+            .send()
+            .await?
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::QueueArn))
+            .cloned()
+            .context("no QueueArn")
+    }
+
+    /// An ingest queue `interruption-router-ingest` as the base stack makes it: `visibility`
+    /// timeout, redrive to `dlq_url` after `max_receive_count` receives. Returns its URL and ARN.
+    pub async fn ingest_queue(
+        &self,
+        dlq_url: &str,
+        visibility: Duration,
+        max_receive_count: u32,
+    ) -> Result<(String, String)> {
+        let redrive = json!({
+            "deadLetterTargetArn": self.queue_arn(dlq_url).await?,
+            "maxReceiveCount": max_receive_count,
+        })
+        .to_string();
+        let url = self
+            .sqs
+            .create_queue()
+            .queue_name("interruption-router-ingest")
+            .attributes(
+                QueueAttributeName::VisibilityTimeout,
+                visibility.as_secs().to_string(),
+            )
+            .attributes(QueueAttributeName::RedrivePolicy, redrive)
+            .send()
+            .await?
+            .queue_url()
+            .context("no queue url")?
+            .to_owned();
+        let arn = self.queue_arn(&url).await?;
+        Ok((url, arn))
     }
 
     /// Receives and deletes every message in the queue, as Karpenter's poller does.

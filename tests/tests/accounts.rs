@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, hash_map::Entry};
 
 use anyhow::{Context, Result};
-use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::types::MessageSystemAttributeName;
 use e2e_tests::{
     World, batch_item_failures, ec2_event, health_event, karpenter_tags,
     local::{
@@ -267,23 +267,10 @@ async fn a_member_account_that_cannot_be_reached_is_retried_then_dead_lettered()
     let router = estate.world.start_router(&estate.router_config()).await?;
     // A real ingest queue, so the records carry real receipt handles and the router can read its
     // redrive policy and shorten visibilities.
-    let dlq_arn = queue_arn(&estate.world.sqs, &estate.dlq).await?;
-    let ingest = estate
+    let (ingest, ingest_arn) = estate
         .world
-        .sqs
-        .create_queue()
-        .queue_name("interruption-router-ingest")
-        .attributes(QueueAttributeName::VisibilityTimeout, "180")
-        .attributes(
-            QueueAttributeName::RedrivePolicy,
-            json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 20}).to_string(),
-        )
-        .send()
-        .await?
-        .queue_url()
-        .context("no queue url")?
-        .to_owned();
-    let ingest_arn = queue_arn(&estate.world.sqs, &ingest).await?;
+        .ingest_queue(&estate.dlq, std::time::Duration::from_secs(180), 20)
+        .await?;
     for (place, id) in [(a_prod, "spot-a"), (b_prod, "spot-b")] {
         let body = event_in(
             place.0,
@@ -381,18 +368,6 @@ async fn a_member_account_that_cannot_be_reached_is_retried_then_dead_lettered()
     assert_eq!(ids(a_prod), ["spot-a"]);
     assert!(ids(b_prod).is_empty());
     Ok(())
-}
-
-async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String> {
-    sqs.get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await?
-        .attributes()
-        .and_then(|a| a.get(&QueueAttributeName::QueueArn))
-        .cloned()
-        .context("no QueueArn")
 }
 
 /// The storm benchmark's organisation row, as counts (exact on any machine): 10 member accounts

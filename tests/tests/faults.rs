@@ -26,7 +26,6 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use aws_sdk_sqs::types::QueueAttributeName;
 use e2e_tests::{
     World, karpenter_tags,
     local::{
@@ -326,7 +325,9 @@ impl Storm {
             .map(|n| origin.spot_warning(&nodes[n % CLUSTERS][n / CLUSTERS], &format!("w{n}")))
             .collect();
         let dlq = world.create_queue("interruption-router-dlq").await?;
-        let ingest = ingest_queue(&world, &dlq).await?;
+        let ingest = world
+            .ingest_queue(&dlq, VISIBILITY_TIMEOUT, MAX_RECEIVE_COUNT)
+            .await?;
         Ok(Self {
             world,
             queues,
@@ -596,45 +597,4 @@ impl std::fmt::Display for Ages {
             LATE.as_secs()
         )
     }
-}
-
-/// The ingest queue with the base stack's settings: 180 s visibility, redrive after 20 receives.
-async fn ingest_queue(world: &World, dlq_url: &str) -> Result<(String, String)> {
-    let arn = |url: &str| {
-        let url = url.to_owned();
-        async move {
-            let out = world
-                .sqs
-                .get_queue_attributes()
-                .queue_url(&url)
-                .attribute_names(QueueAttributeName::QueueArn)
-                .send()
-                .await?;
-            out.attributes()
-                .and_then(|a| a.get(&QueueAttributeName::QueueArn))
-                .cloned()
-                .context("no QueueArn")
-        }
-    };
-    let redrive = serde_json::json!({
-        "deadLetterTargetArn": arn(dlq_url).await?,
-        "maxReceiveCount": MAX_RECEIVE_COUNT,
-    })
-    .to_string();
-    let url = world
-        .sqs
-        .create_queue()
-        .queue_name("interruption-router-ingest")
-        .attributes(
-            QueueAttributeName::VisibilityTimeout,
-            VISIBILITY_TIMEOUT.as_secs().to_string(),
-        )
-        .attributes(QueueAttributeName::RedrivePolicy, redrive)
-        .send()
-        .await?
-        .queue_url()
-        .context("no queue url")?
-        .to_owned();
-    let arn = arn(&url).await?;
-    Ok((url, arn))
 }

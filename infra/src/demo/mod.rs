@@ -32,7 +32,7 @@ use crate::{
     local::{
         esm::{EventSourceMapping, Stop},
         function::{Function, router_binary},
-        moto::{ACCOUNT, MotoServer, REGION},
+        moto::{ACCOUNT, MotoServer, REGION, karpenter_tags},
         proxy::AwsProxy,
     },
     stacks,
@@ -173,14 +173,7 @@ pub async fn run(options: Options) -> Result<Report> {
             let mut nodes: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for cluster in &clusters {
                 for _ in 0..options.instances {
-                    let tags = [
-                        ("eks:eks-cluster-name".to_owned(), cluster.clone()),
-                        (
-                            format!("kubernetes.io/cluster/{cluster}"),
-                            "owned".to_owned(),
-                        ),
-                        ("karpenter.sh/nodepool".to_owned(), "default".to_owned()),
-                    ];
+                    let tags = karpenter_tags(cluster);
                     nodes
                         .entry(cluster.clone())
                         .or_default()
@@ -246,15 +239,7 @@ pub async fn run(options: Options) -> Result<Report> {
         "Starting the router under a local Lambda Runtime API",
         async {
             let lambda = aws_sdk_lambda::Client::new(&sdk);
-            let config = lambda
-                .get_function_configuration()
-                .function_name(base.output("FunctionName")?)
-                .send()
-                .await?;
-            let mut env = crate::local::moto::env_for(&proxy.endpoint());
-            if let Some(vars) = config.environment().and_then(|e| e.variables()) {
-                env.extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
-            }
+            let env = deployed_env(&lambda, base.output("FunctionName")?, &proxy).await?;
             Function::start_ready(&binary, &env).await
         },
     )
@@ -281,24 +266,12 @@ pub async fn run(options: Options) -> Result<Report> {
     bar.set_message("Publishing through EventBridge, routing");
     let eventbridge = aws_sdk_eventbridge::Client::new(&sdk);
     let started = Instant::now();
-    let publish = async {
-        let all: Vec<&Synthetic> = events
-            .iter()
-            .map(|(e, _)| e)
-            .chain(distractors.iter())
-            .collect();
-        for chunk in all.chunks(10) {
-            let out = eventbridge
-                .put_events()
-                .set_entries(Some(chunk.iter().map(|e| e.put_events_entry()).collect()))
-                .send()
-                .await?;
-            if out.failed_entry_count() > 0 {
-                bail!("PutEvents failed {} entries", out.failed_entry_count());
-            }
-        }
-        Ok(())
-    };
+    let all: Vec<&Synthetic> = events
+        .iter()
+        .map(|(e, _)| e)
+        .chain(distractors.iter())
+        .collect();
+    let publish = put_events(&eventbridge, &all);
     // Every published event matches exactly one rule, so the ingest queue gets exactly that many.
     let stop = Stop {
         handled: Some(published as u64),
@@ -469,6 +442,42 @@ fn percentile(sorted: &[u64], p: usize) -> String {
     }
     let rank = (p * sorted.len()).div_ceil(100).clamp(1, sorted.len());
     sorted[rank - 1].to_string()
+}
+
+/// The router's environment as the base stack configures the function, pointed at `proxy`.
+async fn deployed_env(
+    lambda: &aws_sdk_lambda::Client,
+    function_name: &str,
+    proxy: &AwsProxy,
+) -> Result<Vec<(String, String)>> {
+    let config = lambda
+        .get_function_configuration()
+        .function_name(function_name)
+        .send()
+        .await?;
+    let mut env = crate::local::moto::env_for(&proxy.endpoint());
+    if let Some(vars) = config.environment().and_then(|e| e.variables()) {
+        env.extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    Ok(env)
+}
+
+/// Publishes `events` through EventBridge's default bus, ten per PutEvents call.
+async fn put_events(
+    eventbridge: &aws_sdk_eventbridge::Client,
+    events: &[&Synthetic],
+) -> Result<()> {
+    for chunk in events.chunks(10) {
+        let out = eventbridge
+            .put_events()
+            .set_entries(Some(chunk.iter().map(|e| e.put_events_entry()).collect()))
+            .send()
+            .await?;
+        if out.failed_entry_count() > 0 {
+            bail!("PutEvents failed {} entries", out.failed_entry_count());
+        }
+    }
+    Ok(())
 }
 
 /// Identifies a demo event by what Karpenter reads: kind, instance and state (Health: its ARN).

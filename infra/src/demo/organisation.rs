@@ -25,13 +25,13 @@ use std::{
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use super::{event_key_of, instances_named, launch, receive_all, step};
+use super::{deployed_env, event_key_of, instances_named, launch, put_events, receive_all, step};
 use crate::{
     events::{Origin, Synthetic},
     local::{
         esm::{EventSourceMapping, Stop},
         function::{Function, router_binary},
-        moto::{self, ACCOUNT, MotoServer, REGION},
+        moto::{self, ACCOUNT, MotoServer, REGION, karpenter_tags},
         proxy::AwsProxy,
     },
     stacks,
@@ -283,15 +283,7 @@ pub async fn run(options: Options) -> Result<Report> {
     let functions = step(
         "Starting the router under local Lambda Runtime APIs",
         async {
-            let config = lambda
-                .get_function_configuration()
-                .function_name(function_name)
-                .send()
-                .await?;
-            let mut env = moto::env_for(&proxy.endpoint());
-            if let Some(vars) = config.environment().and_then(|e| e.variables()) {
-                env.extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
-            }
+            let env = deployed_env(&lambda, function_name, &proxy).await?;
             let mut functions = Vec::new();
             for _ in 0..ENVIRONMENTS {
                 functions.push(Function::start_ready(&binary, &env).await?);
@@ -309,16 +301,7 @@ pub async fn run(options: Options) -> Result<Report> {
     let eventbridge = aws_sdk_eventbridge::Client::new(&hub_config);
     let publish = async {
         let hub: Vec<&Synthetic> = hub_events.iter().map(|(e, _)| e).collect();
-        for chunk in hub.chunks(10) {
-            let out = eventbridge
-                .put_events()
-                .set_entries(Some(chunk.iter().map(|e| e.put_events_entry()).collect()))
-                .send()
-                .await?;
-            if out.failed_entry_count() > 0 {
-                bail!("PutEvents failed {} entries", out.failed_entry_count());
-            }
-        }
+        put_events(&eventbridge, &hub).await?;
         for (event, _) in &member_events {
             hub_sqs
                 .send_message()
@@ -327,7 +310,7 @@ pub async fn run(options: Options) -> Result<Report> {
                 .send()
                 .await?;
         }
-        Ok(())
+        Ok::<_, anyhow::Error>(())
     };
     let stop = Stop {
         handled: Some(published as u64),
@@ -403,15 +386,6 @@ pub async fn run(options: Options) -> Result<Report> {
     }
     moto.stop().await;
     Ok(report)
-}
-
-/// The tags Karpenter puts on a node it launches for `cluster`.
-fn karpenter_tags(cluster: &str) -> Vec<(String, String)> {
-    vec![
-        ("eks:eks-cluster-name".into(), cluster.into()),
-        (format!("kubernetes.io/cluster/{cluster}"), "owned".into()),
-        ("karpenter.sh/nodepool".into(), "default".into()),
-    ]
 }
 
 async fn queue_url(sqs: &aws_sdk_sqs::Client, name: &str) -> Result<String> {

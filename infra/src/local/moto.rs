@@ -106,6 +106,15 @@ impl MotoServer {
     }
 }
 
+/// Instance tags Karpenter puts on a node it launches for `cluster`.
+pub fn karpenter_tags(cluster: &str) -> Vec<(String, String)> {
+    vec![
+        ("eks:eks-cluster-name".into(), cluster.into()),
+        (format!("kubernetes.io/cluster/{cluster}"), "owned".into()),
+        ("karpenter.sh/nodepool".into(), "default".into()),
+    ]
+}
+
 /// Launches `count` instances with `tags` (none: untagged) in one RunInstances call; returns
 /// their ids. What stands in for Karpenter launching nodes.
 pub async fn launch(
@@ -282,31 +291,14 @@ pub async fn sdk_config_as(
     region: &str,
     role: &str,
 ) -> Result<aws_config::SdkConfig> {
-    let base = sdk_config_for(endpoint).await;
-    let sts = aws_sdk_sts::Client::new(&base);
-    let out = sts
-        .assume_role()
-        .role_arn(format!("arn:aws:iam::{account}:role/{role}"))
-        .role_session_name("routerctl")
-        .send()
+    let base = sdk_config_for(endpoint)
         .await
-        .with_context(|| format!("AssumeRole into account {account} on the emulator"))?;
-    let c = out
-        .credentials()
-        .context("AssumeRole returned no credentials")?;
-    Ok(base
         .to_builder()
         .region(Some(aws_config::Region::new(region.to_owned())))
-        .credentials_provider(
-            aws_credential_types::provider::SharedCredentialsProvider::new(
-                aws_sdk_sqs::config::Credentials::new(
-                    c.access_key_id(),
-                    c.secret_access_key(),
-                    Some(c.session_token().to_owned()),
-                    None,
-                    "moto-assume-role",
-                ),
-            ),
-        )
-        .build())
+        .build();
+    let assumed = crate::aws::Aws::new(&base)?
+        .assume_role(&format!("arn:aws:iam::{account}:role/{role}"), "routerctl")
+        .await
+        .with_context(|| format!("acting as account {account} on the emulator"))?;
+    Ok(assumed.config)
 }

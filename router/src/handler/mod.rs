@@ -30,7 +30,7 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde::Deserialize;
 use serde_json::{Value, json, value::RawValue};
@@ -161,30 +161,7 @@ impl Router {
                     .records
                     .iter()
                     .enumerate()
-                    .map(|(i, r)| {
-                        if r.event_source.as_deref().is_some_and(|s| s != "aws:sqs") {
-                            return Err(HandlerError::Unsupported(format!(
-                                "record {i} comes from {:?}; the router reads SQS event source mappings and direct EventBridge events",
-                                r.event_source.as_deref().unwrap_or_default()
-                            )));
-                        }
-                        let id = r.message_id.as_deref().ok_or_else(|| {
-                            HandlerError::Unsupported(format!("SQS record {i} has no messageId, so it could not be retried alone"))
-                        })?;
-                        let origin = match (r.event_source_arn.as_deref(), r.receipt_handle.as_deref()) {
-                            (Some(queue_arn), Some(receipt_handle)) => Some(SqsOrigin {
-                                queue_arn,
-                                receipt_handle,
-                                receive_count: r
-                                    .attributes
-                                    .get("ApproximateReceiveCount")
-                                    .and_then(|n| n.parse().ok())
-                                    .unwrap_or(1),
-                            }),
-                            _ => None,
-                        };
-                        Ok(Record { id, body: r.body.as_deref().unwrap_or_default(), origin })
-                    })
+                    .map(|(i, r)| sqs_record(i, r))
                     .collect::<Result<Vec<_>, _>>()?;
                 let budget = Budget::new(finish_by, Mode::Batch);
                 let outcomes = self.route(&records, budget, metrics).await;
@@ -210,6 +187,40 @@ impl Router {
             }
         }
     }
+}
+
+/// SQS record `i` as a [`Record`]: its message id (what a hand-back names), its body, and where
+/// it came from (queue, receipt handle, receive count), which a hand-back needs to shorten its
+/// visibility.
+fn sqs_record(i: usize, r: &SqsMessage) -> Result<Record<'_>, HandlerError> {
+    if r.event_source.as_deref().is_some_and(|s| s != "aws:sqs") {
+        return Err(HandlerError::Unsupported(format!(
+            "record {i} comes from {:?}; the router reads SQS event source mappings and direct EventBridge events",
+            r.event_source.as_deref().unwrap_or_default()
+        )));
+    }
+    let id = r.message_id.as_deref().ok_or_else(|| {
+        HandlerError::Unsupported(format!(
+            "SQS record {i} has no messageId, so it could not be retried alone"
+        ))
+    })?;
+    let origin = match (r.event_source_arn.as_deref(), r.receipt_handle.as_deref()) {
+        (Some(queue_arn), Some(receipt_handle)) => Some(SqsOrigin {
+            queue_arn,
+            receipt_handle,
+            receive_count: r
+                .attributes
+                .get("ApproximateReceiveCount")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1),
+        }),
+        _ => None,
+    };
+    Ok(Record {
+        id,
+        body: r.body.as_deref().unwrap_or_default(),
+        origin,
+    })
 }
 
 /// `Some(records)` when the payload is an SQS event (it has `Records`), `None` for a direct event.

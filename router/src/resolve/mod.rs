@@ -245,11 +245,16 @@ impl Resolver {
         calls: &LookupCalls,
     ) -> Result<Looked, ResolveError> {
         let clients = self.accounts.clients(scope).await?;
-        if self.ec2_troubled(scope) {
-            match self.via_tagging(&clients, scope, ids, calls).await {
-                Ok(mut answers) => {
-                    // GetResources does not list untagged instances and may lag a launch: the few
-                    // ids it left out are worth one DescribeInstances call even now.
+        let [first, second] = if self.ec2_troubled(scope) {
+            [Path::GetResources, Path::DescribeInstances]
+        } else {
+            [Path::DescribeInstances, Path::GetResources]
+        };
+        let first_error = match self.via(first, &clients, scope, ids, calls).await {
+            Ok(mut answers) => {
+                if first == Path::GetResources {
+                    // GetResources does not list untagged instances and may lag a launch: the
+                    // few ids it left out are worth one DescribeInstances call even now.
                     let unlisted: Vec<InstanceId> = ids
                         .iter()
                         .filter(|id| !answers.contains_key(*id))
@@ -260,33 +265,38 @@ impl Resolver {
                     {
                         answers.extend(found);
                     }
-                    Ok(Looked {
-                        answers,
-                        path: Path::GetResources,
-                    })
                 }
-                Err(tagging) => match self.via_ec2(&clients, scope, ids, calls).await {
-                    Ok(answers) => Ok(Looked {
-                        answers,
-                        path: Path::DescribeInstances,
-                    }),
-                    Err(ec2) => Err(Self::both_failed(&ec2, &tagging)),
-                },
-            }
-        } else {
-            match self.via_ec2(&clients, scope, ids, calls).await {
-                Ok(answers) => Ok(Looked {
+                return Ok(Looked {
                     answers,
-                    path: Path::DescribeInstances,
-                }),
-                Err(ec2) => match self.via_tagging(&clients, scope, ids, calls).await {
-                    Ok(answers) => Ok(Looked {
-                        answers,
-                        path: Path::GetResources,
-                    }),
-                    Err(tagging) => Err(Self::both_failed(&ec2, &tagging)),
-                },
+                    path: first,
+                });
             }
+            Err(e) => e,
+        };
+        match self.via(second, &clients, scope, ids, calls).await {
+            Ok(answers) => Ok(Looked {
+                answers,
+                path: second,
+            }),
+            Err(second_error) => Err(ResolveError::Failed(format!(
+                "{}: {first_error}; {}: {second_error}",
+                first.label(),
+                second.label()
+            ))),
+        }
+    }
+
+    async fn via(
+        &self,
+        path: Path,
+        clients: &Clients,
+        scope: &Scope,
+        ids: &[InstanceId],
+        calls: &LookupCalls,
+    ) -> Result<HashMap<InstanceId, Answer>, String> {
+        match path {
+            Path::DescribeInstances => self.via_ec2(clients, scope, ids, calls).await,
+            Path::GetResources => self.via_tagging(clients, scope, ids, calls).await,
         }
     }
 
@@ -335,14 +345,6 @@ impl Resolver {
             .into_iter()
             .map(|(id, owner)| (id, Answer { owner, path }))
             .collect()
-    }
-
-    fn both_failed(ec2: &str, tagging: &str) -> ResolveError {
-        ResolveError::Failed(format!(
-            "{}: {ec2}; {}: {tagging}",
-            Path::DescribeInstances.label(),
-            Path::GetResources.label()
-        ))
     }
 
     fn ec2_troubled(&self, scope: &Scope) -> bool {
