@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 pub use routerctl::local::{self, moto::karpenter_tags};
 
+pub mod organisation;
 pub mod policy;
 
 /// Tags of a managed node group instance: a cluster, but not Karpenter's.
@@ -131,56 +132,7 @@ impl World {
 
     /// Receives and deletes every message in the queue, as Karpenter's poller does.
     pub async fn drain(&self, queue_url: &str) -> Result<Vec<Received>> {
-        let mut received = Vec::new();
-        loop {
-            let out = self
-                .sqs
-                .receive_message()
-                .queue_url(queue_url)
-                .max_number_of_messages(10)
-                .message_attribute_names("All")
-                .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
-                .send()
-                .await?;
-            if out.messages().is_empty() {
-                return Ok(received);
-            }
-            let mut deletes = Vec::new();
-            for (i, m) in out.messages().iter().enumerate() {
-                let attributes = m
-                    .message_attributes()
-                    .map(|a| {
-                        a.iter()
-                            .map(|(k, v)| {
-                                (k.clone(), v.string_value().unwrap_or_default().to_owned())
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let sent_ms = m
-                    .attributes()
-                    .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
-                    .and_then(|t| t.parse().ok())
-                    .unwrap_or_default();
-                received.push(Received {
-                    body: m.body().unwrap_or_default().to_owned(),
-                    attributes,
-                    sent_ms,
-                });
-                deletes.push(
-                    DeleteMessageBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .set_receipt_handle(m.receipt_handle().map(str::to_owned))
-                        .build()?,
-                );
-            }
-            self.sqs
-                .delete_message_batch()
-                .queue_url(queue_url)
-                .set_entries(Some(deletes))
-                .send()
-                .await?;
-        }
+        drain(&self.sqs, queue_url).await
     }
 
     /// The number of messages waiting in a queue.
@@ -209,6 +161,57 @@ impl World {
     /// Starts the router binary configured with `config`, pointed at the proxy.
     pub async fn start_router(&self, config: &[(&str, &str)]) -> Result<Function> {
         Function::start_ready(&router_binary()?, &self.router_env(config)).await
+    }
+}
+
+/// Receives and deletes every message in the queue with `sqs` (a client of the queue's account),
+/// as Karpenter's poller does.
+pub async fn drain(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<Vec<Received>> {
+    let mut received = Vec::new();
+    loop {
+        let out = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .message_attribute_names("All")
+            .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
+            .send()
+            .await?;
+        if out.messages().is_empty() {
+            return Ok(received);
+        }
+        let mut deletes = Vec::new();
+        for (i, m) in out.messages().iter().enumerate() {
+            let attributes = m
+                .message_attributes()
+                .map(|a| {
+                    a.iter()
+                        .map(|(k, v)| (k.clone(), v.string_value().unwrap_or_default().to_owned()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let sent_ms = m
+                .attributes()
+                .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_default();
+            received.push(Received {
+                body: m.body().unwrap_or_default().to_owned(),
+                attributes,
+                sent_ms,
+            });
+            deletes.push(
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .set_receipt_handle(m.receipt_handle().map(str::to_owned))
+                    .build()?,
+            );
+        }
+        sqs.delete_message_batch()
+            .queue_url(queue_url)
+            .set_entries(Some(deletes))
+            .send()
+            .await?;
     }
 }
 

@@ -6,17 +6,18 @@
 //! member account with the credentials AssumeRole returns for its spoke role (moto isolates
 //! accounts by them), so every lookup and send here really happens in the event's account.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, hash_map::Entry};
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use e2e_tests::{
-    World, batch_item_failures, ec2_event, health_event, karpenter_tags,
+    batch_item_failures, health_event,
     local::{
         esm,
-        moto::{self, ACCOUNT, REGION},
+        moto::{ACCOUNT, REGION},
         proxy::{Fault, FaultPlan},
     },
+    organisation::{Organisation, Place, event_in, member_places},
     sqs_event,
 };
 use serde_json::{Value, json};
@@ -25,131 +26,14 @@ const MEMBER_A: &str = "111111111111";
 const MEMBER_B: &str = "222222222222";
 const UNSERVED: &str = "333333333333";
 const OTHER_REGION: &str = "eu-west-1";
-const SPOKE_ROLE: &str = "interruption-router-spoke";
 const INVOKE_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// A cluster's place: (account, region, name).
-type Place = (&'static str, &'static str, &'static str);
-
-/// Clients acting in one account and region.
-struct Site {
-    ec2: aws_sdk_ec2::Client,
-    sqs: aws_sdk_sqs::Client,
-}
-
-/// The hub world plus member sites, their clusters' queues and instances.
-struct Estate {
-    world: World,
-    sites: HashMap<(&'static str, &'static str), Site>,
-    queues: BTreeMap<Place, String>,
-    /// Instance id → the place of its cluster.
-    owner: HashMap<String, Place>,
-    dlq: String,
-}
-
-impl Estate {
-    async fn new(places: &[Place], nodes_per_cluster: i32) -> Result<Self> {
-        let world = World::start().await?;
-        let mut sites = HashMap::new();
-        let mut queues = BTreeMap::new();
-        let mut owner = HashMap::new();
-        for place @ (account, region, cluster) in places.iter().copied() {
-            if let Entry::Vacant(slot) = sites.entry((account, region)) {
-                let config = if (account, region) == (ACCOUNT, REGION) {
-                    world.moto.sdk_config().await
-                } else {
-                    moto::sdk_config_as(world.moto.endpoint(), account, region, SPOKE_ROLE).await?
-                };
-                slot.insert(Site {
-                    ec2: aws_sdk_ec2::Client::new(&config),
-                    sqs: aws_sdk_sqs::Client::new(&config),
-                });
-            }
-            let site = &sites[&(account, region)];
-            let url = site
-                .sqs
-                .create_queue()
-                .queue_name(format!("karpenter-{cluster}"))
-                .send()
-                .await?
-                .queue_url()
-                .context("no queue url")?
-                .to_owned();
-            queues.insert(place, url);
-            for id in moto::launch(&site.ec2, &karpenter_tags(cluster), nodes_per_cluster).await? {
-                owner.insert(id, place);
-            }
-        }
-        let dlq = world.create_queue("interruption-router-dlq").await?;
-        Ok(Self {
-            world,
-            sites,
-            queues,
-            owner,
-            dlq,
-        })
-    }
-
-    fn nodes(&self, place: Place) -> Vec<&str> {
-        let mut ids: Vec<&str> = self
-            .owner
-            .iter()
-            .filter(|(_, p)| **p == place)
-            .map(|(id, _)| id.as_str())
-            .collect();
-        ids.sort_unstable();
-        ids
-    }
-
-    fn router_config(&self) -> Vec<(&'static str, &str)> {
-        vec![
-            ("DEAD_LETTER_QUEUE_URL", self.dlq.as_str()),
-            ("SERVED_ACCOUNTS", "111111111111,222222222222"),
-        ]
-    }
-
-    /// Every message in every cluster queue, by place.
-    async fn drain_all(&self) -> Result<BTreeMap<Place, Vec<Value>>> {
-        let mut all = BTreeMap::new();
-        for (place, url) in &self.queues {
-            let site = &self.sites[&(place.0, place.1)];
-            let mut messages = Vec::new();
-            loop {
-                let out = site
-                    .sqs
-                    .receive_message()
-                    .queue_url(url)
-                    .max_number_of_messages(10)
-                    .send()
-                    .await?;
-                if out.messages().is_empty() {
-                    break;
-                }
-                for m in out.messages() {
-                    messages.push(serde_json::from_str(m.body().unwrap_or_default())?);
-                    site.sqs
-                        .delete_message()
-                        .queue_url(url)
-                        .set_receipt_handle(m.receipt_handle().map(str::to_owned))
-                        .send()
-                        .await?;
-                }
-            }
-            all.insert(*place, messages);
-        }
-        Ok(all)
-    }
-}
-
-/// `name`'s fixture for `instance`, as the EventBridge of `account`/`region` delivers it.
-fn event_in(account: &str, region: &str, name: &str, instance: &str, id: &str) -> Value {
-    let mut event = ec2_event(name, instance, id);
-    event["account"] = json!(account);
-    event["region"] = json!(region);
-    event["resources"] = json!([format!(
-        "arn:aws:ec2:{region}:{account}:instance/{instance}"
-    )]);
-    event
+/// The router's configuration for these tests: both members served, the unserved one not.
+fn router_config(org: &Organisation) -> Vec<(&'static str, &str)> {
+    vec![
+        ("DEAD_LETTER_QUEUE_URL", org.dlq.as_str()),
+        ("SERVED_ACCOUNTS", "111111111111,222222222222"),
+    ]
 }
 
 /// The instances an event names.
@@ -174,8 +58,8 @@ async fn every_kind_reaches_exactly_its_account_region_and_cluster() -> Result<(
     let a_web: Place = (MEMBER_A, REGION, "web");
     let a_eu_prod: Place = (MEMBER_A, OTHER_REGION, "prod");
     let b_prod: Place = (MEMBER_B, REGION, "prod");
-    let estate = Estate::new(&[hub_prod, a_prod, a_web, a_eu_prod, b_prod], 2).await?;
-    let router = estate.world.start_router(&estate.router_config()).await?;
+    let estate = Organisation::new(&[hub_prod, a_prod, a_web, a_eu_prod, b_prod], 2).await?;
+    let router = estate.world.start_router(&router_config(&estate)).await?;
 
     let node = |place: Place, n: usize| estate.nodes(place)[n].to_owned();
     let ev = |place: Place, fixture: &str, n: usize, id: &str| {
@@ -263,8 +147,8 @@ async fn every_kind_reaches_exactly_its_account_region_and_cluster() -> Result<(
 async fn a_member_account_that_cannot_be_reached_is_retried_then_dead_lettered() -> Result<()> {
     let a_prod: Place = (MEMBER_A, REGION, "prod");
     let b_prod: Place = (MEMBER_B, REGION, "prod");
-    let estate = Estate::new(&[a_prod, b_prod], 1).await?;
-    let router = estate.world.start_router(&estate.router_config()).await?;
+    let estate = Organisation::new(&[a_prod, b_prod], 1).await?;
+    let router = estate.world.start_router(&router_config(&estate)).await?;
     // A real ingest queue, so the records carry real receipt handles and the router can read its
     // redrive policy and shorten visibilities.
     let (ingest, ingest_arn) = estate
@@ -370,28 +254,19 @@ async fn a_member_account_that_cannot_be_reached_is_retried_then_dead_lettered()
     Ok(())
 }
 
-/// The storm benchmark's organisation row, as counts (exact on any machine): 10 member accounts
-/// × 10 clusters (the same ten names in every account), 1,000 spot warnings per storm; warm, in
-/// one SQS batch of 1,000 records (an event source mapping's BatchSize may reach 10,000 with a batching
-/// window; with 100 clusters a batch of 100 would need a send per event). Warm, the router needs
-/// one SendMessageBatch per queue per batch and nothing else; AssumeRole is called once per
-/// account for the whole run.
+/// The storm benchmark's organisation row, as exact counts: 10 member accounts × 10 clusters
+/// (the same ten names in every account), 1,000 spot warnings per storm. Cold, the cache fills from
+/// batches of 100 (a thousand lookups at once are more than the emulator answers within the SDK's
+/// attempt timeout); warm, one SQS batch of 1,000 records (an event source mapping's BatchSize may
+/// reach 10,000 with a batching window; with 100 clusters a batch of 100 would need a send per
+/// event). Warm, the router needs one SendMessageBatch per queue per batch and nothing else;
+/// AssumeRole is called once per account for the whole run. `make bench` prints the same row
+/// with throughput.
 #[tokio::test]
 async fn ten_accounts_of_ten_clusters_cost_at_most_012_calls_per_event_warm() -> Result<()> {
-    const ACCOUNTS: usize = 10;
-    const CLUSTERS: usize = 10;
     const NODES: i32 = 10;
-    let accounts: Vec<&'static str> = (1..=ACCOUNTS)
-        .map(|n| &*Box::leak(format!("{:012}", 100_000_000_000 + n).into_boxed_str()))
-        .collect();
-    let clusters: Vec<&'static str> = (0..CLUSTERS)
-        .map(|c| &*Box::leak(format!("c{c}").into_boxed_str()))
-        .collect();
-    let places: Vec<Place> = accounts
-        .iter()
-        .flat_map(|a| clusters.iter().map(move |c| (*a, REGION, *c)))
-        .collect();
-    let estate = Estate::new(&places, NODES).await?;
+    let (accounts, places) = member_places(10, 10);
+    let estate = Organisation::new(&places, NODES).await?;
     let served = accounts.join(",");
     let router = estate
         .world
@@ -402,26 +277,8 @@ async fn ten_accounts_of_ten_clusters_cost_at_most_012_calls_per_event_warm() ->
         .await?;
     let mut rows = Vec::new();
     for pass in ["cold", "warm"] {
-        // Interleaved: consecutive events belong to different clusters and accounts.
-        let mut bodies = Vec::new();
-        for n in 0..NODES as usize {
-            for place in &places {
-                let node = estate.nodes(*place)[n];
-                bodies.push(
-                    event_in(
-                        place.0,
-                        place.1,
-                        "spot-interruption-warning.json",
-                        node,
-                        &format!("{pass}-{}-{}-{n}", place.0, place.2),
-                    )
-                    .to_string(),
-                );
-            }
-        }
+        let bodies = estate.storm(&places, pass);
         estate.world.proxy.reset_counts();
-        // Cold, the cache fills from batches of 100 (a thousand lookups at once are more than
-        // the emulator answers within the SDK's attempt timeout); warm, one batch of 1,000.
         let batch = if pass == "cold" { 100 } else { bodies.len() };
         for chunk in bodies.chunks(batch) {
             let response = router
@@ -447,16 +304,7 @@ async fn ten_accounts_of_ten_clusters_cost_at_most_012_calls_per_event_warm() ->
             bodies.len()
         );
         // Every queue holds exactly its own cluster's events of this pass.
-        for (place, messages) in estate.drain_all().await? {
-            assert_eq!(messages.len(), NODES as usize, "{place:?}");
-            for m in messages {
-                let id = m["id"].as_str().unwrap_or_default();
-                assert!(
-                    id.starts_with(&format!("{pass}-{}-{}-", place.0, place.2)),
-                    "{place:?} got {id}"
-                );
-            }
-        }
+        estate.check_storm(pass, NODES as usize).await?;
         rows.push((pass, per_event, calls));
     }
     let (_, warm, warm_calls) = &rows[1];
@@ -466,8 +314,9 @@ async fn ten_accounts_of_ten_clusters_cost_at_most_012_calls_per_event_warm() ->
         .map(|(_, _, c)| c.get("AssumeRole").copied().unwrap_or_default())
         .sum();
     assert!(
-        assumed <= ACCOUNTS as u64,
-        "{assumed} AssumeRole calls for {ACCOUNTS} accounts"
+        assumed <= accounts.len() as u64,
+        "{assumed} AssumeRole calls for {} accounts",
+        accounts.len()
     );
     Ok(())
 }
