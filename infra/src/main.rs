@@ -250,22 +250,22 @@ async fn main() -> ExitCode {
             profile,
             org_id,
             region,
-        } => match Aws::load(region).await {
-            Ok(aws) => {
-                let options = verify::Options {
-                    stack,
-                    clusters,
-                    account,
-                    spoke_stack,
-                    profile,
-                    org_id,
-                };
-                let report = verify::run(&aws, &options).await;
+        } => {
+            let options = verify::Options {
+                stack,
+                clusters,
+                account,
+                spoke_stack,
+                profile,
+                org_id,
+            };
+            let run = async {
+                let report = verify::run(&Aws::load(region).await?, &options).await;
                 print!("{}", report.render());
                 Ok(report.passed())
-            }
-            Err(e) => Err(e),
-        },
+            };
+            run.await
+        }
         Command::Fis {
             cluster,
             template_id,

@@ -308,6 +308,16 @@ async fn verify_fails(
     Ok(report)
 }
 
+/// Asserts that `report`'s check `name` exists and its detail says `text`.
+fn assert_detail(report: &verify::Report, name: &str, text: &str) {
+    let check = report.check(name);
+    assert!(
+        check.is_some_and(|c| c.detail.contains(text)),
+        "{name} should say {text:?}:\n{}",
+        report.render()
+    );
+}
+
 #[tokio::test]
 async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Result<()> {
     let estate = Estate::deploy().await?;
@@ -378,14 +388,10 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         .send()
         .await?;
     let report = verify_fails(&estate, &[], &["rule:StateChangeRule"]).await?;
-    assert!(
-        report
-            .check("rule:StateChangeRule")
-            .unwrap()
-            .detail
-            .contains("differs from what the router handles"),
-        "{}",
-        report.render()
+    assert_detail(
+        &report,
+        "rule:StateChangeRule",
+        "differs from what the router handles",
     );
     aws.events
         .put_rule()
@@ -440,14 +446,10 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         .remove("Condition");
     set_queue_policy(aws, &ingest, &open).await?;
     let report = verify_fails(&estate, &[], &["ingest-queue:policy"]).await?;
-    assert!(
-        report
-            .check("ingest-queue:policy")
-            .unwrap()
-            .detail
-            .contains("lets any EventBridge rule send"),
-        "{}",
-        report.render()
+    assert_detail(
+        &report,
+        "ingest-queue:policy",
+        "lets any EventBridge rule send",
     );
     set_queue_policy(aws, &ingest, &policy).await?;
 
@@ -469,14 +471,10 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         .send()
         .await?;
     let report = verify_fails(&estate, &[], &["event-source-mapping"]).await?;
-    assert!(
-        report
-            .check("event-source-mapping")
-            .unwrap()
-            .detail
-            .contains("lacks ReportBatchItemFailures"),
-        "{}",
-        report.render()
+    assert_detail(
+        &report,
+        "event-source-mapping",
+        "lacks ReportBatchItemFailures",
     );
     aws.lambda
         .update_event_source_mapping()
@@ -549,14 +547,10 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     );
     set_queue_policy(aws, &alpha, &serde_json::from_str(&stale)?).await?;
     let report = verify_fails(&estate, &[], &["tenant:alpha:queue-policy"]).await?;
-    assert!(
-        report
-            .check("tenant:alpha:queue-policy")
-            .unwrap()
-            .detail
-            .contains("DenySendersOtherThanRouter"),
-        "{}",
-        report.render()
+    assert_detail(
+        &report,
+        "tenant:alpha:queue-policy",
+        "DenySendersOtherThanRouter",
     );
     set_queue_policy(aws, &alpha, &alpha_policy).await?;
 
@@ -581,14 +575,10 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     assert_ne!(narrowed, document);
     put_role_policy(aws, &role, &narrowed).await?;
     let report = verify_fails(&estate, &[], &["tenant:alpha:router-role"]).await?;
-    assert!(
-        report
-            .check("tenant:alpha:router-role")
-            .unwrap()
-            .detail
-            .contains("may not sqs:SendMessage to karpenter-alpha"),
-        "{}",
-        report.render()
+    assert_detail(
+        &report,
+        "tenant:alpha:router-role",
+        "may not sqs:SendMessage to karpenter-alpha",
     );
     put_role_policy(aws, &role, &document).await?;
 
@@ -661,15 +651,7 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         .send()
         .await?;
     let report = verify_fails(&estate, &[], &["dashboard"]).await?;
-    assert!(
-        report
-            .check("dashboard")
-            .unwrap()
-            .detail
-            .contains("dashboard ir does not exist"),
-        "{}",
-        report.render()
-    );
+    assert_detail(&report, "dashboard", "dashboard ir does not exist");
     aws.cloudwatch
         .put_dashboard()
         .dashboard_name("ir")
