@@ -8,15 +8,18 @@
 //!   fault-injecting proxy;
 //! * [`sandbox`]: the real stacks deployed into moto, completed where moto skips resources;
 //! * [`events`]: synthetic interruption events in real formats;
-//! * [`stacks`]: the CloudFormation templates and a deployer.
+//! * [`stacks`]: the CloudFormation templates and a deployer;
+//! * [`template`]: what a template means for one deployment (intrinsics, conditions, Rules).
 
 pub mod aws;
 pub mod demo;
 pub mod events;
 pub mod fis;
 pub mod local;
+pub mod patterns;
 pub mod policy;
 pub mod sandbox;
 pub mod simulate;
 pub mod stacks;
+pub mod template;
 pub mod verify;

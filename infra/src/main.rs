@@ -118,6 +118,10 @@ enum Command {
         /// an organisation-wide bus policy is reported as undetermined.
         #[arg(long, value_parser = verify::parse_org_id, requires = "account")]
         org_id: Option<String>,
+        /// Karpenter's controller role for a cluster whose tenant stack does not name it
+        /// (KarpenterRoleName), as <cluster>=<role name>; repeatable.
+        #[arg(long = "karpenter-role", value_parser = verify::parse_cluster_role)]
+        karpenter_roles: Vec<(String, String)>,
         #[arg(long)]
         region: Option<String>,
     },
@@ -249,6 +253,7 @@ async fn main() -> ExitCode {
             spoke_stack,
             profile,
             org_id,
+            karpenter_roles,
             region,
         } => {
             let options = verify::Options {
@@ -258,6 +263,7 @@ async fn main() -> ExitCode {
                 spoke_stack,
                 profile,
                 org_id,
+                karpenter_roles,
             };
             let run = async {
                 let report = verify::run(&Aws::load(region).await?, &options).await;

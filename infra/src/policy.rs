@@ -6,8 +6,11 @@
 //! What this covers: Allow/Deny, Action/NotAction (case-insensitive, `*` and `?`),
 //! Resource/NotResource, Principal/NotPrincipal (`*`, AWS ARNs and account ids, services), and the
 //! condition operators the templates use (String*, Arn*, Bool, `…IfExists`) against a request
-//! context the caller states. A condition on a key the caller did not state, or an operator not
-//! listed, makes the statement *undetermined* rather than guessed. SCPs, permission boundaries
+//! context the caller states. A key the caller did not state is absent from the request: a
+//! negated operator (`ArnNotEquals`, …) on it is true, as IAM documents; a positive one, or an
+//! operator not listed, makes the statement *undetermined* rather than guessed.
+//! [`authorize`] combines a principal's identity policies with a resource's policy as IAM does
+//! within one account and across two. SCPs, permission boundaries
 //! (the caller may evaluate one as a second policy) and session policies are out of scope.
 
 use serde_json::Value;
@@ -33,6 +36,11 @@ impl Policy {
             _ => return Err(format!("{source}: no Statement")),
         };
         Ok(Self { source, statements })
+    }
+
+    /// Its statements, as written.
+    pub fn statements(&self) -> &[Value] {
+        &self.statements
     }
 
     /// Parses a document as IAM's Get*Policy* calls return it (URL-encoded JSON).
@@ -134,6 +142,47 @@ pub fn evaluate(policies: &[Policy], request: &Request<'_>) -> Decision {
     }
 }
 
+/// IAM's answer for an AWS principal's request on a resource that has a resource policy: an
+/// explicit Deny in either kind of policy wins; within one account an Allow in either suffices;
+/// across accounts both must allow (IAM policy evaluation logic, "cross-account"). `identity` are
+/// the principal's own policies, `resource` the resource's (a queue or trust policy).
+pub fn authorize(
+    identity: &[Policy],
+    resource: &[Policy],
+    principal_arn: &str,
+    resource_account: &str,
+    request: &Request<'_>,
+) -> Decision {
+    let as_identity = evaluate(
+        identity,
+        &Request {
+            principal: Principal::Attached,
+            ..*request
+        },
+    );
+    let as_resource = evaluate(
+        resource,
+        &Request {
+            principal: Principal::Aws(principal_arn),
+            ..*request
+        },
+    );
+    for decision in [&as_identity, &as_resource] {
+        if matches!(
+            decision,
+            Decision::Denied { .. } | Decision::Undetermined { .. }
+        ) {
+            return decision.clone();
+        }
+    }
+    let same_account = crate::aws::arn_account(principal_arn) == Some(resource_account);
+    match (as_identity, as_resource) {
+        (a @ Decision::Allowed { .. }, Decision::Allowed { .. }) => a,
+        (a @ Decision::Allowed { .. }, _) | (_, a @ Decision::Allowed { .. }) if same_account => a,
+        _ => Decision::NotAllowed,
+    }
+}
+
 #[derive(Debug, PartialEq, Eq)]
 enum Match {
     Yes,
@@ -222,7 +271,12 @@ fn condition(operator: &str, key: &str, expected: &[String], context: &[(&str, &
         .find(|(k, _)| k.eq_ignore_ascii_case(key))
         .map(|(_, v)| *v)
     else {
-        return if if_exists {
+        // A key the request does not carry: "If the policy condition requires that the key is
+        // not matched, such as StringNotLike or ArnNotLike, and the right key is not present, the
+        // condition is true" (IAM condition operators reference); so is any ...IfExists. A
+        // positive operator would be false, but the caller may simply not have stated the key,
+        // so that is left undetermined rather than guessed.
+        return if if_exists || operator.contains("Not") {
             Match::Yes
         } else {
             Match::Unknown(format!(
@@ -277,7 +331,7 @@ pub fn glob(pattern: &str, text: &str) -> bool {
 }
 
 /// A policy element that may be a string, a list, or a scalar.
-fn strings(value: &Value) -> Vec<String> {
+pub fn strings(value: &Value) -> Vec<String> {
     match value {
         Value::Null => vec![],
         Value::String(s) => vec![s.clone()],
@@ -492,6 +546,46 @@ mod tests {
             .is_allowed()
         );
         assert!(Policy::parse_iam("inline", "{'Statement': []}").is_err());
+    }
+
+    #[test]
+    fn across_accounts_both_policies_must_allow_within_one_either_does() {
+        let identity = Policy::parse(
+            "identity",
+            r#"{"Statement":{"Effect":"Allow","Action":"sqs:SendMessage","Resource":"*"}}"#,
+        )
+        .unwrap();
+        let empty = Policy::parse("queue policy", r#"{"Statement":[]}"#).unwrap();
+        let request = Request {
+            principal: Principal::Attached,
+            action: "sqs:SendMessage",
+            resource: QUEUE,
+            context: &[("aws:SecureTransport", "true"), ("aws:PrincipalArn", ROLE)],
+        };
+        let same = authorize(
+            std::slice::from_ref(&identity),
+            std::slice::from_ref(&empty),
+            ROLE,
+            "123456789012",
+            &request,
+        );
+        assert!(same.is_allowed(), "{same}");
+        let other = authorize(
+            std::slice::from_ref(&identity),
+            &[empty],
+            ROLE,
+            "999999999999",
+            &request,
+        );
+        assert_eq!(other, Decision::NotAllowed);
+        let both = authorize(
+            &[identity],
+            &[tenant_queue_policy(ROLE)],
+            ROLE,
+            "999999999999",
+            &request,
+        );
+        assert!(both.is_allowed(), "{both}");
     }
 
     #[test]

@@ -30,8 +30,8 @@ use crate::{
     local::moto::{ACCOUNT, MotoServer, REGION, sdk_config_as, sdk_config_for},
     stacks::{self, Stack},
     verify::{
-        self, HUB_RULES, LATE_FORWARDS_ALARM, LATE_FORWARDS_METRIC, RULES, events_queue_policy,
-        hub_bus_policy, tenant_queue_policy,
+        self, ALARMS, HUB_RULES, Monitored, RULES, events_queue_policy, hub_bus_policy,
+        tenant_queue_policy,
     },
 };
 
@@ -86,11 +86,19 @@ impl Sandbox {
         all.extend_from_slice(parameters);
         let base = stacks::create(&aws.cfn, stack, stacks::BASE_TEMPLATE, &all).await?;
         for cluster in clusters {
+            // The safe path the README walks: Karpenter's controller role is named, so the
+            // tenant stack lets it read the new queue.
+            let karpenter = karpenter_role_name(cluster);
+            create_karpenter_role(&aws.iam, &karpenter).await?;
             stacks::create(
                 &aws.cfn,
-                &format!("{stack}-tenant-{cluster}"),
+                &stacks::tenant_stack_name(stack, cluster),
                 stacks::TENANT_TEMPLATE,
-                &[("ClusterName", cluster), ("BaseStackName", stack)],
+                &[
+                    ("ClusterName", cluster),
+                    ("BaseStackName", stack),
+                    ("KarpenterRoleName", &karpenter),
+                ],
             )
             .await?;
         }
@@ -282,7 +290,7 @@ impl Sandbox {
         if let Some(bus) = &hub_bus {
             self.put_hub_bus_policy(bus).await?;
         }
-        self.create_late_forwards_alarm().await?;
+        self.create_alarms().await?;
         self.rewrite_role_policies_as_json(&role).await
     }
 
@@ -325,37 +333,56 @@ impl Sandbox {
         Ok(())
     }
 
-    /// base.yaml's LateForwardsAlarm (moto's CloudFormation skips AWS::CloudWatch::Alarm), named as
-    /// CloudFormation names it (`<stack>-<logical id>-<suffix>`), without actions (no
-    /// AlarmTopicArn).
-    pub async fn create_late_forwards_alarm(&self) -> Result<()> {
-        use aws_sdk_cloudwatch::types::{ComparisonOperator, Dimension, Statistic};
-        self.aws
-            .cloudwatch
-            .put_metric_alarm()
-            .alarm_name(format!("{}-{LATE_FORWARDS_ALARM}-SANDBOX", self.stack()))
-            .alarm_description(
-                "interruption-router forwarded events more than two minutes after they happened - \
-                 interruptions reached Karpenter too late",
-            )
-            .namespace(interruption_router::config::DEFAULT_METRICS_NAMESPACE)
-            .metric_name(LATE_FORWARDS_METRIC)
-            .dimensions(
-                Dimension::builder()
-                    .name("FunctionName")
-                    .value(self.function_name()?)
-                    .build(),
-            )
-            .statistic(Statistic::Sum)
-            .period(60)
-            .evaluation_periods(1)
-            .threshold(1.0)
-            .comparison_operator(ComparisonOperator::GreaterThanOrEqualToThreshold)
-            .treat_missing_data("notBreaching")
-            .send()
-            .await
-            .context("PutMetricAlarm LateForwardsAlarm")?;
+    /// base.yaml's alarms on the router's metrics (moto's CloudFormation skips
+    /// AWS::CloudWatch::Alarm), named as CloudFormation names them (`<stack>-<logical id>-<suffix>`),
+    /// without actions (no AlarmTopicArn). The one on unreachable accounts only for a router that
+    /// serves others, as the template's condition says.
+    pub async fn create_alarms(&self) -> Result<()> {
+        let served = self.base_parameter("ServedAccounts").await?;
+        for spec in ALARMS {
+            if spec.serving_others_only && served.is_empty() {
+                continue;
+            }
+            self.create_alarm(spec.logical).await?;
+        }
         Ok(())
+    }
+
+    /// One of base.yaml's alarms on the router's metrics, by logical id.
+    pub async fn create_alarm(&self, logical: &str) -> Result<()> {
+        let spec = ALARMS
+            .iter()
+            .find(|s| s.logical == logical)
+            .with_context(|| format!("base.yaml has no alarm {logical}"))?;
+        let monitored = Monitored {
+            namespace: interruption_router::config::DEFAULT_METRICS_NAMESPACE,
+            function: self.function_name()?,
+            topic: None,
+        };
+        let name = format!("{}-{logical}-SANDBOX", self.stack());
+        spec.put(&self.aws.cloudwatch, &name, &monitored).await
+    }
+
+    /// A parameter value of the base stack, as deployed.
+    async fn base_parameter(&self, key: &str) -> Result<String> {
+        let described = self
+            .aws
+            .cfn
+            .describe_stacks()
+            .stack_name(self.stack())
+            .send()
+            .await?;
+        Ok(described
+            .stacks()
+            .first()
+            .and_then(|s| {
+                s.parameters()
+                    .iter()
+                    .find(|p| p.parameter_key() == Some(key))
+            })
+            .and_then(|p| p.parameter_value())
+            .unwrap_or_default()
+            .to_owned())
     }
 
     /// spoke.yaml in `account` (stack [`verify::DEFAULT_SPOKE_STACK`], forwarding to this hub's
@@ -385,7 +412,7 @@ impl Sandbox {
         for cluster in clusters {
             stacks::create(
                 &aws.cfn,
-                &format!("{}-tenant-{cluster}", verify::DEFAULT_SPOKE_STACK),
+                &stacks::tenant_stack_name(verify::DEFAULT_SPOKE_STACK, cluster),
                 stacks::TENANT_TEMPLATE,
                 &[
                     ("ClusterName", cluster),
@@ -460,6 +487,27 @@ impl Spoke {
     pub fn role_arn(&self) -> Result<&str> {
         self.stack.output("SpokeRoleArn")
     }
+}
+
+/// The Karpenter controller role the sandbox gives `cluster` (Karpenter's getting-started stack
+/// names it `KarpenterControllerRole-<cluster>`).
+pub fn karpenter_role_name(cluster: &str) -> String {
+    format!("KarpenterControllerRole-{cluster}")
+}
+
+/// A role as Karpenter's getting-started guide creates it for the controller (trusting EKS Pod
+/// Identity), without its policies: the tenant stack adds the queue's.
+async fn create_karpenter_role(iam: &aws_sdk_iam::Client, name: &str) -> Result<()> {
+    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"Service": "pods.eks.amazonaws.com"},
+        "Action": ["sts:AssumeRole", "sts:TagSession"]}]});
+    iam.create_role()
+        .role_name(name)
+        .assume_role_policy_document(trust.to_string())
+        .send()
+        .await
+        .with_context(|| format!("CreateRole {name}"))?;
+    Ok(())
 }
 
 /// The bus name in an event bus ARN.

@@ -12,6 +12,13 @@ pub const TENANT_TEMPLATE: &str = include_str!("../../cloudformation/tenant.yaml
 pub const FIS_TEMPLATE: &str = include_str!("../../cloudformation/fis.yaml");
 pub const SPOKE_TEMPLATE: &str = include_str!("../../cloudformation/spoke.yaml");
 
+/// The tenant stack `make deploy-tenant` deploys for `cluster` next to the base stack `base`:
+/// `<base>-tenant-<cluster>`, with each `_` (which EKS allows in cluster names and CloudFormation
+/// does not allow in stack names) written as `-`. The Makefile computes the same name.
+pub fn tenant_stack_name(base: &str, cluster: &str) -> String {
+    format!("{base}-tenant-{}", cluster.replace('_', "-"))
+}
+
 /// A created stack's outputs, by output key.
 #[derive(Debug, Clone)]
 pub struct Stack {
@@ -53,6 +60,85 @@ pub async fn create(
         .send()
         .await
         .with_context(|| format!("CreateStack {name}"))?;
+    wait(cfn, name, StackStatus::CreateComplete).await
+}
+
+/// Updates a stack to `template` with `parameters` (the others keep their deployed values: passed
+/// as they are rather than with `UsePreviousValue`, which moto 5.2.5 fails on for a parameter that
+/// took its default; no parameter here is NoEcho) and waits until the update is complete.
+pub async fn update(
+    cfn: &aws_sdk_cloudformation::Client,
+    name: &str,
+    template: &str,
+    parameters: &[(&str, &str)],
+) -> Result<Stack> {
+    let described = cfn.describe_stacks().stack_name(name).send().await?;
+    let previous: Vec<(String, String)> = described
+        .stacks()
+        .first()
+        .with_context(|| format!("no stack {name}"))?
+        .parameters()
+        .iter()
+        .filter_map(|p| {
+            Some((
+                p.parameter_key()?.to_owned(),
+                p.parameter_value()?.to_owned(),
+            ))
+        })
+        .collect();
+    let mut all: Vec<Parameter> = parameters
+        .iter()
+        .map(|(k, v)| {
+            Parameter::builder()
+                .parameter_key(*k)
+                .parameter_value(*v)
+                .build()
+        })
+        .collect();
+    for (key, value) in previous {
+        if !parameters.iter().any(|(k, _)| *k == key) {
+            all.push(
+                Parameter::builder()
+                    .parameter_key(key)
+                    .parameter_value(value)
+                    .build(),
+            );
+        }
+    }
+    let updated = cfn
+        .update_stack()
+        .stack_name(name)
+        .template_body(template)
+        .set_parameters(Some(all))
+        .capabilities(Capability::CapabilityIam)
+        .capabilities(Capability::CapabilityNamedIam)
+        .send()
+        .await;
+    match updated {
+        Ok(_) => wait(cfn, name, StackStatus::UpdateComplete).await,
+        // What CloudFormation answers when template and parameters are unchanged.
+        Err(e)
+            if aws_sdk_cloudformation::error::ProvideErrorMetadata::message(&e)
+                .is_some_and(|m| m.contains("No updates are to be performed")) =>
+        {
+            let status = described
+                .stacks()
+                .first()
+                .and_then(|s| s.stack_status())
+                .cloned()
+                .unwrap_or(StackStatus::UpdateComplete);
+            wait(cfn, name, status).await
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("UpdateStack {name}"))),
+    }
+}
+
+/// Waits for the stack to reach `done`; a failure names the resources that failed.
+async fn wait(
+    cfn: &aws_sdk_cloudformation::Client,
+    name: &str,
+    done: StackStatus,
+) -> Result<Stack> {
     for _ in 0..600 {
         let described = cfn.describe_stacks().stack_name(name).send().await?;
         let stack = described
@@ -60,7 +146,7 @@ pub async fn create(
             .first()
             .with_context(|| format!("stack {name} vanished"))?;
         match stack.stack_status() {
-            Some(StackStatus::CreateComplete) => {
+            Some(status) if *status == done => {
                 let outputs = stack
                     .outputs()
                     .iter()

@@ -1,20 +1,25 @@
-//! Accounts: which accounts and regions the router serves, and the AWS clients that reach each.
+//! Accounts: which accounts and regions the router serves, and who it is in each.
 //!
 //! A cluster is (account, region, name): every event carries its [`Scope`], and the router looks
-//! its instances up and writes its cluster's queue *in that scope*. [`Accounts`] hands out one set
-//! of [`Clients`] per scope, built once and reused:
+//! its instances up and writes its cluster's queue *in that scope*, as the principal
+//! [`Sender::for_scope`] names. One rule, which the stacks follow too:
 //!
-//! * the function's own account and region: the clients `main` built;
-//! * its own account in another region: the same credentials, a client for that region;
-//! * a member account (served only when configured): credentials from assuming the spoke role
-//!   that account created for the router (`arn:<partition>:iam::<account>:role/<SPOKE_ROLE_NAME>`),
-//!   shared by every region of the account, cached until five minutes before they expire, so an
-//!   account costs one AssumeRole per credential lifetime.
+//! * in the function's own account **and** region it is its execution role, the role base.yaml
+//!   exports as `RouterRoleArn` (tenant stacks there import it from the base stack);
+//! * anywhere else, its own account in another region included, it is the spoke role that
+//!   account created for it (`arn:<partition>:iam::<account>:role/<SPOKE_ROLE_NAME>`), the role
+//!   spoke.yaml exports as `RouterRoleArn` (tenant stacks there import it from the spoke stack,
+//!   the only stack of the project in that region).
+//!
+//! So whichever stack a tenant queue imports its sender from, it names the principal the router
+//! uses to write it. Assumed credentials are shared by every region of an account, cached until
+//! five minutes before they expire: an account costs one AssumeRole per credential lifetime.
 //!
 //! Who is served is decided before anything is looked up ([`Accounts::admit`]): an event from an
-//! account that is not served is dead-lettered (`account-not-served`), never looked up. A member
-//! account whose role cannot be assumed is [`Unreachable`]: a transient failure, retried like any
-//! other, then dead-lettered `account-unreachable`.
+//! account that is not served is dead-lettered (`account-not-served`), never looked up, and while
+//! the function's own account is not known nothing is routed (no guess at whose credentials fit).
+//! A spoke role that cannot be assumed makes its account [`Unreachable`]: a transient failure,
+//! retried like any other, then dead-lettered `account-unreachable`.
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -70,11 +75,64 @@ impl Clients {
     }
 }
 
-/// The event's account is not one the router serves.
+/// Why an event's scope is not routed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("account {account} is not served by this router (SERVED_ACCOUNTS)")]
-pub struct NotServed {
-    pub account: String,
+pub enum Refused {
+    /// The event's account is not one the router serves.
+    #[error("account {account} is not served by this router (SERVED_ACCOUNTS)")]
+    NotServed { account: String },
+    /// The function's own account is not known (its ARN did not name one), so no account can be
+    /// told apart from it: routing now would mean guessing whose credentials to use.
+    #[error(
+        "the router does not know its own account (the invoked function ARN named none), so it routes nothing"
+    )]
+    HomeUnknown,
+}
+
+/// The principal the router acts as in a scope ([`Sender::for_scope`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sender {
+    /// The function's execution role: its own account, its own region.
+    Home,
+    /// The spoke role of the scope's account.
+    Spoke { account: String, role_arn: String },
+}
+
+impl Sender {
+    /// Who the router is in (`account`, `region`), for a router in (`home_account`,
+    /// `home_region`) whose spoke roles are named `spoke_role`: its own role only at home, the
+    /// account's spoke role everywhere else. The stacks export the same principal for the tenant
+    /// queues of each region (see the module documentation).
+    pub fn for_scope(
+        home_account: &str,
+        home_region: &str,
+        account: &str,
+        region: &str,
+        spoke_role: &str,
+    ) -> Sender {
+        if account == home_account && region == home_region {
+            Sender::Home
+        } else {
+            Sender::Spoke {
+                account: account.to_owned(),
+                role_arn: spoke_role_arn(region, account, spoke_role),
+            }
+        }
+    }
+}
+
+impl fmt::Display for Sender {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Sender::Home => f.write_str("the router's execution role"),
+            Sender::Spoke { role_arn, .. } => write!(f, "the spoke role {role_arn}"),
+        }
+    }
+}
+
+/// `arn:<partition>:iam::<account>:role/<name>`.
+pub fn spoke_role_arn(region: &str, account: &str, name: &str) -> String {
+    format!("arn:{}:iam::{account}:role/{name}", partition(region))
 }
 
 /// A member account's spoke role could not be assumed.
@@ -89,7 +147,7 @@ pub struct Unreachable {
 pub struct Accounts {
     base: SdkConfig,
     home_region: Arc<str>,
-    /// Learned from the first invocation's function ARN; until then every account reads as home.
+    /// Learned from the first invocation's function ARN; until then nothing is routed.
     home_account: OnceLock<Arc<str>>,
     served: Served,
     spoke_role: String,
@@ -159,12 +217,17 @@ impl Accounts {
         }
     }
 
-    /// Whether the router serves the scope's account.
-    pub fn admit(&self, scope: &Scope) -> Result<(), NotServed> {
-        let Some(account) = scope.account.as_deref() else {
-            return Ok(());
+    /// Whether the router serves the scope's account. Fails closed: while its own account is
+    /// unknown, no scope is admitted.
+    pub fn admit(&self, scope: &Scope) -> Result<(), Refused> {
+        let Some(home) = self.home_account.get() else {
+            return Err(Refused::HomeUnknown);
         };
-        if self.is_home_account(account) {
+        let Some(account) = scope.account.as_deref() else {
+            // `complete` fills a missing account with the home account once it is known.
+            return Err(Refused::HomeUnknown);
+        };
+        if **home == *account {
             return Ok(());
         }
         let served = match &self.served {
@@ -176,46 +239,54 @@ impl Accounts {
         if served {
             Ok(())
         } else {
-            Err(NotServed {
+            Err(Refused::NotServed {
                 account: account.to_owned(),
             })
         }
     }
 
-    fn is_home_account(&self, account: &str) -> bool {
-        self.home_account
-            .get()
-            .is_none_or(|home| **home == *account)
+    /// Who the router is in an admitted scope; `None` while its own account is unknown.
+    pub fn sender(&self, scope: &Scope) -> Option<Sender> {
+        let home = self.home_account.get()?;
+        let account = scope.account.as_deref().unwrap_or(home);
+        let region = scope.region.as_deref().unwrap_or(&self.home_region);
+        Some(Sender::for_scope(
+            home,
+            &self.home_region,
+            account,
+            region,
+            &self.spoke_role,
+        ))
     }
 
-    /// The clients for an admitted scope. For a member account this makes sure its credentials
-    /// are at hand (assuming its spoke role if they are not), so an unreachable account is told
-    /// apart from a failing lookup.
+    /// The clients for an admitted scope, acting as [`Accounts::sender`]. For a spoke role this
+    /// makes sure its credentials are at hand (assuming it if they are not), so an unreachable
+    /// account is told apart from a failing lookup.
     pub async fn clients(&self, scope: &Scope) -> Result<Arc<Clients>, Unreachable> {
         let region = scope.region.as_deref().unwrap_or(&self.home_region);
-        let account = scope.account.as_deref().unwrap_or_default();
-        let home_account = account.is_empty() || self.is_home_account(account);
-        if home_account && region == &*self.home_region {
-            return Ok(self.home.clone());
-        }
-        let assumed = if home_account {
-            None
-        } else {
-            let assumed = self.assumed(account);
-            assumed.credentials().await?;
-            Some(assumed)
+        let account = match self.sender(scope) {
+            Some(Sender::Home) => return Ok(self.home.clone()),
+            Some(Sender::Spoke { account, .. }) => account,
+            // admit refuses every scope until the home account is known; never guess.
+            None => {
+                return Err(Unreachable {
+                    account: scope.account.as_deref().unwrap_or_default().to_owned(),
+                    role: String::new(),
+                    error: Refused::HomeUnknown.to_string(),
+                });
+            }
         };
+        let assumed = self.assumed(&account);
+        assumed.credentials().await?;
         let mut by_scope = self.by_scope.lock().unwrap();
         let clients = by_scope.entry(scope.clone()).or_insert_with(|| {
             let mut config = self.base.to_builder();
             config.set_region(Some(Region::new(region.to_owned())));
-            if let Some(assumed) = assumed {
-                config.set_credentials_provider(Some(SharedCredentialsProvider::new(
-                    AssumedProvider(assumed),
-                )));
-                // The account's credentials are cached once, in `Assumed`, for all its regions.
-                config.set_identity_cache(Some(IdentityCache::no_cache()));
-            }
+            config.set_credentials_provider(Some(SharedCredentialsProvider::new(AssumedProvider(
+                assumed,
+            ))));
+            // The account's credentials are cached once, in `Assumed`, for all its regions.
+            config.set_identity_cache(Some(IdentityCache::no_cache()));
             Arc::new(Clients::new(&config.build()))
         });
         Ok(clients.clone())
@@ -226,11 +297,7 @@ impl Accounts {
         if let Some(found) = assumed.get(account) {
             return found.clone();
         }
-        let role = format!(
-            "arn:{}:iam::{account}:role/{}",
-            partition(&self.home_region),
-            self.spoke_role
-        );
+        let role = spoke_role_arn(&self.home_region, account, &self.spoke_role);
         let entry = Arc::new(Assumed {
             account: account.to_owned(),
             role,
@@ -384,7 +451,7 @@ mod tests {
         );
         assert_eq!(
             a.admit(&scope(Some("222222222222"), None)),
-            Err(NotServed {
+            Err(Refused::NotServed {
                 account: "222222222222".into()
             })
         );
@@ -418,11 +485,53 @@ mod tests {
         let a = accounts(Served::Own);
         a.learn_home_account("arn:aws:lambda:us-east-1:999999999999:function:other");
         assert_eq!(a.home_account(), Some("111111111111"));
-        let fresh = Accounts::new(SdkConfig::builder().build(), Served::Own, "spoke".into());
+    }
+
+    #[test]
+    fn an_unknown_home_account_admits_nothing_and_names_no_sender() {
+        // Fails closed: the account a scope names cannot be told apart from the function's own,
+        // so routing would mean guessing whose credentials fit.
+        let fresh = Accounts::new(SdkConfig::builder().build(), Served::Any, "spoke".into());
         fresh.learn_home_account("not an arn");
         assert_eq!(fresh.home_account(), None);
-        // Until it is known, nothing can be told apart from home: nothing is refused.
-        assert!(fresh.admit(&scope(Some("222222222222"), None)).is_ok());
+        for account in [Some("222222222222"), None] {
+            let s = fresh.complete(&scope(account, Some("us-east-1")));
+            assert_eq!(fresh.admit(&s), Err(Refused::HomeUnknown), "{s}");
+            assert_eq!(fresh.sender(&s), None);
+        }
+    }
+
+    #[test]
+    fn the_router_is_its_own_role_only_at_home_and_the_spoke_role_elsewhere() {
+        let a = accounts(Served::Listed(["222222222222".to_owned()].into()));
+        let spoke = |account: &str| Sender::Spoke {
+            account: account.into(),
+            role_arn: format!("arn:aws:iam::{account}:role/interruption-router-spoke"),
+        };
+        let placements = [
+            (("111111111111", "us-east-1"), Sender::Home),
+            (("111111111111", "eu-west-1"), spoke("111111111111")),
+            (("222222222222", "us-east-1"), spoke("222222222222")),
+            (("222222222222", "eu-west-1"), spoke("222222222222")),
+        ];
+        for ((account, region), expected) in placements {
+            let s = scope(Some(account), Some(region));
+            assert_eq!(a.sender(&s), Some(expected.clone()), "{s}");
+            assert_eq!(
+                Sender::for_scope(
+                    "111111111111",
+                    "us-east-1",
+                    account,
+                    region,
+                    "interruption-router-spoke"
+                ),
+                expected
+            );
+        }
+        assert_eq!(
+            spoke_role_arn("cn-north-1", "222222222222", "r"),
+            "arn:aws-cn:iam::222222222222:role/r"
+        );
     }
 
     #[test]

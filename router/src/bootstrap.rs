@@ -16,6 +16,7 @@ use crate::{
     accounts::Accounts,
     config::{Config, ConfigError},
     handler::Router,
+    logging::LogSettings,
 };
 
 /// SDK limits per call. Generous next to normal latencies (EC2 ~100 ms, SQS ~20 ms), tight next to
@@ -27,7 +28,8 @@ const OPERATION_TIMEOUT: Duration = Duration::from_secs(7);
 const MAX_ATTEMPTS: u32 = 2;
 
 pub async fn run() -> Result<(), lambda_runtime::Error> {
-    lambda_runtime::tracing::init_default_subscriber();
+    let logging = LogSettings::from_env();
+    logging.init();
 
     let config = match Config::from_env() {
         Ok(config) => config,
@@ -57,7 +59,8 @@ pub async fn run() -> Result<(), lambda_runtime::Error> {
     let function_name =
         std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "interruption-router".into());
     let accounts = Accounts::new(sdk, config.served.clone(), config.spoke_role_name.clone());
-    let router = Router::new(&config, Arc::new(accounts), function_name);
+    let router = Router::new(&config, Arc::new(accounts), function_name)
+        .with_metrics_level(logging.metrics_level());
     tracing::info!(
         queue_name_template = ?config.queue_names,
         cluster_tag_keys = ?config.tags.cluster_keys,

@@ -87,6 +87,18 @@ impl Kind {
         pattern
     }
 
+    /// The pattern of a rule on an account's default bus: [`Kind::event_pattern`] for that
+    /// account's own events only. A default bus can also receive other accounts' events, which
+    /// reach the router through the central bus instead (its rules use the plain pattern).
+    pub fn event_pattern_in(self, account: &str) -> Value {
+        let mut pattern = serde_json::Map::new();
+        pattern.insert("account".into(), serde_json::json!([account]));
+        if let Value::Object(fields) = self.event_pattern() {
+            pattern.extend(fields);
+        }
+        Value::Object(pattern)
+    }
+
     fn from_envelope(source: &str, detail_type: &str) -> Option<Kind> {
         Kind::ALL
             .into_iter()
@@ -508,6 +520,26 @@ pub fn rfc3339_unix_millis(s: &str) -> Option<i64> {
     let days = era * 146_097 + doe - 719_468;
     let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
     Some(seconds * 1000 + millis)
+}
+
+/// Milliseconds since the Unix epoch as RFC 3339 in UTC with milliseconds
+/// (`2026-11-23T15:57:00.123Z`): the inverse of [`rfc3339_unix_millis`], for timestamps the
+/// router writes itself (log lines and metric documents Lambda's log filter must accept).
+pub fn unix_millis_rfc3339(ms: i64) -> String {
+    let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    // Civil from days (Howard Hinnant's algorithm), the inverse of the one above.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (hour, minute) = (ms_of_day / 3_600_000, ms_of_day / 60_000 % 60);
+    let (second, millis) = (ms_of_day / 1000 % 60, ms_of_day % 1000);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
 }
 
 /// Writes the copy of a Health event that one cluster receives: the same envelope and detail,
@@ -972,6 +1004,11 @@ mod tests {
             Kind::SpotInterruption.event_pattern(),
             serde_json::json!({"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]})
         );
+        assert_eq!(
+            Kind::SpotInterruption.event_pattern_in("111111111111"),
+            serde_json::json!({"account": ["111111111111"], "source": ["aws.ec2"],
+                               "detail-type": ["EC2 Spot Instance Interruption Warning"]})
+        );
     }
 
     #[test]
@@ -1054,6 +1091,24 @@ mod tests {
             rfc3339_unix_millis("2024-02-29T00:00:00Z"),
             Some(1_709_164_800_000)
         );
+    }
+
+    #[test]
+    fn millis_format_as_rfc3339_and_read_back() {
+        assert_eq!(unix_millis_rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            unix_millis_rfc3339(1_793_534_400_250),
+            "2026-11-01T12:00:00.250Z"
+        );
+        assert_eq!(
+            unix_millis_rfc3339(1_709_164_800_000),
+            "2024-02-29T00:00:00.000Z"
+        );
+        // Every day of four years (a leap year and a century boundary's rules included) reads
+        // back to the same instant.
+        for ms in (946_684_800_000_i64..1_072_915_200_000).step_by(86_400_000 + 3_723_001) {
+            assert_eq!(rfc3339_unix_millis(&unix_millis_rfc3339(ms)), Some(ms));
+        }
     }
 
     #[test]

@@ -8,8 +8,12 @@
 //! SendMessageBatch can answer 200 and still have failed some entries, so every entry's result is
 //! read: entries SQS failed on its side are retried (a few times, briefly), entries it refused as
 //! the sender's fault are reported as [`Delivery::Rejected`], and nothing is reported [`Delivery::Sent`]
-//! unless SQS listed it as successful. Work still running at the deadline is abandoned and
-//! reported as [`Delivery::Unfinished`], so the caller can hand those records back for a retry.
+//! unless SQS listed it as successful. A call SQS refuses because the sender may not write the
+//! queue (AccessDenied, or a KMS key it may not use) is a configuration error, not a brownout:
+//! it is reported as [`Delivery::Denied`] with the queue and the principal, so the record can be
+//! dead-lettered with that cause instead of retried for minutes. Work still running at the
+//! deadline is abandoned and reported as [`Delivery::Unfinished`], so the caller can hand those
+//! records back for a retry.
 
 use std::{
     collections::HashMap,
@@ -21,7 +25,7 @@ use std::{
 };
 
 use aws_sdk_sqs::{
-    error::DisplayErrorContext,
+    error::{DisplayErrorContext, ProvideErrorMetadata},
     types::{MessageAttributeValue, SendMessageBatchRequestEntry},
 };
 use futures_util::{StreamExt, stream};
@@ -90,10 +94,76 @@ pub enum Delivery {
     Failed {
         error: String,
     },
+    /// SQS refused the call because `sender` may not write `queue` (or use its KMS key): a
+    /// configuration error. `fix` says what to change.
+    Denied(Denial),
     /// The cluster's account could not be reached (its spoke role could not be assumed).
     Unreachable(Unreachable),
     /// Not done when the deadline came.
     Unfinished,
+}
+
+/// A call SQS refused as not allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    pub queue: String,
+    /// Who the router was ([`crate::accounts::Sender`], as text).
+    pub sender: String,
+    pub code: String,
+    pub message: String,
+}
+
+impl Denial {
+    /// What to change, by the kind of denial.
+    pub fn fix(&self) -> &'static str {
+        if self.code.to_ascii_lowercase().contains("kms") {
+            "the queue's KMS key policy must let the sender use kms:GenerateDataKey and \
+             kms:Decrypt, or the queue must use SSE-SQS (SqsManagedSseEnabled), as tenant.yaml does"
+        } else {
+            "the queue policy must allow the sender sqs:SendMessage: deploy the cluster's tenant \
+             stack with BaseStackName set to the stack that connects its region (the base stack in \
+             the router's own region, the spoke stack anywhere else); `routerctl verify` names \
+             what is missing"
+        }
+    }
+}
+
+impl std::fmt::Display for Denial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SQS denied writing {} as {} ({}: {}). Fix: {}",
+            self.queue,
+            self.sender,
+            self.code,
+            self.message,
+            self.fix()
+        )
+    }
+}
+
+/// Whether an SQS error code says the sender may not do this (a configuration error, which no
+/// retry fixes once IAM and the queue's policy have propagated), rather than a passing failure.
+/// `KmsThrottled` is a brownout and is not one of them.
+pub fn is_denial(code: &str) -> bool {
+    matches!(
+        code,
+        "AccessDenied"
+            | "AccessDeniedException"
+            | "InvalidSecurity"
+            | "KmsAccessDenied"
+            | "KMS.AccessDeniedException"
+            | "KmsDisabled"
+            | "KMS.DisabledException"
+            | "KmsInvalidKeyUsage"
+            | "KMS.InvalidKeyUsageException"
+            | "KmsInvalidState"
+            | "KMS.KMSInvalidStateException"
+            | "KmsNotFound"
+            | "KMS.NotFoundException"
+            | "KmsOptInRequired"
+            | "KMS.OptInRequired"
+    )
 }
 
 /// Groups messages into SendMessageBatch calls: same destination, at most [`MAX_BATCH_ENTRIES`]
@@ -150,6 +220,7 @@ enum QueueUrl {
 enum Unsendable {
     Missing(String),
     Failed(String),
+    Denied(Denial),
     Unreachable(Unreachable),
 }
 
@@ -224,6 +295,9 @@ impl Forwarder {
                 return vec![Delivery::QueueMissing { queue }; batch.len()];
             }
             Err(Unsendable::Failed(error)) => return vec![Delivery::Failed { error }; batch.len()],
+            Err(Unsendable::Denied(denial)) => {
+                return vec![Delivery::Denied(denial); batch.len()];
+            }
             Err(Unsendable::Unreachable(e)) => return vec![Delivery::Unreachable(e); batch.len()],
         };
         let client = &clients.sqs;
@@ -266,6 +340,13 @@ impl Forwarder {
                         Delivery::QueueMissing {
                             queue: url.to_string(),
                         }
+                    } else if let Some(code) = e.code().filter(|c| is_denial(c)) {
+                        Delivery::Denied(Denial {
+                            queue: url.to_string(),
+                            sender: self.sender(destination),
+                            code: code.to_owned(),
+                            message: e.message().unwrap_or_default().to_owned(),
+                        })
                     } else {
                         Delivery::Failed {
                             error: DisplayErrorContext(&e).to_string(),
@@ -362,15 +443,40 @@ impl Forwarder {
                     {
                         Ok(QueueUrl::Missing)
                     }
-                    Err(e) => Err(DisplayErrorContext(&e).to_string()),
+                    Err(e) => Err(match e.code().filter(|c| is_denial(c)) {
+                        Some(code) => UrlError::Denied {
+                            code: code.to_owned(),
+                            message: e.message().unwrap_or_default().to_owned(),
+                        },
+                        None => UrlError::Failed(DisplayErrorContext(&e).to_string()),
+                    }),
                 }
             })
             .await;
         match url {
             Ok(QueueUrl::Found(url)) => Ok((clients.clone(), url)),
             Ok(QueueUrl::Missing) => Err(Unsendable::Missing(name)),
-            Err(e) => Err(Unsendable::Failed(format!("GetQueueUrl {name}: {e}"))),
+            Err(e) => match &*e {
+                UrlError::Denied { code, message } => Err(Unsendable::Denied(Denial {
+                    queue: name,
+                    sender: self.sender(destination),
+                    code: code.clone(),
+                    message: message.clone(),
+                })),
+                UrlError::Failed(e) => Err(Unsendable::Failed(format!("GetQueueUrl {name}: {e}"))),
+            },
         }
+    }
+
+    /// Who the router is when it writes `destination`, for messages.
+    fn sender(&self, destination: &Destination) -> String {
+        let scope = match destination {
+            Destination::Cluster { scope, .. } => scope.clone(),
+            Destination::DeadLetter => Scope::default(),
+        };
+        self.accounts
+            .sender(&scope)
+            .map_or_else(|| "an unknown principal".to_owned(), |s| s.to_string())
     }
 }
 
@@ -390,6 +496,13 @@ fn entry(position: usize, message: &Message) -> Result<SendMessageBatchRequestEn
         .set_message_attributes((!attributes.is_empty()).then_some(attributes))
         .build()
         .map_err(|e| e.to_string())
+}
+
+/// Why GetQueueUrl failed (not cached: the next batch asks again).
+#[derive(Debug)]
+enum UrlError {
+    Denied { code: String, message: String },
+    Failed(String),
 }
 
 struct UrlExpiry {
@@ -486,6 +599,47 @@ mod tests {
         dlq.destination = Destination::DeadLetter;
         let messages = vec![to("a", 10), dlq.clone(), to("a", 10), dlq];
         assert_eq!(plan_batches(&messages), vec![vec![0, 2], vec![1, 3]]);
+    }
+
+    #[test]
+    fn denials_are_told_apart_from_brownouts() {
+        for code in [
+            "AccessDenied",
+            "KmsAccessDenied",
+            "KMS.AccessDeniedException",
+            "KmsDisabled",
+        ] {
+            assert!(is_denial(code), "{code}");
+        }
+        for code in [
+            "KmsThrottled",
+            "RequestThrottled",
+            "InternalError",
+            "ServiceUnavailable",
+        ] {
+            assert!(!is_denial(code), "{code}");
+        }
+        let denial = Denial {
+            queue: "https://sqs.eu-west-1.amazonaws.com/111111111111/karpenter-alpha".into(),
+            sender: "the spoke role arn:aws:iam::111111111111:role/interruption-router-spoke"
+                .into(),
+            code: "AccessDenied".into(),
+            message: "Access to the resource is denied.".into(),
+        };
+        let text = denial.to_string();
+        for part in [
+            "karpenter-alpha",
+            "interruption-router-spoke",
+            "AccessDenied",
+            "BaseStackName",
+        ] {
+            assert!(text.contains(part), "{text}");
+        }
+        let kms = Denial {
+            code: "KmsAccessDenied".into(),
+            ..denial
+        };
+        assert!(kms.fix().contains("kms:GenerateDataKey"));
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod config;
 pub mod event;
 pub mod forward;
 pub mod handler;
+pub mod logging;
 pub mod metrics;
 pub mod redeliver;
 pub mod resolve;

@@ -8,6 +8,9 @@
 //! there too, for alarms. A cluster outside the function's own account and region is named
 //! `<account>.<region>.<cluster>`.
 //!
+//! Every document also carries `level` and `timestamp`, which CloudWatch ignores and Lambda's
+//! log-level filter reads: see [`crate::logging`] for why that keeps them at every log level.
+//!
 //! `ForwardAge` is the exception: EMF allows a list of up to 100 values per metric, so every
 //! forwarded copy's age (event `time` to forwarded) is kept and CloudWatch can give percentiles;
 //! more than 100 spill into further documents that carry only `ForwardAge`.
@@ -15,6 +18,8 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
+
+use crate::{event::unix_millis_rfc3339, logging::Level};
 
 /// EMF allows at most 100 metrics per directive; larger documents carry several directives.
 const METRICS_PER_DIRECTIVE: usize = 100;
@@ -41,6 +46,8 @@ pub struct InvocationMetrics {
     pub failed: u64,
     /// Records handed back or dead-lettered because their account could not be reached.
     pub account_unreachable: u64,
+    /// Records dead-lettered because SQS refused the router's principal (`access-denied`).
+    pub access_denied: u64,
     pub cache_hits: u64,
     pub cache_misses: u64,
     /// Answers served from an expired cache entry because every lookup failed.
@@ -63,7 +70,18 @@ pub struct InvocationMetrics {
 impl InvocationMetrics {
     /// The EMF documents, one line of JSON each: the first carries every metric, any further
     /// ones the `ForwardAge` values past the first hundred.
-    pub fn to_emf(&self, namespace: &str, function_name: &str, timestamp_ms: u64) -> Vec<String> {
+    pub fn to_emf(
+        &self,
+        namespace: &str,
+        function_name: &str,
+        timestamp_ms: u64,
+        level: Level,
+    ) -> Vec<String> {
+        let stamp = Stamp {
+            function_name,
+            timestamp_ms,
+            level,
+        };
         let count = |name: &str, n: u64| (name.to_owned(), Value::from(n), "Count");
         let mut values: Vec<(String, Value, &'static str)> = vec![
             count("Received", self.received),
@@ -73,6 +91,7 @@ impl InvocationMetrics {
             count("DeadLettered", self.dead_lettered.values().sum()),
             count("Failed", self.failed),
             count("AccountUnreachable", self.account_unreachable),
+            count("AccessDenied", self.access_denied),
             count("CacheHits", self.cache_hits),
             count("CacheMisses", self.cache_misses),
             count("StaleAnswers", self.stale_answers),
@@ -118,23 +137,29 @@ impl InvocationMetrics {
                 .map(|(r, n)| (format!("DeadLettered.{r}"), Value::from(*n), "Count")),
         );
 
-        let mut documents = vec![document(namespace, function_name, timestamp_ms, values)];
+        let mut documents = vec![document(namespace, &stamp, values)];
         for more in ages {
             let values = vec![(
                 "ForwardAge".into(),
                 Value::from(more.to_vec()),
                 "Milliseconds",
             )];
-            documents.push(document(namespace, function_name, timestamp_ms, values));
+            documents.push(document(namespace, &stamp, values));
         }
         documents
     }
 }
 
+/// What every document of one invocation carries besides its metrics.
+struct Stamp<'a> {
+    function_name: &'a str,
+    timestamp_ms: u64,
+    level: Level,
+}
+
 fn document(
     namespace: &str,
-    function_name: &str,
-    timestamp_ms: u64,
+    stamp: &Stamp<'_>,
     values: Vec<(String, Value, &'static str)>,
 ) -> String {
     let directives: Vec<Value> = values
@@ -150,9 +175,15 @@ fn document(
     let mut doc = Map::new();
     doc.insert(
         "_aws".into(),
-        json!({"Timestamp": timestamp_ms, "CloudWatchMetrics": directives}),
+        json!({"Timestamp": stamp.timestamp_ms, "CloudWatchMetrics": directives}),
     );
-    doc.insert("FunctionName".into(), Value::from(function_name));
+    // For Lambda's log-level filter: without both, the line counts as INFO.
+    doc.insert("level".into(), Value::from(stamp.level.as_str()));
+    doc.insert(
+        "timestamp".into(),
+        Value::from(unix_millis_rfc3339(stamp.timestamp_ms as i64)),
+    );
+    doc.insert("FunctionName".into(), Value::from(stamp.function_name));
     for (name, value, _) in values {
         doc.insert(name, value);
     }
@@ -179,7 +210,12 @@ mod tests {
             cold_start: true,
             ..Default::default()
         };
-        let documents = m.to_emf("InterruptionRouter", "router", 1_700_000_000_000);
+        let documents = m.to_emf(
+            "InterruptionRouter",
+            "router",
+            1_700_000_000_000,
+            Level::Info,
+        );
         assert_eq!(documents.len(), 1);
         let doc: Value = serde_json::from_str(&documents[0]).unwrap();
         assert_eq!(doc["_aws"]["Timestamp"], 1_700_000_000_000_u64);
@@ -187,6 +223,8 @@ mod tests {
         assert_eq!(directive["Namespace"], "InterruptionRouter");
         assert_eq!(directive["Dimensions"], json!([["FunctionName"]]));
         assert_eq!(doc["FunctionName"], "router");
+        assert_eq!(doc["level"], "INFO");
+        assert_eq!(doc["timestamp"], "2023-11-14T22:13:20.000Z");
         for (name, value) in [
             ("Received", 5),
             ("Forwarded", 3),
@@ -221,7 +259,7 @@ mod tests {
             forwarded: (0..250).map(|i| (format!("c{i}"), 1)).collect(),
             ..Default::default()
         };
-        let doc: Value = serde_json::from_str(&m.to_emf("ns", "f", 0)[0]).unwrap();
+        let doc: Value = serde_json::from_str(&m.to_emf("ns", "f", 0, Level::Warn)[0]).unwrap();
         let directives = doc["_aws"]["CloudWatchMetrics"].as_array().unwrap();
         assert_eq!(directives.len(), 3);
         assert!(
@@ -233,7 +271,7 @@ mod tests {
             .iter()
             .map(|d| d["Metrics"].as_array().unwrap().len())
             .sum();
-        assert_eq!(declared, 20 + 250);
+        assert_eq!(declared, 21 + 250);
     }
 
     #[test]
@@ -244,7 +282,7 @@ mod tests {
             ..Default::default()
         };
         let docs: Vec<Value> = m
-            .to_emf("ns", "f", 0)
+            .to_emf("ns", "f", 0, Level::Fatal)
             .iter()
             .map(|d| serde_json::from_str(d).unwrap())
             .collect();
@@ -262,6 +300,7 @@ mod tests {
             "spill documents carry only ages"
         );
         for doc in &docs {
+            assert_eq!(doc["level"], "FATAL", "every document passes the filter");
             let declared: Vec<&str> = doc["_aws"]["CloudWatchMetrics"]
                 .as_array()
                 .unwrap()

@@ -8,15 +8,22 @@
 //! a minute after many. If that call fails the record is still handed back and waits the queue's
 //! timeout, which is slower but loses nothing.
 //!
-//! It also reads the queue's redrive policy (once per queue per process): on a record's last
-//! receive, SQS would move it to the DLQ without saying why, so the handler dead-letters it itself
-//! with the reason it failed.
+//! It also reads the queue's redrive policy: on a record's last receive, SQS would move it to the
+//! DLQ without saying why, so the handler dead-letters it itself with the reason it failed. The
+//! read is bounded by the caller's deadline (an SQS slowdown must not hold a batch of forwarded
+//! records past the invocation's end), a failed read is remembered for [`READ_FAILURE_MEMORY`] so
+//! the next batches do not wait on it again, and a good answer is refreshed after
+//! [`POLICY_REFRESH`] (a lowered `maxReceiveCount` would otherwise redrive records without a
+//! reason). While it cannot be read, the last answer is used, or none: then no receive counts as
+//! the last, and SQS's redrive stays the backstop.
 
 use std::{
     collections::{BTreeMap, HashMap},
     sync::Mutex,
     time::Duration,
 };
+
+use tokio::time::Instant;
 
 use aws_sdk_sqs::{
     error::DisplayErrorContext,
@@ -28,6 +35,10 @@ use crate::accounts::partition;
 
 /// ChangeMessageVisibilityBatch takes at most 10 entries.
 const MAX_ENTRIES: usize = 10;
+/// How long a read redrive policy is used before it is read again.
+pub const POLICY_REFRESH: Duration = Duration::from_secs(300);
+/// How long a failed read is not retried.
+pub const READ_FAILURE_MEMORY: Duration = Duration::from_secs(30);
 
 /// Where an SQS record came from, as the event source mapping describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +48,8 @@ pub struct SqsOrigin<'a> {
     pub receipt_handle: &'a str,
     /// `ApproximateReceiveCount`: 1 on the first delivery.
     pub receive_count: u32,
+    /// `ApproximateFirstReceiveTimestamp`, ms since the epoch, when the mapping passed it.
+    pub first_receive_ms: Option<i64>,
 }
 
 /// One record to hand back, and how long it should stay invisible.
@@ -56,7 +69,22 @@ pub struct HandBackStats {
 
 pub struct Redeliver {
     sqs: aws_sdk_sqs::Client,
-    max_receives: Mutex<HashMap<String, Option<u32>>>,
+    max_receives: Mutex<HashMap<String, RedriveRead>>,
+}
+
+/// What is known of one queue's redrive policy.
+#[derive(Debug, Clone, Copy, Default)]
+struct RedriveRead {
+    /// The last good answer (`None` inside: the queue has no redrive policy), and when.
+    known: Option<(Option<u32>, Instant)>,
+    /// When a read last failed.
+    failed_at: Option<Instant>,
+}
+
+impl RedriveRead {
+    fn last_answer(&self) -> Option<u32> {
+        self.known.and_then(|(max, _)| max)
+    }
 }
 
 impl Redeliver {
@@ -68,36 +96,58 @@ impl Redeliver {
         }
     }
 
-    /// The queue's redrive `maxReceiveCount`, read once; `None` without a redrive policy or when
-    /// it could not be read (then no receive is treated as the last).
-    pub async fn max_receive_count(&self, queue_arn: &str) -> Option<u32> {
-        if let Some(known) = self.max_receives.lock().unwrap().get(queue_arn) {
-            return *known;
+    /// The queue's redrive `maxReceiveCount`, read at most every [`POLICY_REFRESH`] and waited
+    /// for until `deadline` at the latest; `None` without a redrive policy or when it has never
+    /// been read (then no receive is treated as the last).
+    pub async fn max_receive_count(&self, queue_arn: &str, deadline: Instant) -> Option<u32> {
+        let read = self
+            .max_receives
+            .lock()
+            .unwrap()
+            .get(queue_arn)
+            .copied()
+            .unwrap_or_default();
+        let fresh = read
+            .known
+            .is_some_and(|(_, at)| at.elapsed() < POLICY_REFRESH);
+        let failed_lately = read
+            .failed_at
+            .is_some_and(|at| at.elapsed() < READ_FAILURE_MEMORY);
+        if fresh || failed_lately {
+            return read.last_answer();
         }
         let url = queue_url(queue_arn)?;
-        let read = self
+        let request = self
             .sqs
             .get_queue_attributes()
             .queue_url(url)
             .attribute_names(QueueAttributeName::RedrivePolicy)
-            .send()
-            .await;
-        let max = match read {
-            Ok(out) => out
+            .send();
+        let result = match tokio::time::timeout_at(deadline, request).await {
+            Ok(Ok(out)) => Ok(out
                 .attributes()
                 .and_then(|a| a.get(&QueueAttributeName::RedrivePolicy))
                 .and_then(|policy| serde_json::from_str::<RedrivePolicy>(policy).ok())
-                .map(|p| p.max_receive_count.0),
-            Err(e) => {
-                tracing::warn!(queue = queue_arn, error = %DisplayErrorContext(&e), "could not read the ingest queue's redrive policy");
-                return None;
-            }
+                .map(|p| p.max_receive_count.0)),
+            Ok(Err(e)) => Err(DisplayErrorContext(&e).to_string()),
+            Err(_) => Err("no answer within the invocation's budget".to_owned()),
         };
-        self.max_receives
-            .lock()
-            .unwrap()
-            .insert(queue_arn.to_owned(), max);
-        max
+        let mut reads = self.max_receives.lock().unwrap();
+        let entry = reads.entry(queue_arn.to_owned()).or_default();
+        match result {
+            Ok(max) => {
+                *entry = RedriveRead {
+                    known: Some((max, Instant::now())),
+                    failed_at: None,
+                };
+                max
+            }
+            Err(error) => {
+                entry.failed_at = Some(Instant::now());
+                tracing::warn!(queue = queue_arn, %error, last_known = ?entry.last_answer(), "could not read the ingest queue's redrive policy");
+                entry.last_answer()
+            }
+        }
     }
 
     /// Sets each record's visibility to its delay; returns, per record in order, whether SQS

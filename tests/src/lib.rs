@@ -309,5 +309,36 @@ pub fn batch_item_failures(invocation: &Invocation) -> Vec<String> {
         .collect()
 }
 
+/// AWS's resource provider schemas, as cfn-lint ships them in the project's `.venv` (installed by
+/// `make tools`): `cfnlint/data/schemas`.
+pub fn cfn_schemas() -> Result<PathBuf> {
+    let lib = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/lib");
+    let pythons = std::fs::read_dir(&lib).with_context(|| {
+        format!(
+            "{} not found: run `make tools` (cfn-lint carries AWS's resource schemas)",
+            lib.display()
+        )
+    })?;
+    for python in pythons.flatten() {
+        let schemas = python.path().join("site-packages/cfnlint/data/schemas");
+        if schemas.join("providers").is_dir() {
+            return Ok(schemas);
+        }
+    }
+    anyhow::bail!(
+        "no cfnlint/data/schemas under {}: run `make tools`",
+        lib.display()
+    )
+}
+
+/// The templates as they were at commit 2a6d3c1, the last release before the in-place update
+/// tests: what a deployed stack may still run (`tests/fixtures/templates-2a6d3c1`).
+pub fn previous_template(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/templates-2a6d3c1")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// Generous: the emulator is Python on a shared machine. Never an assertion about speed.
 pub const INVOKE_BUDGET: Duration = Duration::from_secs(60);

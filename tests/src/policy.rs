@@ -17,112 +17,9 @@
 
 use std::{collections::BTreeSet, fmt};
 
-use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
-/// A template, with every intrinsic function in its long form (`{"Fn::Sub": …}`, `{"Ref": …}`).
-#[derive(Debug, Clone)]
-pub struct Template {
-    pub name: String,
-    pub doc: Value,
-}
-
-impl Template {
-    pub fn parse(name: &str, yaml: &str) -> Result<Self> {
-        let value: serde_norway::Value =
-            serde_norway::from_str(yaml).with_context(|| format!("{name}: not YAML"))?;
-        let doc = long_form(value).with_context(|| format!("{name}: not a template"))?;
-        if !doc["Resources"].is_object() {
-            bail!("{name}: no Resources");
-        }
-        Ok(Self {
-            name: name.to_owned(),
-            doc,
-        })
-    }
-
-    /// Logical id and body of every resource.
-    pub fn resources(&self) -> impl Iterator<Item = (&str, &Value)> {
-        self.doc["Resources"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(id, r)| (id.as_str(), r))
-    }
-
-    pub fn resources_of<'a>(&'a self, ty: &'a str) -> impl Iterator<Item = (&'a str, &'a Value)> {
-        self.resources().filter(move |(_, r)| r["Type"] == ty)
-    }
-
-    fn is_a(&self, id: &str, ty: &str) -> bool {
-        self.doc["Resources"][id]["Type"] == ty
-    }
-
-    pub fn resource_mut(&mut self, id: &str) -> &mut Value {
-        let resource = &mut self.doc["Resources"][id];
-        assert!(resource.is_object(), "{}: no resource {id}", self.name);
-        resource
-    }
-}
-
-/// YAML to JSON, with the short-form tags CloudFormation defines rewritten to the long form.
-fn long_form(value: serde_norway::Value) -> Result<Value> {
-    use serde_norway::Value as Y;
-    Ok(match value {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                json!(i)
-            } else if let Some(u) = n.as_u64() {
-                json!(u)
-            } else {
-                json!(n.as_f64())
-            }
-        }
-        Y::String(s) => Value::String(s),
-        Y::Sequence(items) => {
-            Value::Array(items.into_iter().map(long_form).collect::<Result<_>>()?)
-        }
-        Y::Mapping(mapping) => {
-            let mut object = Map::new();
-            for (k, v) in mapping {
-                let key = match k {
-                    Y::String(s) => s,
-                    Y::Number(n) => n.to_string(),
-                    Y::Bool(b) => b.to_string(),
-                    other => bail!("mapping key {other:?} is not a scalar"),
-                };
-                object.insert(key, long_form(v)?);
-            }
-            Value::Object(object)
-        }
-        Y::Tagged(tagged) => {
-            let tag = tagged.tag.to_string();
-            let tag = tag.trim_start_matches('!');
-            let inner = long_form(tagged.value)?;
-            let (name, arg) = match tag {
-                "Ref" | "Condition" => (tag.to_owned(), inner),
-                // `!GetAtt Res.Attr` is the only short form with a syntax of its own.
-                "GetAtt" => match inner {
-                    Value::String(s) => {
-                        let (resource, attribute) = s
-                            .split_once('.')
-                            .with_context(|| format!("!GetAtt {s}: no attribute"))?;
-                        ("Fn::GetAtt".into(), json!([resource, attribute]))
-                    }
-                    other => ("Fn::GetAtt".into(), other),
-                },
-                "Base64" | "Cidr" | "FindInMap" | "GetAZs" | "ImportValue" | "Join" | "Select"
-                | "Split" | "Sub" | "Transform" | "And" | "Equals" | "If" | "Not" | "Or"
-                | "ToJsonString" | "Length" => (format!("Fn::{tag}"), inner),
-                // A typo'd tag would otherwise become an opaque value every check ignores.
-                other => bail!("unknown tag !{other}"),
-            };
-            json!({ name: arg })
-        }
-    })
-}
+pub use routerctl::template::Template;
 
 /// Every value `v` can take, one per branch of its `Fn::If`s; `None` where it is absent
 /// (`AWS::NoValue`, or not set at all).
@@ -660,9 +557,10 @@ const QUEUE_READ_ACTIONS: [&str; 9] = [
     "sqs:StartMessageMoveTask",
     "sqs:DeleteQueue",
 ];
-/// The only cluster-queue resource the router may send to: this account (any region: its
-/// clusters in other regions are served through spoke stacks), the prefix.
-const PREFIX_QUEUES: &str = "arn:${AWS::Partition}:sqs:*:${AWS::AccountId}:${QueuePrefix}*";
+/// The only cluster-queue resource the router may send to: this account and region (anywhere else
+/// it writes as that account's spoke role), the prefix.
+const PREFIX_QUEUES: &str =
+    "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${QueuePrefix}*";
 
 /// The router's identity statements that allow something: inline, or attached from elsewhere.
 fn router_allows(t: &Template) -> Vec<(String, Statement)> {
@@ -680,7 +578,7 @@ fn router_allows(t: &Template) -> Vec<(String, Statement)> {
         .collect()
 }
 
-/// The router can send to `<QueuePrefix>*` in this account (any region) and to its DLQ, nothing
+/// The router can send to `<QueuePrefix>*` in this account and region and to its DLQ, nothing
 /// else; and `QueuePrefix` cannot be empty (that would be every queue).
 fn router_sends_only_to_prefix_and_dlq(t: &Template) -> Found {
     let mut found = Found::new();

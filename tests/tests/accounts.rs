@@ -320,3 +320,111 @@ async fn ten_accounts_of_ten_clusters_cost_at_most_012_calls_per_event_warm() ->
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn the_hubs_own_cluster_in_another_region_is_written_as_the_spoke_role_its_queue_admits()
+-> Result<()> {
+    use interruption_router::config::DEFAULT_SPOKE_ROLE_NAME;
+    use routerctl::{
+        policy::{Decision, Policy, Principal, Request, authorize},
+        stacks::{SPOKE_TEMPLATE, TENANT_TEMPLATE},
+        template::{Stage, Template},
+    };
+
+    let hub_eu: Place = (ACCOUNT, OTHER_REGION, "prod");
+    let estate = Organisation::new(&[hub_eu], 1).await?;
+    let router = estate.world.start_router(&router_config(&estate)).await?;
+    let node = estate.nodes(hub_eu)[0].to_owned();
+    let event = event_in(
+        ACCOUNT,
+        OTHER_REGION,
+        "spot-interruption-warning.json",
+        &node,
+        "spot-hub-eu",
+    );
+    estate.world.proxy.reset_counts();
+    let response = router
+        .invoke(sqs_event(&[event.to_string()]).to_string(), INVOKE_BUDGET)
+        .await;
+    assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+    let received = estate.drain_all().await?;
+    assert_eq!(received[&hub_eu].len(), 1);
+
+    // Who the router was: it assumed the hub account's own spoke role, and wrote the queue in
+    // eu-west-1 with the credentials that returned, not with the function's own.
+    let log = estate.world.proxy.log();
+    let spoke_role = format!("arn:aws:iam::{ACCOUNT}:role/{DEFAULT_SPOKE_ROLE_NAME}");
+    let assumed: Vec<_> = log.iter().filter(|c| c.action == "AssumeRole").collect();
+    assert_eq!(assumed.len(), 1, "{log:#?}");
+    assert!(
+        assumed[0]
+            .request
+            .contains(&spoke_role.replace(':', "%3A").replace('/', "%2F"))
+            || assumed[0].request.contains(&spoke_role),
+        "{:?}",
+        assumed[0]
+    );
+    let sends: Vec<_> = log
+        .iter()
+        .filter(|c| c.action == "SendMessageBatch" && c.region == OTHER_REGION)
+        .collect();
+    assert!(!sends.is_empty(), "{log:#?}");
+    for send in &sends {
+        assert_ne!(
+            send.access_key, "testing",
+            "written with the function's own credentials: {send:?}"
+        );
+    }
+
+    // What AWS would say: the tenant queue there, deployed with BaseStackName=<spoke stack> (the
+    // only stack of the project in that region), admits exactly that role.
+    let spoke = Template::parse("spoke.yaml", SPOKE_TEMPLATE)?;
+    let spoke_stage = Stage::new("interruption-router-spoke", ACCOUNT, OTHER_REGION)
+        .parameter(
+            "HubEventBusArn",
+            "arn:aws:events:us-east-1:123456789012:event-bus/ir-hub",
+        )
+        .parameter(
+            "RouterRoleArn",
+            "arn:aws:iam::123456789012:role/ir-RouterRole-X",
+        );
+    let spoke_deployment = spoke.deploy(&spoke_stage)?;
+    let mut tenant_stage = Stage::new("prod-tenant", ACCOUNT, OTHER_REGION)
+        .parameter("ClusterName", "prod")
+        .parameter("BaseStackName", "interruption-router-spoke");
+    tenant_stage.exports = spoke_deployment.exports()?;
+    let tenant = Template::parse("tenant.yaml", TENANT_TEMPLATE)?;
+    let tenant_deployment = tenant.deploy(&tenant_stage)?;
+    let policy = Policy::parse(
+        "queue policy",
+        &tenant_deployment
+            .property("InterruptionQueuePolicy", &["PolicyDocument"])?
+            .to_string(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    let queue = format!("arn:aws:sqs:{OTHER_REGION}:{ACCOUNT}:karpenter-prod");
+    let decide = |principal: &str| {
+        let context = [
+            ("aws:SecureTransport", "true"),
+            ("aws:PrincipalArn", principal),
+        ];
+        authorize(
+            &[],
+            std::slice::from_ref(&policy),
+            principal,
+            ACCOUNT,
+            &Request {
+                principal: Principal::Attached,
+                action: "sqs:SendMessage",
+                resource: &queue,
+                context: &context,
+            },
+        )
+    };
+    assert!(decide(&spoke_role).is_allowed(), "{}", decide(&spoke_role));
+    assert!(matches!(
+        decide("arn:aws:iam::123456789012:role/ir-RouterRole-X"),
+        Decision::Denied { .. }
+    ));
+    Ok(())
+}

@@ -647,3 +647,196 @@ async fn duplicates_reach_their_own_cluster_again_and_never_another() -> Result<
     assert_eq!(estate.world.depth(&estate.queues["dlq"]).await?, 0);
     Ok(())
 }
+
+/// `event` (from [`sqs_event`]) with record `i` first received at `first_receive_ms[i]`.
+fn first_received(mut event: Value, first_receive_ms: &[u128]) -> Value {
+    for (record, at) in event["Records"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .zip(first_receive_ms)
+    {
+        record["attributes"]["ApproximateFirstReceiveTimestamp"] = json!(at.to_string());
+    }
+    event
+}
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+}
+
+#[tokio::test]
+async fn access_denied_is_dead_lettered_with_its_cause_once_its_grace_is_over() -> Result<()> {
+    let estate = Estate::new().await?;
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    // beta's queue refuses the router (its queue policy admits another principal): SQS answers
+    // AccessDenied to every SendMessageBatch there, as it would in AWS. (Matched on the queue
+    // URL's end, not the name alone: the dead letter's detail names the queue too.)
+    estate
+        .world
+        .proxy
+        .set_plan(FaultPlan::none().with_window_matching(
+            "SendMessageBatch",
+            "/karpenter-beta\"",
+            std::time::Duration::ZERO..std::time::Duration::from_secs(3600),
+            Fault::Denied,
+        ));
+    let bodies = vec![
+        ec2_event("spot-interruption-warning.json", &estate.alpha[0], "ok").to_string(),
+        ec2_event(
+            "spot-interruption-warning.json",
+            &estate.beta[0],
+            "denied-long",
+        )
+        .to_string(),
+        ec2_event(
+            "spot-interruption-warning.json",
+            &estate.beta[1],
+            "denied-new",
+        )
+        .to_string(),
+    ];
+    // Record 1 was first received ten minutes ago (past the grace), record 2 just now.
+    let ten_minutes_ago = now_ms() - 600_000;
+    let event = first_received(sqs_event(&bodies), &[now_ms(), ten_minutes_ago, now_ms()]);
+    let response = router.invoke(event.to_string(), INVOKE_BUDGET).await;
+
+    // The new one is retried (IAM and queue policies take time to propagate after a deploy);
+    // the old one is not retried for minutes as a brownout would be: it is dead-lettered now.
+    assert_eq!(
+        batch_item_failures(&response),
+        ["msg-2"],
+        "{}",
+        router.printed_lines().join("\n")
+    );
+    assert_eq!(estate.world.drain(&estate.queues["alpha"]).await?.len(), 1);
+    assert_eq!(estate.world.depth(&estate.queues["beta"]).await?, 0);
+    let dead = estate.world.drain(&estate.queues["dlq"]).await?;
+    assert_eq!(dead.len(), 1, "{dead:#?}");
+    assert_eq!(dead[0].body, bodies[1]);
+    assert_eq!(dead[0].attributes["reason"], "access-denied");
+    let detail = &dead[0].attributes["detail"];
+    for names in [
+        "karpenter-beta",
+        "the router's execution role",
+        "AccessDenied",
+        "Fix:",
+    ] {
+        assert!(
+            detail.contains(names),
+            "the detail names {names:?}: {detail}"
+        );
+    }
+    let emf = router.emf_documents().pop().unwrap();
+    assert_eq!(total(&emf, "AccessDenied"), 1);
+    assert_eq!(total(&emf, "DeadLettered.access-denied"), 1);
+    assert_eq!(total(&emf, "Failed"), 1);
+    let logs = router.log_records();
+    assert!(
+        logs.iter()
+            .any(|l| l["level"] == "ERROR" && l["fields"]["reason"] == "access-denied"),
+        "an ERROR line says what to fix: {logs:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_hanging_redrive_policy_read_costs_one_bounded_wait_per_batch() -> Result<()> {
+    let estate = Estate::new().await?;
+    // A fresh router: it has never read the ingest queue's redrive policy.
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    // beta's queue is down, and GetQueueAttributes hangs for a minute (an SQS slowdown).
+    estate.world.proxy.set_plan(
+        FaultPlan::rate(
+            1.0,
+            &["GetQueueAttributes"],
+            &[Fault::Slow(std::time::Duration::from_secs(60))],
+            3,
+        )
+        .with_window_matching(
+            "SendMessageBatch",
+            "karpenter-beta",
+            std::time::Duration::ZERO..std::time::Duration::from_secs(3600),
+            Fault::Unavailable,
+        ),
+    );
+    let mut bodies =
+        vec![ec2_event("spot-interruption-warning.json", &estate.alpha[0], "ok").to_string()];
+    for i in 0..4 {
+        let node = &estate.beta[i % 2];
+        bodies.push(
+            ec2_event("spot-interruption-warning.json", node, &format!("down-{i}")).to_string(),
+        );
+    }
+    // Twelve seconds to the deadline: four reads one after another, each waiting for the SDK's
+    // operation timeout, would not fit.
+    let budget = std::time::Duration::from_secs(12);
+    for round in 0..2 {
+        let response = router.invoke(sqs_event(&bodies).to_string(), budget).await;
+        assert!(
+            matches!(response, Invocation::Response(_)),
+            "round {round}: the invocation must answer before its deadline: {response:?}"
+        );
+        assert_eq!(
+            batch_item_failures(&response),
+            ["msg-1", "msg-2", "msg-3", "msg-4"],
+            "round {round}: only beta's records are handed back"
+        );
+    }
+    assert_eq!(
+        estate.world.drain(&estate.queues["alpha"]).await?.len(),
+        2,
+        "the forwarded record is acknowledged, not handed back with the batch"
+    );
+    let calls = estate.world.proxy.calls();
+    assert_eq!(
+        calls.get("GetQueueAttributes"),
+        Some(&1),
+        "one read for the first batch, and its failure remembered for the second: {calls:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_router_that_does_not_know_its_own_account_routes_nothing() -> Result<()> {
+    let estate = Estate::new().await?;
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    // An invoked function ARN without an account: the router cannot tell its own account from
+    // any other, so it must not use its own credentials on a guess.
+    router
+        .api()
+        .set_function_arn("arn:aws:lambda:us-east-1::function:interruption-router");
+    let bodies = vec![
+        ec2_event("spot-interruption-warning.json", &estate.alpha[0], "home?").to_string(),
+        {
+            let mut foreign =
+                ec2_event("spot-interruption-warning.json", &estate.beta[0], "member?");
+            foreign["account"] = json!("222222222222");
+            foreign.to_string()
+        },
+    ];
+    let response = router
+        .invoke(sqs_event(&bodies).to_string(), INVOKE_BUDGET)
+        .await;
+    assert_eq!(batch_item_failures(&response), ["msg-0", "msg-1"]);
+    for queue in ["alpha", "beta", "dlq"] {
+        assert_eq!(
+            estate.world.depth(&estate.queues[queue]).await?,
+            0,
+            "{queue}"
+        );
+    }
+    let calls = estate.world.proxy.calls();
+    for action in [
+        "DescribeInstances",
+        "GetResources",
+        "SendMessageBatch",
+        "AssumeRole",
+    ] {
+        assert_eq!(calls.get(action), None, "{action}: {calls:?}");
+    }
+    Ok(())
+}

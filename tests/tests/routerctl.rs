@@ -295,7 +295,8 @@ async fn verify_fails(
         clusters: clusters.iter().map(|c| c.to_string()).collect(),
         ..verify::Options::default()
     };
-    let report = verify::run(estate.aws(), &options).await;
+    // Boxed: verify's future is large, and the tests await it many times.
+    let report = Box::pin(verify::run(estate.aws(), &options)).await;
     let failed: Vec<&str> = report.failures().iter().map(|c| c.name.as_str()).collect();
     assert_eq!(failed, failing, "{}", report.render());
     for check in report.failures() {
@@ -436,10 +437,34 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         .send()
         .await?;
 
-    // The ingest queue's policy opened to every rule (no aws:SourceArn).
+    // The ingest queue's policy as it was before it denied other senders: any principal of the
+    // account whose identity policy allows sqs:SendMessage could forge an interruption.
     let ingest = sandbox.ingest_queue_url().await?;
     let policy = queue_policy(aws, &ingest).await?;
-    let mut open = policy.clone();
+    let mut undenied = policy.clone();
+    undenied["Statement"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|s| s["Sid"] != "DenySendersOtherThanTheseRules");
+    set_queue_policy(aws, &ingest, &undenied).await?;
+    let report = verify_fails(&estate, &[], &["ingest-queue:policy"]).await?;
+    assert_detail(
+        &report,
+        "ingest-queue:policy",
+        "it does not deny other senders",
+    );
+    let check = report.check("ingest-queue:policy").unwrap();
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("DenySendersOtherThanTheseRules"),
+        "the fix restores the Deny: {check:?}"
+    );
+
+    // ... and opened to every rule as well (no aws:SourceArn).
+    let mut open = undenied.clone();
     open["Statement"][0]
         .as_object_mut()
         .unwrap()
@@ -636,7 +661,7 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         ),
         "{check:?}"
     );
-    sandbox.create_late_forwards_alarm().await?;
+    sandbox.create_alarm("LateForwardsAlarm").await?;
 
     // The dashboard deleted by hand.
     let dashboard = aws
@@ -656,6 +681,169 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         .put_dashboard()
         .dashboard_name("ir")
         .dashboard_body(dashboard.dashboard_body().unwrap())
+        .send()
+        .await?;
+
+    // A default-bus rule without `account`: every foreign event its bus receives would be
+    // dead-lettered account-not-served and page (or arrive twice through the central bus).
+    let spot_rule = sandbox.resource("SpotInterruptionRule").await?;
+    let scoped = aws
+        .events
+        .describe_rule()
+        .name(&spot_rule)
+        .send()
+        .await?
+        .event_pattern()
+        .unwrap()
+        .to_owned();
+    aws.events
+        .put_rule()
+        .name(&spot_rule)
+        .event_pattern(
+            r#"{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}"#,
+        )
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["rule:SpotInterruptionRule"]).await?;
+    assert_detail(
+        &report,
+        "rule:SpotInterruptionRule",
+        "it matches every account's events",
+    );
+    let check = report.check("rule:SpotInterruptionRule").unwrap();
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains(r#""account":["123456789012"]"#),
+        "{check:?}"
+    );
+    aws.events
+        .put_rule()
+        .name(&spot_rule)
+        .event_pattern(scoped)
+        .send()
+        .await?;
+
+    // The metrics-missing alarm deleted: documents Lambda's log filter drops would leave every
+    // router alarm silent, and nothing would say so.
+    let alarms = aws
+        .cloudwatch
+        .describe_alarms()
+        .alarm_name_prefix("ir-RouterMetricsMissingAlarm")
+        .send()
+        .await?;
+    let alarm = alarms.metric_alarms()[0].alarm_name().unwrap().to_owned();
+    aws.cloudwatch
+        .delete_alarms()
+        .alarm_names(&alarm)
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["alarm:RouterMetricsMissingAlarm"]).await?;
+    assert_detail(
+        &report,
+        "alarm:RouterMetricsMissingAlarm",
+        "metric documents",
+    );
+    let check = report.check("alarm:RouterMetricsMissingAlarm").unwrap();
+    assert!(
+        check.fix.as_deref().unwrap().contains("--metrics"),
+        "{check:?}"
+    );
+    sandbox.create_alarm("RouterMetricsMissingAlarm").await?;
+
+    // Lambda counted invocations, and the log group holds only lines without metric documents
+    // (a router build whose documents Lambda's filter dropped at LogLevel=WARN).
+    let function = sandbox.function_name()?.to_owned();
+    aws.cloudwatch
+        .put_metric_data()
+        .namespace("AWS/Lambda")
+        .metric_data(
+            aws_sdk_cloudwatch::types::MetricDatum::builder()
+                .metric_name("Invocations")
+                .dimensions(
+                    aws_sdk_cloudwatch::types::Dimension::builder()
+                        .name("FunctionName")
+                        .value(&function)
+                        .build(),
+                )
+                .value(3.0)
+                .build(),
+        )
+        .send()
+        .await?;
+    sandbox
+        .ship_logs(&[r#"{"level":"WARN","timestamp":"2026-11-23T00:00:00Z","fields":{"message":"failed, will be retried"}}"#.to_owned()])
+        .await?;
+    let report = verify_fails(&estate, &[], &["function:metrics"]).await?;
+    assert_detail(&report, "function:metrics", "holds no metric document");
+    // The router as built now, run at WARN under Lambda's filter: its documents reach the logs.
+    let router = estate
+        .world
+        .start_router(&[("AWS_LAMBDA_LOG_LEVEL", "WARN")])
+        .await?;
+    router
+        .invoke(e2e_tests::sqs_event(&[]).to_string(), INVOKE_BUDGET)
+        .await;
+    let kept = router.stdout_lines();
+    assert!(
+        kept.iter().any(|l| l.contains("CloudWatchMetrics")),
+        "{kept:?}"
+    );
+    sandbox.ship_logs(&kept).await?;
+    router.stop().await;
+    verify_fails(&estate, &[], &[]).await?;
+
+    // Karpenter's controller role lost its access to alpha's queue (its getting-started policy
+    // names only the queue Karpenter created itself).
+    let karpenter = routerctl::sandbox::karpenter_role_name("alpha");
+    let granted = aws
+        .iam
+        .list_role_policies()
+        .role_name(&karpenter)
+        .send()
+        .await?
+        .policy_names()
+        .to_vec();
+    assert_eq!(granted.len(), 1, "the tenant stack's grant: {granted:?}");
+    let grant = aws
+        .iam
+        .get_role_policy()
+        .role_name(&karpenter)
+        .policy_name(&granted[0])
+        .send()
+        .await?
+        .policy_document()
+        .to_owned();
+    aws.iam
+        .delete_role_policy()
+        .role_name(&karpenter)
+        .policy_name(&granted[0])
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["tenant:alpha:karpenter-role"]).await?;
+    assert_detail(
+        &report,
+        "tenant:alpha:karpenter-role",
+        "may not sqs:GetQueueUrl",
+    );
+    let check = report.check("tenant:alpha:karpenter-role").unwrap();
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains(&format!("KARPENTER_ROLE={karpenter}")),
+        "{check:?}"
+    );
+    aws.iam
+        .put_role_policy()
+        .role_name(&karpenter)
+        .policy_name(&granted[0])
+        .policy_document(
+            routerctl::policy::decode_iam_document(&grant).map_err(anyhow::Error::msg)?,
+        )
         .send()
         .await?;
 
@@ -723,7 +911,7 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
         ..verify::Options::default()
     };
     let verify_fails = async |options: &verify::Options, failing: &[&str]| {
-        let report = verify::run(&hub.aws, options).await;
+        let report = Box::pin(verify::run(&hub.aws, options)).await;
         let failed: Vec<&str> = report.failures().iter().map(|c| c.name.as_str()).collect();
         assert_eq!(failed, failing, "{}", report.render());
         for check in report.failures() {
@@ -767,6 +955,49 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
     let spoke_aws = &spoke.aws;
     let spoke_role = spoke.role_arn()?.rsplit('/').next().unwrap().to_owned();
     let member = |check: &str| format!("spoke:{MEMBER}:{check}");
+
+    // The router role's AssumeRole unscoped (the statement before it named the accounts): the
+    // account gate would be the router's code alone.
+    let router_role = hub
+        .router_role_arn()?
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let scoped = hub
+        .aws
+        .iam
+        .get_role_policy()
+        .role_name(&router_role)
+        .policy_name("interruption-router")
+        .send()
+        .await?
+        .policy_document()
+        .to_owned();
+    let scoped = routerctl::policy::decode_iam_document(&scoped).map_err(anyhow::Error::msg)?;
+    let mut unscoped: Value = serde_json::from_str(&scoped)?;
+    for statement in unscoped["Statement"].as_array_mut().unwrap() {
+        if statement["Sid"] == "AssumeSpokeRoles" {
+            statement.as_object_mut().unwrap().remove("Condition");
+        }
+    }
+    put_role_policy(&hub.aws, &router_role, &unscoped.to_string()).await?;
+    let report = verify_fails(&options, &["router-role:assume-spoke-roles"]).await;
+    let check = report.check("router-role:assume-spoke-roles").unwrap();
+    assert!(
+        check.detail.contains("an account it does not serve"),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("aws:ResourceAccount"),
+        "{check:?}"
+    );
+    put_role_policy(&hub.aws, &router_role, &scoped).await?;
 
     // The spoke role's queue permission widened to sqs:*.
     let original = spoke_aws
@@ -1226,7 +1457,7 @@ async fn the_binary_prints_reports_and_exits_by_verdict() -> Result<()> {
         "{out}"
     );
     assert!(
-        out.ends_with("FAIL: 1 of 20 checks failed: rule:StateChangeRule\n"),
+        out.ends_with("FAIL: 1 of 24 checks failed: rule:StateChangeRule\n"),
         "{out}"
     );
 

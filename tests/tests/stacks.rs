@@ -157,12 +157,13 @@ async fn rules(aws: &Clients) -> Result<BTreeMap<String, (Value, Vec<Value>)>> {
     Ok(out)
 }
 
-/// The pattern each rule must have: exactly what the router forwards (`Kind::event_pattern`), so
-/// noise is dropped by EventBridge rather than paid for as invocations.
+/// The pattern each default-bus rule must have: exactly what the router forwards, from this
+/// account only (`Kind::event_pattern_in`), so noise is dropped by EventBridge rather than paid
+/// for as invocations.
 fn expected_patterns() -> BTreeSet<String> {
     Kind::ALL
         .into_iter()
-        .map(|kind| kind.event_pattern().to_string())
+        .map(|kind| kind.event_pattern_in(ACCOUNT).to_string())
         .collect()
 }
 
@@ -345,7 +346,7 @@ async fn queue_mode_stacks_create_what_the_templates_declare() -> Result<()> {
     let resource = |sid: &str| statement(&policy, sid).map(|s| s["Resource"].clone());
     assert_eq!(
         resource("SendToClusterQueues"),
-        Some(json!(format!("arn:aws:sqs:*:{ACCOUNT}:karpenter-*")))
+        Some(json!(format!("arn:aws:sqs:{REGION}:{ACCOUNT}:karpenter-*")))
     );
     assert_eq!(
         resource("SendToDeadLetterQueue"),
@@ -732,5 +733,206 @@ async fn the_deployed_router_routes_eventbridge_events_into_the_tenant_queues() 
     assert_eq!(world.drain(&dlq).await?, []);
     assert_eq!(world.depth(&esm.queue_url).await?, 0);
     router.stop().await;
+    Ok(())
+}
+
+/// The stage of each deployment the update tests start from.
+fn update_scenarios() -> Vec<(&'static str, &'static str, Stage)> {
+    use routerctl::template::Stage;
+    let base = || Stage::new(BASE, ACCOUNT, REGION).parameter("CodeS3Bucket", "artifacts");
+    let tenant = |cluster: &str| {
+        Stage::new(&stacks::tenant_stack_name(BASE, cluster), ACCOUNT, REGION)
+            .parameter("ClusterName", cluster)
+            .export(
+                &format!("{BASE}-RouterRoleArn"),
+                "arn:aws:iam::123456789012:role/router",
+            )
+            .export(&format!("{BASE}-QueuePrefix"), "karpenter-")
+    };
+    vec![
+        ("base.yaml", "Queue mode", base()),
+        (
+            "base.yaml",
+            "Direct mode",
+            base().parameter("IngestMode", "Direct"),
+        ),
+        (
+            "base.yaml",
+            "hub of two accounts",
+            base()
+                .parameter("CentralBus", "Enabled")
+                .parameter("ServedAccounts", "111111111111,222222222222"),
+        ),
+        (
+            "base.yaml",
+            "hub of an organisation",
+            base()
+                .parameter("CentralBus", "Enabled")
+                .parameter("ServedAccounts", "*")
+                .parameter("OrganizationId", "o-abcd123456"),
+        ),
+        ("tenant.yaml", "importing", tenant("alpha")),
+        (
+            "tenant.yaml",
+            "with Karpenter's role",
+            tenant("beta").parameter("KarpenterRoleName", KARPENTER_ROLE),
+        ),
+        (
+            "spoke.yaml",
+            "creating the spoke role",
+            Stage::new("interruption-router-spoke", "111111111111", REGION)
+                .parameter(
+                    "HubEventBusArn",
+                    "arn:aws:events:us-east-1:123456789012:event-bus/ir-hub",
+                )
+                .parameter("RouterRoleArn", "arn:aws:iam::123456789012:role/router"),
+        ),
+    ]
+}
+
+use routerctl::template::{ResourceSchemas, Stage, Template, replacements};
+
+#[test]
+fn updating_deployed_stacks_to_these_templates_replaces_and_deletes_nothing() -> Result<()> {
+    // CloudFormation replaces a resource when a property its type's schema lists as create-only
+    // changes (a replaced queue loses its messages, a replaced role its ARN in every policy that
+    // names it); moto applies updates its own way, so this reads AWS's schemas.
+    let schemas = ResourceSchemas::load(&e2e_tests::cfn_schemas()?, REGION)?;
+    let current = |name: &str| match name {
+        "base.yaml" => BASE_TEMPLATE,
+        "tenant.yaml" => TENANT_TEMPLATE,
+        _ => stacks::SPOKE_TEMPLATE,
+    };
+    for (name, scenario, stage) in update_scenarios() {
+        let old = Template::parse(name, &e2e_tests::previous_template(name))?;
+        let new = Template::parse(name, current(name))?;
+        let replaced = replacements(&old.deploy(&stage)?, &new.deploy(&stage)?, &schemas)?;
+        assert!(
+            replaced.is_empty(),
+            "{name} ({scenario}): the update would lose state:\n{}",
+            replaced.join("\n")
+        );
+    }
+    // The analysis does see a replacement: renaming a queue replaces it.
+    let old = Template::parse("tenant.yaml", TENANT_TEMPLATE)?;
+    let renamed = Template::parse(
+        "tenant.yaml",
+        &TENANT_TEMPLATE.replace(
+            "\"${Prefix}${ClusterName}\"",
+            "\"${Prefix}${ClusterName}-v2\"",
+        ),
+    )?;
+    let stage = update_scenarios().remove(4).2;
+    let replaced = replacements(&old.deploy(&stage)?, &renamed.deploy(&stage)?, &schemas)?;
+    assert_eq!(replaced.len(), 1, "{replaced:?}");
+    assert!(replaced[0].starts_with("InterruptionQueue (AWS::SQS::Queue) is replaced: QueueName"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_messages() -> Result<()> {
+    let world = World::start().await?;
+    let aws = Clients::of(&world).await;
+    world
+        .moto
+        .put_object(
+            "artifacts",
+            "bootstrap.zip",
+            b"the router runs as a local process",
+        )
+        .await?;
+    let base = stacks::create(
+        &aws.cfn,
+        BASE,
+        &e2e_tests::previous_template("base.yaml"),
+        &[("CodeS3Bucket", "artifacts"), ("IngestMode", "Queue")],
+    )
+    .await?;
+    let tenant = stacks::create(
+        &aws.cfn,
+        &stacks::tenant_stack_name(BASE, "alpha"),
+        &e2e_tests::previous_template("tenant.yaml"),
+        &[("ClusterName", "alpha")],
+    )
+    .await?;
+    // What is in flight when the update runs: an event waiting in the ingest queue, and one in
+    // the cluster's queue that Karpenter has not read yet.
+    let ingest = world.queue_url(&format!("{BASE}-ingest")).await?;
+    let alpha = world.queue_url("karpenter-alpha").await?;
+    for url in [&ingest, &alpha] {
+        world
+            .sqs
+            .send_message()
+            .queue_url(url)
+            .message_body("in flight")
+            .send()
+            .await?;
+    }
+    let physical = async |stack: &str| -> Result<BTreeMap<String, String>> {
+        let out = aws
+            .cfn
+            .describe_stack_resources()
+            .stack_name(stack)
+            .send()
+            .await?;
+        Ok(out
+            .stack_resources()
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r.logical_resource_id()?.to_owned(),
+                    r.physical_resource_id()?.to_owned(),
+                ))
+            })
+            .collect())
+    };
+    let (base_before, tenant_before) = (physical(&base.name).await?, physical(&tenant.name).await?);
+
+    stacks::update(&aws.cfn, &base.name, BASE_TEMPLATE, &[]).await?;
+    stacks::update(&aws.cfn, &tenant.name, TENANT_TEMPLATE, &[]).await?;
+
+    let (base_after, tenant_after) = (physical(&base.name).await?, physical(&tenant.name).await?);
+    // Queues, roles, the function, its log group and the event source mapping stay what they
+    // were. (moto deletes and re-creates a rule whose pattern changes, which AWS updates in
+    // place; the schema test above covers rules as AWS treats them.)
+    for logical in [
+        "IngestQueue",
+        "DeadLetterQueue",
+        "RouterRole",
+        "RouterFunction",
+        "IngestEventSourceMapping",
+    ] {
+        assert_eq!(
+            base_before.get(logical),
+            base_after.get(logical),
+            "{logical}"
+        );
+        assert!(base_after.contains_key(logical), "{logical}");
+    }
+    // moto forgets the log group's physical id on any update of it (it implements no log group
+    // update) but keeps the group: ask CloudWatch Logs.
+    let logs = routerctl::aws::Aws::new(&world.moto.sdk_config().await)?.logs;
+    let group = &base_before["RouterLogGroup"];
+    let groups = logs
+        .describe_log_groups()
+        .log_group_name_prefix(group)
+        .send()
+        .await?;
+    assert_eq!(groups.log_groups().len(), 1, "{group} still exists");
+    assert_eq!(
+        tenant_before.get("InterruptionQueue"),
+        tenant_after.get("InterruptionQueue")
+    );
+    for url in [&ingest, &alpha] {
+        let received = world.drain(url).await?;
+        assert_eq!(received.len(), 1, "{url} kept its message");
+    }
+    // The updated deployment is the new one: the default-bus rules match this account only.
+    let patterns: BTreeSet<String> = rules(&aws)
+        .await?
+        .into_values()
+        .map(|(pattern, _)| pattern.to_string())
+        .collect();
+    assert_eq!(patterns, expected_patterns());
     Ok(())
 }

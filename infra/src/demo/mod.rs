@@ -144,7 +144,7 @@ pub async fn run(options: Options) -> Result<Report> {
             for cluster in &clusters {
                 let stack = stacks::create(
                     &cfn,
-                    &format!("{BASE_STACK}-tenant-{cluster}"),
+                    &crate::stacks::tenant_stack_name(BASE_STACK, cluster),
                     stacks::TENANT_TEMPLATE,
                     &[("ClusterName", cluster)],
                 )

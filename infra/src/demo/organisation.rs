@@ -155,7 +155,7 @@ pub async fn run(options: Options) -> Result<Report> {
     step("Hub: tenant.yaml for its own cluster hub-tools", async {
         let stack = stacks::create(
             &hub.cfn,
-            &format!("{BASE_STACK}-tenant-hub-tools"),
+            &crate::stacks::tenant_stack_name(BASE_STACK, "hub-tools"),
             stacks::TENANT_TEMPLATE,
             &[("ClusterName", "hub-tools")],
         )
@@ -197,7 +197,7 @@ pub async fn run(options: Options) -> Result<Report> {
                     for cluster in &clusters {
                         let stack = stacks::create(
                             &site.cfn,
-                            &format!("{BASE_STACK}-tenant-{cluster}"),
+                            &crate::stacks::tenant_stack_name(BASE_STACK, cluster),
                             stacks::TENANT_TEMPLATE,
                             &[("ClusterName", cluster), ("BaseStackName", SPOKE_STACK)],
                         )

@@ -1,6 +1,11 @@
 //! The router binary running as a Lambda function: a child process wired to its own
 //! [`RuntimeApi`], with a hermetic environment (only what Lambda would set, plus what the caller
-//! passes) and its stdout kept, so callers can read its JSON logs and EMF metric documents.
+//! passes) and its output kept, so callers can read its JSON logs and EMF metric documents.
+//!
+//! As in Lambda with `LogFormat: JSON`, the function gets `AWS_LAMBDA_LOG_FORMAT=JSON` and
+//! `AWS_LAMBDA_LOG_LEVEL` (INFO unless the caller passes another), and what it prints goes through
+//! Lambda's log-level filter ([`super::lambda_logs`]): [`Function::stdout_lines`] is what
+//! CloudWatch Logs would receive.
 
 use std::{
     path::{Path, PathBuf},
@@ -17,16 +22,28 @@ use tokio::{
     process::{Child, Command},
 };
 
-use super::runtime_api::{Invocation, RuntimeApi};
+use interruption_router::logging::Level;
+
+use super::{
+    lambda_logs,
+    runtime_api::{Invocation, RuntimeApi},
+};
 
 pub const FUNCTION_NAME: &str = "interruption-router";
 
 pub struct Function {
     child: Child,
     api: RuntimeApi,
-    stdout: Arc<Mutex<Vec<String>>>,
-    stderr: Arc<Mutex<Vec<String>>>,
+    stdout: Arc<Mutex<Output>>,
+    stderr: Arc<Mutex<Output>>,
     spawned_at: Instant,
+}
+
+/// What a stream printed, and the part Lambda's log filter keeps.
+#[derive(Default)]
+struct Output {
+    printed: Vec<String>,
+    kept: Vec<String>,
 }
 
 impl Function {
@@ -39,7 +56,14 @@ impl Function {
             ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".to_owned()),
             ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128".to_owned()),
             ("AWS_LAMBDA_LOG_FORMAT", "JSON".to_owned()),
+            ("AWS_LAMBDA_LOG_LEVEL", "INFO".to_owned()),
         ];
+        let log_level = env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "AWS_LAMBDA_LOG_LEVEL")
+            .and_then(|(_, v)| Level::parse(v))
+            .unwrap_or(Level::Info);
         let spawned_at = Instant::now();
         let mut child = Command::new(binary)
             .env_clear()
@@ -56,8 +80,8 @@ impl Function {
                     binary.display()
                 )
             })?;
-        let stdout = collect(child.stdout.take());
-        let stderr = collect(child.stderr.take());
+        let stdout = collect(child.stdout.take(), log_level);
+        let stderr = collect(child.stderr.take(), log_level);
         Ok(Self {
             child,
             api,
@@ -81,8 +105,8 @@ impl Function {
             bail!(
                 "the function did not start (init error: {:?}, exit: {status:?})\nstdout:\n{}\nstderr:\n{}",
                 function.api.init_error(),
-                function.stdout_lines().join("\n"),
-                function.stderr_lines().join("\n")
+                function.printed_lines().join("\n"),
+                function.stderr.lock().unwrap().printed.join("\n")
             );
         }
         Ok(function)
@@ -103,12 +127,18 @@ impl Function {
             .map(|at| at.duration_since(self.spawned_at))
     }
 
+    /// What Lambda would send to CloudWatch Logs from stdout: the lines its log filter keeps.
     pub fn stdout_lines(&self) -> Vec<String> {
-        self.stdout.lock().unwrap().clone()
+        self.stdout.lock().unwrap().kept.clone()
+    }
+
+    /// Everything the process printed to stdout, before Lambda's filter.
+    pub fn printed_lines(&self) -> Vec<String> {
+        self.stdout.lock().unwrap().printed.clone()
     }
 
     pub fn stderr_lines(&self) -> Vec<String> {
-        self.stderr.lock().unwrap().clone()
+        self.stderr.lock().unwrap().kept.clone()
     }
 
     /// The EMF documents printed so far, one per finished invocation.
@@ -131,6 +161,7 @@ impl Function {
         self.stdout
             .lock()
             .unwrap()
+            .kept
             .iter()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
@@ -164,18 +195,23 @@ impl Function {
 
 fn collect(
     stream: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>,
-) -> Arc<Mutex<Vec<String>>> {
-    let lines = Arc::new(Mutex::new(Vec::new()));
+    log_level: Level,
+) -> Arc<Mutex<Output>> {
+    let output = Arc::new(Mutex::new(Output::default()));
     if let Some(stream) = stream {
-        let sink = lines.clone();
+        let sink = output.clone();
         tokio::spawn(async move {
             let mut reader = BufReader::new(stream).lines();
             while let Ok(Some(line)) = reader.next_line().await {
-                sink.lock().unwrap().push(line);
+                let mut sink = sink.lock().unwrap();
+                if lambda_logs::kept(&line, log_level) {
+                    sink.kept.push(line.clone());
+                }
+                sink.printed.push(line);
             }
         });
     }
-    lines
+    output
 }
 
 /// Where the router binary is: `$ROUTER_BIN`, or next to the running executable in the same

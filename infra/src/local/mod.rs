@@ -6,6 +6,7 @@ pub mod esm;
 pub mod function;
 pub mod http;
 pub mod invoke_api;
+pub mod lambda_logs;
 pub mod moto;
 pub mod proxy;
 pub mod runtime_api;

@@ -3,7 +3,9 @@
 //! The router is pointed at the proxy (`AWS_ENDPOINT_URL`), the proxy forwards to moto. It:
 //!
 //! * counts calls per API action (`DescribeInstances`, `SendMessageBatch`, …), which is how the
-//!   demo and the benchmarks report AWS calls per event, measured from outside the router;
+//!   demo and the benchmarks report AWS calls per event, measured from outside the router; and
+//!   keeps a log of who made each call (the SigV4 credential's key and region), which is how a
+//!   test tells which principal the router used where;
 //! * injects faults at a configurable rate per action ([`FaultPlan`]): 500/503 and throttling
 //!   errors in each protocol's real error shape (EC2's XML query errors, SQS's JSON errors),
 //!   connection resets, slow responses that arrive after the SDK's attempt timeout (the work is
@@ -49,6 +51,9 @@ pub enum Fault {
     Slow(Duration),
     /// SendMessageBatch only: a 200 answer in which some entries failed (SenderFault false).
     PartialBatch,
+    /// The caller may not do this: SQS `AccessDenied` (HTTP 400, as SQS's common errors list
+    /// it), STS `AccessDenied` (403), EC2 `UnauthorizedOperation` (403). Not retried by the SDK.
+    Denied,
 }
 
 /// Which calls fail, and how.
@@ -156,7 +161,23 @@ impl FaultPlan {
 struct Counters {
     calls: BTreeMap<String, u64>,
     faults: BTreeMap<String, u64>,
+    log: Vec<Call>,
 }
+
+/// One call the proxy saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub action: String,
+    /// The access key id of the SigV4 credential that signed it.
+    pub access_key: String,
+    /// The region of its SigV4 scope.
+    pub region: String,
+    /// Path, query and body, as text (at most [`LOGGED_REQUEST_BYTES`]).
+    pub request: String,
+}
+
+/// How much of each request the log keeps.
+pub const LOGGED_REQUEST_BYTES: usize = 2048;
 
 struct State {
     upstream: String,
@@ -214,6 +235,11 @@ impl AwsProxy {
         self.state.counters.lock().unwrap().calls.clone()
     }
 
+    /// Every call seen, in order.
+    pub fn log(&self) -> Vec<Call> {
+        self.state.counters.lock().unwrap().log.clone()
+    }
+
     /// Faults injected per action.
     pub fn faults(&self) -> BTreeMap<String, u64> {
         self.state.counters.lock().unwrap().faults.clone()
@@ -223,6 +249,7 @@ impl AwsProxy {
         self.state.counters.lock().unwrap().calls.values().sum()
     }
 
+    /// Forgets the counts and the log.
     pub fn reset_counts(&self) {
         *self.state.counters.lock().unwrap() = Counters::default();
     }
@@ -279,6 +306,8 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Fu
                 .iter()
                 .copied()
                 .filter(|f| *f != Fault::PartialBatch || action == "SendMessageBatch")
+                // A denial is a configuration error, never a random fault of a storm.
+                .filter(|f| *f != Fault::Denied)
                 .collect();
             if rate > 0.0 && !applicable.is_empty() && next_f64(rng) < rate {
                 Some(applicable[(next_u64(rng) % applicable.len() as u64) as usize])
@@ -290,6 +319,25 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Fu
     {
         let mut counters = state.counters.lock().unwrap();
         *counters.calls.entry(action.clone()).or_default() += 1;
+        let (access_key, region) = credential_of(&parts.headers);
+        let mut request = format!(
+            "{} {}",
+            parts.uri.path_and_query().map_or("", |p| p.as_str()),
+            String::from_utf8_lossy(&body)
+        );
+        if request.len() > LOGGED_REQUEST_BYTES {
+            let mut end = LOGGED_REQUEST_BYTES;
+            while !request.is_char_boundary(end) {
+                end -= 1;
+            }
+            request.truncate(end);
+        }
+        counters.log.push(Call {
+            action: action.clone(),
+            access_key,
+            region,
+            request,
+        });
         if fault.is_some() {
             *counters.faults.entry(action.clone()).or_default() += 1;
         }
@@ -331,6 +379,27 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Fu
                 StatusCode::SERVICE_UNAVAILABLE,
                 "RequestLimitExceeded",
                 "injected: request limit exceeded",
+            );
+        }
+        Some(Fault::Denied) if json_protocol => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "AccessDenied",
+                "injected: Access to the resource is denied.",
+            );
+        }
+        Some(Fault::Denied) if service == "ec2" => {
+            return error(
+                StatusCode::FORBIDDEN,
+                "UnauthorizedOperation",
+                "injected: You are not authorized to perform this operation.",
+            );
+        }
+        Some(Fault::Denied) => {
+            return error(
+                StatusCode::FORBIDDEN,
+                "AccessDenied",
+                "injected: not authorized to perform this action",
             );
         }
         Some(Fault::Reset) => return Err(Reset),
@@ -421,6 +490,20 @@ fn action_of(headers: &hyper::HeaderMap, query: Option<&str>, body: &[u8]) -> St
         return action;
     }
     "other".to_owned()
+}
+
+/// The access key id and region of a request's SigV4 credential
+/// (`Credential=<key>/<date>/<region>/<service>/aws4_request`).
+fn credential_of(headers: &hyper::HeaderMap) -> (String, String) {
+    let credential = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|auth| auth.split("Credential=").nth(1))
+        .unwrap_or_default();
+    let mut parts = credential.split('/');
+    let key = parts.next().unwrap_or_default().to_owned();
+    let region = parts.nth(1).unwrap_or_default().to_owned();
+    (key, region)
 }
 
 /// The signing name of a request's service (`ec2`, `sts`, `sqs`, …), from its SigV4 scope.

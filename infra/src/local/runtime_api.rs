@@ -52,12 +52,17 @@ struct Queued {
     deadline_ms: u64,
 }
 
+/// The function ARN the runtime passes unless told otherwise.
+pub const FUNCTION_ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:interruption-router";
+
 #[derive(Default)]
 struct State {
     queue: Mutex<VecDeque<Queued>>,
     waiting: Mutex<HashMap<String, oneshot::Sender<Invocation>>>,
     init_error: Mutex<Option<String>>,
     first_poll: Mutex<Option<Instant>>,
+    /// `Lambda-Runtime-Invoked-Function-Arn` of every invocation.
+    function_arn: Mutex<String>,
     arrived: Notify,
     next_id: AtomicU64,
 }
@@ -70,6 +75,7 @@ pub struct RuntimeApi {
 impl RuntimeApi {
     pub async fn start() -> Result<Self> {
         let state = Arc::new(State::default());
+        *state.function_arn.lock().unwrap() = FUNCTION_ARN.to_owned();
         let handler_state = state.clone();
         let server = LoopbackServer::start(move |req| serve(handler_state.clone(), req)).await?;
         Ok(Self { server, state })
@@ -104,6 +110,11 @@ impl RuntimeApi {
                 Invocation::NoAnswer
             }
         }
+    }
+
+    /// The invoked function ARN passed with the next invocations.
+    pub fn set_function_arn(&self, arn: &str) {
+        *self.state.function_arn.lock().unwrap() = arn.to_owned();
     }
 
     /// The init error the function reported, if any.
@@ -202,7 +213,7 @@ async fn next(state: &State) -> Response<Full<Bytes>> {
         .header("Lambda-Runtime-Deadline-Ms", queued.deadline_ms.to_string())
         .header(
             "Lambda-Runtime-Invoked-Function-Arn",
-            "arn:aws:lambda:us-east-1:123456789012:function:interruption-router",
+            state.function_arn.lock().unwrap().clone(),
         )
         .header(
             "Lambda-Runtime-Trace-Id",

@@ -19,7 +19,7 @@ use super::{
 };
 use crate::{
     aws::{Aws, arn_name, arn_name_after_slash, describe},
-    policy::{Policy, Principal, Request, evaluate},
+    policy::{Policy, Principal, Request, evaluate, glob, strings},
 };
 
 /// The function as Lambda describes it, or why it could not be read.
@@ -256,18 +256,86 @@ async fn check_invoke_permission(
             (!d.is_allowed()).then(|| format!("{} ({d})", arn_name_after_slash(rule)))
         })
         .collect();
+    let mut f = Findings::default();
     if refused.is_empty() {
-        pass(
-            NAME,
-            format!("EventBridge may invoke it from the {} rules", rules.len()),
-        )
+        f.ok(format!(
+            "EventBridge may invoke it from the {} rules",
+            rules.len()
+        ));
     } else {
-        fail(
-            NAME,
+        f.problem(
             format!("EventBridge may not invoke it from {}", refused.join(", ")),
             fix,
-        )
+        );
     }
+    // A function policy cannot Deny (AddPermission only grants), so the function's trust boundary
+    // is its policy's grants plus the account's identity policies: report any grant that is not
+    // one of the rules. Whatever reaches the function is routed as an interruption.
+    let others = other_invokers(&policy, rules);
+    if others.is_empty() {
+        f.ok("no other principal may invoke it through its policy");
+    } else {
+        for (sid, who) in others {
+            f.problem(
+                format!(
+                    "statement {sid} lets {who} invoke it: anything it sends is routed as an \
+                     interruption, and a made-up one drains a healthy node"
+                ),
+                format!(
+                    "aws lambda remove-permission --region {} --function-name {function_arn} \
+                     --statement-id {sid}",
+                    aws.region
+                ),
+            );
+        }
+    }
+    f.into_check(NAME)
+}
+
+/// The grants of a function policy that let someone other than EventBridge, acting for one of
+/// `rules`, invoke the function: (statement id, who).
+fn other_invokers(policy: &Policy, rules: &[String]) -> Vec<(String, String)> {
+    let mut others = Vec::new();
+    for (n, statement) in policy.statements().iter().enumerate() {
+        if statement["Effect"] != "Allow" {
+            continue;
+        }
+        let invokes = strings(&statement["Action"])
+            .iter()
+            .any(|a| glob(&a.to_ascii_lowercase(), "lambda:invokefunction"));
+        if !invokes {
+            continue;
+        }
+        let sid = statement["Sid"]
+            .as_str()
+            .map_or_else(|| format!("#{}", n + 1), str::to_owned);
+        let principal = &statement["Principal"];
+        let services = strings(&principal["Service"]);
+        let only_events = principal.is_object()
+            && principal.as_object().is_some_and(|p| p.len() == 1)
+            && services.iter().all(|s| s == "events.amazonaws.com")
+            && !services.is_empty();
+        // The rule it is pinned to, under any ARN operator and either key casing.
+        let sources: Vec<String> = statement["Condition"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(op, _)| op.starts_with("Arn") || op.starts_with("StringEquals"))
+            .flat_map(|(_, keys)| keys.as_object().into_iter().flatten())
+            .filter(|(key, _)| key.eq_ignore_ascii_case("aws:SourceArn"))
+            .flat_map(|(_, values)| strings(values))
+            .collect();
+        let pinned = !sources.is_empty() && sources.iter().all(|s| rules.contains(s));
+        if !(only_events && pinned) {
+            let who = if only_events {
+                format!("EventBridge acting for {sources:?} (not one of the stack's rules)")
+            } else {
+                principal.to_string()
+            };
+            others.push((sid, who));
+        }
+    }
+    others
 }
 
 async fn check_on_failure_destination(
@@ -408,16 +476,24 @@ fn check_router_role(role: &Role, dlq: Option<&str>, ingest: Option<&str>) -> Ch
 
 /// An account id standing for "any account" when the router serves `*`.
 const SAMPLE_ACCOUNT: &str = "999999999999";
+/// An account no router serves (a listed hub never lists it; an organisation's hub sees it
+/// outside the organisation), to show the role may not assume the spoke role name there.
+const UNSERVED_ACCOUNT: &str = "000000000000";
+const OUTSIDE_ORGANIZATION: &str = "o-notyours000";
 
 /// With SERVED_ACCOUNTS set, the role may assume each served account's spoke role (the name the
 /// function's SPOKE_ROLE_NAME gives, which must be the stack's SpokeRoleName).
 fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base) -> Option<Check> {
     const NAME: &str = "router-role:assume-spoke-roles";
-    let accounts: Vec<&str> = match &config.served {
+    let organization = base.parameter("OrganizationId").unwrap_or_default();
+    // The accounts whose spoke role the router must reach (the hub's own too: its other regions
+    // are written as its spoke role), with the organisation each is in.
+    let mut accounts: Vec<&str> = match &config.served {
         Served::Own => return None,
         Served::Listed(accounts) => accounts.iter().map(String::as_str).collect(),
         Served::Any => vec![SAMPLE_ACCOUNT],
     };
+    accounts.push(&base.account);
     let spoke = &config.spoke_role_name;
     let mut f = Findings::default();
     let stack_name = base
@@ -435,16 +511,24 @@ fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base) -> Option
             ),
         );
     }
+    let assume = |account: &str, org: &str| {
+        let arn = format!("arn:{}:iam::{account}:role/{spoke}", base.partition);
+        let mut context = vec![("aws:ResourceAccount", account)];
+        if !org.is_empty() {
+            context.push(("aws:ResourceOrgID", org));
+        }
+        let decision = role.may_with("sts:AssumeRole", &arn, &context);
+        (arn, decision)
+    };
     let refused: Vec<String> = accounts
         .iter()
         .filter_map(|account| {
-            let arn = format!("arn:{}:iam::{account}:role/{spoke}", base.partition);
-            let d = role.may("sts:AssumeRole", &arn);
+            let (arn, d) = assume(account, organization);
             (!d.is_allowed()).then(|| format!("{arn} ({d})"))
         })
         .collect();
     let which = match &config.served {
-        Served::Any => format!("any account's {spoke} (e.g. {SAMPLE_ACCOUNT})"),
+        Served::Any => format!("{spoke} in the organisation's accounts (e.g. {SAMPLE_ACCOUNT})"),
         _ => format!("{spoke} in {}", accounts.join(", ")),
     };
     if refused.is_empty() {
@@ -459,12 +543,35 @@ fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base) -> Option
             ),
             format!(
                 "restore base.yaml's statement AssumeSpokeRoles (sts:AssumeRole on \
-                 arn:{}:iam::*:role/<SpokeRoleName>) on role {}: update the stack with \
-                 ServedAccounts and SpokeRoleName={spoke}",
+                 arn:{}:iam::*:role/<SpokeRoleName>, scoped to the served accounts) on role {}: \
+                 update the stack with ServedAccounts and SpokeRoleName={spoke}",
                 base.partition,
                 role.name()
             ),
         );
+    }
+    // And no further: the account gate is IAM's too, not only the router's code.
+    let outside_org = if organization.is_empty() {
+        ""
+    } else {
+        OUTSIDE_ORGANIZATION
+    };
+    let (arn, d) = assume(UNSERVED_ACCOUNT, outside_org);
+    if d.is_allowed() {
+        f.problem(
+            format!(
+                "{} may sts:AssumeRole {arn}, an account it does not serve ({d}): any account \
+                 whose role of that name trusts it could hand the router its credentials",
+                role.name()
+            ),
+            "update the stack with this project's base.yaml: its AssumeSpokeRoles statement is \
+             scoped with aws:ResourceAccount (a ServedAccounts list) or aws:ResourceOrgID \
+             (OrganizationId with ServedAccounts=\"*\")",
+        );
+    } else {
+        f.ok(format!(
+            "and not in an account it does not serve ({UNSERVED_ACCOUNT})"
+        ));
     }
     Some(f.into_check(NAME))
 }
@@ -472,6 +579,36 @@ fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_invoker_but_the_stacks_rules_is_reported() {
+        let rule = "arn:aws:events:us-east-1:123456789012:rule/ir-SpotInterruptionRule-X";
+        // As Lambda's GetPolicy returns AWS::Lambda::Permission's statements (AWS: casing).
+        let policy = Policy::parse(
+            "function policy",
+            &serde_json::json!({"Statement": [
+                {"Sid": "ours", "Effect": "Allow", "Action": "lambda:InvokeFunction",
+                 "Principal": {"Service": "events.amazonaws.com"}, "Resource": "f",
+                 "Condition": {"ArnLike": {"AWS:SourceArn": rule},
+                               "StringEquals": {"AWS:SourceAccount": "123456789012"}}},
+                {"Sid": "console-test", "Effect": "Allow", "Action": "lambda:InvokeFunction",
+                 "Principal": {"AWS": "arn:aws:iam::123456789012:root"}, "Resource": "f"},
+                {"Sid": "other-rule", "Effect": "Allow", "Action": "lambda:InvokeFunction",
+                 "Principal": {"Service": "events.amazonaws.com"}, "Resource": "f",
+                 "Condition": {"ArnLike": {"AWS:SourceArn": "arn:aws:events:us-east-1:123456789012:rule/theirs"}}},
+                {"Sid": "unpinned", "Effect": "Allow", "Action": "lambda:*",
+                 "Principal": {"Service": "events.amazonaws.com"}, "Resource": "f"},
+                {"Sid": "config-read", "Effect": "Allow", "Action": "lambda:GetFunction",
+                 "Principal": {"AWS": "*"}, "Resource": "f"}]})
+            .to_string(),
+        )
+        .unwrap();
+        let others: Vec<String> = other_invokers(&policy, &[rule.to_owned()])
+            .into_iter()
+            .map(|(sid, _)| sid)
+            .collect();
+        assert_eq!(others, ["console-test", "other-rule", "unpinned"]);
+    }
 
     #[test]
     fn the_role_check_names_every_action_it_needs() {

@@ -19,7 +19,8 @@
 //! * `queues.rs`: `ingest-queue`, `dead-letter-queue`, their `:policy`, `event-source-mapping`;
 //! * `function.rs`: `function`, `function:environment`, Direct mode's `function:invoke-permission`
 //!   and `function:on-failure-destination`, `router-role`, `router-role:assume-spoke-roles`;
-//! * `monitoring.rs`: `dashboard`, `alarm:LateForwardsAlarm`;
+//! * `monitoring.rs`: `dashboard`, `alarm:<name>` (late forwards, access denied, unreachable
+//!   accounts, missing metric documents), `function:metrics`;
 //! * `tenants.rs`: `tenant:<cluster>:queue`, `:encryption`, `:queue-policy`, `:router-role`;
 //! * `spokes.rs`: `spoke:<account>:…`, one member account (`--account`): what it forwards to the
 //!   hub's bus, whether the bus admits it, the spoke role's trust and permissions, its tenant
@@ -38,7 +39,9 @@ mod spokes;
 mod stack;
 mod tenants;
 
-pub use monitoring::{LATE_FORWARDS_ALARM, LATE_FORWARDS_METRIC};
+pub use monitoring::{
+    ALARMS, AlarmSpec, LATE_FORWARDS_ALARM, LATE_FORWARDS_METRIC, Monitored, Watches,
+};
 pub use queues::events_queue_policy;
 pub use report::{Check, Mode, Report};
 pub use rules::{HUB_RULES, RULES};
@@ -69,6 +72,9 @@ pub struct Options {
     pub profile: Option<String>,
     /// The organisation the hub bus's policy admits (aws:PrincipalOrgID), when it names one.
     pub org_id: Option<String>,
+    /// Karpenter's controller role per cluster (`--karpenter-role <cluster>=<role>`), for clusters
+    /// whose tenant stack does not name it.
+    pub karpenter_roles: Vec<(String, String)>,
 }
 
 impl Default for Options {
@@ -80,8 +86,28 @@ impl Default for Options {
             spoke_stack: DEFAULT_SPOKE_STACK.to_owned(),
             profile: None,
             org_id: None,
+            karpenter_roles: Vec::new(),
         }
     }
+}
+
+/// `--karpenter-role <cluster>=<role name>`.
+pub fn parse_cluster_role(value: &str) -> Result<(String, String), String> {
+    let (cluster, role) = value
+        .split_once('=')
+        .ok_or_else(|| format!("{value:?} is not <cluster>=<role name>"))?;
+    let role_name = |r: &str| {
+        !r.is_empty()
+            && r.len() <= 64
+            && r.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+=,.@_-".contains(c))
+    };
+    if cluster.is_empty() || !role_name(role) {
+        return Err(format!(
+            "{value:?}: give a cluster name and an IAM role name (not an ARN), e.g. alpha=KarpenterController-alpha"
+        ));
+    }
+    Ok((cluster.to_owned(), role.to_owned()))
 }
 
 /// Runs every check. AWS errors (a missing resource, a denied read) become failed checks with
@@ -120,6 +146,7 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
             template,
             role.as_ref(),
             &options.clusters,
+            &options.karpenter_roles,
             checks,
         )
         .await;

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{
     aws::{Aws, arn_name, arn_name_after_slash, describe},
-    policy::{Policy, Principal, Request, evaluate},
+    policy::{Decision, Policy, Principal, Request, evaluate},
 };
 
 /// A queue as SQS describes it.
@@ -51,7 +51,7 @@ pub(super) async fn check(
                     checks.push(check_ingest_queue(&queue, function_timeout, dlq_arn));
                     checks.push(events_may_send(
                         "ingest-queue:policy",
-                        "AllowTheseRulesOnly",
+                        INGEST_SID,
                         &queue,
                         rule_arns,
                         base,
@@ -173,15 +173,24 @@ fn check_ingest_queue(queue: &Queue, function_timeout: Option<i32>, dlq: Option<
         .attribute(QueueAttributeName::VisibilityTimeout)
         .and_then(|v| v.parse().ok());
     if let (Some(visibility), Some(timeout)) = (visibility, function_timeout) {
+        // Lambda refuses a mapping whose queue's visibility timeout is under the function
+        // timeout, and recommends six times it (Lambda developer guide, SQS event sources).
         if visibility >= 6 * timeout {
             f.ok(format!(
                 "visibility {visibility} s ≥ 6 × function timeout {timeout} s"
             ));
         } else {
+            let why = if visibility < timeout {
+                "Lambda refuses to update the event source mapping, and records reappear while \
+                 the router still works on them"
+            } else {
+                "under Lambda's recommended 6×: a batch Lambda itself retries can reappear while \
+                 the router still works on it"
+            };
             f.problem(
                 format!(
-                    "visibility timeout {visibility} s is under 6 × the function timeout \
-                     {timeout} s: records reappear while the router still works on them"
+                    "visibility timeout {visibility} s against the function timeout {timeout} s: \
+                     {why}"
                 ),
                 format!(
                     "aws sqs set-queue-attributes --region {region} --queue-url {} --attributes VisibilityTimeout={}",
@@ -289,10 +298,46 @@ fn events_may_send(
         f.problem(
             "it lets any EventBridge rule send (no aws:SourceArn condition): anyone can inject \
              interruptions",
-            fix,
+            fix.clone(),
         );
     } else {
         f.ok("no other rule may");
+    }
+    if sid == INGEST_SID {
+        // An identity policy elsewhere in the account (an admin, a CI role with sqs:SendMessage
+        // on "*") grants a principal of the account the queue unless the queue denies it: the
+        // router would forward a made-up event into any served cluster's queue.
+        let admin = format!(
+            "arn:{}:iam::{}:role/any-admin",
+            base.partition, base.account
+        );
+        let context = [
+            ("aws:PrincipalArn", admin.as_str()),
+            ("aws:SecureTransport", "true"),
+        ];
+        let decision = evaluate(
+            std::slice::from_ref(&policy),
+            &Request {
+                principal: Principal::Aws(&admin),
+                action: "sqs:SendMessage",
+                resource: &queue.arn,
+                context: &context,
+            },
+        );
+        if matches!(decision, Decision::Denied { .. }) {
+            f.ok("every other sender is denied");
+        } else {
+            f.problem(
+                format!(
+                    "it does not deny other senders: a principal of account {} whose identity \
+                     policy allows sqs:SendMessage (an admin or CI role) can post a made-up \
+                     interruption, which the router forwards into a served cluster's queue and \
+                     Karpenter acts on",
+                    base.account
+                ),
+                fix,
+            );
+        }
     }
     f.into_check(name)
 }
@@ -370,15 +415,30 @@ async fn check_event_source_mapping(aws: &Aws, base: &Base, ingest: &Queue) -> C
     f.into_check(NAME)
 }
 
+/// The Sid of the ingest queue policy's grant to the rules (the DLQ's has its own).
+pub const INGEST_SID: &str = "AllowTheseRulesOnly";
+
 /// base.yaml's IngestQueuePolicy / DeadLetterQueuePolicy for these ARNs (the central bus's rules
-/// included, when it has them).
+/// included, when it has them). The ingest queue's also refuses every other sender.
 pub fn events_queue_policy(queue_arn: &str, rule_arns: &[String], sid: &str) -> Value {
-    json!({"Version": "2012-10-17", "Statement": [
-        {"Sid": sid, "Effect": "Allow", "Principal": {"Service": "events.amazonaws.com"},
+    let mut statements = vec![
+        json!({"Sid": sid, "Effect": "Allow", "Principal": {"Service": "events.amazonaws.com"},
          "Action": "sqs:SendMessage", "Resource": queue_arn,
-         "Condition": {"ArnEquals": {"aws:SourceArn": rule_arns}}},
-        {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "sqs:*",
-         "Resource": queue_arn, "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]})
+         "Condition": {"ArnEquals": {"aws:SourceArn": rule_arns}}}),
+    ];
+    if sid == INGEST_SID {
+        statements.push(
+            json!({"Sid": "DenySendersOtherThanTheseRules", "Effect": "Deny",
+            "Principal": "*", "Action": "sqs:SendMessage", "Resource": queue_arn,
+            "Condition": {"ArnNotEquals": {"aws:SourceArn": rule_arns}}}),
+        );
+    }
+    statements.push(
+        json!({"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*",
+        "Action": "sqs:*", "Resource": queue_arn,
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}}}),
+    );
+    json!({"Version": "2012-10-17", "Statement": statements})
 }
 
 /// A ready-to-paste command that sets `policy` on a queue.

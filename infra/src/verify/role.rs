@@ -23,11 +23,16 @@ impl Role {
 
     /// The identity policies' decision, capped by the permission boundary.
     pub fn may(&self, action: &str, resource: &str) -> Decision {
+        self.may_with(action, resource, &[])
+    }
+
+    /// As [`Role::may`], for a request carrying these condition keys.
+    pub fn may_with(&self, action: &str, resource: &str, context: &[(&str, &str)]) -> Decision {
         let request = Request {
             principal: Principal::Attached,
             action,
             resource,
-            context: &[],
+            context,
         };
         let decision = evaluate(&self.identity, &request);
         match (&self.boundary, decision.is_allowed()) {

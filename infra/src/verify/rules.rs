@@ -1,8 +1,9 @@
 //! `rule:<name>`: the base stack's five rules on the default bus (and, with its central bus, their
 //! five copies there) exist, are ENABLED, carry exactly the pattern the router handles (from its
-//! own [`Kind`] list, compared as EventBridge reads patterns) and target the ingest queue (Queue
-//! mode) or the function (Direct mode) with the DLQ as dead-letter config. The state, bus and
-//! pattern part is shared with the spoke stacks' rules (`spokes.rs`).
+//! own [`Kind`] list, compared as EventBridge reads patterns; on a default bus only the rule's own
+//! account's events, [`Kind::event_pattern_in`]) and target the ingest queue (Queue mode) or the
+//! function (Direct mode) with the DLQ as dead-letter config. The state, bus and pattern part is
+//! shared with the spoke stacks' rules (`spokes.rs`).
 
 use aws_sdk_eventbridge::{operation::describe_rule::DescribeRuleOutput, types::RuleState};
 use interruption_router::event::Kind;
@@ -155,16 +156,32 @@ pub(super) fn state_bus_and_pattern(
         ),
         _ => {}
     }
-    let expected = kind.event_pattern();
+    // On a default bus, the rule's own account only: a default bus can also receive other
+    // accounts' events (EventBridge: "rules with an account field do not match any events sent
+    // from other accounts").
+    let own_account = rule.arn().and_then(crate::aws::arn_account);
+    let expected = match (bus, own_account) {
+        (None, Some(account)) => kind.event_pattern_in(account),
+        _ => kind.event_pattern(),
+    };
     let found: Option<Value> = rule
         .event_pattern()
         .and_then(|p| serde_json::from_str(p).ok());
     if found.as_ref().map(normalized) == Some(normalized(&expected)) {
         f.ok("pattern as the router expects");
     } else {
+        let every_account =
+            bus.is_none() && found.as_ref().is_some_and(|p| p.get("account").is_none());
+        let consequence = if every_account {
+            " (without `account` it matches every account's events the default bus receives: \
+             each foreign interruption is dead-lettered account-not-served and pages, or arrives \
+             twice through the central bus)"
+        } else {
+            ""
+        };
         f.problem(
             format!(
-                "pattern {} differs from what the router handles: {expected}",
+                "pattern {} differs from what the router handles: {expected}{consequence}",
                 rule.event_pattern().unwrap_or("(none)")
             ),
             format!(

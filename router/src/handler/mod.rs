@@ -44,6 +44,7 @@ use crate::{
     accounts::Accounts,
     config::Config,
     forward::Forwarder,
+    logging::Level,
     metrics::InvocationMetrics,
     redeliver::{Redeliver, SqsOrigin},
     resolve::Resolver,
@@ -61,6 +62,8 @@ pub struct Router {
     forwarder: Forwarder,
     redeliver: Redeliver,
     metrics_namespace: String,
+    /// The level the EMF documents carry, so Lambda's log filter keeps them ([`crate::logging`]).
+    metrics_level: Level,
     function_name: String,
     cold_start: AtomicBool,
 }
@@ -113,9 +116,16 @@ impl Router {
             redeliver: Redeliver::new(accounts.home().sqs.clone()),
             accounts,
             metrics_namespace: config.metrics_namespace.clone(),
+            metrics_level: Level::Info,
             function_name,
             cold_start: AtomicBool::new(true),
         }
+    }
+
+    /// The level of the EMF documents: the lowest level Lambda's log filter keeps.
+    pub fn with_metrics_level(mut self, level: Level) -> Self {
+        self.metrics_level = level;
+        self
     }
 
     /// The Lambda handler: accepts both invocation shapes and prints the EMF documents.
@@ -142,6 +152,7 @@ impl Router {
             &self.metrics_namespace,
             &self.function_name,
             unix_millis(SystemTime::now()) as u64,
+            self.metrics_level,
         ) {
             println!("{document}");
         }
@@ -213,6 +224,10 @@ fn sqs_record(i: usize, r: &SqsMessage) -> Result<Record<'_>, HandlerError> {
                 .get("ApproximateReceiveCount")
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(1),
+            first_receive_ms: r
+                .attributes
+                .get("ApproximateFirstReceiveTimestamp")
+                .and_then(|n| n.parse().ok()),
         }),
         _ => None,
     };

@@ -70,6 +70,11 @@ pub enum Cause {
     Deadline,
     /// Failed permanently, and the dead-letter queue did not confirm taking it (or there is none).
     NotKept,
+    /// The router does not know its own account yet, so it routes nothing (fails closed).
+    HomeUnknown,
+    /// SQS refused the sender: a configuration error, retried only for the grace IAM and queue
+    /// policies need to propagate after a deploy.
+    AccessDenied,
 }
 
 impl Cause {
@@ -77,6 +82,7 @@ impl Cause {
     pub fn dead_letter_reason(self) -> DeadLetterReason {
         match self {
             Cause::AccountUnreachable => DeadLetterReason::AccountUnreachable,
+            Cause::AccessDenied => DeadLetterReason::AccessDenied,
             _ => DeadLetterReason::RetriesExhausted,
         }
     }
@@ -92,6 +98,8 @@ pub enum DeadLetterReason {
     AccountNotServed,
     /// The event's account could not be reached on any try.
     AccountUnreachable,
+    /// SQS refused the router's principal for the cluster's queue (policy, IAM or KMS key).
+    AccessDenied,
     /// Still failing transiently on its last receive.
     RetriesExhausted,
 }
@@ -104,6 +112,7 @@ impl DeadLetterReason {
             DeadLetterReason::Rejected => "rejected",
             DeadLetterReason::AccountNotServed => "account-not-served",
             DeadLetterReason::AccountUnreachable => "account-unreachable",
+            DeadLetterReason::AccessDenied => "access-denied",
             DeadLetterReason::RetriesExhausted => "retries-exhausted",
         }
     }
@@ -146,6 +155,14 @@ pub fn forward_outcome(
                 return Ok(Outcome::Failed(Failure::new(
                     Cause::AccountUnreachable,
                     e.to_string(),
+                )));
+            }
+            // A failure like the others until its grace is over (the handler decides, as it
+            // knows when the record was first seen).
+            Delivery::Denied(denial) => {
+                return Ok(Outcome::Failed(Failure::new(
+                    Cause::AccessDenied,
+                    format!("{cluster}: {denial}"),
                 )));
             }
             Delivery::Unfinished => {
@@ -272,7 +289,18 @@ mod tests {
             Cause::AccountUnreachable.dead_letter_reason(),
             DeadLetterReason::AccountUnreachable
         );
-        for cause in [Cause::Lookup, Cause::Send, Cause::Deadline, Cause::NotKept] {
+        assert_eq!(
+            Cause::AccessDenied.dead_letter_reason(),
+            DeadLetterReason::AccessDenied
+        );
+        assert_eq!(DeadLetterReason::AccessDenied.label(), "access-denied");
+        for cause in [
+            Cause::Lookup,
+            Cause::Send,
+            Cause::Deadline,
+            Cause::NotKept,
+            Cause::HomeUnknown,
+        ] {
             assert_eq!(
                 cause.dead_letter_reason(),
                 DeadLetterReason::RetriesExhausted

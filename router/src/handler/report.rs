@@ -72,8 +72,10 @@ pub(super) fn record_outcome(
         }
         Outcome::DeadLettered(reason) => {
             *metrics.dead_lettered.entry(reason.label()).or_default() += 1;
-            if *reason == DeadLetterReason::AccountUnreachable {
-                metrics.account_unreachable += 1;
+            match reason {
+                DeadLetterReason::AccountUnreachable => metrics.account_unreachable += 1,
+                DeadLetterReason::AccessDenied => metrics.access_denied += 1,
+                _ => {}
             }
             tracing::warn!(record = record.id, event_id, kind, instances, account, outcome = "dead-lettered", reason = %reason, "dead-lettered");
         }

@@ -29,6 +29,7 @@ use super::{
     report,
 };
 use crate::{
+    accounts::Refused,
     event::{self, Classified, IgnoreReason, InstanceId, Interruption, Kind},
     forward::{Delivery, Destination, ForwardStats, Message},
     metrics::InvocationMetrics,
@@ -44,6 +45,15 @@ use crate::{
 pub const BATCH_RETRY_WINDOW: Duration = Duration::from_secs(4);
 /// Longest time kept back from delivering for the dead-letter and hand-back steps.
 const MAX_RESERVE: Duration = Duration::from_secs(2);
+/// How long a record SQS refuses as not allowed is retried before it is dead-lettered
+/// `access-denied`, counted from when it was first received (or, for a direct invocation, from the
+/// event's time). A denial is a configuration error, but right after a deploy it can be
+/// propagation: SQS says attribute changes (the queue policy among them) take up to 60 seconds to
+/// propagate (SetQueueAttributes API reference), and IAM changes are eventually consistent too.
+/// Within it the record is handed back with the usual short visibility, so it returns in seconds.
+pub const DENIAL_GRACE: Duration = Duration::from_secs(60);
+/// Longest wait for the ingest queue's redrive policy in one invocation.
+const MAX_POLICY_READ: Duration = Duration::from_secs(1);
 /// Longest `detail` attribute put on a dead-lettered message.
 const MAX_DETAIL: usize = 1024;
 
@@ -191,11 +201,17 @@ impl Router {
                         interruption.scope = self.accounts.complete(&interruption.scope);
                         let state = match self.accounts.admit(&interruption.scope) {
                             Ok(()) => State::Routing(Routing::default()),
-                            Err(refused) => State::DeadLetter(DeadLetter {
-                                reason: DeadLetterReason::AccountNotServed,
-                                detail: refused.to_string(),
-                                clusters: None,
-                            }),
+                            Err(refused @ Refused::NotServed { .. }) => {
+                                State::DeadLetter(DeadLetter {
+                                    reason: DeadLetterReason::AccountNotServed,
+                                    detail: refused.to_string(),
+                                    clusters: None,
+                                })
+                            }
+                            // Fail closed, and keep the record: the next receive may know.
+                            Err(refused @ Refused::HomeUnknown) => State::Decided(Outcome::Failed(
+                                Failure::new(Cause::HomeUnknown, refused.to_string()),
+                            )),
                         };
                         (Some(interruption), state)
                     }
@@ -385,7 +401,10 @@ impl Router {
                 let label = self.cluster_label(scope, cluster);
                 report::forwarded(interruption, scope, cluster, &label, now, metrics);
             }
-            if matches!(delivery, Delivery::Failed { .. } | Delivery::Unreachable(_)) {
+            if matches!(
+                delivery,
+                Delivery::Failed { .. } | Delivery::Unreachable(_) | Delivery::Denied(_)
+            ) {
                 retry.push((r, c));
             }
             routing.deliveries[c] = delivery;
@@ -410,8 +429,9 @@ impl Router {
         }
     }
 
-    /// Step 4: the dead-letter queue takes what failed for good, with a reason, and what is still
-    /// failing on its last receive (SQS would otherwise move it there without one).
+    /// Step 4: the dead-letter queue takes what failed for good, with a reason, and what the
+    /// router gives up on: a record still failing on its last receive (SQS would otherwise move it
+    /// there without one) and a denied one past its [`DENIAL_GRACE`].
     async fn keep(
         &self,
         entries: &mut [Entry<'_>],
@@ -431,7 +451,7 @@ impl Router {
             }
             return;
         }
-        self.dead_letter_last_receives(entries).await;
+        self.give_up(entries, budget).await;
         let mut messages = Vec::new();
         let mut owners = Vec::new();
         for (r, entry) in entries.iter().enumerate() {
@@ -454,30 +474,59 @@ impl Router {
         }
     }
 
-    /// Failed SQS records on their last receive become dead letters, with their failure's reason.
-    async fn dead_letter_last_receives(&self, entries: &mut [Entry<'_>]) {
+    /// Failed records the router stops retrying become dead letters, with their failure's
+    /// reason: denied ones past their grace, and SQS records on their last receive. The ingest
+    /// queue's `maxReceiveCount` is read once per batch, bounded by the invocation's budget.
+    async fn give_up(&self, entries: &mut [Entry<'_>], budget: &Budget) {
+        let now = unix_millis(SystemTime::now());
+        let failed = |entry: &Entry<'_>| match &entry.state {
+            State::Decided(Outcome::Failed(failure)) if failure.cause != Cause::NotKept => {
+                Some(failure.clone())
+            }
+            _ => None,
+        };
+        let mut max_receives: HashMap<&str, Option<u32>> = HashMap::new();
+        for entry in entries.iter() {
+            if let (Some(_), Some(origin)) = (failed(entry), entry.record.origin)
+                && !max_receives.contains_key(origin.queue_arn)
+            {
+                let read_by = policy_read_deadline(budget.finish_by);
+                let max = self
+                    .redeliver
+                    .max_receive_count(origin.queue_arn, read_by)
+                    .await;
+                max_receives.insert(origin.queue_arn, max);
+            }
+        }
         for entry in entries.iter_mut() {
-            let (State::Decided(Outcome::Failed(failure)), Some(origin)) =
-                (&entry.state, entry.record.origin)
-            else {
+            let Some(failure) = failed(entry) else {
                 continue;
             };
-            if failure.cause == Cause::NotKept {
-                continue;
-            }
-            let Some(max) = self.redeliver.max_receive_count(origin.queue_arn).await else {
+            let last_receive = entry.record.origin.and_then(|origin| {
+                let max = max_receives.get(origin.queue_arn).copied().flatten()?;
+                (origin.receive_count >= max).then_some((origin.receive_count, max))
+            });
+            let detail = if failure.cause == Cause::AccessDenied
+                && denial_grace_over(entry.record, entry.interruption.as_ref(), now)
+            {
+                format!(
+                    "denied for more than {} s: {failure}",
+                    DENIAL_GRACE.as_secs()
+                )
+            } else if let Some((receive, max)) = last_receive {
+                format!("still failing on receive {receive} of {max}: {failure}")
+            } else {
                 continue;
             };
-            if origin.receive_count >= max {
-                entry.state = State::DeadLetter(DeadLetter {
-                    reason: failure.cause.dead_letter_reason(),
-                    detail: format!(
-                        "still failing on receive {} of {max}: {failure}",
-                        origin.receive_count
-                    ),
-                    clusters: None,
-                });
+            if failure.cause == Cause::AccessDenied {
+                // A configuration error someone must fix: say what and where, at ERROR.
+                tracing::error!(record = entry.record.id, reason = "access-denied", %detail, "a cluster queue refuses the router");
             }
+            entry.state = State::DeadLetter(DeadLetter {
+                reason: failure.cause.dead_letter_reason(),
+                detail,
+                clusters: None,
+            });
         }
     }
 
@@ -513,6 +562,30 @@ impl Router {
         metrics.redelivery_delays_set += stats.changed;
         metrics.redelivery_delays_failed += stats.failed;
     }
+}
+
+/// Whether a denied record has been retried long enough: [`DENIAL_GRACE`] since it was first
+/// received, or since its event happened for a direct invocation. Without either, it has.
+fn denial_grace_over(
+    record: &Record<'_>,
+    interruption: Option<&Interruption>,
+    now_ms: i64,
+) -> bool {
+    let first_seen = match record.origin {
+        Some(origin) => origin.first_receive_ms,
+        None => interruption
+            .and_then(|i| i.time.as_deref())
+            .and_then(event::rfc3339_unix_millis),
+    };
+    first_seen.is_none_or(|at| now_ms - at >= DENIAL_GRACE.as_millis() as i64)
+}
+
+/// How long the redrive-policy read may take: at most [`MAX_POLICY_READ`], and never more than
+/// half the time left, which the dead-letter queue and the hand-back need.
+fn policy_read_deadline(finish_by: Instant) -> Instant {
+    let now = Instant::now();
+    let left = finish_by.saturating_duration_since(now);
+    now + MAX_POLICY_READ.min(left / 2)
 }
 
 /// Every instance key of the records being routed, with the records that need it.
