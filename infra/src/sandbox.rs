@@ -94,11 +94,8 @@ impl Sandbox {
                 &aws.cfn,
                 &stacks::tenant_stack_name(stack, cluster),
                 stacks::TENANT_TEMPLATE,
-                &[
-                    ("ClusterName", cluster),
-                    ("BaseStackName", stack),
-                    ("KarpenterRoleName", &karpenter),
-                ],
+                // No BaseStackName: the queue imports the region's exports (base.yaml's here).
+                &[("ClusterName", cluster), ("KarpenterRoleName", &karpenter)],
             )
             .await?;
         }
@@ -414,10 +411,8 @@ impl Sandbox {
                 &aws.cfn,
                 &stacks::tenant_stack_name(verify::DEFAULT_SPOKE_STACK, cluster),
                 stacks::TENANT_TEMPLATE,
-                &[
-                    ("ClusterName", cluster),
-                    ("BaseStackName", verify::DEFAULT_SPOKE_STACK),
-                ],
+                // No BaseStackName: the queue imports the region's exports (the spoke's here).
+                &[("ClusterName", cluster)],
             )
             .await?;
             let name = format!("karpenter-{cluster}");

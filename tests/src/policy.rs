@@ -644,8 +644,9 @@ fn router_reads_only_ingest_queue(t: &Template) -> Found {
     found
 }
 
-/// A reference to the router's role: the base stack's export, the tenant's explicit parameter,
-/// or (in the base template) the role itself.
+/// A reference to the router's role: the export of the stack that connects the region (by the
+/// router's name, or by the stack's), the tenant's explicit parameter, or (in the base template)
+/// the role itself.
 fn is_router_role(t: &Template, v: &Value) -> bool {
     let roles = execution_roles(t);
     let alternatives = alternatives(v);
@@ -655,8 +656,10 @@ fn is_router_role(t: &Template, v: &Value) -> bool {
                 .get("Fn::ImportValue")
                 .and_then(|i| i.get("Fn::Sub"))
                 .and_then(Value::as_str);
-            import == Some("${BaseStackName}-RouterRoleArn")
-                || reference(alt) == Some("RouterRoleArn")
+            matches!(
+                import,
+                Some("${BaseStackName}-RouterRoleArn" | "${RouterName}:RouterRoleArn")
+            ) || reference(alt) == Some("RouterRoleArn")
                 || get_att(alt, "Arn").is_some_and(|r| roles.iter().any(|x| x == r))
         })
 }

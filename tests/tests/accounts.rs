@@ -376,8 +376,9 @@ async fn the_hubs_own_cluster_in_another_region_is_written_as_the_spoke_role_its
         );
     }
 
-    // What AWS would say: the tenant queue there, deployed with BaseStackName=<spoke stack> (the
-    // only stack of the project in that region), admits exactly that role.
+    // What AWS would say: the tenant queue there, deployed as `make deploy-tenant` does (importing
+    // the region's exports, which the spoke stack makes: the only stack of the project in that
+    // region), admits exactly that role.
     let spoke = Template::parse("spoke.yaml", SPOKE_TEMPLATE)?;
     let spoke_stage = Stage::new("interruption-router-spoke", ACCOUNT, OTHER_REGION)
         .parameter(
@@ -389,9 +390,8 @@ async fn the_hubs_own_cluster_in_another_region_is_written_as_the_spoke_role_its
             "arn:aws:iam::123456789012:role/ir-RouterRole-X",
         );
     let spoke_deployment = spoke.deploy(&spoke_stage)?;
-    let mut tenant_stage = Stage::new("prod-tenant", ACCOUNT, OTHER_REGION)
-        .parameter("ClusterName", "prod")
-        .parameter("BaseStackName", "interruption-router-spoke");
+    let mut tenant_stage =
+        Stage::new("prod-tenant", ACCOUNT, OTHER_REGION).parameter("ClusterName", "prod");
     tenant_stage.exports = spoke_deployment.exports()?;
     let tenant = Template::parse("tenant.yaml", TENANT_TEMPLATE)?;
     let tenant_deployment = tenant.deploy(&tenant_stage)?;

@@ -68,9 +68,9 @@ fn document(d: &Deployment<'_>, resource: &str, path: &[&str]) -> Policy {
     Policy::parse(resource, &doc.to_string()).unwrap()
 }
 
-/// What a tenant queue in (`account`, `region`) is made of when the stack it imports from is the
-/// one the README names for that region: the base stack in the hub's home region, the spoke
-/// stack everywhere else.
+/// What a tenant queue in (`account`, `region`) is made of, deployed next to the stack that
+/// connects that region (the base stack in the hub's home region, the spoke stack everywhere
+/// else) and importing what that stack exports for the region.
 struct Placement {
     account: &'static str,
     region: &'static str,
@@ -81,8 +81,8 @@ struct Placement {
 }
 
 fn place(account: &'static str, region: &'static str, hub: &Deployment<'_>) -> Placement {
-    let (exports, spoke_stack_name, spoke) = if (account, region) == (HUB, HOME) {
-        (hub.exports().unwrap(), BASE_STACK, None)
+    let (exports, spoke) = if (account, region) == (HUB, HOME) {
+        (hub.exports().unwrap(), None)
     } else {
         let router_role = resolved(hub, json!({"Fn::GetAtt": ["RouterRole", "Arn"]}));
         let bus = hub.output("HubEventBusArn").unwrap().unwrap();
@@ -99,11 +99,10 @@ fn place(account: &'static str, region: &'static str, hub: &Deployment<'_>) -> P
             role_policies(&d, "SpokeRole"),
             document(&d, "SpokeRole", &["AssumeRolePolicyDocument"]),
         );
-        (d.exports().unwrap(), SPOKE_STACK, Some(role))
+        (d.exports().unwrap(), Some(role))
     };
-    let mut stage = Stage::new("alpha-tenant", account, region)
-        .parameter("ClusterName", "alpha")
-        .parameter("BaseStackName", spoke_stack_name);
+    // As `make deploy-tenant` deploys it: no BaseStackName, so it imports the region's exports.
+    let mut stage = Stage::new("alpha-tenant", account, region).parameter("ClusterName", "alpha");
     stage.exports = exports;
     let tenant = template("tenant.yaml", TENANT_TEMPLATE);
     let d = tenant.deploy(&stage).unwrap();

@@ -1154,7 +1154,7 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
             .fix
             .as_deref()
             .unwrap()
-            .contains("BaseStackName to interruption-router-spoke"),
+            .contains("BaseStackName empty"),
         "{check:?}"
     );
     set_queue_policy(

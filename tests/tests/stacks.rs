@@ -372,9 +372,22 @@ async fn queue_mode_stacks_create_what_the_templates_declare() -> Result<()> {
         .filter_map(|e| Some((e.name()?.to_owned(), e.value()?.to_owned())))
         .collect();
     let export = |name: &str| exports.get(&format!("{BASE}-{name}")).map(String::as_str);
-    // 8 in AWS; moto also lists the conditional HubEventBusArn export of the absent bus.
-    assert_eq!(exports.len(), 9, "{exports:#?}");
+    // 10 in AWS; moto also lists the conditional HubEventBusArn export of the absent bus.
+    assert_eq!(exports.len(), 11, "{exports:#?}");
     assert_eq!(export("RouterRoleArn"), Some(base.output("RouterRoleArn")?));
+    // The region's exports tenants import by default, whatever the base stack is called.
+    assert_eq!(
+        exports
+            .get("interruption-router:RouterRoleArn")
+            .map(String::as_str),
+        Some(base.output("RouterRoleArn")?)
+    );
+    assert_eq!(
+        exports
+            .get("interruption-router:QueuePrefix")
+            .map(String::as_str),
+        Some("karpenter-")
+    );
     assert_eq!(export("FunctionName"), Some(function));
     assert_eq!(export("IngestQueueArn"), Some(sqs_arn(&ingest).as_str()));
     assert_eq!(export("DeadLetterQueueArn"), Some(sqs_arn(&dlq).as_str()));
@@ -748,6 +761,12 @@ fn update_scenarios() -> Vec<(&'static str, &'static str, Stage)> {
                 "arn:aws:iam::123456789012:role/router",
             )
             .export(&format!("{BASE}-QueuePrefix"), "karpenter-")
+            // What the base stack exports now, for tenant stacks that name no stack.
+            .export(
+                "interruption-router:RouterRoleArn",
+                "arn:aws:iam::123456789012:role/router",
+            )
+            .export("interruption-router:QueuePrefix", "karpenter-")
     };
     vec![
         ("base.yaml", "Queue mode", base()),
@@ -806,7 +825,17 @@ fn updating_deployed_stacks_to_these_templates_replaces_and_deletes_nothing() ->
     for (name, scenario, stage) in update_scenarios() {
         let old = Template::parse(name, &e2e_tests::previous_template(name))?;
         let new = Template::parse(name, current(name))?;
-        let replaced = replacements(&old.deploy(&stage)?, &new.deploy(&stage)?, &schemas)?;
+        let before = old.deploy(&stage)?;
+        // An update keeps every parameter the stack was deployed with (`aws cloudformation
+        // deploy` passes UsePreviousValue for those it is not given), defaults included; only a
+        // parameter new to the template takes its new default.
+        let mut kept = stage.clone();
+        for (key, value) in &before.parameters {
+            if new.doc["Parameters"].get(key).is_some() {
+                kept.parameters.entry(key.clone()).or_insert(value.clone());
+            }
+        }
+        let replaced = replacements(&before, &new.deploy(&kept)?, &schemas)?;
         assert!(
             replaced.is_empty(),
             "{name} ({scenario}): the update would lose state:\n{}",

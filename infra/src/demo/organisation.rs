@@ -3,7 +3,8 @@
 //! 1. deploys `base.yaml` in the hub account with its central bus, serving the member accounts;
 //! 2. in every member account and region, deploys `spoke.yaml` (its rules forward to the hub
 //!    bus; the first region creates the spoke role the router assumes) and one `tenant.yaml`
-//!    per cluster with `BaseStackName` = the spoke stack, so the queue admits the spoke role;
+//!    per cluster, which imports the region's exports (the spoke stack's), so the queue admits
+//!    the spoke role;
 //! 3. gives every (account, region) a cluster named `prod` (the same name in every account, so
 //!    a delivery to the wrong account's `prod` would show) and the hub a cluster of its own;
 //! 4. sends per node a spot experiment (rebalance, warning, stopping, terminated), and one
@@ -199,7 +200,7 @@ pub async fn run(options: Options) -> Result<Report> {
                             &site.cfn,
                             &crate::stacks::tenant_stack_name(BASE_STACK, cluster),
                             stacks::TENANT_TEMPLATE,
-                            &[("ClusterName", cluster), ("BaseStackName", SPOKE_STACK)],
+                            &[("ClusterName", cluster)],
                         )
                         .await?;
                         let url = queue_url(&site.sqs, stack.output("QueueName")?).await?;

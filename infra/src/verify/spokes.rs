@@ -415,7 +415,10 @@ async fn check_spoke_stack(
             ),
         ),
     }
-    match outputs.get("RouterRoleArn") {
+    match outputs
+        .get("RegionRouterRoleArn")
+        .or(outputs.get("RouterRoleArn"))
+    {
         Some(role) if *role == hub.spoke_role_arn => {
             f.ok("exports the spoke role for tenant queue policies")
         }
@@ -987,8 +990,9 @@ async fn check_tenants(
     let account = member.account;
     let region = hub.region;
     let deploy = format!(
-        "deploy cloudformation/tenant.yaml per cluster in account {account} with \
-         BaseStackName={} (it imports the spoke role and QueuePrefix from the spoke stack)",
+        "deploy cloudformation/tenant.yaml per cluster in account {account}, region {region} \
+         (make deploy-tenant CLUSTER=<name> REGION={region} with that account's credentials): it \
+         imports the spoke role and QueuePrefix the spoke stack {} exports for the region",
         member.spoke_stack
     );
     let clusters = match discover_clusters(aws, template, &[]).await {
@@ -1039,8 +1043,9 @@ async fn check_tenants(
             account,
             partition: &hub.base.partition,
             wrong_role_fix: format!(
-                "the policy must name the spoke role: set the tenant stack's BaseStackName to {} \
-                 (or RouterRoleArn to {}) and update it",
+                "the policy must name the spoke role: update the tenant stack with BaseStackName \
+                 empty (it then imports the spoke role the spoke stack {} exports for the region) \
+                 or RouterRoleArn={}",
                 member.spoke_stack, hub.spoke_role_arn
             ),
         };
@@ -1049,7 +1054,11 @@ async fn check_tenants(
             &sender,
             region,
             &hub.name(&format!("{prefix}:queue-policy")),
-            &format!("re-deploy the tenant stack of {cluster} in account {account} with BaseStackName={}", member.spoke_stack),
+            &format!(
+                "re-deploy the tenant stack of {cluster} in account {account} with BaseStackName \
+                 empty (it imports what the spoke stack {} exports for the region)",
+                member.spoke_stack
+            ),
         ));
         if let Some(role) = role {
             let d = role.may("sqs:SendMessage", &queue.arn);
@@ -1067,9 +1076,9 @@ async fn check_tenants(
                         role.name()
                     ),
                     format!(
-                        "the spoke role may send to <QueuePrefix>* only: give the tenant stack \
-                         BaseStackName={} (QueuePrefix {}), or restore the role's \
-                         SendToClusterQueues statement",
+                        "the spoke role may send to <QueuePrefix>* only: deploy the tenant stack \
+                         with BaseStackName empty, so it imports the spoke stack {}'s QueuePrefix \
+                         ({}), or restore the role's SendToClusterQueues statement",
                         member.spoke_stack, hub.queue_prefix
                     ),
                 )

@@ -187,8 +187,9 @@ async fn check_tenant(
                     account: &base.account,
                     partition: &base.partition,
                     wrong_role_fix: format!(
-                        "the policy must name the router role: set the tenant stack's \
-                         BaseStackName to {} (or RouterRoleArn to {role_arn}) and update it",
+                        "the policy must name the router role: update the tenant stack with \
+                         BaseStackName empty (it then imports the router role the base stack {} \
+                         exports for the region) or RouterRoleArn={role_arn}",
                         base.name
                     ),
                 };

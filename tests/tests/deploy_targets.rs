@@ -1,0 +1,274 @@
+//! The Makefile's deploy targets, run for real against a recording stand-in of the `aws` CLI
+//! (tests/fixtures/aws_standin.py), which keeps stacks as the CLI does: an existing stack keeps
+//! every parameter a re-run does not pass, stack names must be CloudFormation's, and a template
+//! past 51,200 bytes needs --s3-bucket.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A scratch directory with the stand-in's record and state.
+struct Cli {
+    dir: PathBuf,
+}
+
+impl Cli {
+    fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("deploy-targets-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self { dir }
+    }
+
+    /// `make <args>` with the stand-in as AWS; (success, stdout + stderr).
+    fn make(&self, args: &[&str]) -> (bool, String) {
+        let standin = repo().join("tests/fixtures/aws_standin.py");
+        let output = Command::new("make")
+            .arg("-C")
+            .arg(repo())
+            .args(args)
+            .arg(format!("AWS=python3 {}", standin.display()))
+            .env("AWS_STANDIN_RECORD", self.dir.join("calls.jsonl"))
+            .env("AWS_STANDIN_STATE", self.dir.join("stacks"))
+            .output()
+            .expect("make runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.success(), text)
+    }
+
+    /// Every `cloudformation deploy` recorded so far: (stack, the whole argument list).
+    fn deploys(&self) -> Vec<(String, Vec<String>)> {
+        let Ok(text) = std::fs::read_to_string(self.dir.join("calls.jsonl")) else {
+            return Vec::new();
+        };
+        text.lines()
+            .map(|l| serde_json::from_str::<Vec<String>>(l).unwrap())
+            .filter(|a| a.starts_with(&["cloudformation".into(), "deploy".into()]))
+            .map(|a| {
+                let stack = a[a.iter().position(|x| x == "--stack-name").unwrap() + 1].clone();
+                (stack, a)
+            })
+            .collect()
+    }
+
+    fn parameters(&self, stack: &str) -> BTreeMap<String, String> {
+        let path = self.dir.join("stacks").join(format!("{stack}.json"));
+        let stack: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        serde_json::from_value(stack["parameters"].clone()).unwrap()
+    }
+}
+
+/// A zip holding a `bootstrap` whose ELF header says `machine` (183 aarch64, 62 x86-64).
+fn zip_with_binary_for(dir: &Path, machine: u16) -> PathBuf {
+    let zip = dir.join(format!("bootstrap-{machine}.zip"));
+    let script = format!(
+        "import struct, zipfile\n\
+         header = b'\\x7fELF\\x02\\x01\\x01' + bytes(9) + struct.pack('<HH', 2, {machine})\n\
+         with zipfile.ZipFile('{}', 'w') as z: z.writestr('bootstrap', header + bytes(44))",
+        zip.display()
+    );
+    let status = Command::new("python3")
+        .args(["-c", &script])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    zip
+}
+
+fn has(args: &[String], pair: &str) -> bool {
+    args.iter().any(|a| a == pair)
+}
+
+#[test]
+fn tenant_stacks_get_valid_names_and_keep_what_a_re_run_does_not_pass() {
+    let cli = Cli::new("tenant");
+    // EKS allows "_" in cluster names; CloudFormation does not allow it in stack names.
+    let (ok, out) = cli.make(&[
+        "deploy-tenant",
+        "CLUSTER=my_cluster",
+        "REGION=eu-west-1",
+        "KARPENTER_ROLE=KarpenterControllerRole-my_cluster",
+    ]);
+    assert!(ok, "{out}");
+    let deploys = cli.deploys();
+    assert_eq!(deploys.len(), 1, "{out}");
+    let (stack, args) = &deploys[0];
+    assert_eq!(stack, "interruption-router-tenant-my-cluster");
+    assert!(has(args, "ClusterName=my_cluster"), "{args:?}");
+    assert!(
+        has(args, "KarpenterRoleName=KarpenterControllerRole-my_cluster"),
+        "{args:?}"
+    );
+    assert!(
+        !args.iter().any(|a| a.starts_with("BaseStackName")),
+        "{args:?}"
+    );
+    // The helm command keeps the installed chart version and namespace.
+    for part in [
+        "--version \"$VERSION\"",
+        "--namespace \"$NS\"",
+        "settings.interruptionQueue=karpenter-my_cluster",
+        "--reuse-values",
+    ] {
+        assert!(out.contains(part), "{part} missing from:\n{out}");
+    }
+
+    // A re-run without KARPENTER_ROLE leaves Karpenter's access where it was.
+    let (ok, out) = cli.make(&["deploy-tenant", "CLUSTER=my_cluster", "REGION=eu-west-1"]);
+    assert!(ok, "{out}");
+    let (_, args) = cli.deploys().pop().unwrap();
+    assert!(
+        !args.iter().any(|a| a.starts_with("KarpenterRoleName")),
+        "{args:?}"
+    );
+    assert_eq!(
+        cli.parameters("interruption-router-tenant-my-cluster")["KarpenterRoleName"],
+        "KarpenterControllerRole-my_cluster"
+    );
+
+    // A first deploy without KARPENTER_ROLE is refused (Karpenter would get AccessDenied), and
+    // "none" is the explicit way to say its policies already grant the queue.
+    let (ok, out) = cli.make(&["deploy-tenant", "CLUSTER=beta", "REGION=eu-west-1"]);
+    assert!(!ok);
+    assert!(out.contains("KARPENTER_ROLE is not set"), "{out}");
+    assert_eq!(cli.deploys().len(), 2, "nothing deployed");
+    let (ok, out) = cli.make(&[
+        "deploy-tenant",
+        "CLUSTER=beta",
+        "REGION=eu-west-1",
+        "KARPENTER_ROLE=none",
+    ]);
+    assert!(ok, "{out}");
+    assert_eq!(
+        cli.parameters("interruption-router-tenant-beta")["KarpenterRoleName"],
+        ""
+    );
+
+    // Another cluster whose name maps to the same stack name is refused, not deployed over.
+    let (ok, out) = cli.make(&[
+        "deploy-tenant",
+        "CLUSTER=my-cluster",
+        "REGION=eu-west-1",
+        "KARPENTER_ROLE=x",
+    ]);
+    assert!(!ok);
+    assert!(out.contains("is cluster my_cluster's queue"), "{out}");
+    assert_eq!(cli.deploys().len(), 3);
+}
+
+#[test]
+fn the_base_stack_is_deployed_as_the_architecture_its_zip_holds_and_through_the_bucket() {
+    let cli = Cli::new("base");
+    let arm = zip_with_binary_for(&cli.dir, 183);
+    let zip = format!("ZIP={}", arm.display());
+    let base = [
+        "deploy-base",
+        "BUCKET=artifacts",
+        "REGION=eu-west-1",
+        zip.as_str(),
+    ];
+
+    let (ok, out) = cli.make(&[&base[..], &["INGEST_MODE=Direct"]].concat());
+    assert!(ok, "{out}");
+    let (stack, args) = cli.deploys().pop().unwrap();
+    assert_eq!(stack, "interruption-router");
+    assert!(has(&args, "Architecture=arm64"), "{args:?}");
+    assert!(has(&args, "IngestMode=Direct"), "{args:?}");
+    assert!(
+        args.iter()
+            .any(|a| a.starts_with("CodeS3Key=interruption-router/bootstrap-arm64-")),
+        "{args:?}"
+    );
+    // base.yaml is past the inline limit: the template goes through the bucket.
+    assert!(
+        has(&args, "--s3-bucket") && has(&args, "artifacts"),
+        "{args:?}"
+    );
+
+    // A re-run without INGEST_MODE keeps Direct mode.
+    let (ok, out) = cli.make(&base);
+    assert!(ok, "{out}");
+    let (_, args) = cli.deploys().pop().unwrap();
+    assert!(
+        !args.iter().any(|a| a.starts_with("IngestMode")),
+        "{args:?}"
+    );
+    assert_eq!(
+        cli.parameters("interruption-router")["IngestMode"],
+        "Direct"
+    );
+
+    // ARCH that disagrees with the zip is refused before anything is uploaded or deployed.
+    let x86 = zip_with_binary_for(&cli.dir, 62);
+    let (ok, out) = cli.make(&[
+        "deploy-base",
+        "BUCKET=artifacts",
+        "REGION=eu-west-1",
+        &format!("ZIP={}", arm.display()),
+        "ARCH=x86_64",
+    ]);
+    assert!(!ok);
+    assert!(out.contains("holds an arm64 binary"), "{out}");
+    assert_eq!(cli.deploys().len(), 2);
+    // The x86_64 zip deploys as x86_64, without ARCH.
+    let (ok, out) = cli.make(&[
+        "deploy-base",
+        "BUCKET=artifacts",
+        "REGION=eu-west-1",
+        &format!("ZIP={}", x86.display()),
+    ]);
+    assert!(ok, "{out}");
+    let (_, args) = cli.deploys().pop().unwrap();
+    assert!(has(&args, "Architecture=x86_64"), "{args:?}");
+}
+
+#[test]
+fn spokes_are_deployed_with_named_iam_and_the_other_templates_fit_inline() {
+    let cli = Cli::new("spoke");
+    let (ok, out) = cli.make(&["deploy-spoke", "REGION=eu-west-1"]);
+    assert!(!ok, "a new spoke stack needs the hub's outputs");
+    assert!(out.contains("needs HUB_BUS and ROUTER_ROLE"), "{out}");
+    let (ok, out) = cli.make(&[
+        "deploy-spoke",
+        "REGION=eu-west-1",
+        "HUB_BUS=arn:aws:events:us-east-1:123456789012:event-bus/interruption-router-hub",
+        "ROUTER_ROLE=arn:aws:iam::123456789012:role/interruption-router-RouterRole-X",
+        "CREATE_SPOKE_ROLE=true",
+    ]);
+    assert!(ok, "{out}");
+    let (_, args) = cli.deploys().pop().unwrap();
+    assert!(has(&args, "CAPABILITY_NAMED_IAM"), "{args:?}");
+    // A re-run with nothing set passes no parameter at all: every value stays.
+    let (ok, out) = cli.make(&["deploy-spoke", "REGION=eu-west-1"]);
+    assert!(ok, "{out}");
+    let (_, args) = cli.deploys().pop().unwrap();
+    assert!(!has(&args, "--parameter-overrides"), "{args:?}");
+    assert_eq!(
+        cli.parameters("interruption-router-spoke")["CreateSpokeRole"],
+        "true"
+    );
+
+    // The targets deploy tenant, spoke and fis.yaml inline: each must stay within the limit.
+    for template in ["tenant.yaml", "spoke.yaml", "fis.yaml"] {
+        let size = std::fs::metadata(repo().join("cloudformation").join(template))
+            .unwrap()
+            .len();
+        assert!(
+            size <= 51_200,
+            "{template} is {size} bytes: deploy it through S3"
+        );
+    }
+}
