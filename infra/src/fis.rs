@@ -2,11 +2,19 @@
 //! and proves isolation from the router's own logs: during the experiment's window, every event
 //! about the experiment's instances reached the target cluster's queue, and none reached another.
 //!
-//! Evidence is the router's one JSON line per delivery (`outcome="forwarded"`, `event_id`, `kind`,
-//! `instances`, `cluster`, `age_ms`), read back with FilterLogEvents over the window. Which
-//! instances belong to the experiment comes from FIS (ListExperimentResolvedTargets) or, when FIS
-//! names none, from the target cluster's tag. Other clusters' deliveries about other instances are
-//! normal traffic on a shared router; they are counted, and fail the run only with `strict`.
+//! Before anything starts, the template is read: it must select spot instances by the target
+//! cluster's tag (and no other cluster's) and by the managed tag, i.e. nodes the router routes to
+//! that cluster and its Karpenter drains. A template that selects anything else is never started.
+//! Once an experiment runs, any later failure names it and says how to stop it.
+//!
+//! Evidence is what the router recorded for each delivery: the `Deliveries` list of its metric
+//! documents, which Lambda keeps at every log level, or (from router builds before it) the
+//! `forwarded` log line, which only INFO keeps; both read back with FilterLogEvents over the
+//! window. Which instances the experiment interrupted comes from FIS: ListExperimentResolvedTargets,
+//! else the experiment's own log (`target-resolution-detail` records). When FIS names none, the
+//! run cannot pass: deliveries about some instance of the cluster are no evidence about the one
+//! interrupted. Other clusters' deliveries about other instances are normal traffic on a shared
+//! router; they are counted, and fail the run only with `strict`.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -14,7 +22,6 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use aws_sdk_ec2::types::Filter;
 use aws_sdk_fis::types::ExperimentStatus;
 use serde_json::Value;
 
@@ -22,6 +29,9 @@ use crate::aws::{Aws, describe};
 
 /// The tag fis.yaml selects instances by, and the tags it puts on the template.
 pub const CLUSTER_TAG: &str = "eks:eks-cluster-name";
+/// Other tags that name a cluster (the router's default CLUSTER_TAG_KEYS): a template selecting
+/// another cluster by one of them is refused too.
+const OTHER_CLUSTER_TAGS: [&str; 2] = ["aws:eks:cluster-name", "kubernetes.io/cluster/"];
 /// How much earlier than FIS's start time an event may be logged (clocks, FIS's own latency).
 pub const CLOCK_SKEW: Duration = Duration::from_secs(5);
 /// Added to the interruption delay: CloudWatch Logs delivery and the state changes' own lag.
@@ -44,6 +54,8 @@ pub struct Options {
     pub timeout: Duration,
     /// Fail on any delivery to another cluster, even about instances outside the experiment.
     pub strict: bool,
+    /// The tag only instances the router routes carry (its MANAGED_TAG_KEY).
+    pub managed_tag: String,
 }
 
 /// The experiment template, as far as this command needs it.
@@ -53,6 +65,76 @@ pub struct Template {
     /// The value of `eks:eks-cluster-name` its targets select, if they select by that tag.
     pub cluster: Option<String>,
     pub duration_before_interruption: Option<Duration>,
+    /// What each target selects: (name, resource type, resource tags, selects by ARN).
+    pub targets: Vec<TargetSelection>,
+    /// Where FIS writes the experiment's log (a log group name), when it logs to CloudWatch.
+    pub log_group: Option<String>,
+}
+
+/// One target of a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetSelection {
+    pub name: String,
+    pub resource_type: String,
+    pub resource_tags: BTreeMap<String, String>,
+    /// It names instances by ARN instead of selecting them by tag.
+    pub by_arn: bool,
+}
+
+impl Template {
+    /// Whether starting it interrupts only nodes the router routes to `cluster`: every target
+    /// selects spot instances by `cluster`'s tag, by no other cluster's, and by `managed_tag`.
+    /// The problem when not.
+    pub fn selects_only(&self, cluster: &str, managed_tag: &str) -> Result<(), String> {
+        if self.targets.is_empty() {
+            return Err(format!("template {} has no targets", self.id));
+        }
+        for t in &self.targets {
+            let name = &t.name;
+            if t.resource_type != "aws:ec2:spot-instance" {
+                return Err(format!(
+                    "target {name} selects {} resources, not aws:ec2:spot-instance",
+                    t.resource_type
+                ));
+            }
+            if t.by_arn {
+                return Err(format!(
+                    "target {name} names instances by ARN: which cluster they belong to cannot be \
+                     read from the template"
+                ));
+            }
+            match t.resource_tags.get(CLUSTER_TAG) {
+                Some(c) if c == cluster => {}
+                Some(other) => {
+                    return Err(format!(
+                        "target {name} selects {CLUSTER_TAG}={other}: it interrupts {other}'s \
+                         nodes, not {cluster}'s"
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "target {name} does not select instances by {CLUSTER_TAG}={cluster}"
+                    ));
+                }
+            }
+            if let Some((key, value)) = t.resource_tags.iter().find(|(k, v)| {
+                OTHER_CLUSTER_TAGS.iter().any(|o| k.starts_with(o))
+                    && !(k.as_str() == format!("kubernetes.io/cluster/{cluster}")
+                        || (k.as_str() == "aws:eks:cluster-name" && v.as_str() == cluster))
+            }) {
+                return Err(format!(
+                    "target {name} also selects {key}={value}, another cluster's tag"
+                ));
+            }
+            if !t.resource_tags.contains_key(managed_tag) {
+                return Err(format!(
+                    "target {name} does not select by {managed_tag}: it can interrupt a node the \
+                     router does not route (a managed node group's), which nobody drains"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A finished experiment.
@@ -231,8 +313,10 @@ pub fn tally(
 pub enum InstanceSource {
     /// ListExperimentResolvedTargets.
     Resolved,
-    /// FIS named none: every instance tagged with the target cluster.
-    ClusterTag,
+    /// The experiment's log (`target-resolution-detail` records).
+    ExperimentLog,
+    /// FIS named none: the deliveries cannot be tied to the experiment.
+    Unknown,
 }
 
 #[derive(Debug, Clone)]
@@ -248,7 +332,29 @@ pub struct Report {
 
 impl Report {
     pub fn passed(&self) -> bool {
-        self.verdict.passed()
+        self.problems().is_empty()
+    }
+
+    /// The verdict's problems, and the missing evidence when FIS named no instance.
+    pub fn problems(&self) -> Vec<String> {
+        if self.instance_source == InstanceSource::Unknown {
+            return vec![format!(
+                "FIS named no instance this experiment interrupted (ListExperimentResolvedTargets \
+                 returned none, and {}), so no delivery can be tied to it: deliveries about other \
+                 instances of {} are no evidence. Check that the experiment resolved a target \
+                 (aws fis get-experiment --id {}) and that the template logs to CloudWatch Logs \
+                 (fis.yaml does)",
+                self.template
+                    .log_group
+                    .as_deref()
+                    .map_or("the template has no CloudWatch log group".to_owned(), |g| {
+                        format!("its log {g} has no target-resolution-detail record")
+                    }),
+                self.verdict.target,
+                self.experiment.id
+            )];
+        }
+        self.verdict.problems()
     }
 
     pub fn render(&self) -> String {
@@ -269,10 +375,8 @@ impl Report {
             "experiment instances ({}): {}\n",
             match self.instance_source {
                 InstanceSource::Resolved => "resolved by FIS".to_owned(),
-                InstanceSource::ClusterTag => format!(
-                    "FIS resolved none; every instance tagged {CLUSTER_TAG}={}",
-                    self.verdict.target
-                ),
+                InstanceSource::ExperimentLog => "from the experiment's log".to_owned(),
+                InstanceSource::Unknown => "FIS named none".to_owned(),
             },
             self.instances
                 .iter()
@@ -312,7 +416,7 @@ impl Report {
                 t.other
             );
         }
-        let problems = self.verdict.problems();
+        let problems = self.problems();
         if problems.is_empty() {
             let t = &self.verdict.clusters[&self.verdict.target];
             out += &format!(
@@ -329,35 +433,75 @@ impl Report {
     }
 }
 
-/// Runs the whole command: find or start the experiment, wait for it and for its window to
-/// close, then report. `progress` is told what it is waiting for.
+/// Runs the whole command: find the template and check what it selects, start it (or take the
+/// experiment that already ran), wait for it and for its window to close, then report.
+/// `progress` is told what it is waiting for. Once an experiment runs, an error names it and how
+/// to stop it.
 pub async fn run(aws: &Aws, options: &Options, progress: impl Fn(&str)) -> Result<Report> {
-    let experiment_id = match &options.experiment_id {
-        Some(id) => id.clone(),
+    let (experiment_id, started) = match &options.experiment_id {
+        Some(id) => (id.clone(), false),
         None => {
-            let template = match (&options.template_id, &options.cluster) {
+            let template_id = match (&options.template_id, &options.cluster) {
                 (Some(id), _) => id.clone(),
                 (None, Some(cluster)) => find_template(aws, cluster).await?,
                 (None, None) => bail!("pass --cluster, --template-id or --experiment-id"),
             };
-            progress(&format!("starting experiment template {template}"));
-            start(aws, &template).await?
+            let template = describe_template(aws, &template_id).await?;
+            let cluster = target_cluster(&template, options.cluster.as_deref())?;
+            template
+                .selects_only(&cluster, &options.managed_tag)
+                .map_err(|problem| {
+                    anyhow::anyhow!(
+                        "not started: {problem}. Deploy fis.yaml for the cluster (make deploy-fis \
+                         CLUSTER={cluster} REGION={}) and start that template",
+                        aws.region
+                    )
+                })?;
+            progress(&format!(
+                "starting experiment template {template_id} against {cluster}"
+            ));
+            (start(aws, &template_id).await?, true)
         }
     };
-    progress(&format!("waiting for experiment {experiment_id} to end"));
-    let experiment = wait(aws, &experiment_id, options.poll, options.timeout).await?;
-    let template = describe_template(aws, &experiment.template_id).await?;
-    let cluster = match (&options.cluster, &template.cluster) {
+    let report = observe(aws, options, &experiment_id, &progress).await;
+    match report {
+        Err(e) if started => Err(e.context(format!(
+            "experiment {experiment_id} was started and may still be interrupting nodes: stop it \
+             with aws fis stop-experiment --region {} --id {experiment_id}, or report on it later \
+             with routerctl fis --experiment-id {experiment_id}",
+            aws.region
+        ))),
+        other => other,
+    }
+}
+
+/// The cluster an experiment of `template` is judged for: the one asked for, which must be the
+/// one it selects.
+fn target_cluster(template: &Template, asked: Option<&str>) -> Result<String> {
+    match (asked, template.cluster.as_deref()) {
         (Some(given), Some(selected)) if given != selected => bail!(
-            "template {} interrupts instances of {selected}, not {given}",
+            "template {} interrupts instances of {selected}, not {given}: not started",
             template.id
         ),
-        (Some(c), _) | (None, Some(c)) => c.clone(),
+        (Some(c), _) | (None, Some(c)) => Ok(c.to_owned()),
         (None, None) => bail!(
             "template {} does not select instances by {CLUSTER_TAG}: pass --cluster",
             template.id
         ),
-    };
+    }
+}
+
+/// Waits for the experiment and its window, then reads the evidence.
+async fn observe(
+    aws: &Aws,
+    options: &Options,
+    experiment_id: &str,
+    progress: &impl Fn(&str),
+) -> Result<Report> {
+    progress(&format!("waiting for experiment {experiment_id} to end"));
+    let experiment = wait(aws, experiment_id, options.poll, options.timeout).await?;
+    let template = describe_template(aws, &experiment.template_id).await?;
+    let cluster = target_cluster(&template, options.cluster.as_deref())?;
     let settle = options.settle.unwrap_or_else(|| {
         template
             .duration_before_interruption
@@ -373,7 +517,7 @@ pub async fn run(aws: &Aws, options: &Options, progress: impl Fn(&str)) -> Resul
         ));
         tokio::time::sleep(Duration::from_millis(wait_ms as u64)).await;
     }
-    let (instances, instance_source) = experiment_instances(aws, &experiment.id, &cluster).await?;
+    let (instances, instance_source) = experiment_instances(aws, &experiment, &template).await?;
     let log_group = match &options.log_group {
         Some(group) => group.clone(),
         None => router_log_group(aws, &options.stack).await?,
@@ -438,6 +582,27 @@ pub async fn describe_template(aws: &Aws, id: &str) -> Result<Template> {
         .into_iter()
         .flat_map(|t| t.values())
         .find_map(|t| t.resource_tags()?.get(CLUSTER_TAG).cloned());
+    let targets = template
+        .targets()
+        .into_iter()
+        .flat_map(|t| t.iter())
+        .map(|(name, t)| TargetSelection {
+            name: name.clone(),
+            resource_type: t.resource_type().unwrap_or_default().to_owned(),
+            resource_tags: t
+                .resource_tags()
+                .map(|tags| tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                .unwrap_or_default(),
+            by_arn: !t.resource_arns().is_empty(),
+        })
+        .collect();
+    // `arn:<partition>:logs:<region>:<account>:log-group:<name>[:*]`
+    let log_group = template
+        .log_configuration()
+        .and_then(|l| l.cloud_watch_logs_configuration())
+        .and_then(|c| c.log_group_arn())
+        .and_then(|arn| arn.split(":log-group:").nth(1))
+        .map(|rest| rest.trim_end_matches(":*").to_owned());
     let duration_before_interruption = template
         .actions()
         .into_iter()
@@ -449,6 +614,8 @@ pub async fn describe_template(aws: &Aws, id: &str) -> Result<Template> {
         id: id.to_owned(),
         cluster,
         duration_before_interruption,
+        targets,
+        log_group,
     })
 }
 
@@ -462,8 +629,9 @@ pub async fn start(aws: &Aws, template_id: &str) -> Result<String> {
         .await
         .map_err(|e| {
             anyhow::anyhow!(
-                "StartExperiment {template_id}: {} (the caller needs fis:StartExperiment and \
-                 iam:PassRole on the template's role)",
+                "StartExperiment {template_id}: {} (the caller needs fis:StartExperiment on the \
+                 template and the experiment; iam:PassRole on its role is needed to create or \
+                 update a template, not to start one)",
                 describe(&e)
             )
         })?;
@@ -521,17 +689,17 @@ pub async fn wait(aws: &Aws, id: &str, poll: Duration, timeout: Duration) -> Res
     }
 }
 
-/// The instances the experiment acted on: FIS's resolved targets, else the cluster's tagged ones.
+/// The instances the experiment acted on: FIS's resolved targets, else those its own log names.
 pub async fn experiment_instances(
     aws: &Aws,
-    experiment_id: &str,
-    cluster: &str,
+    experiment: &Experiment,
+    template: &Template,
 ) -> Result<(BTreeSet<String>, InstanceSource)> {
     let mut resolved = BTreeSet::new();
     let mut pages = aws
         .fis
         .list_experiment_resolved_targets()
-        .experiment_id(experiment_id)
+        .experiment_id(&experiment.id)
         .into_paginator()
         .send();
     while let Some(page) = pages.next().await {
@@ -550,29 +718,71 @@ pub async fn experiment_instances(
     if !resolved.is_empty() {
         return Ok((resolved, InstanceSource::Resolved));
     }
-    let mut tagged = BTreeSet::new();
+    let Some(group) = &template.log_group else {
+        return Ok((resolved, InstanceSource::Unknown));
+    };
     let mut pages = aws
-        .ec2
-        .describe_instances()
-        .filters(
-            Filter::builder()
-                .name(format!("tag:{CLUSTER_TAG}"))
-                .values(cluster)
-                .build(),
-        )
+        .logs
+        .filter_log_events()
+        .log_group_name(group)
+        .start_time(experiment.start_ms - CLOCK_SKEW.as_millis() as i64)
+        .end_time(experiment.end_ms + LOG_DELIVERY.as_millis() as i64)
+        .filter_pattern(format!("\"{}\"", experiment.id))
         .into_paginator()
         .send();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| anyhow::anyhow!("DescribeInstances: {}", describe(&e)))?;
-        for r in page.reservations() {
-            tagged.extend(
-                r.instances()
-                    .iter()
-                    .filter_map(|i| i.instance_id().map(str::to_owned)),
-            );
+        let page = match page {
+            Ok(page) => page,
+            // No log group, no log: the verdict says FIS named no instance.
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_resource_not_found_exception()) =>
+            {
+                break;
+            }
+            Err(e) => anyhow::bail!(
+                "FilterLogEvents on the experiment log {group}: {} (the caller needs \
+                 logs:FilterLogEvents)",
+                describe(&e)
+            ),
+        };
+        for event in page.events() {
+            resolved.extend(logged_targets(
+                event.message().unwrap_or_default(),
+                &experiment.id,
+            ));
         }
     }
-    Ok((tagged, InstanceSource::ClusterTag))
+    let source = if resolved.is_empty() {
+        InstanceSource::Unknown
+    } else {
+        InstanceSource::ExperimentLog
+    };
+    Ok((resolved, source))
+}
+
+/// The instances a FIS experiment log record (schema version 2) says were resolved as targets:
+/// `{"id": <experiment>, "log_type": "target-resolution-detail", "details": {"resolved_targets":
+/// [{"arn": …}, …]}}`. Lenient where AWS was not observed here: any ARN or id of an instance in
+/// `resolved_targets`.
+pub fn logged_targets(line: &str, experiment_id: &str) -> Vec<String> {
+    let Ok(record) = serde_json::from_str::<Value>(line) else {
+        return Vec::new();
+    };
+    if record["id"] != experiment_id || record["log_type"] != "target-resolution-detail" {
+        return Vec::new();
+    }
+    fn strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::String(s) => out.push(s),
+            Value::Array(items) => items.iter().for_each(|i| strings(i, out)),
+            Value::Object(map) => map.values().for_each(|i| strings(i, out)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    strings(&record["details"]["resolved_targets"], &mut found);
+    found.into_iter().filter_map(instance_id_in).collect()
 }
 
 /// `i-…` from a bare id or an instance ARN.
@@ -590,8 +800,31 @@ pub async fn router_log_group(aws: &Aws, stack: &str) -> Result<String> {
         .context("finding the router's log group (pass --stack, or --log-group)")
 }
 
-/// Every delivery the router logged in `window`.
+/// Every delivery the router recorded in `window`: from its metric documents' `Deliveries`,
+/// which every log level keeps, or, when there are none (a router build before them), from its
+/// `forwarded` lines, which INFO keeps.
 pub async fn deliveries(aws: &Aws, log_group: &str, window: Window) -> Result<Vec<Delivery>> {
+    let recorded = logged(aws, log_group, window, "\"Deliveries\"", |line, at| {
+        parse_document_deliveries(line, at)
+    })
+    .await?;
+    if !recorded.is_empty() {
+        return Ok(recorded);
+    }
+    logged(aws, log_group, window, "\"forwarded\"", |line, at| {
+        parse_delivery(line, at).into_iter().collect()
+    })
+    .await
+}
+
+/// The log events of `window` matching `pattern` (narrowed server-side), parsed by `parse`.
+async fn logged(
+    aws: &Aws,
+    log_group: &str,
+    window: Window,
+    pattern: &str,
+    parse: impl Fn(&str, i64) -> Vec<Delivery>,
+) -> Result<Vec<Delivery>> {
     let mut found = Vec::new();
     let mut pages = aws
         .logs
@@ -599,8 +832,7 @@ pub async fn deliveries(aws: &Aws, log_group: &str, window: Window) -> Result<Ve
         .log_group_name(log_group)
         .start_time(window.from_ms)
         .end_time(window.to_ms)
-        // Narrows server-side; the parser decides.
-        .filter_pattern("\"forwarded\"")
+        .filter_pattern(pattern)
         .into_paginator()
         .send();
     while let Some(page) = pages.next().await {
@@ -612,15 +844,45 @@ pub async fn deliveries(aws: &Aws, log_group: &str, window: Window) -> Result<Ve
             )
         })?;
         for event in page.events() {
-            if let Some(d) = parse_delivery(
+            found.extend(parse(
                 event.message().unwrap_or_default(),
                 event.timestamp().unwrap_or_default(),
-            ) {
-                found.push(d);
-            }
+            ));
         }
     }
     Ok(found)
+}
+
+/// The deliveries a router metric document lists (`Deliveries`: `[cluster, event id,
+/// instances, age ms]` each), also when wrapped in a Lambda JSON record's `message`.
+pub fn parse_document_deliveries(line: &str, at_ms: i64) -> Vec<Delivery> {
+    let Ok(value) = serde_json::from_str::<Value>(line.trim()) else {
+        return Vec::new();
+    };
+    if let Some(inner) = value["message"].as_str() {
+        return parse_document_deliveries(inner, at_ms);
+    }
+    value["Deliveries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| {
+            Some(Delivery {
+                at_ms,
+                cluster: d[0].as_str()?.to_owned(),
+                event_id: d[1].as_str().unwrap_or_default().to_owned(),
+                kind: String::new(),
+                instances: d[2]
+                    .as_str()
+                    .unwrap_or_default()
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+                age_ms: d[3].as_u64(),
+            })
+        })
+        .collect()
 }
 
 /// `PT2M`, `PT90S`, `PT1H30M`: the ISO 8601 durations FIS parameters use.
@@ -770,6 +1032,78 @@ mod tests {
             parse_delivery("START RequestId: 1 Version: $LATEST", 0),
             None
         );
+    }
+
+    fn template(tags: &[(&str, &str)]) -> Template {
+        Template {
+            id: "EXT1".into(),
+            cluster: None,
+            duration_before_interruption: None,
+            targets: vec![TargetSelection {
+                name: "ClusterSpotInstances".into(),
+                resource_type: "aws:ec2:spot-instance".into(),
+                resource_tags: tags
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                by_arn: false,
+            }],
+            log_group: None,
+        }
+    }
+
+    #[test]
+    fn a_template_must_select_exactly_the_cluster_and_routed_nodes() {
+        let managed = "karpenter.sh/nodepool";
+        let ok = template(&[("eks:eks-cluster-name", "alpha"), (managed, "default")]);
+        assert_eq!(ok.selects_only("alpha", managed), Ok(()));
+        let beta = template(&[("eks:eks-cluster-name", "beta"), (managed, "default")]);
+        assert!(
+            beta.selects_only("alpha", managed)
+                .unwrap_err()
+                .contains("beta's nodes")
+        );
+        let unrouted = template(&[("eks:eks-cluster-name", "alpha")]);
+        assert!(
+            unrouted
+                .selects_only("alpha", managed)
+                .unwrap_err()
+                .contains("does not select by karpenter.sh/nodepool")
+        );
+        let two = template(&[
+            ("eks:eks-cluster-name", "alpha"),
+            ("kubernetes.io/cluster/beta", "owned"),
+            (managed, "default"),
+        ]);
+        assert!(
+            two.selects_only("alpha", managed)
+                .unwrap_err()
+                .contains("another cluster")
+        );
+        let mut by_arn = ok.clone();
+        by_arn.targets[0].by_arn = true;
+        assert!(by_arn.selects_only("alpha", managed).is_err());
+        let mut instances = ok.clone();
+        instances.targets[0].resource_type = "aws:ec2:instance".into();
+        assert!(instances.selects_only("alpha", managed).is_err());
+    }
+
+    #[test]
+    fn experiment_logs_and_metric_documents_are_read() {
+        let record = serde_json::json!({"id": "EXP1", "log_type": "target-resolution-detail",
+            "version": "2", "details": {"resolved_targets": [
+                {"arn": "arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0",
+                 "target_type": "aws:ec2:spot-instance"}]}})
+        .to_string();
+        assert_eq!(logged_targets(&record, "EXP1"), ["i-0123456789abcdef0"]);
+        assert!(logged_targets(&record, "EXP2").is_empty());
+        let document = r#"{"_aws":{},"Received":2,"Deliveries":[["alpha","e1","i-1,i-2",900],["beta","e2","i-3",null]]}"#;
+        let found = parse_document_deliveries(document, 7);
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].instances, ["i-1", "i-2"]);
+        assert_eq!((found[0].age_ms, found[1].age_ms), (Some(900), None));
+        let wrapped = serde_json::json!({"message": document}).to_string();
+        assert_eq!(parse_document_deliveries(&wrapped, 7), found);
     }
 
     #[test]

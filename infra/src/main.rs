@@ -156,6 +156,9 @@ enum Command {
         /// Also fail if another cluster received any event during the window.
         #[arg(long)]
         strict: bool,
+        /// The tag the router routes by (its MANAGED_TAG_KEY): the template must select by it.
+        #[arg(long, default_value = interruption_router::config::DEFAULT_MANAGED_TAG_KEY)]
+        managed_tag: String,
         /// Confirm starting the experiment (it interrupts real spot instances).
         #[arg(long)]
         yes: bool,
@@ -281,6 +284,7 @@ async fn main() -> ExitCode {
             settle,
             timeout,
             strict,
+            managed_tag,
             yes,
             region,
         } => {
@@ -301,6 +305,7 @@ async fn main() -> ExitCode {
                 poll: Duration::from_secs(5),
                 timeout,
                 strict,
+                managed_tag,
             };
             match Aws::load(region).await {
                 Ok(aws) => fis::run(&aws, &options, |what| eprintln!("  … {what}"))

@@ -158,52 +158,89 @@ impl Sandbox {
             .unwrap_or_default())
     }
 
-    /// What fis.yaml creates for `cluster` (moto skips the CloudFormation resource); its id.
+    /// What fis.yaml creates for `cluster` (moto skips the CloudFormation resource), rendered
+    /// from the template itself for stack `<stack>-fis-<cluster>`; its id.
     pub async fn create_fis_template(&self, cluster: &str) -> Result<String> {
-        let out = self
+        self.create_fis_template_from(crate::stacks::FIS_TEMPLATE, cluster)
+            .await
+    }
+
+    /// As [`Sandbox::create_fis_template`], from another version of fis.yaml.
+    pub async fn create_fis_template_from(&self, yaml: &str, cluster: &str) -> Result<String> {
+        use aws_sdk_fis::types::{
+            CreateExperimentTemplateLogConfigurationInput,
+            ExperimentTemplateCloudWatchLogsLogConfigurationInput,
+        };
+        let template = crate::template::Template::parse("fis.yaml", yaml)?;
+        let stack = format!("{}-fis-{}", self.stack(), cluster.replace('_', "-"));
+        let stage =
+            crate::template::Stage::new(&stack, ACCOUNT, REGION).parameter("ClusterName", cluster);
+        let deployment = template.deploy(&stage)?;
+        let p = deployment
+            .properties("SpotInterruptionExperiment")?
+            .context("fis.yaml has no SpotInterruptionExperiment")?;
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        let mut request = self
             .aws
             .fis
             .create_experiment_template()
-            .description(format!(
-                "Spot interruption notice to COUNT(1) running spot instance(s) of {cluster}"
-            ))
-            .role_arn(format!(
-                "arn:aws:iam::{ACCOUNT}:role/{}-fis-{cluster}-ExperimentRole",
-                self.stack()
-            ))
-            .stop_conditions(
+            .description(text(&p["Description"]))
+            .role_arn(text(&p["RoleArn"]));
+        for condition in p["StopConditions"].as_array().into_iter().flatten() {
+            request = request.stop_conditions(
                 CreateExperimentTemplateStopConditionInput::builder()
-                    .source("none")
+                    .source(text(&condition["Source"]))
                     .build()?,
-            )
-            .targets(
-                "ClusterSpotInstances",
-                CreateExperimentTemplateTargetInput::builder()
-                    .resource_type("aws:ec2:spot-instance")
-                    .resource_tags(crate::fis::CLUSTER_TAG, cluster)
-                    .filters(
-                        ExperimentTemplateTargetInputFilter::builder()
-                            .path("State.Name")
-                            .values("running")
+            );
+        }
+        for (name, t) in p["Targets"].as_object().into_iter().flatten() {
+            let mut target = CreateExperimentTemplateTargetInput::builder()
+                .resource_type(text(&t["ResourceType"]))
+                .selection_mode(text(&t["SelectionMode"]));
+            for (k, v) in t["ResourceTags"].as_object().into_iter().flatten() {
+                target = target.resource_tags(k, text(v));
+            }
+            for f in t["Filters"].as_array().into_iter().flatten() {
+                let values = f["Values"].as_array().into_iter().flatten().map(text);
+                target = target.filters(
+                    ExperimentTemplateTargetInputFilter::builder()
+                        .path(text(&f["Path"]))
+                        .set_values(Some(values.collect()))
+                        .build()?,
+                );
+            }
+            request = request.targets(name, target.build()?);
+        }
+        for (name, a) in p["Actions"].as_object().into_iter().flatten() {
+            let mut action = CreateExperimentTemplateActionInput::builder()
+                .action_id(text(&a["ActionId"]))
+                .description(text(&a["Description"]));
+            for (k, v) in a["Parameters"].as_object().into_iter().flatten() {
+                action = action.parameters(k, text(v));
+            }
+            for (k, v) in a["Targets"].as_object().into_iter().flatten() {
+                action = action.targets(k, text(v));
+            }
+            request = request.actions(name, action.build()?);
+        }
+        if let Some(group) =
+            p["LogConfiguration"]["CloudWatchLogsConfiguration"]["LogGroupArn"].as_str()
+        {
+            request = request.log_configuration(
+                CreateExperimentTemplateLogConfigurationInput::builder()
+                    .log_schema_version(2)
+                    .cloud_watch_logs_configuration(
+                        ExperimentTemplateCloudWatchLogsLogConfigurationInput::builder()
+                            .log_group_arn(group)
                             .build()?,
                     )
-                    .selection_mode("COUNT(1)")
                     .build()?,
-            )
-            .actions(
-                "InterruptSpotInstances",
-                CreateExperimentTemplateActionInput::builder()
-                    .action_id("aws:ec2:send-spot-instance-interruptions")
-                    .parameters("durationBeforeInterruption", "PT2M")
-                    .targets("SpotInstances", "ClusterSpotInstances")
-                    .build()?,
-            )
-            .tags("Name", format!("interruption-router-spot-{cluster}"))
-            .tags("cluster", cluster)
-            .tags("app", "interruption-router")
-            .send()
-            .await
-            .context("CreateExperimentTemplate")?;
+            );
+        }
+        for (k, v) in p["Tags"].as_object().into_iter().flatten() {
+            request = request.tags(k, text(v));
+        }
+        let out = request.send().await.context("CreateExperimentTemplate")?;
         out.experiment_template()
             .and_then(|t| t.id())
             .map(str::to_owned)
@@ -214,15 +251,39 @@ impl Sandbox {
     /// with a function's output.
     pub async fn ship_logs(&self, lines: &[String]) -> Result<()> {
         let group = self.resource("RouterLogGroup").await?;
+        self.ship_logs_to(&group, lines).await
+    }
+
+    /// Writes lines to `group` (created if missing), stamped now.
+    pub async fn ship_logs_to(&self, group: &str, lines: &[String]) -> Result<()> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_millis() as i64;
+        let exists = self
+            .aws
+            .logs
+            .describe_log_groups()
+            .log_group_name_prefix(group)
+            .send()
+            .await?
+            .log_groups()
+            .iter()
+            .any(|g| g.log_group_name() == Some(group));
+        if !exists {
+            self.aws
+                .logs
+                .create_log_group()
+                .log_group_name(group)
+                .send()
+                .await
+                .with_context(|| format!("CreateLogGroup {group}"))?;
+        }
         let stream = format!("local/{now}");
         self.aws
             .logs
             .create_log_stream()
-            .log_group_name(&group)
+            .log_group_name(group)
             .log_stream_name(&stream)
             .send()
             .await
@@ -235,13 +296,44 @@ impl Sandbox {
         self.aws
             .logs
             .put_log_events()
-            .log_group_name(&group)
+            .log_group_name(group)
             .log_stream_name(&stream)
             .set_log_events(Some(events))
             .send()
             .await
             .context("PutLogEvents")?;
         Ok(())
+    }
+
+    /// What FIS writes to an experiment's log (schema version 2) when it resolves a spot
+    /// instance target (moto's FIS writes no log): one `target-resolution-detail` record naming
+    /// each instance's ARN, in the template's log group.
+    pub async fn log_fis_target_resolution(
+        &self,
+        template_id: &str,
+        experiment_id: &str,
+        instances: &[String],
+    ) -> Result<()> {
+        let template = crate::fis::describe_template(&self.aws, template_id).await?;
+        let group = template
+            .log_group
+            .with_context(|| format!("template {template_id} logs to no CloudWatch log group"))?;
+        let record = serde_json::json!({
+            "id": experiment_id,
+            "log_type": "target-resolution-detail",
+            "event_timestamp": crate::events::rfc3339(SystemTime::now()),
+            "version": "2",
+            "details": {
+                "account_id": ACCOUNT,
+                "target_name": "ClusterSpotInstances",
+                "target_resolution_status": "completed",
+                "resolved_targets": instances.iter().map(|i| serde_json::json!({
+                    "arn": format!("arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{i}"),
+                    "target_type": "aws:ec2:spot-instance",
+                })).collect::<Vec<_>>(),
+            },
+        });
+        self.ship_logs_to(&group, &[record.to_string()]).await
     }
 
     /// Puts back what moto left out of the deployment.

@@ -135,6 +135,9 @@ pub enum IgnoreReason {
     UnmanagedInstance,
     /// The instance is managed but carries no usable cluster tag.
     NoClusterTag,
+    /// The owning cluster has no tenant queue (it is not onboarded yet): its own interruption
+    /// set-up, if any, still delivers the event. Counted per cluster, never paged.
+    NoTenantQueue,
 }
 
 impl IgnoreReason {
@@ -148,6 +151,7 @@ impl IgnoreReason {
             IgnoreReason::UnknownInstance => "unknown-instance",
             IgnoreReason::UnmanagedInstance => "unmanaged-instance",
             IgnoreReason::NoClusterTag => "no-cluster-tag",
+            IgnoreReason::NoTenantQueue => "no-tenant-queue",
         }
     }
 }

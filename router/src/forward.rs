@@ -1,7 +1,14 @@
 //! Forward: put messages into SQS queues and say, for each one, what happened to it.
 //!
 //! The third step of the data path. Messages go to a cluster's Karpenter queue (named by
-//! `QUEUE_NAME_TEMPLATE`, URL resolved once and cached) or to the dead-letter queue. Sending is
+//! `QUEUE_NAME_TEMPLATE`, URL resolved once and cached) or to the dead-letter queue.
+//!
+//! Queues come and go. A cluster whose queue does not exist and never did, as far as this
+//! execution environment has seen, is not onboarded yet ([`Delivery::NoTenantQueue`]: its own
+//! set-up still delivers its events; counted, not paged). One whose queue this environment has
+//! used and that is now gone lost it ([`Delivery::QueueMissing`]: dead-lettered, which pages).
+//! "Missing" is remembered for [`MISSING_QUEUE_RECHECK`] only, so a tenant queue created while
+//! events flow is used within seconds. Sending is
 //! planned purely ([`plan_batches`]: per destination, at most 10 entries and 256 KiB per
 //! SendMessageBatch) and executed with every batch in flight at once.
 //!
@@ -46,6 +53,12 @@ const ENTRY_ATTEMPTS: u32 = 3;
 const ENTRY_RETRY_BASE: Duration = Duration::from_millis(25);
 /// Batches in flight at once: enough to send to every cluster of a storm concurrently.
 const MAX_IN_FLIGHT: usize = 32;
+/// How long "this cluster has no queue" is believed before GetQueueUrl is asked again: long
+/// enough to spare SQS one call per batch in a storm, short enough that a queue created while
+/// events flow gets them seconds later.
+pub const MISSING_QUEUE_RECHECK: Duration = Duration::from_secs(2);
+/// How long a queue seen once is remembered as one the cluster had (so its loss pages).
+const KNOWN_QUEUE_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Where a message goes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -81,8 +94,13 @@ impl Message {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {
     Sent,
-    /// The destination queue does not exist (or no valid queue name exists for the cluster).
+    /// The cluster's queue was there (this environment used it) and is gone, or the DLQ is: lost.
     QueueMissing {
+        queue: String,
+    },
+    /// The cluster has no queue, and this environment never saw one (or no valid queue name
+    /// exists for it): not onboarded.
+    NoTenantQueue {
         queue: String,
     },
     /// SQS refused the entry as the sender's fault; sending it again would fail again.
@@ -219,6 +237,7 @@ enum QueueUrl {
 /// Why a batch could not start.
 enum Unsendable {
     Missing(String),
+    NeverThere(String),
     Failed(String),
     Denied(Denial),
     Unreachable(Unreachable),
@@ -229,6 +248,8 @@ pub struct Forwarder {
     queue_names: QueueNameTemplate,
     dead_letter: Option<String>,
     urls: Cache<(Scope, Arc<str>), QueueUrl>,
+    /// Clusters whose queue this environment has found: losing it pages.
+    known: Cache<(Scope, Arc<str>), ()>,
 }
 
 impl Forwarder {
@@ -240,16 +261,18 @@ impl Forwarder {
     ) -> Self {
         let urls = Cache::builder()
             .max_capacity(10_000)
-            .expire_after(UrlExpiry {
-                ttl: cache.ttl,
-                negative_ttl: cache.negative_ttl,
-            })
+            .expire_after(UrlExpiry { ttl: cache.ttl })
+            .build();
+        let known = Cache::builder()
+            .max_capacity(10_000)
+            .time_to_live(KNOWN_QUEUE_HORIZON)
             .build();
         Self {
             accounts,
             queue_names,
             dead_letter,
             urls,
+            known,
         }
     }
 
@@ -293,6 +316,9 @@ impl Forwarder {
             Ok(found) => found,
             Err(Unsendable::Missing(queue)) => {
                 return vec![Delivery::QueueMissing { queue }; batch.len()];
+            }
+            Err(Unsendable::NeverThere(queue)) => {
+                return vec![Delivery::NoTenantQueue { queue }; batch.len()];
             }
             Err(Unsendable::Failed(error)) => return vec![Delivery::Failed { error }; batch.len()],
             Err(Unsendable::Denied(denial)) => {
@@ -424,14 +450,15 @@ impl Forwarder {
             .map_err(Unsendable::Unreachable)?;
         let client = &clients.sqs;
         let Some(name) = self.queue_names.queue_name(cluster) else {
-            return Err(Unsendable::Missing(format!(
+            return Err(Unsendable::NeverThere(format!(
                 "{}{cluster}… (not a valid SQS queue name)",
                 self.queue_names.prefix()
             )));
         };
+        let key = (scope.clone(), cluster.clone());
         let url = self
             .urls
-            .try_get_with((scope.clone(), cluster.clone()), async {
+            .try_get_with(key.clone(), async {
                 stats.get_queue_url_calls.fetch_add(1, Ordering::Relaxed);
                 match client.get_queue_url().queue_name(&name).send().await {
                     Ok(out) => Ok(out
@@ -454,8 +481,14 @@ impl Forwarder {
             })
             .await;
         match url {
-            Ok(QueueUrl::Found(url)) => Ok((clients.clone(), url)),
-            Ok(QueueUrl::Missing) => Err(Unsendable::Missing(name)),
+            Ok(QueueUrl::Found(url)) => {
+                self.known.insert(key, ()).await;
+                Ok((clients.clone(), url))
+            }
+            Ok(QueueUrl::Missing) if self.known.contains_key(&key) => {
+                Err(Unsendable::Missing(name))
+            }
+            Ok(QueueUrl::Missing) => Err(Unsendable::NeverThere(name)),
             Err(e) => match &*e {
                 UrlError::Denied { code, message } => Err(Unsendable::Denied(Denial {
                     queue: name,
@@ -507,7 +540,6 @@ enum UrlError {
 
 struct UrlExpiry {
     ttl: Duration,
-    negative_ttl: Duration,
 }
 
 impl Expiry<(Scope, Arc<str>), QueueUrl> for UrlExpiry {
@@ -519,8 +551,8 @@ impl Expiry<(Scope, Arc<str>), QueueUrl> for UrlExpiry {
     ) -> Option<Duration> {
         Some(match url {
             QueueUrl::Found(_) => self.ttl,
-            // Short, so a tenant stack deployed after the first event is picked up quickly.
-            QueueUrl::Missing => self.negative_ttl,
+            // Short, so a tenant queue created while events flow is picked up in seconds.
+            QueueUrl::Missing => MISSING_QUEUE_RECHECK,
         })
     }
 }

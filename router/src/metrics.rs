@@ -14,6 +14,12 @@
 //! `ForwardAge` is the exception: EMF allows a list of up to 100 values per metric, so every
 //! forwarded copy's age (event `time` to forwarded) is kept and CloudWatch can give percentiles;
 //! more than 100 spill into further documents that carry only `ForwardAge`.
+//!
+//! Each document also lists what was delivered (`Deliveries`, a property, not a metric: each
+//! entry is `[cluster, event id, instances, age ms]`, at most 100 per document, spilling like the
+//! ages). The per-event `forwarded` log lines are INFO and go at quieter levels; the documents do
+//! not, so this is the record of which events reached which cluster that `routerctl fis` reads at
+//! every log level.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +34,17 @@ const VALUES_PER_METRIC: usize = 100;
 /// A forward later than this after the event is counted late: a spot warning gives two minutes.
 pub const LATE_AFTER_MS: u64 = 120_000;
 
+/// One copy that reached a cluster's queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivered {
+    /// The cluster's metric label (`<account>.<region>.<name>` outside the home scope).
+    pub cluster: String,
+    pub event_id: String,
+    /// The instances the copy names, comma-separated.
+    pub instances: String,
+    pub age_ms: Option<u64>,
+}
+
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct InvocationMetrics {
     /// Records (SQS messages, or the one direct event) received.
@@ -36,6 +53,10 @@ pub struct InvocationMetrics {
     pub forwarded: BTreeMap<String, u64>,
     /// Age of each forwarded message's event when it was sent (now minus the event's `time`), ms.
     pub forward_ages_ms: Vec<u64>,
+    /// Every copy delivered, in order.
+    pub deliveries: Vec<Delivered>,
+    /// Copies not sent because their cluster has no tenant queue, per cluster label.
+    pub no_tenant_queue: BTreeMap<String, u64>,
     /// Forwarded messages older than [`LATE_AFTER_MS`].
     pub late_forwards: u64,
     /// Records not forwarded, per reason.
@@ -92,6 +113,7 @@ impl InvocationMetrics {
             count("Failed", self.failed),
             count("AccountUnreachable", self.account_unreachable),
             count("AccessDenied", self.access_denied),
+            count("NoTenantQueue", self.no_tenant_queue.values().sum()),
             count("CacheHits", self.cache_hits),
             count("CacheMisses", self.cache_misses),
             count("StaleAnswers", self.stale_answers),
@@ -127,6 +149,11 @@ impl InvocationMetrics {
                 .map(|(c, n)| (format!("Forwarded.{c}"), Value::from(*n), "Count")),
         );
         values.extend(
+            self.no_tenant_queue
+                .iter()
+                .map(|(c, n)| (format!("NoTenantQueue.{c}"), Value::from(*n), "Count")),
+        );
+        values.extend(
             self.ignored
                 .iter()
                 .map(|(r, n)| (format!("Ignored.{r}"), Value::from(*n), "Count")),
@@ -137,14 +164,27 @@ impl InvocationMetrics {
                 .map(|(r, n)| (format!("DeadLettered.{r}"), Value::from(*n), "Count")),
         );
 
-        let mut documents = vec![document(namespace, &stamp, values)];
-        for more in ages {
-            let values = vec![(
-                "ForwardAge".into(),
-                Value::from(more.to_vec()),
-                "Milliseconds",
-            )];
-            documents.push(document(namespace, &stamp, values));
+        let mut deliveries = self
+            .deliveries
+            .chunks(VALUES_PER_METRIC)
+            .map(deliveries_value);
+        let mut documents = vec![document(namespace, &stamp, values, deliveries.next())];
+        loop {
+            let (more_ages, more_deliveries) = (ages.next(), deliveries.next());
+            if more_ages.is_none() && more_deliveries.is_none() {
+                break;
+            }
+            let values = more_ages
+                .map(|more| {
+                    (
+                        "ForwardAge".to_owned(),
+                        Value::from(more.to_vec()),
+                        "Milliseconds",
+                    )
+                })
+                .into_iter()
+                .collect();
+            documents.push(document(namespace, &stamp, values, more_deliveries));
         }
         documents
     }
@@ -157,10 +197,21 @@ struct Stamp<'a> {
     level: Level,
 }
 
+/// `Deliveries` as written: `[cluster, event id, instances, age ms]` per copy.
+fn deliveries_value(chunk: &[Delivered]) -> Value {
+    Value::Array(
+        chunk
+            .iter()
+            .map(|d| json!([d.cluster, d.event_id, d.instances, d.age_ms]))
+            .collect(),
+    )
+}
+
 fn document(
     namespace: &str,
     stamp: &Stamp<'_>,
     values: Vec<(String, Value, &'static str)>,
+    deliveries: Option<Value>,
 ) -> String {
     let directives: Vec<Value> = values
         .chunks(METRICS_PER_DIRECTIVE)
@@ -184,6 +235,9 @@ fn document(
         Value::from(unix_millis_rfc3339(stamp.timestamp_ms as i64)),
     );
     doc.insert("FunctionName".into(), Value::from(stamp.function_name));
+    if let Some(deliveries) = deliveries {
+        doc.insert("Deliveries".into(), deliveries);
+    }
     for (name, value, _) in values {
         doc.insert(name, value);
     }
@@ -271,7 +325,37 @@ mod tests {
             .iter()
             .map(|d| d["Metrics"].as_array().unwrap().len())
             .sum();
-        assert_eq!(declared, 21 + 250);
+        assert_eq!(declared, 22 + 250);
+    }
+
+    #[test]
+    fn deliveries_and_unonboarded_clusters_are_recorded() {
+        let m = InvocationMetrics {
+            deliveries: (0..150)
+                .map(|i| Delivered {
+                    cluster: "alpha".into(),
+                    event_id: format!("e{i}"),
+                    instances: "i-1,i-2".into(),
+                    age_ms: (i % 2 == 0).then_some(i),
+                })
+                .collect(),
+            no_tenant_queue: [("delta".to_owned(), 3)].into(),
+            ..Default::default()
+        };
+        let docs: Vec<Value> = m
+            .to_emf("ns", "f", 0, Level::Info)
+            .iter()
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect();
+        assert_eq!(docs.len(), 2, "150 deliveries spill into a second document");
+        assert_eq!(docs[0]["Deliveries"].as_array().unwrap().len(), 100);
+        assert_eq!(
+            docs[1]["Deliveries"][49],
+            json!(["alpha", "e149", "i-1,i-2", null])
+        );
+        assert_eq!(docs[0]["NoTenantQueue"], 3);
+        assert_eq!(docs[0]["NoTenantQueue.delta"], 3);
+        assert!(docs[1].get("NoTenantQueue").is_none());
     }
 
     #[test]

@@ -227,17 +227,18 @@ async fn forwarder_batches_per_queue_and_reports_a_missing_queue_per_message() -
         deliveries[..27].iter().all(|d| *d == Delivery::Sent),
         "{deliveries:?}"
     );
+    // Clusters whose queue this forwarder never found are not onboarded (nothing to page about).
     assert!(
-        matches!(&deliveries[27], Delivery::QueueMissing { queue } if queue == "karpenter-nowhere")
+        matches!(&deliveries[27], Delivery::NoTenantQueue { queue } if queue == "karpenter-nowhere")
     );
-    assert!(matches!(&deliveries[28], Delivery::QueueMissing { .. }));
+    assert!(matches!(&deliveries[28], Delivery::NoTenantQueue { .. }));
     // alpha: 10 + 10 + 3; beta: 4 — four calls; the queue with an invalid name is never asked for.
     assert_eq!(stats.send_message_batch_calls.into_inner(), 4);
     assert_eq!(world.proxy.calls().get("GetQueueUrl"), Some(&3));
     assert_eq!(world.drain(&alpha).await?.len(), 23);
     assert_eq!(world.drain(&beta).await?.len(), 4);
 
-    // Queue URLs, and the missing queue, are remembered.
+    // Queue URLs are remembered, and the missing queue for a moment (MISSING_QUEUE_RECHECK).
     let stats = ForwardStats::default();
     forwarder
         .deliver(
@@ -251,7 +252,7 @@ async fn forwarder_batches_per_queue_and_reports_a_missing_queue_per_message() -
 }
 
 #[tokio::test]
-async fn a_queue_deleted_after_its_url_was_cached_is_reported_missing() -> Result<()> {
+async fn a_queue_deleted_after_it_was_used_is_reported_missing() -> Result<()> {
     let world = World::start().await?;
     let alpha = world.create_queue("karpenter-alpha").await?;
     let forwarder = forwarder(accounts(&world).await);
@@ -278,6 +279,15 @@ async fn a_queue_deleted_after_its_url_was_cached_is_reported_missing() -> Resul
     assert!(
         matches!(&result[0], Delivery::QueueMissing { .. }),
         "{result:?}"
+    );
+    // And it stays lost (not "never onboarded") when asked again after the URL is forgotten.
+    tokio::time::sleep(interruption_router::forward::MISSING_QUEUE_RECHECK).await;
+    let again = forwarder
+        .deliver(std::slice::from_ref(&message), deadline(), &stats)
+        .await;
+    assert!(
+        matches!(&again[0], Delivery::QueueMissing { .. }),
+        "{again:?}"
     );
     Ok(())
 }

@@ -144,9 +144,10 @@ impl Estate {
                 ),
                 Expect::Ignored,
             ),
+            // delta is not onboarded (no tenant queue yet): nothing lost, nothing to page about.
             (
                 ec2_event("spot-interruption-warning.json", &self.delta, "spot-delta"),
-                Expect::DeadLetter("queue-missing"),
+                Expect::Ignored,
             ),
             (
                 json!({"detail-type": "EC2 Spot Instance Interruption Warning", "source": 5}),
@@ -293,8 +294,7 @@ async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<(
     // All misses of the batch went to EC2 in one call; one SendMessageBatch per queue per round.
     let calls = estate.world.proxy.calls();
     assert_eq!(calls.get("DescribeInstances"), Some(&1), "{calls:?}");
-    // alpha, beta, gamma, then the DLQ once for both dead letters (the malformed record and the
-    // one whose queue, delta's, turned out missing).
+    // alpha, beta, gamma, then the DLQ once for the malformed record.
     assert_eq!(calls.get("SendMessageBatch"), Some(&4), "{calls:?}");
     let emf = router
         .emf_documents()
@@ -304,10 +304,12 @@ async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<(
     assert_eq!(total(&emf, "Forwarded.alpha"), 3);
     assert_eq!(total(&emf, "Forwarded.beta"), 3);
     assert_eq!(total(&emf, "Forwarded.gamma"), 1);
-    assert_eq!(total(&emf, "Ignored"), 6);
+    assert_eq!(total(&emf, "Ignored"), 7);
     assert_eq!(total(&emf, "Ignored.unknown-instance"), 1);
     assert_eq!(total(&emf, "Ignored.unmanaged-instance"), 2);
-    assert_eq!(total(&emf, "DeadLettered.queue-missing"), 1);
+    assert_eq!(total(&emf, "Ignored.no-tenant-queue"), 1);
+    assert_eq!(total(&emf, "NoTenantQueue.delta"), 1);
+    assert_eq!(total(&emf, "DeadLettered"), 1);
     assert_eq!(total(&emf, "DeadLettered.malformed"), 1);
     assert_eq!(total(&emf, "Failed"), 0);
     assert_eq!(total(&emf, "ColdStart"), 1);
@@ -373,9 +375,22 @@ async fn every_event_reaches_exactly_its_cluster_from_direct_invocations() -> Re
 async fn without_a_dead_letter_queue_permanent_failures_are_handed_back() -> Result<()> {
     let estate = Estate::new().await?;
     let router = estate.world.start_router(&[]).await?;
+    // gamma had a queue (the router used it), and it is gone: its events are lost unless kept.
+    let first = ec2_event("state-change-stopping.json", &estate.gamma, "before").to_string();
+    let response = router
+        .invoke(sqs_event(&[first]).to_string(), INVOKE_BUDGET)
+        .await;
+    assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+    estate
+        .world
+        .sqs
+        .delete_queue()
+        .queue_url(&estate.queues["gamma"])
+        .send()
+        .await?;
     let bodies = vec![
         ec2_event("spot-interruption-warning.json", &estate.alpha[0], "ok").to_string(),
-        ec2_event("spot-interruption-warning.json", &estate.delta, "no-queue").to_string(),
+        ec2_event("spot-interruption-warning.json", &estate.gamma, "no-queue").to_string(),
         "{\"not\": \"an event\"}".to_owned(),
         ec2_event("spot-interruption-warning.json", &estate.beta[0], "ok-too").to_string(),
     ];
@@ -398,7 +413,7 @@ async fn without_a_dead_letter_queue_permanent_failures_are_handed_back() -> Res
             message,
         } => {
             assert_eq!(error_type, "InterruptionRouter.NotRouted");
-            assert!(message.contains("karpenter-delta"), "{message}");
+            assert!(message.contains("karpenter-gamma"), "{message}");
         }
         other => panic!("expected an invocation error, got {other:?}"),
     }
@@ -838,5 +853,88 @@ async fn a_router_that_does_not_know_its_own_account_routes_nothing() -> Result<
     ] {
         assert_eq!(calls.get(action), None, "{action}: {calls:?}");
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_cluster_onboarded_while_events_flow_gets_them_seconds_after_its_queue_exists()
+-> Result<()> {
+    use interruption_router::forward::MISSING_QUEUE_RECHECK;
+    use std::time::{Duration, Instant};
+
+    let estate = Estate::new().await?;
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    let node = estate.world.launch(&karpenter_tags("epsilon")).await?;
+    // One spot warning for epsilon every 250 ms, each in its own batch, as a steady trickle.
+    let mut sent: Vec<(String, Instant)> = Vec::new();
+    let mut send = async |n: usize| -> Result<()> {
+        let id = format!("spot-{n}");
+        let body = ec2_event("spot-interruption-warning.json", &node, &id).to_string();
+        let at = Instant::now();
+        let response = router
+            .invoke(sqs_event(&[body]).to_string(), INVOKE_BUDGET)
+            .await;
+        assert_eq!(batch_item_failures(&response), Vec::<String>::new(), "{id}");
+        sent.push((id, at));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        Ok(())
+    };
+    for n in 0..8 {
+        send(n).await?;
+    }
+    // The tenant stack arrives while events flow.
+    let queue = estate.world.create_queue("karpenter-epsilon").await?;
+    let created = Instant::now();
+    for n in 8..40 {
+        send(n).await?;
+    }
+
+    let delivered: Vec<String> = estate
+        .world
+        .drain(&queue)
+        .await?
+        .iter()
+        .map(|m| m.json()["id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    // Every event sent once "missing" can no longer be remembered (it was last learned before
+    // the queue existed) reached the new queue; none before it existed did, and none was
+    // dead-lettered: epsilon was not onboarded, which pages nobody.
+    let settled = created + MISSING_QUEUE_RECHECK;
+    for (id, at) in &sent {
+        if *at >= settled {
+            assert!(
+                delivered.contains(id),
+                "{id} sent after {settled:?} is missing"
+            );
+        }
+        if *at < created {
+            assert!(
+                !delivered.contains(id),
+                "{id} was sent before the queue existed"
+            );
+        }
+    }
+    assert!(sent.iter().filter(|(_, at)| *at >= settled).count() >= 20);
+    assert_eq!(estate.world.depth(&estate.queues["dlq"]).await?, 0);
+    let early = router.emf_documents().first().cloned().unwrap();
+    assert_eq!(total(&early, "NoTenantQueue.epsilon"), 1);
+    assert_eq!(total(&early, "Ignored.no-tenant-queue"), 1);
+
+    // Once it has one, losing it pages: the next event is dead-lettered queue-missing.
+    estate
+        .world
+        .sqs
+        .delete_queue()
+        .queue_url(&queue)
+        .send()
+        .await?;
+    let body = ec2_event("spot-interruption-warning.json", &node, "after-loss").to_string();
+    let response = router
+        .invoke(sqs_event(&[body]).to_string(), INVOKE_BUDGET)
+        .await;
+    assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+    let dead = estate.world.drain(&estate.queues["dlq"]).await?;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].attributes["reason"], "queue-missing");
     Ok(())
 }

@@ -1285,7 +1285,24 @@ async fn fis_reports_from_the_routers_logs_which_clusters_got_the_experiments_ev
         poll: Duration::from_millis(20),
         timeout: Duration::from_secs(30),
         strict: false,
+        managed_tag: "karpenter.sh/nodepool".into(),
     };
+    // moto's FIS resolves no tag-selected target and writes no experiment log: alpha received
+    // events, but nothing says they are about the instance the experiment interrupted. No PASS.
+    let unknown = fis::run(aws, &options, |_| {}).await?;
+    assert!(!unknown.passed(), "{}", unknown.render());
+    assert_eq!(unknown.instance_source, fis::InstanceSource::Unknown);
+    assert!(
+        unknown.render().contains("FIS named no instance"),
+        "{}",
+        unknown.render()
+    );
+
+    // What FIS writes to the experiment's log when it resolves the target.
+    estate
+        .sandbox
+        .log_fis_target_resolution(&template, &experiment, &spot.instances)
+        .await?;
     let report = fis::run(aws, &options, |_| {}).await?;
     let rendered = report.render();
     assert!(report.passed(), "{rendered}");
@@ -1300,9 +1317,12 @@ async fn fis_reports_from_the_routers_logs_which_clusters_got_the_experiments_ev
         Some(Duration::from_secs(120))
     );
     assert_eq!(report.log_group, "/aws/lambda/ir-router");
-    // moto resolves no tag-selected targets, so the experiment's instances are alpha's.
-    assert_eq!(report.instance_source, fis::InstanceSource::ClusterTag);
-    assert!(spot.instances.iter().all(|i| report.instances.contains(i)));
+    assert_eq!(report.instance_source, fis::InstanceSource::ExperimentLog);
+    assert_eq!(
+        report.instances,
+        spot.instances.iter().cloned().collect(),
+        "the instances FIS logged, not every instance of the cluster"
+    );
     let alpha = &report.verdict.clusters["alpha"];
     assert_eq!((alpha.experiment, alpha.other), (8, 0), "{rendered}");
     assert_eq!(alpha.ages_ms.len(), 8, "every delivery carries its age");
@@ -1381,6 +1401,130 @@ async fn fis_reports_from_the_routers_logs_which_clusters_got_the_experiments_ev
         .collect();
     let verdict = fis::tally("alpha", &report.instances, &nothing, window, false);
     assert!(verdict.problems()[0].starts_with("alpha received none of the experiment's events"));
+
+    // At LogLevel WARN Lambda drops the per-event lines; the metric documents' Deliveries stay,
+    // and the verdict rests on them.
+    let env = estate.sandbox.function_environment().await?;
+    let mut pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    pairs.push(("AWS_LAMBDA_LOG_LEVEL", "WARN"));
+    let quiet = estate.world.start_router(&pairs).await?;
+    let second = fis::start(aws, &template).await?;
+    estate
+        .sandbox
+        .log_fis_target_resolution(&template, &second, &spot.instances)
+        .await?;
+    let again = simulate::run(
+        aws,
+        &simulate::Options {
+            count: 2,
+            ..simulate::Options::new("alpha", SimKind::Fis, &ingest)
+        },
+    )
+    .await?;
+    assert_eq!(again.instances, spot.instances);
+    let stop = Stop {
+        handled: Some(8),
+        idle: Duration::from_secs(20),
+    };
+    esm.drain(&aws.sqs, &quiet, stop, |_| {}).await?;
+    let kept = quiet.stdout_lines();
+    assert!(
+        kept.iter().all(|l| fis::parse_delivery(l, 0).is_none()),
+        "no forwarded line survives WARN: {kept:#?}"
+    );
+    estate
+        .sandbox
+        .ship_logs_to("/aws/lambda/ir-router-at-warn", &kept)
+        .await?;
+    let at_warn = fis::run(
+        aws,
+        &fis::Options {
+            experiment_id: Some(second),
+            log_group: Some("/aws/lambda/ir-router-at-warn".into()),
+            ..options.clone()
+        },
+        |_| {},
+    )
+    .await?;
+    assert!(at_warn.passed(), "{}", at_warn.render());
+    assert_eq!(at_warn.verdict.clusters["alpha"].experiment, 8);
+    Ok(())
+}
+
+#[tokio::test]
+async fn fis_never_starts_a_template_that_could_interrupt_another_clusters_or_an_unrouted_node()
+-> Result<()> {
+    let estate = Estate::deploy().await?;
+    let aws = estate.aws();
+    let started = async || -> Result<usize> {
+        Ok(aws.fis.list_experiments().send().await?.experiments().len())
+    };
+    let run = |template: &str, cluster: &str, log_group: Option<&str>| fis::Options {
+        cluster: Some(cluster.into()),
+        template_id: Some(template.into()),
+        experiment_id: None,
+        stack: "ir".into(),
+        log_group: log_group.map(str::to_owned),
+        settle: Some(Duration::ZERO),
+        poll: Duration::from_millis(20),
+        timeout: Duration::from_secs(30),
+        strict: false,
+        managed_tag: "karpenter.sh/nodepool".into(),
+    };
+
+    // Beta's template, asked to run against alpha: refused before StartExperiment.
+    let beta = estate.sandbox.create_fis_template("beta").await?;
+    let error = fis::run(aws, &run(&beta, "alpha", None), |_| {})
+        .await
+        .err()
+        .context("beta's template must not run for alpha")?;
+    assert!(
+        error
+            .to_string()
+            .contains("interrupts instances of beta, not alpha: not started"),
+        "{error:#}"
+    );
+    assert_eq!(started().await?, 0, "nothing was started");
+    let (code, _, err) = routerctl(
+        &estate,
+        &["fis", "--template-id", &beta, "--cluster", "alpha", "--yes"],
+    )
+    .await?;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not started"), "{err}");
+    assert_eq!(started().await?, 0);
+
+    // The template as fis.yaml wrote it before it selected by the managed tag: it could pick a
+    // managed node group's spot node, which the router does not route and nobody drains.
+    let old = estate
+        .sandbox
+        .create_fis_template_from(&e2e_tests::previous_template("fis.yaml"), "alpha")
+        .await?;
+    let error = fis::run(aws, &run(&old, "alpha", None), |_| {})
+        .await
+        .err()
+        .context("a template without the managed tag must not run")?;
+    assert!(
+        error
+            .to_string()
+            .contains("does not select by karpenter.sh/nodepool"),
+        "{error:#}"
+    );
+    assert_eq!(started().await?, 0);
+
+    // Once an experiment runs, a later failure names it and how to stop it.
+    let alpha = estate.sandbox.create_fis_template("alpha").await?;
+    let error = fis::run(aws, &run(&alpha, "alpha", Some("/no/such/group")), |_| {})
+        .await
+        .err()
+        .context("reading a log group that does not exist fails")?;
+    let text = format!("{error:#}");
+    assert_eq!(started().await?, 1);
+    assert!(
+        text.contains("was started and may still be interrupting nodes")
+            && text.contains("aws fis stop-experiment --region us-east-1 --id"),
+        "{text}"
+    );
     Ok(())
 }
 
@@ -1510,10 +1654,8 @@ async fn the_binary_prints_reports_and_exits_by_verdict() -> Result<()> {
     assert_eq!(code, Some(1), "{out}{err}");
     assert!(err.contains("starting experiment template"), "{err}");
     assert!(out.contains("alpha (target)"), "{out}");
-    assert!(
-        out.contains("problem: alpha received none of the experiment's events"),
-        "{out}"
-    );
+    // moto's FIS resolves no target and logs nothing: no evidence about the interrupted node.
+    assert!(out.contains("problem: FIS named no instance"), "{out}");
     assert!(out.ends_with("FAIL: 1 problem(s)\n"), "{out}");
     Ok(())
 }

@@ -171,6 +171,8 @@ pub fn forward_outcome(
                     format!("deadline reached before sending to {cluster}"),
                 )));
             }
+            // Not onboarded: nothing to deliver there, and nothing lost (its own set-up has it).
+            Delivery::NoTenantQueue { .. } => {}
             Delivery::QueueMissing { queue } => {
                 permanent.get_or_insert((
                     DeadLetterReason::QueueMissing,
@@ -196,6 +198,12 @@ pub fn forward_outcome(
         None if messages.is_empty() => Ok(Outcome::Ignored(
             ignored.unwrap_or(IgnoreReason::UnknownInstance),
         )),
+        None if deliveries
+            .iter()
+            .all(|d| matches!(d, Delivery::NoTenantQueue { .. })) =>
+        {
+            Ok(Outcome::Ignored(IgnoreReason::NoTenantQueue))
+        }
         None => Ok(Outcome::Forwarded),
     }
 }
@@ -280,6 +288,24 @@ mod tests {
         assert_eq!(
             forward_outcome(&[], &[], None, Some(IgnoreReason::UnmanagedInstance)),
             Ok(Outcome::Ignored(IgnoreReason::UnmanagedInstance))
+        );
+        // A cluster not onboarded yet: nothing to deliver there, nothing to page about; its
+        // neighbour's copy makes the record forwarded.
+        let not_onboarded = Delivery::NoTenantQueue {
+            queue: "karpenter-b".into(),
+        };
+        assert_eq!(
+            forward_outcome(
+                &two,
+                &[not_onboarded.clone(), not_onboarded.clone()],
+                None,
+                None
+            ),
+            Ok(Outcome::Ignored(IgnoreReason::NoTenantQueue))
+        );
+        assert_eq!(
+            forward_outcome(&two, &[Delivery::Sent, not_onboarded], None, None),
+            Ok(Outcome::Forwarded)
         );
     }
 

@@ -5,7 +5,7 @@
 
 use crate::{
     event::{self, Interruption, Scope},
-    metrics::{InvocationMetrics, LATE_AFTER_MS},
+    metrics::{Delivered, InvocationMetrics, LATE_AFTER_MS},
 };
 
 use super::{
@@ -34,6 +34,12 @@ pub(super) fn forwarded(
             metrics.late_forwards += 1;
         }
     }
+    metrics.deliveries.push(Delivered {
+        cluster: label.to_owned(),
+        event_id: interruption.id.as_deref().unwrap_or_default().to_owned(),
+        instances: join(&interruption.instances),
+        age_ms,
+    });
     tracing::info!(
         event_id = interruption.id.as_deref().unwrap_or_default(),
         kind = %interruption.kind,

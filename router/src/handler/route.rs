@@ -394,12 +394,20 @@ impl Router {
             let State::Routing(routing) = &mut entry.state else {
                 continue;
             };
-            if delivery == Delivery::Sent
-                && let (Some(interruption), Destination::Cluster { scope, cluster }) =
-                    (&entry.interruption, &routing.copies[c].destination)
+            if let (Some(interruption), Destination::Cluster { scope, cluster }) =
+                (&entry.interruption, &routing.copies[c].destination)
             {
-                let label = self.cluster_label(scope, cluster);
-                report::forwarded(interruption, scope, cluster, &label, now, metrics);
+                match &delivery {
+                    Delivery::Sent => {
+                        let label = self.cluster_label(scope, cluster);
+                        report::forwarded(interruption, scope, cluster, &label, now, metrics);
+                    }
+                    Delivery::NoTenantQueue { .. } => {
+                        let label = self.cluster_label(scope, cluster);
+                        *metrics.no_tenant_queue.entry(label).or_default() += 1;
+                    }
+                    _ => {}
+                }
             }
             if matches!(
                 delivery,
