@@ -27,6 +27,20 @@ pub struct Config {
     /// The role a member account creates for the router (its name; the account comes from the
     /// event).
     pub spoke_role_name: String,
+    /// Forward, or only report what would be forwarded (`ROUTING_MODE`).
+    pub routing_mode: RoutingMode,
+}
+
+/// What the router does with the copies it plans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RoutingMode {
+    /// Send them (the default).
+    #[default]
+    Forward,
+    /// Resolve every event and report, per cluster, what would be forwarded (and what would be
+    /// dead-lettered), sending nothing: to run next to clusters' existing interruption set-ups
+    /// and compare counts before switching anything.
+    Shadow,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,6 +266,24 @@ impl Config {
             value
         };
 
+        let routing_mode = {
+            let var = "ROUTING_MODE";
+            match get(var).map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+                None | Some("") | Some("forward") => RoutingMode::Forward,
+                Some("shadow") => RoutingMode::Shadow,
+                Some(_) => {
+                    return Err(ConfigError {
+                        var,
+                        value: get(var).unwrap_or_default(),
+                        problem: "it is neither forward nor shadow".into(),
+                        fix: "set forward (send to the clusters' queues) or shadow (report what \
+                              would be sent, send nothing), or unset it for forward"
+                            .into(),
+                    });
+                }
+            }
+        };
+
         Ok(Self {
             queue_names,
             tags: TagRules {
@@ -267,6 +299,7 @@ impl Config {
             metrics_namespace,
             served,
             spoke_role_name,
+            routing_mode,
         })
     }
 }
@@ -401,6 +434,22 @@ mod tests {
         assert_eq!(c.metrics_namespace, "InterruptionRouter");
         assert_eq!(c.served, Served::Own);
         assert_eq!(c.spoke_role_name, "interruption-router-spoke");
+        assert_eq!(c.routing_mode, RoutingMode::Forward);
+    }
+
+    #[test]
+    fn the_routing_mode_is_forward_or_shadow() {
+        assert_eq!(
+            config(&[("ROUTING_MODE", "Shadow")]).unwrap().routing_mode,
+            RoutingMode::Shadow
+        );
+        assert_eq!(
+            config(&[("ROUTING_MODE", "forward")]).unwrap().routing_mode,
+            RoutingMode::Forward
+        );
+        let error = config(&[("ROUTING_MODE", "dry-run")]).unwrap_err();
+        assert_eq!(error.var, "ROUTING_MODE");
+        assert!(error.fix.contains("shadow"), "{error}");
     }
 
     #[test]

@@ -119,6 +119,8 @@ pub enum Delivery {
     Unreachable(Unreachable),
     /// Not done when the deadline came.
     Unfinished,
+    /// Not sent: the router is in shadow mode (it would have been sent).
+    Shadowed,
 }
 
 /// A call SQS refused as not allowed.

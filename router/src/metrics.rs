@@ -57,6 +57,12 @@ pub struct InvocationMetrics {
     pub deliveries: Vec<Delivered>,
     /// Copies not sent because their cluster has no tenant queue, per cluster label.
     pub no_tenant_queue: BTreeMap<String, u64>,
+    /// Shadow mode: copies that would have been sent, per cluster label.
+    pub would_forward: BTreeMap<String, u64>,
+    /// Shadow mode: records that would have been dead-lettered, per reason.
+    pub would_dead_letter: BTreeMap<&'static str, u64>,
+    /// The router runs in shadow mode (sends nothing).
+    pub shadow: bool,
     /// Forwarded messages older than [`LATE_AFTER_MS`].
     pub late_forwards: u64,
     /// Records not forwarded, per reason.
@@ -128,6 +134,14 @@ impl InvocationMetrics {
             count("RedeliveryDelaysFailed", self.redelivery_delays_failed),
             count("ColdStart", u64::from(self.cold_start)),
         ];
+        if self.shadow {
+            values.push(count("Shadow", 1));
+            values.push(count("WouldForward", self.would_forward.values().sum()));
+            values.push(count(
+                "WouldDeadLetter",
+                self.would_dead_letter.values().sum(),
+            ));
+        }
         let mut ages = self.forward_ages_ms.chunks(VALUES_PER_METRIC);
         if let Some(first) = ages.next() {
             values.push((
@@ -147,6 +161,16 @@ impl InvocationMetrics {
             self.forwarded
                 .iter()
                 .map(|(c, n)| (format!("Forwarded.{c}"), Value::from(*n), "Count")),
+        );
+        values.extend(
+            self.would_forward
+                .iter()
+                .map(|(c, n)| (format!("WouldForward.{c}"), Value::from(*n), "Count")),
+        );
+        values.extend(
+            self.would_dead_letter
+                .iter()
+                .map(|(r, n)| (format!("WouldDeadLetter.{r}"), Value::from(*n), "Count")),
         );
         values.extend(
             self.no_tenant_queue

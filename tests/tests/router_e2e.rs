@@ -938,3 +938,79 @@ async fn a_cluster_onboarded_while_events_flow_gets_them_seconds_after_its_queue
     assert_eq!(dead[0].attributes["reason"], "queue-missing");
     Ok(())
 }
+
+/// The `<prefix>.<name>` metrics of an EMF document, by name.
+fn per_name(emf: &Value, prefix: &str) -> BTreeMap<String, u64> {
+    emf.as_object()
+        .unwrap()
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix(prefix)?.to_owned(), v.as_u64()?)))
+        .collect()
+}
+
+#[tokio::test]
+async fn shadow_mode_sends_nothing_and_counts_what_forward_mode_then_sends() -> Result<()> {
+    let estate = Estate::new().await?;
+    let events: Vec<String> = estate
+        .events()
+        .into_iter()
+        .map(|(e, _)| e.to_string())
+        .collect();
+    let batch = sqs_event(&events).to_string();
+
+    let mut shadow_config = estate.router_config();
+    shadow_config.push(("ROUTING_MODE", "shadow"));
+    let shadow = estate.world.start_router(&shadow_config).await?;
+    let response = shadow.invoke(batch.clone(), INVOKE_BUDGET).await;
+    assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+    let calls = estate.world.proxy.calls();
+    assert_eq!(
+        calls.get("SendMessageBatch"),
+        None,
+        "shadow mode sends nothing: {calls:?}"
+    );
+    for (queue, url) in &estate.queues {
+        assert_eq!(estate.world.depth(url).await?, 0, "{queue}");
+    }
+    let shadowed = shadow.emf_documents().pop().unwrap();
+    assert_eq!(total(&shadowed, "Shadow"), 1);
+    assert_eq!(total(&shadowed, "Forwarded"), 0);
+    let would_forward = per_name(&shadowed, "WouldForward.");
+    let would_dead_letter = per_name(&shadowed, "WouldDeadLetter.");
+    assert_eq!(would_forward["alpha"], 3, "{shadowed}");
+    let lines = shadow.log_records();
+    assert!(
+        lines.iter().any(|l| l["fields"]["outcome"] == "would-forward"
+            && l["fields"]["cluster"] == "gamma"),
+        "{lines:#?}"
+    );
+    shadow.stop().await;
+
+    // The same events with the router forwarding: exactly what shadow mode counted, per cluster.
+    // Shadow mode counts a cluster whether or not it has a tenant queue yet (it runs before
+    // clusters are onboarded, to compare with their own queues): what it counts for delta, which
+    // has none, forward mode counts as NoTenantQueue.delta.
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    let response = router.invoke(batch, INVOKE_BUDGET).await;
+    assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+    let forwarded = router.emf_documents().pop().unwrap();
+    let mut reached = per_name(&forwarded, "Forwarded.");
+    for (cluster, n) in per_name(&forwarded, "NoTenantQueue.") {
+        *reached.entry(cluster).or_default() += n;
+    }
+    assert_eq!(reached, would_forward);
+    assert_eq!(would_forward["delta"], 1);
+    assert_eq!(per_name(&forwarded, "DeadLettered."), would_dead_letter);
+    let delivered: usize = [
+        estate.world.drain(&estate.queues["alpha"]).await?.len(),
+        estate.world.drain(&estate.queues["beta"]).await?.len(),
+        estate.world.drain(&estate.queues["gamma"]).await?.len(),
+    ]
+    .iter()
+    .sum();
+    assert_eq!(
+        delivered as u64,
+        would_forward.values().sum::<u64>() - would_forward["delta"]
+    );
+    Ok(())
+}

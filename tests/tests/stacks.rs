@@ -965,3 +965,25 @@ async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_message
     assert_eq!(patterns, expected_patterns());
     Ok(())
 }
+
+#[test]
+fn the_dashboard_is_valid_json_and_says_so_in_shadow_mode() -> Result<()> {
+    let base = Template::parse("base.yaml", BASE_TEMPLATE)?;
+    for mode in ["Forward", "Shadow"] {
+        let stage = Stage::new(BASE, ACCOUNT, REGION)
+            .parameter("CodeS3Bucket", "artifacts")
+            .parameter("RoutingMode", mode);
+        let deployment = base.deploy(&stage)?;
+        let body = deployment.property("RouterDashboard", &["DashboardBody"])?;
+        let dashboard: Value = serde_json::from_str(body.as_str().context("a string")?)
+            .with_context(|| format!("{mode}: the dashboard body is not JSON: {body}"))?;
+        let widgets = dashboard["widgets"].as_array().context("widgets")?;
+        let banner = widgets[0]["properties"]["markdown"]
+            .as_str()
+            .is_some_and(|m| m.contains("SHADOW MODE"));
+        assert_eq!(banner, mode == "Shadow", "{mode}");
+        let environment = deployment.property("RouterFunction", &["Environment", "Variables"])?;
+        assert_eq!(environment["ROUTING_MODE"], mode.to_ascii_lowercase());
+    }
+    Ok(())
+}

@@ -42,7 +42,7 @@ pub use self::{
 };
 use crate::{
     accounts::Accounts,
-    config::Config,
+    config::{Config, RoutingMode},
     forward::Forwarder,
     logging::Level,
     metrics::InvocationMetrics,
@@ -64,6 +64,8 @@ pub struct Router {
     metrics_namespace: String,
     /// The level the EMF documents carry, so Lambda's log filter keeps them ([`crate::logging`]).
     metrics_level: Level,
+    /// Forward, or only report (shadow mode).
+    routing_mode: RoutingMode,
     function_name: String,
     cold_start: AtomicBool,
 }
@@ -117,6 +119,7 @@ impl Router {
             accounts,
             metrics_namespace: config.metrics_namespace.clone(),
             metrics_level: Level::Info,
+            routing_mode: config.routing_mode,
             function_name,
             cold_start: AtomicBool::new(true),
         }
@@ -135,6 +138,7 @@ impl Router {
         let finish_by = work_deadline(event.context.deadline, SystemTime::now());
         let mut metrics = InvocationMetrics {
             cold_start: self.cold_start.swap(false, Ordering::Relaxed),
+            shadow: self.routing_mode == RoutingMode::Shadow,
             ..Default::default()
         };
         let assumed_before = self.accounts.assume_role_calls();

@@ -22,6 +22,8 @@ pub enum Outcome {
     DeadLettered(DeadLetterReason),
     /// Not done; hand it back for a retry.
     Failed(Failure),
+    /// Shadow mode: it would have been dead-lettered with this reason; nothing was sent.
+    WouldDeadLetter(DeadLetterReason),
 }
 
 impl Outcome {
@@ -31,6 +33,7 @@ impl Outcome {
             Outcome::Ignored(_) => "ignored",
             Outcome::DeadLettered(_) => "dead-lettered",
             Outcome::Failed(_) => "failed",
+            Outcome::WouldDeadLetter(_) => "would-dead-letter",
         }
     }
 }
@@ -144,7 +147,8 @@ pub fn forward_outcome(
             Destination::DeadLetter => String::new(),
         };
         match delivery {
-            Delivery::Sent => {}
+            // Shadow mode: as good as sent (counted as what would be forwarded).
+            Delivery::Sent | Delivery::Shadowed => {}
             Delivery::Failed { error } => {
                 return Ok(Outcome::Failed(Failure::new(
                     Cause::Send,

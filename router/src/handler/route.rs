@@ -30,6 +30,7 @@ use super::{
 };
 use crate::{
     accounts::Refused,
+    config::RoutingMode,
     event::{self, Classified, IgnoreReason, InstanceId, Interruption, Kind},
     forward::{Delivery, Destination, ForwardStats, Message},
     metrics::InvocationMetrics,
@@ -369,7 +370,10 @@ impl Router {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            let deliveries = self.forwarder.deliver(&messages, deadline, stats).await;
+            let deliveries = match self.routing_mode {
+                RoutingMode::Forward => self.forwarder.deliver(&messages, deadline, stats).await,
+                RoutingMode::Shadow => vec![Delivery::Shadowed; messages.len()],
+            };
             Done::Sent {
                 copies,
                 deliveries,
@@ -405,6 +409,10 @@ impl Router {
                     Delivery::NoTenantQueue { .. } => {
                         let label = self.cluster_label(scope, cluster);
                         *metrics.no_tenant_queue.entry(label).or_default() += 1;
+                    }
+                    Delivery::Shadowed => {
+                        let label = self.cluster_label(scope, cluster);
+                        report::would_forward(interruption, scope, cluster, &label, metrics);
                     }
                     _ => {}
                 }
@@ -446,6 +454,17 @@ impl Router {
         budget: &Budget,
         metrics: &mut InvocationMetrics,
     ) {
+        if self.routing_mode == RoutingMode::Shadow {
+            // Nothing is sent in shadow mode, not even to the dead-letter queue (a shadow router
+            // must not page anyone): say what would have been dead-lettered.
+            self.give_up(entries, budget).await;
+            for entry in entries.iter_mut() {
+                if let State::DeadLetter(d) = &entry.state {
+                    entry.state = State::Decided(Outcome::WouldDeadLetter(d.reason));
+                }
+            }
+            return;
+        }
         if !self.forwarder.has_dead_letter_queue() {
             for entry in entries.iter_mut() {
                 if let State::DeadLetter(d) = &entry.state {
