@@ -11,6 +11,7 @@
 //! * [`stacks`]: the CloudFormation templates and a deployer;
 //! * [`template`]: what a template means for one deployment (intrinsics, conditions, Rules).
 
+pub mod adopt;
 pub mod aws;
 pub mod demo;
 pub mod events;

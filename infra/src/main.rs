@@ -3,7 +3,7 @@
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::{Parser, Subcommand};
-use routerctl::{aws::Aws, fis, simulate, verify};
+use routerctl::{adopt, aws::Aws, fis, simulate, verify};
 
 #[derive(Parser)]
 #[command(
@@ -44,6 +44,10 @@ enum Command {
         /// Regions each member account has clusters in (with --accounts).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4))]
         regions: u16,
+        /// Instead, move clusters that run Karpenter's getting-started and Terraform-style
+        /// interruption set-ups onto the router with `routerctl adopt`, while events keep coming.
+        #[arg(long, conflicts_with_all = ["clusters", "instances", "batch_size", "keep", "accounts", "regions"])]
+        adopt: bool,
     },
 
     /// Send synthetic interruption events for a cluster's running instances to the ingest queue
@@ -126,6 +130,35 @@ enum Command {
         region: Option<String>,
     },
 
+    /// Move clusters that run Karpenter with their own interruption queue and rules onto the
+    /// router, one checked step at a time. Without --apply or --rollback it only prints, per
+    /// cluster, what it runs today and the steps left; nothing changes. Exit status 1 when
+    /// --apply finds no step it may take now (the reason is printed).
+    Adopt {
+        /// The router's base stack.
+        #[arg(long, default_value = verify::DEFAULT_STACK)]
+        stack: String,
+        /// The cluster to plan, apply or roll back (default for a plan: every cluster found).
+        #[arg(long, required_if_eq_any = [("apply", "true"), ("rollback", "true")])]
+        cluster: Option<String>,
+        /// Make the next step's AWS-side change, if it is adopt's to make and safe now.
+        #[arg(long, conflicts_with = "rollback")]
+        apply: bool,
+        /// Re-enable the cluster's old rules; Karpenter must then be seen consuming the router's
+        /// queue again before adopt disables them.
+        #[arg(long)]
+        rollback: bool,
+        /// Karpenter's controller role for a cluster adopt cannot find it for, as
+        /// <cluster>=<role name>; repeatable.
+        #[arg(long = "karpenter-role", value_parser = verify::parse_cluster_role)]
+        karpenter_roles: Vec<(String, String)>,
+        /// The tag key on Karpenter's nodes (the router's MANAGED_TAG_KEY).
+        #[arg(long, default_value = interruption_router::config::DEFAULT_MANAGED_TAG_KEY)]
+        managed_tag: String,
+        #[arg(long)]
+        region: Option<String>,
+    },
+
     /// Start a cluster's FIS spot-interruption experiment (cloudformation/fis.yaml), wait for it,
     /// and report from the router's logs which clusters received its events. Exit status 1
     /// unless the target cluster received them and no other cluster did. Interrupts real nodes.
@@ -171,6 +204,11 @@ enum Command {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo {
+            adopt: true,
+            router_bin,
+            ..
+        } => routerctl::demo::adoption::run(router_bin).await,
         Command::Demo {
             instances,
             router_bin,
@@ -270,6 +308,33 @@ async fn main() -> ExitCode {
             };
             let run = async {
                 let report = verify::run(&Aws::load(region).await?, &options).await;
+                print!("{}", report.render());
+                Ok(report.passed())
+            };
+            run.await
+        }
+        Command::Adopt {
+            stack,
+            cluster,
+            apply,
+            rollback,
+            karpenter_roles,
+            managed_tag,
+            region,
+        } => {
+            let options = adopt::Options {
+                stack,
+                cluster,
+                verb: match (apply, rollback) {
+                    (true, _) => adopt::Verb::Apply,
+                    (_, true) => adopt::Verb::Rollback,
+                    _ => adopt::Verb::Plan,
+                },
+                karpenter_roles,
+                managed_tag,
+            };
+            let run = async {
+                let report = adopt::run(&Aws::load(region).await?, &options).await?;
                 print!("{}", report.render());
                 Ok(report.passed())
             };

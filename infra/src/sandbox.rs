@@ -383,6 +383,19 @@ impl Sandbox {
         self.rewrite_role_policies_as_json(&role).await
     }
 
+    /// What moto skips of a tenant stack deployed after [`Sandbox::deploy`] (by `routerctl adopt`,
+    /// say): the queue's policy, and the Karpenter role's inline policies as JSON.
+    pub async fn complete_tenant(&self, cluster: &str, karpenter_role: Option<&str>) -> Result<()> {
+        let role = self.router_role_arn()?.to_owned();
+        let queue = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:karpenter-{cluster}");
+        self.set_queue_policy(&queue, tenant_queue_policy(&queue, &role))
+            .await?;
+        if let Some(karpenter) = karpenter_role {
+            rewrite_role_policies_as_json(&self.aws.iam, karpenter).await?;
+        }
+        Ok(())
+    }
+
     /// base.yaml's HubEventBus policy (moto's CloudFormation creates the bus without it).
     async fn put_hub_bus_policy(&self, bus: &str) -> Result<()> {
         let described = self
@@ -584,7 +597,7 @@ pub fn karpenter_role_name(cluster: &str) -> String {
 
 /// A role as Karpenter's getting-started guide creates it for the controller (trusting EKS Pod
 /// Identity), without its policies: the tenant stack adds the queue's.
-async fn create_karpenter_role(iam: &aws_sdk_iam::Client, name: &str) -> Result<()> {
+pub(crate) async fn create_karpenter_role(iam: &aws_sdk_iam::Client, name: &str) -> Result<()> {
     let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
         "Principal": {"Service": "pods.eks.amazonaws.com"},
         "Action": ["sts:AssumeRole", "sts:TagSession"]}]});

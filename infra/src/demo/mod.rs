@@ -14,6 +14,7 @@
 //! The exit status is non-zero on any misrouted or lost event. [`organisation`] is the same for a
 //! hub serving several accounts and regions (`--accounts`, `--regions`).
 
+pub mod adoption;
 pub mod organisation;
 
 use std::{
@@ -445,7 +446,7 @@ fn percentile(sorted: &[u64], p: usize) -> String {
 }
 
 /// The router's environment as the base stack configures the function, pointed at `proxy`.
-async fn deployed_env(
+pub(super) async fn deployed_env(
     lambda: &aws_sdk_lambda::Client,
     function_name: &str,
     proxy: &AwsProxy,

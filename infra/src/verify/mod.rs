@@ -32,13 +32,13 @@
 
 mod function;
 mod monitoring;
-mod queues;
+pub(crate) mod queues;
 mod report;
-mod role;
-mod rules;
+pub(crate) mod role;
+pub(crate) mod rules;
 mod spokes;
-mod stack;
-mod tenants;
+pub(crate) mod stack;
+pub(crate) mod tenants;
 
 pub use monitoring::{
     ALARMS, AlarmSpec, LATE_FORWARDS_ALARM, LATE_FORWARDS_METRIC, Monitored, Watches,

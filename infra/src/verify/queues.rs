@@ -21,7 +21,8 @@ use crate::{
 };
 
 /// A queue as SQS describes it.
-pub(super) struct Queue {
+#[derive(Debug, Clone)]
+pub(crate) struct Queue {
     pub name: String,
     pub arn: String,
     pub url: String,
@@ -104,7 +105,7 @@ pub(super) async fn check(
     }
 }
 
-pub(super) async fn load_queue(aws: &Aws, name: &str) -> Result<Queue, String> {
+pub(crate) async fn load_queue(aws: &Aws, name: &str) -> Result<Queue, String> {
     let url = match aws.sqs.get_queue_url().queue_name(name).send().await {
         Ok(out) => out.queue_url().unwrap_or_default().to_owned(),
         Err(e)
@@ -442,7 +443,7 @@ pub fn events_queue_policy(queue_arn: &str, rule_arns: &[String], sid: &str) -> 
 }
 
 /// A ready-to-paste command that sets `policy` on a queue.
-pub(super) fn set_policy_command(region: &str, url: &str, policy: &Value) -> String {
+pub(crate) fn set_policy_command(region: &str, url: &str, policy: &Value) -> String {
     let attributes = json!({"Policy": policy.to_string()}).to_string();
     format!(
         "aws sqs set-queue-attributes --region {region} --queue-url {url} --attributes '{attributes}'"

@@ -79,7 +79,7 @@ pub enum Mode {
 
 /// What a check found, gathered before it becomes a [`Check`].
 #[derive(Default)]
-pub(super) struct Findings {
+pub(crate) struct Findings {
     ok: Vec<String>,
     problems: Vec<String>,
     fixes: Vec<String>,

@@ -4,10 +4,10 @@
 
 use crate::{
     aws::{Aws, arn_name_after_slash, describe},
-    policy::{Decision, Policy, Principal, Request, evaluate},
+    policy::{Decision, Policy, Principal, Request, evaluate, glob, strings},
 };
 
-pub(super) struct Role {
+pub(crate) struct Role {
     pub arn: String,
     identity: Vec<Policy>,
     boundary: Option<Policy>,
@@ -19,6 +19,24 @@ impl Role {
     /// The role's name (the last part of its ARN).
     pub fn name(&self) -> &str {
         arn_name_after_slash(&self.arn)
+    }
+
+    /// The resources the role's identity policies Allow `action` on, as written (patterns
+    /// included): what `adopt` reads a Karpenter controller role's cluster from (its
+    /// eks:DescribeCluster grant on `cluster/<name>`).
+    pub fn allowed_resources(&self, action: &str) -> Vec<String> {
+        let action = action.to_ascii_lowercase();
+        self.identity
+            .iter()
+            .flat_map(|p| p.statements())
+            .filter(|s| s["Effect"] == "Allow")
+            .filter(|s| {
+                strings(&s["Action"])
+                    .iter()
+                    .any(|a| glob(&a.to_ascii_lowercase(), &action))
+            })
+            .flat_map(|s| strings(&s["Resource"]))
+            .collect()
     }
 
     /// The identity policies' decision, capped by the permission boundary.
@@ -46,7 +64,7 @@ impl Role {
 }
 
 /// The role's identity policies, permission boundary and trust policy. Errors carry their own fix.
-pub(super) async fn load_role(aws: &Aws, arn: &str) -> Result<Role, (String, String)> {
+pub(crate) async fn load_role(aws: &Aws, arn: &str) -> Result<Role, (String, String)> {
     const READ: &str = "run verify with a principal allowed iam:GetRole, iam:ListRolePolicies, \
                         iam:GetRolePolicy, iam:ListAttachedRolePolicies, iam:GetPolicy and \
                         iam:GetPolicyVersion";

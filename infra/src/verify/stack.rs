@@ -8,7 +8,7 @@ use super::report::{Check, Findings, Mode, fail};
 use crate::aws::{Aws, describe};
 
 /// The base stack as CloudFormation describes it.
-pub(super) struct Base {
+pub(crate) struct Base {
     pub name: String,
     pub mode: Mode,
     pub account: String,
@@ -51,7 +51,7 @@ pub(super) async fn check(aws: &Aws, name: &str, checks: &mut Vec<Check>) -> Opt
     }
 }
 
-async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> {
+pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> {
     let not_found_fix = format!(
         "deploy it (make deploy-base BUCKET=… REGION={} STACK_NAME={name}), or pass the base \
          stack's name with --stack (aws cloudformation list-stacks --region {})",

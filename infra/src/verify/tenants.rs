@@ -237,7 +237,7 @@ pub const KARPENTER_QUEUE_ACTIONS: [&str; 3] =
 /// `tenant:<cluster>:karpenter-role`: the cluster's Karpenter controller role may read its queue.
 /// The role is `--karpenter-role <cluster>=<role>`, else the tenant stack's KarpenterRoleName
 /// (the stack that created the queue, or `make deploy-tenant`'s stack name).
-async fn check_karpenter_role(
+pub(crate) async fn check_karpenter_role(
     aws: &Aws,
     base: &Base,
     cluster: &str,
@@ -381,7 +381,7 @@ async fn tenant_stack_parameter(
 
 /// The one principal a tenant queue must admit as sender: the hub's router role, or in a member
 /// account the spoke role.
-pub(super) struct Sender<'a> {
+pub(crate) struct Sender<'a> {
     /// How the report calls it: `router`, `spoke role`.
     pub label: &'a str,
     pub role_arn: &'a str,
@@ -393,7 +393,7 @@ pub(super) struct Sender<'a> {
 }
 
 /// The tenant queue's policy lets the sender send, and denies every other sender.
-pub(super) fn check_tenant_policy(
+pub(crate) fn check_tenant_policy(
     queue: &Queue,
     sender: &Sender<'_>,
     region: &str,

@@ -1,0 +1,144 @@
+//! EventBridge's default bus as AWS runs it, played from the rules the emulator holds: each event
+//! goes to the SQS targets of every ENABLED rule whose pattern matches it, and to nothing else.
+//!
+//! moto 5.2.5 stores rules faithfully but also delivers to DISABLED ones, and drops the event's
+//! `account` from what it delivers. `routerctl adopt` disables old rules to cut an old queue off,
+//! so a test of it through moto's delivery would pass even if adopt disabled them too early.
+//! This stand-in reads the rules (ListRules, ListTargetsByRule) on every event, so a rule
+//! disabled, enabled or deleted a moment ago is honoured at once, and matches patterns with
+//! [`crate::patterns`], EventBridge's matching. Targets that transform the input, and targets
+//! other than SQS queues, are refused rather than delivered differently from AWS.
+
+use std::collections::HashMap;
+
+use anyhow::{Context, Result, bail};
+use aws_sdk_eventbridge::types::RuleState;
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+use crate::{
+    aws::{Aws, arn_name, describe},
+    patterns::{Matched, matches},
+};
+
+pub struct DefaultBus {
+    events: aws_sdk_eventbridge::Client,
+    sqs: aws_sdk_sqs::Client,
+    /// Queue ARN → URL.
+    urls: Mutex<HashMap<String, String>>,
+}
+
+impl DefaultBus {
+    pub fn new(aws: &Aws) -> Self {
+        Self {
+            events: aws.events.clone(),
+            sqs: aws.sqs.clone(),
+            urls: Mutex::default(),
+        }
+    }
+
+    /// Delivers `event` as the default bus would; the queues (ARNs) it reached, one per
+    /// matching rule target.
+    pub async fn put(&self, event: &Value) -> Result<Vec<String>> {
+        let mut delivered = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let page = self
+                .events
+                .list_rules()
+                .set_next_token(next.take())
+                .send()
+                .await
+                .map_err(|e| anyhow::anyhow!("ListRules: {}", describe(&e)))?;
+            for rule in page.rules() {
+                if rule.state() != Some(&RuleState::Enabled) {
+                    continue;
+                }
+                let (Some(name), Some(pattern)) = (rule.name(), rule.event_pattern()) else {
+                    continue;
+                };
+                let pattern: Value = serde_json::from_str(pattern)
+                    .with_context(|| format!("rule {name}: pattern is not JSON"))?;
+                match matches(&pattern, event) {
+                    Matched::Yes => {}
+                    Matched::No => continue,
+                    Matched::Unknown(why) => bail!("rule {name}: {why}"),
+                }
+                let targets = self
+                    .events
+                    .list_targets_by_rule()
+                    .rule(name)
+                    .send()
+                    .await
+                    .map_err(|e| anyhow::anyhow!("ListTargetsByRule {name}: {}", describe(&e)))?;
+                for target in targets.targets() {
+                    if target.input().is_some()
+                        || target.input_path().is_some()
+                        || target.input_transformer().is_some()
+                    {
+                        bail!("rule {name}: the stand-in does not transform input");
+                    }
+                    if !target.arn().contains(":sqs:") {
+                        bail!("rule {name}: the stand-in delivers to SQS queues only");
+                    }
+                    if self.send(target.arn(), event).await? {
+                        delivered.push(target.arn().to_owned());
+                    }
+                }
+            }
+            next = page.next_token().map(str::to_owned);
+            if next.is_none() {
+                return Ok(delivered);
+            }
+        }
+    }
+
+    /// Sends `event` to the queue; `false` when the queue no longer exists (EventBridge then
+    /// retries and finally drops the event, or sends it to the rule's dead-letter queue).
+    async fn send(&self, queue_arn: &str, event: &Value) -> Result<bool> {
+        let url = {
+            let mut urls = self.urls.lock().await;
+            match urls.get(queue_arn) {
+                Some(url) => url.clone(),
+                None => {
+                    let found = self
+                        .sqs
+                        .get_queue_url()
+                        .queue_name(arn_name(queue_arn))
+                        .send()
+                        .await;
+                    let url = match found {
+                        Ok(out) => out.queue_url().unwrap_or_default().to_owned(),
+                        Err(e)
+                            if e.as_service_error()
+                                .is_some_and(|s| s.is_queue_does_not_exist()) =>
+                        {
+                            return Ok(false);
+                        }
+                        Err(e) => bail!("GetQueueUrl {queue_arn}: {}", describe(&e)),
+                    };
+                    urls.insert(queue_arn.to_owned(), url.clone());
+                    url
+                }
+            }
+        };
+        let sent = self
+            .sqs
+            .send_message()
+            .queue_url(&url)
+            .message_body(event.to_string())
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_queue_does_not_exist()) =>
+            {
+                self.urls.lock().await.remove(queue_arn);
+                Ok(false)
+            }
+            Err(e) => bail!("SendMessage {queue_arn}: {}", describe(&e)),
+        }
+    }
+}
