@@ -461,7 +461,9 @@ async fn send_to_queue(aws: &Aws, url: &str, events: Vec<Synthetic>) -> Vec<Sent
                             "{}: {}{}",
                             failed.code(),
                             failed.message().unwrap_or_default(),
-                            if failed.sender_fault() {
+                            if is_access_denied(Some(failed.code())) {
+                                INGEST_DENIES
+                            } else if failed.sender_fault() {
                                 ""
                             } else {
                                 " (SQS-side; retry)"
@@ -477,7 +479,10 @@ async fn send_to_queue(aws: &Aws, url: &str, events: Vec<Synthetic>) -> Vec<Sent
                 }
             }
             Err(e) => {
-                let why = format!("SendMessageBatch: {}", describe(&e));
+                let mut why = format!("SendMessageBatch: {}", describe(&e));
+                if is_access_denied(aws_sdk_sqs::error::ProvideErrorMetadata::code(&e)) {
+                    why.push_str(INGEST_DENIES);
+                }
                 sent.extend(chunk.iter().map(|e| Sent {
                     event: e.clone(),
                     result: Err(why.clone()),
@@ -487,6 +492,15 @@ async fn send_to_queue(aws: &Aws, url: &str, events: Vec<Synthetic>) -> Vec<Sent
         }
     }
     sent
+}
+
+/// Why an ingest queue deployed from base.yaml refuses simulate, and what works instead.
+const INGEST_DENIES: &str = ". The base stack's ingest queue admits only its own rules \
+    (DenySendersOtherThanTheseRules: a fake spot warning drains a real node); send to the router \
+    function instead: --to <the stack's FunctionName output> (needs lambda:InvokeFunction)";
+
+fn is_access_denied(code: Option<&str>) -> bool {
+    matches!(code, Some("AccessDenied" | "AccessDeniedException"))
 }
 
 /// One asynchronous invocation per event, as a rule in Direct mode invokes the function.

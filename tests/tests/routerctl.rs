@@ -22,6 +22,7 @@ use e2e_tests::{
         function::Function,
         invoke_api::InvokeApi,
         moto::{ACCOUNT, env_for, sdk_config_for},
+        proxy::{Fault, FaultPlan},
         runtime_api::Invocation,
     },
     managed_nodegroup_tags,
@@ -230,6 +231,38 @@ async fn simulate_refuses_what_would_not_reach_the_cluster_and_says_why() -> Res
         assert!(error.contains(expected), "{error}\nexpected: {expected}");
     }
     assert_eq!(estate.world.depth(&ingest).await?, 0, "nothing was sent");
+    Ok(())
+}
+
+/// In AWS the base stack's ingest queue denies every sender but its own rules: simulate reports
+/// the refusal and names the path that works (the function).
+#[tokio::test]
+async fn simulate_refused_by_the_ingest_queue_says_to_send_to_the_function() -> Result<()> {
+    let estate = Estate::deploy().await?;
+    let ingest = estate.sandbox.ingest_queue_url().await?;
+    estate.world.proxy.set_plan(FaultPlan::none().with_window(
+        "SendMessageBatch",
+        Duration::ZERO..Duration::from_secs(3600),
+        Fault::Denied,
+    ));
+    let aws = Aws {
+        sqs: aws_sdk_sqs::Client::new(&sdk_config_for(&estate.world.proxy.endpoint()).await),
+        ..estate.aws().clone()
+    };
+    let report = simulate::run(
+        &aws,
+        &simulate::Options::new("alpha", SimKind::Spot, &ingest),
+    )
+    .await?;
+    assert_eq!(report.failed(), 1, "{}", report.render());
+    let error = report.sent[0].result.as_ref().unwrap_err();
+    assert!(
+        error.contains("AccessDenied")
+            && error.contains("DenySendersOtherThanTheseRules")
+            && error.contains("--to <the stack's FunctionName output>"),
+        "{error}"
+    );
+    assert_eq!(estate.world.depth(&ingest).await?, 0);
     Ok(())
 }
 
