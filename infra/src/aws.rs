@@ -171,6 +171,26 @@ pub async fn stack_resource(aws: &Aws, stack: &str, logical: &str) -> Result<Str
         .with_context(|| format!("stack {stack} has no resource {logical}"))
 }
 
+/// Every rule on the default event bus (all pages of ListRules).
+pub async fn default_bus_rules(aws: &Aws) -> Result<Vec<aws_sdk_eventbridge::types::Rule>> {
+    let mut rules = Vec::new();
+    let mut next: Option<String> = None;
+    loop {
+        let page = aws
+            .events
+            .list_rules()
+            .set_next_token(next.take())
+            .send()
+            .await
+            .map_err(|e| anyhow!("ListRules: {}", describe(&e)))?;
+        rules.extend(page.rules().iter().cloned());
+        next = page.next_token().map(str::to_owned);
+        if next.is_none() {
+            return Ok(rules);
+        }
+    }
+}
+
 /// The last `:`-separated field of an ARN (a queue's name, for an SQS ARN).
 pub fn arn_name(arn: &str) -> &str {
     arn.rsplit(':').next().unwrap_or(arn)

@@ -138,16 +138,20 @@ enum Command {
         /// The router's base stack.
         #[arg(long, default_value = verify::DEFAULT_STACK)]
         stack: String,
-        /// The cluster to plan, apply or roll back (default for a plan: every cluster found).
-        #[arg(long, required_if_eq_any = [("apply", "true"), ("rollback", "true")])]
+        /// The cluster to plan, apply, roll back or resume (default for a plan: every cluster).
+        #[arg(long, required_if_eq_any = [("apply", "true"), ("rollback", "true"), ("resume", "true")])]
         cluster: Option<String>,
         /// Make the next step's AWS-side change, if it is adopt's to make and safe now.
-        #[arg(long, conflicts_with = "rollback")]
+        #[arg(long, conflicts_with_all = ["rollback", "resume"])]
         apply: bool,
-        /// Re-enable the cluster's old rules; Karpenter must then be seen consuming the router's
-        /// queue again before adopt disables them.
-        #[arg(long)]
+        /// Re-enable the cluster's old rules (and print the helm command back to its old queue);
+        /// adopt goes on only after --resume.
+        #[arg(long, conflicts_with = "resume")]
         rollback: bool,
+        /// After a rollback: Karpenter reads the router's queue again (you ran the helm command);
+        /// its deletions there count from now on.
+        #[arg(long)]
+        resume: bool,
         /// Karpenter's controller role for a cluster adopt cannot find it for, as
         /// <cluster>=<role name>; repeatable.
         #[arg(long = "karpenter-role", value_parser = verify::parse_cluster_role)]
@@ -318,6 +322,7 @@ async fn main() -> ExitCode {
             cluster,
             apply,
             rollback,
+            resume,
             karpenter_roles,
             managed_tag,
             region,
@@ -325,9 +330,10 @@ async fn main() -> ExitCode {
             let options = adopt::Options {
                 stack,
                 cluster,
-                verb: match (apply, rollback) {
-                    (true, _) => adopt::Verb::Apply,
-                    (_, true) => adopt::Verb::Rollback,
+                verb: match (apply, rollback, resume) {
+                    (true, _, _) => adopt::Verb::Apply,
+                    (_, true, _) => adopt::Verb::Rollback,
+                    (_, _, true) => adopt::Verb::Resume,
                     _ => adopt::Verb::Plan,
                 },
                 karpenter_roles,

@@ -16,7 +16,7 @@ use aws_sdk_eventbridge::types::RuleState;
 use routerctl::{
     adopt::{self, Outcome, steps::State},
     demo::adoption::{Estate, Move, STACK, STREAM_EVERY, tenant_stack},
-    local::old_setups,
+    local::{karpenter::report_deleted, old_setups},
 };
 
 /// Advances `cluster` until `until` says stop (or it finishes); the moves made.
@@ -158,8 +158,9 @@ async fn adopting_three_clusters_while_events_flow_misses_none_and_survives_a_ro
         vec![RuleState::Disabled; 5]
     );
 
-    // Rollback: the rules feed the old queue again, Karpenter goes back to it, and adopt will not
-    // disable them until Karpenter is seen on the new queue after the rollback.
+    // Rollback: the rules feed the old queue again, Karpenter goes back to it, and adopt goes on
+    // only once the operator says Karpenter reads the new queue again (--resume) and it is seen
+    // consuming it after that.
     let rolled = estate
         .adopt(&adopt::Options::rollback(STACK, "alpha"))
         .await?;
@@ -180,20 +181,28 @@ async fn adopting_three_clusters_while_events_flow_misses_none_and_survives_a_ro
         after.render()
     );
     let plan_alpha = after.cluster("alpha").unwrap();
+    assert!(plan_alpha.rolled_back);
     assert!(
-        plan_alpha.step(4).detail.contains("since the rollback at"),
+        plan_alpha.step(3).detail.contains("rolled back at"),
         "{}",
         after.render()
     );
+    assert!(after.render().contains("--resume"), "{}", after.render());
+    assert_eq!(plan_alpha.step(4).state, State::Blocked);
     assert_eq!(plan_alpha.step(5).state, State::Blocked);
     assert_eq!(
         rule_states(&estate, "Karpenter-alpha").await?,
         vec![RuleState::Enabled; 5]
     );
 
-    // Resume: to the end. Karpenter's deletions count only from the minute after the rollback,
-    // so step 4 waits up to a minute (with one probe, not one per run).
+    // Resume: Karpenter pointed at the new queue again, and adopt told so (--resume); then to
+    // the end. Deletions count only from the minute after the resume, so step 4 waits up to a
+    // minute (with one probe, not one per run).
     let moves = walk(&mut estate, "alpha", |_| false).await?;
+    assert!(
+        matches!(&moves[0], Move::Operator { step: 3, did } if did.contains("--resume")),
+        "{moves:?}"
+    );
     let probes: Vec<&str> = moves
         .iter()
         .filter_map(|m| match m {
@@ -324,24 +333,6 @@ async fn adopting_three_clusters_while_events_flow_misses_none_and_survives_a_ro
     Ok(())
 }
 
-/// What SQS reports when Karpenter deletes `count` messages from `queue` (moto reports nothing).
-async fn karpenter_deleted(aws: &routerctl::aws::Aws, queue: &str, count: f64) -> Result<()> {
-    use aws_sdk_cloudwatch::types::{Dimension, MetricDatum};
-    aws.cloudwatch
-        .put_metric_data()
-        .namespace("AWS/SQS")
-        .metric_data(
-            MetricDatum::builder()
-                .metric_name("NumberOfMessagesDeleted")
-                .dimensions(Dimension::builder().name("QueueName").value(queue).build())
-                .value(count)
-                .build(),
-        )
-        .send()
-        .await?;
-    Ok(())
-}
-
 /// A queue two clusters' Karpenters read (the misconfiguration the router exists for), a queue no
 /// cluster can be tied to, a rule whose pattern adopt cannot evaluate, and a cluster with no
 /// set-up: each reported as such, and none touched, even once a cluster reading the shared queue
@@ -461,7 +452,7 @@ async fn shared_queues_unclaimed_set_ups_and_unreadable_rules_are_reported_and_l
         .await?;
     // Karpenter is pointed at it and consumes it.
     tokio::time::sleep(adopt::steps::ROUTER_LEARNS).await;
-    karpenter_deleted(&aws, "karpenter-epsilon", 3.0).await?;
+    report_deleted(&aws, "karpenter-epsilon", 3).await?;
     // ... but the shared queue's rules stay: zeta's Karpenter still reads them.
     let report = adopt::run(&aws, &apply).await?;
     let text = report.render();

@@ -343,6 +343,16 @@ async fn verify_fails(
 }
 
 /// Asserts that `report`'s check `name` exists and its detail says `text`.
+/// Asserts that check `name`'s fix says `text`.
+fn assert_fix(report: &verify::Report, name: &str, text: &str) {
+    let fix = report.check(name).and_then(|c| c.fix.as_deref());
+    assert!(
+        fix.is_some_and(|f| f.contains(text)),
+        "{name}'s fix should say {text:?}:\n{}",
+        report.render()
+    );
+}
+
 fn assert_detail(report: &verify::Report, name: &str, text: &str) {
     let check = report.check(name);
     assert!(
@@ -486,14 +496,10 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         "ingest-queue:policy",
         "it does not deny other senders",
     );
-    let check = report.check("ingest-queue:policy").unwrap();
-    assert!(
-        check
-            .fix
-            .as_deref()
-            .unwrap()
-            .contains("DenySendersOtherThanTheseRules"),
-        "the fix restores the Deny: {check:?}"
+    assert_fix(
+        &report,
+        "ingest-queue:policy",
+        "DenySendersOtherThanTheseRules",
     );
 
     // ... and opened to every rule as well (no aws:SourceArn).
@@ -743,14 +749,10 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         "rule:SpotInterruptionRule",
         "it matches every account's events",
     );
-    let check = report.check("rule:SpotInterruptionRule").unwrap();
-    assert!(
-        check
-            .fix
-            .as_deref()
-            .unwrap()
-            .contains(r#""account":["123456789012"]"#),
-        "{check:?}"
+    assert_fix(
+        &report,
+        "rule:SpotInterruptionRule",
+        r#""account":["123456789012"]"#,
     );
     aws.events
         .put_rule()
@@ -861,14 +863,10 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         "tenant:alpha:karpenter-role",
         "may not sqs:GetQueueUrl",
     );
-    let check = report.check("tenant:alpha:karpenter-role").unwrap();
-    assert!(
-        check
-            .fix
-            .as_deref()
-            .unwrap()
-            .contains(&format!("KARPENTER_ROLE={karpenter}")),
-        "{check:?}"
+    assert_fix(
+        &report,
+        "tenant:alpha:karpenter-role",
+        &format!("KARPENTER_ROLE={karpenter}"),
     );
     aws.iam
         .put_role_policy()

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
 
 use super::{
-    discover::{Landscape, PROBE_TAG, RETIRED_TAG, ROLLBACK_TAG},
+    discover::{Landscape, PROBE_TAG, RESUME_TAG, RETIRED_TAG, ROLLBACK_TAG, Switch},
     steps::{Change, helm_command},
 };
 use crate::{
@@ -233,9 +233,9 @@ pub struct RolledBack {
     pub helm: String,
 }
 
-/// Re-enables `cluster`'s old rules and marks its tenant queue, so that Karpenter must be seen
-/// consuming the new queue again before any rule is disabled. Refused when nothing is left to go
-/// back to (the old rules are deleted).
+/// Re-enables `cluster`'s old rules and marks its tenant queue: until `--resume`, no deletion from
+/// the new queue counts as Karpenter reading it, so no rule is disabled again. Refused when
+/// nothing is left to go back to (the old rules are deleted).
 pub async fn rollback(aws: &Aws, land: &Landscape, cluster: &str) -> Result<RolledBack> {
     let view = &land.clusters[cluster];
     let setups: Vec<_> = view.setups.iter().map(|i| &land.setups[*i]).collect();
@@ -268,6 +268,23 @@ pub async fn rollback(aws: &Aws, land: &Landscape, cluster: &str) -> Result<Roll
         enabled,
         helm: helm_command(&old.queue.name),
     })
+}
+
+/// Records that the operator has pointed `cluster`'s Karpenter at the new queue again after a
+/// rollback: from now on its deletions there count (step 4) and the steps go on.
+pub async fn resume(aws: &Aws, land: &Landscape, cluster: &str) -> Result<()> {
+    let view = &land.clusters[cluster];
+    let (Switch::RolledBack(_), Some(tenant)) = (view.switch, &view.tenant) else {
+        bail!("{cluster} was not rolled back (or is resumed already): nothing to resume");
+    };
+    aws.sqs
+        .tag_queue()
+        .queue_url(&tenant.url)
+        .tags(RESUME_TAG, rfc3339(SystemTime::now()))
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("TagQueue {}: {}", tenant.url, describe(&e)))?;
+    Ok(())
 }
 
 async fn stack_exists(aws: &Aws, stack: &str) -> Result<bool> {

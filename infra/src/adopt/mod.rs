@@ -33,6 +33,7 @@ pub enum Verb {
     Plan,
     Apply,
     Rollback,
+    Resume,
 }
 
 #[derive(Debug, Clone)]
@@ -74,6 +75,14 @@ impl Options {
             ..Self::plan(stack)
         }
     }
+
+    pub fn resume(stack: &str, cluster: &str) -> Self {
+        Self {
+            cluster: Some(cluster.to_owned()),
+            verb: Verb::Resume,
+            ..Self::plan(stack)
+        }
+    }
 }
 
 /// One cluster's part of the plan.
@@ -84,6 +93,9 @@ pub struct ClusterPlan {
     /// What it runs today, one line per fact.
     pub today: Vec<String>,
     pub steps: Vec<Step>,
+    /// Rolled back and not resumed: after pointing Karpenter at the new queue again, the operator
+    /// runs `--resume`.
+    pub rolled_back: bool,
 }
 
 impl ClusterPlan {
@@ -118,6 +130,8 @@ pub enum Outcome {
         enabled: Vec<String>,
         helm: String,
     },
+    /// `--resume` recorded that Karpenter reads the new queue again.
+    Resumed,
 }
 
 #[derive(Debug, Clone)]
@@ -166,7 +180,7 @@ pub async fn run(aws: &Aws, options: &Options) -> Result<Report> {
             Some(cluster.as_str())
         }
         (None, Verb::Plan) => None,
-        (None, _) => bail!("--apply and --rollback act on one cluster: pass --cluster"),
+        (None, _) => bail!("--apply, --rollback and --resume act on one cluster: pass --cluster"),
     };
     let outcome = match (options.verb, cluster) {
         (Verb::Apply, Some(cluster)) => {
@@ -201,11 +215,15 @@ pub async fn run(aws: &Aws, options: &Options) -> Result<Report> {
                 helm: done.helm,
             }
         }
+        (Verb::Resume, Some(cluster)) => {
+            apply::resume(aws, &land, cluster).await?;
+            Outcome::Resumed
+        }
         _ => Outcome::Planned,
     };
     // After a change, the plan shows the account as it is now.
     let land = match outcome {
-        Outcome::Applied { .. } | Outcome::RolledBack { .. } => {
+        Outcome::Applied { .. } | Outcome::RolledBack { .. } | Outcome::Resumed => {
             discover::read(
                 aws,
                 land.base,
@@ -226,6 +244,7 @@ pub async fn run(aws: &Aws, options: &Options) -> Result<Report> {
             nodes: view.nodes.len(),
             today: today(&land, name),
             steps: steps::evaluate(aws, &land, name).await,
+            rolled_back: matches!(view.switch, discover::Switch::RolledBack(_)),
         });
     }
     let queue_list = |setups: Vec<&OldSetup>| -> Vec<String> {
@@ -422,11 +441,18 @@ impl Report {
             Outcome::Finished => {
                 let _ = writeln!(out, "\nnothing to apply: every step is done");
             }
+            Outcome::Resumed => {
+                let _ = writeln!(
+                    out,
+                    "\nresumed: Karpenter's deletions from the router's queue count from now on"
+                );
+            }
             Outcome::RolledBack { enabled, helm } => {
                 let _ = writeln!(
                     out,
-                    "\nrolled back: {}; no old rule is disabled again until Karpenter is seen \
-                     consuming the router's queue after now. To go back, {helm}",
+                    "\nrolled back: {}; no old rule is disabled again until you have pointed \
+                     Karpenter at the router's queue again and run --resume, and Karpenter is seen \
+                     consuming it after that. To go back now, {helm}",
                     if enabled.is_empty() {
                         "the old rules were still enabled".to_owned()
                     } else {

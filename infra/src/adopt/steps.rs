@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use interruption_router::forward::MISSING_QUEUE_RECHECK;
 
-use super::discover::{CONSUMING_WINDOW, Landscape, OldSetup, Owner, deleted_since};
+use super::discover::{CONSUMING_WINDOW, Landscape, OldSetup, Owner, Switch, deleted_since};
 use crate::{
     aws::Aws,
     events::rfc3339,
@@ -222,15 +222,23 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
         action,
     );
 
-    // 4 first (3 is done when 4 is seen): Karpenter consuming the new queue, since the last
-    // rollback if there was one (Karpenter was pointed back at the old queue then).
-    let rolled_back = view.rolled_back;
-    let since = match rolled_back {
-        Some(at) => format!("since the rollback at {}", rfc3339(at)),
-        None => format!("in the last {} min", CONSUMING_WINDOW.as_secs() / 60),
+    // 4 first (3 is done when 4 is seen): Karpenter consuming the new queue. After a rollback
+    // nothing counts until the operator says Karpenter reads the new queue again (--resume):
+    // until the helm command that points it back has run, Karpenter still deletes from it.
+    let (since, counted_from) = match view.switch {
+        Switch::Resumed(at) => (format!("since --resume at {}", rfc3339(at)), Some(at)),
+        _ => (
+            format!("in the last {} min", CONSUMING_WINDOW.as_secs() / 60),
+            None,
+        ),
     };
-    let consumed = if done_2 && !land.shadow() {
-        deleted_since(aws, &queue_name, rolled_back).await
+    let rolled_back = match view.switch {
+        Switch::RolledBack(at) => Some(at),
+        _ => None,
+    };
+    let counting = done_2 && !land.shadow() && rolled_back.is_none();
+    let consumed = if counting {
+        deleted_since(aws, &queue_name, counted_from).await
     } else {
         Ok(0.0)
     };
@@ -256,6 +264,28 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
                 base.name
             )),
         )
+    } else if let Some(at) = rolled_back {
+        (
+            State::Todo,
+            format!(
+                "rolled back at {}: Karpenter was to be pointed back at its old queue",
+                rfc3339(at)
+            ),
+            Action::Operator(format!(
+                "to resume, {}; then tell adopt it is done: routerctl adopt --cluster {cluster} \
+                 --resume",
+                helm_command(&queue_name)
+            )),
+        )
+    } else if let Switch::Resumed(at) = view.switch {
+        (
+            State::Done,
+            format!(
+                "the operator resumed at {} (step 4 confirms it)",
+                rfc3339(at)
+            ),
+            Action::Nothing,
+        )
     } else {
         (
             State::Todo,
@@ -270,7 +300,7 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
         detail,
         action,
     );
-    let (state, detail, action) = match (done_2 && !land.shadow(), consumed) {
+    let (state, detail, action) = match (counting, consumed) {
         (false, _) => (State::Blocked, "after step 3".to_owned(), Action::Nothing),
         (true, Ok(n)) if n > 0.0 => (
             State::Done,
@@ -278,7 +308,7 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
             Action::Nothing,
         ),
         (true, Ok(_)) => {
-            let probe = view.probed.filter(|at| probe_pending(*at, rolled_back));
+            let probe = view.probed.filter(|at| probe_pending(*at, counted_from));
             let detail = format!(
                 "no message deleted from {queue_name} {since} (SQS reports to CloudWatch every \
                  minute){}",
@@ -482,12 +512,14 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
 /// CloudWatch every minute, a few minutes late at worst.
 pub const PROBE_PATIENCE: Duration = Duration::from_secs(5 * 60);
 
-/// A probe sent within [`PROBE_PATIENCE`], and after the last rollback, is still awaited.
-fn probe_pending(sent: SystemTime, rolled_back: Option<SystemTime>) -> bool {
+/// A probe sent within [`PROBE_PATIENCE`], and not before `counted_from` (the last resume), is
+/// still awaited. Both times are tags in whole seconds: a probe in the resume's second is after
+/// it (adopt sends a probe only once resumed).
+fn probe_pending(sent: SystemTime, counted_from: Option<SystemTime>) -> bool {
     let recent = SystemTime::now()
         .duration_since(sent)
         .is_ok_and(|age| age < PROBE_PATIENCE);
-    recent && rolled_back.is_none_or(|rb| sent > rb)
+    recent && counted_from.is_none_or(|from| sent >= from)
 }
 
 /// How long after a tenant queue's creation adopt counts on every router instance sending to
@@ -574,18 +606,15 @@ mod tests {
     }
 
     #[test]
-    fn a_probe_is_awaited_for_a_while_and_never_across_a_rollback() {
+    fn a_probe_is_awaited_for_a_while_and_only_one_sent_since_the_resume() {
         let now = SystemTime::now();
         assert!(probe_pending(now - Duration::from_secs(60), None));
         assert!(!probe_pending(
             now - PROBE_PATIENCE - Duration::from_secs(1),
             None
         ));
-        let rollback = now - Duration::from_secs(30);
-        assert!(!probe_pending(
-            now - Duration::from_secs(60),
-            Some(rollback)
-        ));
-        assert!(probe_pending(now - Duration::from_secs(10), Some(rollback)));
+        let resumed = now - Duration::from_secs(30);
+        assert!(!probe_pending(now - Duration::from_secs(60), Some(resumed)));
+        assert!(probe_pending(now - Duration::from_secs(10), Some(resumed)));
     }
 }

@@ -284,7 +284,14 @@ impl Estate {
                     (3, State::Todo, _) => {
                         let queue = Self::tenant_queue(cluster);
                         self.helm(cluster, &queue).await?;
-                        format!("helm upgrade … --set settings.interruptionQueue={queue}")
+                        let helm =
+                            format!("helm upgrade … --set settings.interruptionQueue={queue}");
+                        if plan.rolled_back {
+                            self.adopt(&adopt::Options::resume(STACK, cluster)).await?;
+                            format!("{helm}; routerctl adopt --cluster {cluster} --resume")
+                        } else {
+                            helm
+                        }
                     }
                     (6 | 7, State::Todo, Some(Flavour::GettingStarted)) => {
                         let (what, which) = match step {
@@ -314,7 +321,9 @@ impl Estate {
                 };
                 Ok(Move::Operator { step: *step, did })
             }
-            Adopted::Planned | Adopted::RolledBack { .. } => bail!("adopt --apply did not apply"),
+            Adopted::Planned | Adopted::RolledBack { .. } | Adopted::Resumed => {
+                bail!("adopt --apply did not apply")
+            }
         }
     }
 

@@ -17,13 +17,12 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use crate::{
-    aws::{Aws, arn_name, describe},
+    aws::{Aws, arn_name, default_bus_rules, describe},
     patterns::{Matched, matches},
 };
 
 pub struct DefaultBus {
-    events: aws_sdk_eventbridge::Client,
-    sqs: aws_sdk_sqs::Client,
+    aws: Aws,
     /// Queue ARN → URL.
     urls: Mutex<HashMap<String, String>>,
 }
@@ -31,8 +30,7 @@ pub struct DefaultBus {
 impl DefaultBus {
     pub fn new(aws: &Aws) -> Self {
         Self {
-            events: aws.events.clone(),
-            sqs: aws.sqs.clone(),
+            aws: aws.clone(),
             urls: Mutex::default(),
         }
     }
@@ -41,56 +39,44 @@ impl DefaultBus {
     /// matching rule target.
     pub async fn put(&self, event: &Value) -> Result<Vec<String>> {
         let mut delivered = Vec::new();
-        let mut next: Option<String> = None;
-        loop {
-            let page = self
+        for rule in default_bus_rules(&self.aws).await? {
+            if rule.state() != Some(&RuleState::Enabled) {
+                continue;
+            }
+            let (Some(name), Some(pattern)) = (rule.name(), rule.event_pattern()) else {
+                continue;
+            };
+            let pattern: Value = serde_json::from_str(pattern)
+                .with_context(|| format!("rule {name}: pattern is not JSON"))?;
+            match matches(&pattern, event) {
+                Matched::Yes => {}
+                Matched::No => continue,
+                Matched::Unknown(why) => bail!("rule {name}: {why}"),
+            }
+            let targets = self
+                .aws
                 .events
-                .list_rules()
-                .set_next_token(next.take())
+                .list_targets_by_rule()
+                .rule(name)
                 .send()
                 .await
-                .map_err(|e| anyhow::anyhow!("ListRules: {}", describe(&e)))?;
-            for rule in page.rules() {
-                if rule.state() != Some(&RuleState::Enabled) {
-                    continue;
+                .map_err(|e| anyhow::anyhow!("ListTargetsByRule {name}: {}", describe(&e)))?;
+            for target in targets.targets() {
+                if target.input().is_some()
+                    || target.input_path().is_some()
+                    || target.input_transformer().is_some()
+                {
+                    bail!("rule {name}: the stand-in does not transform input");
                 }
-                let (Some(name), Some(pattern)) = (rule.name(), rule.event_pattern()) else {
-                    continue;
-                };
-                let pattern: Value = serde_json::from_str(pattern)
-                    .with_context(|| format!("rule {name}: pattern is not JSON"))?;
-                match matches(&pattern, event) {
-                    Matched::Yes => {}
-                    Matched::No => continue,
-                    Matched::Unknown(why) => bail!("rule {name}: {why}"),
+                if !target.arn().contains(":sqs:") {
+                    bail!("rule {name}: the stand-in delivers to SQS queues only");
                 }
-                let targets = self
-                    .events
-                    .list_targets_by_rule()
-                    .rule(name)
-                    .send()
-                    .await
-                    .map_err(|e| anyhow::anyhow!("ListTargetsByRule {name}: {}", describe(&e)))?;
-                for target in targets.targets() {
-                    if target.input().is_some()
-                        || target.input_path().is_some()
-                        || target.input_transformer().is_some()
-                    {
-                        bail!("rule {name}: the stand-in does not transform input");
-                    }
-                    if !target.arn().contains(":sqs:") {
-                        bail!("rule {name}: the stand-in delivers to SQS queues only");
-                    }
-                    if self.send(target.arn(), event).await? {
-                        delivered.push(target.arn().to_owned());
-                    }
+                if self.send(target.arn(), event).await? {
+                    delivered.push(target.arn().to_owned());
                 }
-            }
-            next = page.next_token().map(str::to_owned);
-            if next.is_none() {
-                return Ok(delivered);
             }
         }
+        Ok(delivered)
     }
 
     /// Sends `event` to the queue; `false` when the queue no longer exists (EventBridge then
@@ -102,6 +88,7 @@ impl DefaultBus {
                 Some(url) => url.clone(),
                 None => {
                     let found = self
+                        .aws
                         .sqs
                         .get_queue_url()
                         .queue_name(arn_name(queue_arn))
@@ -123,6 +110,7 @@ impl DefaultBus {
             }
         };
         let sent = self
+            .aws
             .sqs
             .send_message()
             .queue_url(&url)

@@ -46,10 +46,11 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
         ("base.yaml", "Queue mode", base()),
         (
             "base.yaml",
-            "Direct mode, alarm topic",
+            "Direct mode, alarm topic, shadow mode",
             base()
                 .parameter("IngestMode", "Direct")
-                .parameter("AlarmTopicArn", "arn:aws:sns:us-east-1:123456789012:alarms"),
+                .parameter("AlarmTopicArn", "arn:aws:sns:us-east-1:123456789012:alarms")
+                .parameter("RoutingMode", "Shadow"),
         ),
         (
             "base.yaml",

@@ -126,10 +126,35 @@ pub struct Cluster {
     pub tenant: Option<Queue>,
     /// Karpenter's controller role: from `--karpenter-role`, else a role that reads its old queue.
     pub controller: Option<String>,
-    /// When `--rollback` last pointed it back at its old set-up ([`ROLLBACK_TAG`]).
-    pub rolled_back: Option<SystemTime>,
+    /// Where it stands after `--rollback` and `--resume`.
+    pub switch: Switch,
     /// When `--apply` last sent a probe through the router to its queue ([`PROBE_TAG`]).
     pub probed: Option<SystemTime>,
+}
+
+/// Where a cluster stands after rollbacks, from [`ROLLBACK_TAG`] and [`RESUME_TAG`] on its
+/// tenant queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Switch {
+    /// Never rolled back: any deletion from the new queue is Karpenter's.
+    #[default]
+    Initial,
+    /// Rolled back at this time and not resumed: Karpenter may still be reading the new queue
+    /// until the operator points it back, so no deletion from it counts.
+    RolledBack(SystemTime),
+    /// Resumed at this time (the operator pointed Karpenter at the new queue again): deletions
+    /// count from then on.
+    Resumed(SystemTime),
+}
+
+impl Switch {
+    fn from_tags(rolled_back: Option<SystemTime>, resumed: Option<SystemTime>) -> Self {
+        match (rolled_back, resumed) {
+            (Some(rb), Some(rs)) if rs > rb => Switch::Resumed(rs),
+            (Some(rb), _) => Switch::RolledBack(rb),
+            _ => Switch::Initial,
+        }
+    }
 }
 
 /// Everything adopt read.
@@ -167,9 +192,13 @@ impl Landscape {
     }
 }
 
-/// The tag `--rollback` puts on a cluster's tenant queue (RFC 3339): Karpenter consuming the new
-/// queue counts only after it, since Karpenter was pointed back at the old queue then.
+/// The tag `--rollback` puts on a cluster's tenant queue (RFC 3339): from then on no deletion
+/// from the new queue counts as Karpenter reading it, until `--resume`.
 pub const ROLLBACK_TAG: &str = "interruption-router:adopt-rolled-back";
+
+/// The tag `--resume` puts on a cluster's tenant queue (RFC 3339) once the operator has pointed
+/// Karpenter at the new queue again: deletions count from then on.
+pub const RESUME_TAG: &str = "interruption-router:adopt-resumed";
 
 /// The tag `--apply` puts on a cluster's tenant queue (RFC 3339) when it sends a probe, so that
 /// running it again waits for the probe instead of sending another.
@@ -336,7 +365,7 @@ pub async fn read(
                 let ms = rfc3339_unix_millis(tags.get(tag)?)?;
                 Some(UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).ok()?))
             };
-            cluster.rolled_back = at(ROLLBACK_TAG);
+            cluster.switch = Switch::from_tags(at(ROLLBACK_TAG), at(RESUME_TAG));
             cluster.probed = at(PROBE_TAG);
         }
     }

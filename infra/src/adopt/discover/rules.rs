@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::{OldRule, owners::Owner};
 use crate::{
-    aws::{Aws, describe},
+    aws::{Aws, default_bus_rules, describe},
     events::Origin,
     patterns::{Matched, matches},
 };
@@ -60,73 +60,59 @@ pub(super) async fn interruption_rules(
     let events = representatives(account, region);
     let mut found = Vec::new();
     let mut unreadable = Vec::new();
-    let mut next: Option<String> = None;
-    loop {
-        let page = aws
-            .events
-            .list_rules()
-            .set_next_token(next.clone())
-            .send()
-            .await
-            .map_err(|e| anyhow::anyhow!("ListRules: {}", describe(&e)))?;
-        for rule in page.rules() {
-            let (Some(name), Some(arn), Some(pattern)) =
-                (rule.name(), rule.arn(), rule.event_pattern())
-            else {
-                continue;
-            };
-            let Ok(pattern) = serde_json::from_str::<Value>(pattern) else {
-                continue;
-            };
-            let mut kinds = Vec::new();
-            for (kind, event) in &events {
-                match matches(&pattern, event) {
-                    Matched::Yes => kinds.push(*kind),
-                    Matched::No => {}
-                    Matched::Unknown(why) => {
-                        unreadable.push((name.to_owned(), why));
-                        kinds.clear();
-                        break;
-                    }
+    for rule in default_bus_rules(aws).await? {
+        let (Some(name), Some(arn), Some(pattern)) =
+            (rule.name(), rule.arn(), rule.event_pattern())
+        else {
+            continue;
+        };
+        let Ok(pattern) = serde_json::from_str::<Value>(pattern) else {
+            continue;
+        };
+        let mut kinds = Vec::new();
+        for (kind, event) in &events {
+            match matches(&pattern, event) {
+                Matched::Yes => kinds.push(*kind),
+                Matched::No => {}
+                Matched::Unknown(why) => {
+                    unreadable.push((name.to_owned(), why));
+                    kinds.clear();
+                    break;
                 }
-            }
-            if kinds.is_empty() {
-                continue;
-            }
-            let targets = aws
-                .events
-                .list_targets_by_rule()
-                .rule(name)
-                .send()
-                .await
-                .map_err(|e| anyhow::anyhow!("ListTargetsByRule {name}: {}", describe(&e)))?;
-            let arns: Vec<&str> = targets.targets().iter().map(|t| t.arn()).collect();
-            for target in targets.targets() {
-                let queue = target.arn();
-                if !queue.contains(":sqs:") || router_targets.contains(queue) {
-                    continue;
-                }
-                found.push((
-                    queue.to_owned(),
-                    OldRule {
-                        name: name.to_owned(),
-                        arn: arn.to_owned(),
-                        enabled: rule.state().is_none_or(|s| s.as_str() != "DISABLED"),
-                        kinds: kinds.clone(),
-                        target_id: target.id().to_owned(),
-                        other_targets: arns
-                            .iter()
-                            .filter(|a| **a != queue)
-                            .map(|a| a.to_string())
-                            .collect(),
-                        owner: Owner::Unknown { tool_hint: None },
-                    },
-                ));
             }
         }
-        next = page.next_token().map(str::to_owned);
-        if next.is_none() {
-            break;
+        if kinds.is_empty() {
+            continue;
+        }
+        let targets = aws
+            .events
+            .list_targets_by_rule()
+            .rule(name)
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("ListTargetsByRule {name}: {}", describe(&e)))?;
+        let arns: Vec<&str> = targets.targets().iter().map(|t| t.arn()).collect();
+        for target in targets.targets() {
+            let queue = target.arn();
+            if !queue.contains(":sqs:") || router_targets.contains(queue) {
+                continue;
+            }
+            found.push((
+                queue.to_owned(),
+                OldRule {
+                    name: name.to_owned(),
+                    arn: arn.to_owned(),
+                    enabled: rule.state().is_none_or(|s| s.as_str() != "DISABLED"),
+                    kinds: kinds.clone(),
+                    target_id: target.id().to_owned(),
+                    other_targets: arns
+                        .iter()
+                        .filter(|a| **a != queue)
+                        .map(|a| a.to_string())
+                        .collect(),
+                    owner: Owner::Unknown { tool_hint: None },
+                },
+            ));
         }
     }
     Ok((found, unreadable))
