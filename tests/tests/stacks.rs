@@ -320,6 +320,7 @@ async fn queue_mode_stacks_create_what_the_templates_declare() -> Result<()> {
             ("METRICS_NAMESPACE", "InterruptionRouter"),
             ("SERVED_ACCOUNTS", ""),
             ("SPOKE_ROLE_NAME", "interruption-router-spoke"),
+            ("ROUTING_MODE", "forward"),
         ])
     );
     let mappings = aws
