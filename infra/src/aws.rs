@@ -1,7 +1,7 @@
 //! The AWS clients the operator commands use, built once from one SDK configuration, and error
 //! text that names what AWS said instead of the SDK's bare "service error".
 
-use std::{error::Error, time::SystemTime};
+use std::{collections::BTreeMap, error::Error, time::SystemTime};
 
 use anyhow::{Context, Result, anyhow, bail};
 use aws_credential_types::{Credentials, provider::SharedCredentialsProvider};
@@ -156,19 +156,32 @@ where
 /// The physical id of a stack's resource. (DescribeStackResources, not DescribeStackResource:
 /// the emulator answers the latter with a 500.)
 pub async fn stack_resource(aws: &Aws, stack: &str, logical: &str) -> Result<String> {
-    let out = aws
-        .cfn
+    stack_resources(&aws.cfn, stack)
+        .await?
+        .remove(logical)
+        .with_context(|| format!("stack {stack} has no resource {logical}"))
+}
+
+/// A stack's resources: logical id → physical id.
+pub async fn stack_resources(
+    cfn: &aws_sdk_cloudformation::Client,
+    stack: &str,
+) -> Result<BTreeMap<String, String>> {
+    Ok(cfn
         .describe_stack_resources()
         .stack_name(stack)
         .send()
         .await
-        .map_err(|e| anyhow::anyhow!("DescribeStackResources {stack}: {}", describe(&e)))?;
-    out.stack_resources()
+        .map_err(|e| anyhow!("DescribeStackResources {stack}: {}", describe(&e)))?
+        .stack_resources()
         .iter()
-        .find(|r| r.logical_resource_id() == Some(logical))
-        .and_then(|r| r.physical_resource_id())
-        .map(str::to_owned)
-        .with_context(|| format!("stack {stack} has no resource {logical}"))
+        .filter_map(|r| {
+            Some((
+                r.logical_resource_id()?.to_owned(),
+                r.physical_resource_id()?.to_owned(),
+            ))
+        })
+        .collect())
 }
 
 /// Every rule on the default event bus (all pages of ListRules).

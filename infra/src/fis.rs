@@ -438,8 +438,9 @@ impl Report {
 /// `progress` is told what it is waiting for. Once an experiment runs, an error names it and how
 /// to stop it.
 pub async fn run(aws: &Aws, options: &Options, progress: impl Fn(&str)) -> Result<Report> {
-    let (experiment_id, started) = match &options.experiment_id {
-        Some(id) => (id.clone(), false),
+    // The template checked before the start, and the cluster it was checked for.
+    let (experiment_id, checked) = match &options.experiment_id {
+        Some(id) => (id.clone(), None),
         None => {
             let template_id = match (&options.template_id, &options.cluster) {
                 (Some(id), _) => id.clone(),
@@ -460,10 +461,11 @@ pub async fn run(aws: &Aws, options: &Options, progress: impl Fn(&str)) -> Resul
             progress(&format!(
                 "starting experiment template {template_id} against {cluster}"
             ));
-            (start(aws, &template_id).await?, true)
+            (start(aws, &template_id).await?, Some((template, cluster)))
         }
     };
-    let report = observe(aws, options, &experiment_id, &progress).await;
+    let started = checked.is_some();
+    let report = observe(aws, options, &experiment_id, checked, &progress).await;
     match report {
         Err(e) if started => Err(e.context(format!(
             "experiment {experiment_id} was started and may still be interrupting nodes: stop it \
@@ -491,17 +493,25 @@ fn target_cluster(template: &Template, asked: Option<&str>) -> Result<String> {
     }
 }
 
-/// Waits for the experiment and its window, then reads the evidence.
+/// Waits for the experiment and its window, then reads the evidence. `checked` is the template
+/// and cluster when this command started the experiment; otherwise they are read here.
 async fn observe(
     aws: &Aws,
     options: &Options,
     experiment_id: &str,
+    checked: Option<(Template, String)>,
     progress: &impl Fn(&str),
 ) -> Result<Report> {
     progress(&format!("waiting for experiment {experiment_id} to end"));
     let experiment = wait(aws, experiment_id, options.poll, options.timeout).await?;
-    let template = describe_template(aws, &experiment.template_id).await?;
-    let cluster = target_cluster(&template, options.cluster.as_deref())?;
+    let (template, cluster) = match checked {
+        Some(checked) => checked,
+        None => {
+            let template = describe_template(aws, &experiment.template_id).await?;
+            let cluster = target_cluster(&template, options.cluster.as_deref())?;
+            (template, cluster)
+        }
+    };
     let settle = options.settle.unwrap_or_else(|| {
         template
             .duration_before_interruption

@@ -14,7 +14,10 @@
 //! [`crate::verify::hub_bus_policy`], the LateForwardsAlarm), so `verify` reads what AWS would
 //! return.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::{
+    collections::BTreeMap,
+    time::{SystemTime, UNIX_EPOCH},
+};
 
 use anyhow::{Context, Result, bail};
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
@@ -398,31 +401,12 @@ impl Sandbox {
 
     /// base.yaml's HubEventBus policy (moto's CloudFormation creates the bus without it).
     async fn put_hub_bus_policy(&self, bus: &str) -> Result<()> {
-        let described = self
-            .aws
-            .cfn
-            .describe_stacks()
-            .stack_name(self.stack())
-            .send()
-            .await?;
-        let parameter = |key: &str| {
-            described
-                .stacks()
-                .first()
-                .and_then(|s| {
-                    s.parameters()
-                        .iter()
-                        .find(|p| p.parameter_key() == Some(key))
-                })
-                .and_then(|p| p.parameter_value())
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let organization = parameter("OrganizationId");
+        let parameters = self.base_parameters().await?;
+        let parameter = |key: &str| parameters.get(key).map(String::as_str).unwrap_or_default();
         let policy = hub_bus_policy(
             bus,
-            &parameter("ServedAccounts"),
-            Some(organization.as_str()),
+            parameter("ServedAccounts"),
+            Some(parameter("OrganizationId")),
         );
         self.aws
             .events
@@ -440,7 +424,11 @@ impl Sandbox {
     /// without actions (no AlarmTopicArn). The one on unreachable accounts only for a router that
     /// serves others, as the template's condition says.
     pub async fn create_alarms(&self) -> Result<()> {
-        let served = self.base_parameter("ServedAccounts").await?;
+        let parameters = self.base_parameters().await?;
+        let served = parameters
+            .get("ServedAccounts")
+            .map(String::as_str)
+            .unwrap_or_default();
         for spec in ALARMS {
             if spec.serving_others_only && served.is_empty() {
                 continue;
@@ -465,8 +453,8 @@ impl Sandbox {
         spec.put(&self.aws.cloudwatch, &name, &monitored).await
     }
 
-    /// A parameter value of the base stack, as deployed.
-    async fn base_parameter(&self, key: &str) -> Result<String> {
+    /// The base stack's parameters, as deployed.
+    async fn base_parameters(&self) -> Result<BTreeMap<String, String>> {
         let described = self
             .aws
             .cfn
@@ -477,14 +465,8 @@ impl Sandbox {
         Ok(described
             .stacks()
             .first()
-            .and_then(|s| {
-                s.parameters()
-                    .iter()
-                    .find(|p| p.parameter_key() == Some(key))
-            })
-            .and_then(|p| p.parameter_value())
-            .unwrap_or_default()
-            .to_owned())
+            .map(crate::stacks::parameters)
+            .unwrap_or_default())
     }
 
     /// spoke.yaml in `account` (stack [`verify::DEFAULT_SPOKE_STACK`], forwarding to this hub's

@@ -4,7 +4,7 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use anyhow::{Context, Result, bail};
-use aws_sdk_cloudformation::types::{Capability, Parameter, StackStatus};
+use aws_sdk_cloudformation::types::{self as cfn_types, Capability, Parameter, StackStatus};
 
 /// The templates, compiled in so the demo always deploys exactly what is in `cloudformation/`.
 pub const BASE_TEMPLATE: &str = include_str!("../../cloudformation/base.yaml");
@@ -35,6 +35,27 @@ impl Stack {
     }
 }
 
+/// A described stack's parameters, by key, as deployed.
+pub fn parameters(stack: &cfn_types::Stack) -> BTreeMap<String, String> {
+    stack
+        .parameters()
+        .iter()
+        .filter_map(|p| {
+            Some((
+                p.parameter_key()?.to_owned(),
+                p.parameter_value()?.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+fn parameter(key: &str, value: &str) -> Parameter {
+    Parameter::builder()
+        .parameter_key(key)
+        .parameter_value(value)
+        .build()
+}
+
 /// Creates a stack and waits until it is complete; a failure names the resources that failed.
 pub async fn create(
     cfn: &aws_sdk_cloudformation::Client,
@@ -42,19 +63,12 @@ pub async fn create(
     template: &str,
     parameters: &[(&str, &str)],
 ) -> Result<Stack> {
-    let parameters = parameters
-        .iter()
-        .map(|(k, v)| {
-            Parameter::builder()
-                .parameter_key(*k)
-                .parameter_value(*v)
-                .build()
-        })
-        .collect();
     cfn.create_stack()
         .stack_name(name)
         .template_body(template)
-        .set_parameters(Some(parameters))
+        .set_parameters(Some(
+            parameters.iter().map(|(k, v)| parameter(k, v)).collect(),
+        ))
         .capabilities(Capability::CapabilityIam)
         .capabilities(Capability::CapabilityNamedIam)
         .send()
@@ -73,36 +87,16 @@ pub async fn update(
     parameters: &[(&str, &str)],
 ) -> Result<Stack> {
     let described = cfn.describe_stacks().stack_name(name).send().await?;
-    let previous: Vec<(String, String)> = described
-        .stacks()
-        .first()
-        .with_context(|| format!("no stack {name}"))?
-        .parameters()
-        .iter()
-        .filter_map(|p| {
-            Some((
-                p.parameter_key()?.to_owned(),
-                p.parameter_value()?.to_owned(),
-            ))
-        })
-        .collect();
-    let mut all: Vec<Parameter> = parameters
-        .iter()
-        .map(|(k, v)| {
-            Parameter::builder()
-                .parameter_key(*k)
-                .parameter_value(*v)
-                .build()
-        })
-        .collect();
-    for (key, value) in previous {
-        if !parameters.iter().any(|(k, _)| *k == key) {
-            all.push(
-                Parameter::builder()
-                    .parameter_key(key)
-                    .parameter_value(value)
-                    .build(),
-            );
+    let previous = self::parameters(
+        described
+            .stacks()
+            .first()
+            .with_context(|| format!("no stack {name}"))?,
+    );
+    let mut all: Vec<Parameter> = parameters.iter().map(|(k, v)| parameter(k, v)).collect();
+    for (key, value) in &previous {
+        if !parameters.iter().any(|(k, _)| k == key) {
+            all.push(parameter(key, value));
         }
     }
     let updated = cfn

@@ -115,7 +115,8 @@ impl Sender {
         } else {
             Sender::Spoke {
                 account: account.to_owned(),
-                role_arn: spoke_role_arn(region, account, spoke_role),
+                // The role the router assumes: in its own partition, as every account it serves.
+                role_arn: spoke_role_arn(home_region, account, spoke_role),
             }
         }
     }
@@ -264,9 +265,9 @@ impl Accounts {
     /// account is told apart from a failing lookup.
     pub async fn clients(&self, scope: &Scope) -> Result<Arc<Clients>, Unreachable> {
         let region = scope.region.as_deref().unwrap_or(&self.home_region);
-        let account = match self.sender(scope) {
+        let (account, role_arn) = match self.sender(scope) {
             Some(Sender::Home) => return Ok(self.home.clone()),
-            Some(Sender::Spoke { account, .. }) => account,
+            Some(Sender::Spoke { account, role_arn }) => (account, role_arn),
             // admit refuses every scope until the home account is known; never guess.
             None => {
                 return Err(Unreachable {
@@ -276,7 +277,7 @@ impl Accounts {
                 });
             }
         };
-        let assumed = self.assumed(&account);
+        let assumed = self.assumed(&account, role_arn);
         assumed.credentials().await?;
         let mut by_scope = self.by_scope.lock().unwrap();
         let clients = by_scope.entry(scope.clone()).or_insert_with(|| {
@@ -292,12 +293,11 @@ impl Accounts {
         Ok(clients.clone())
     }
 
-    fn assumed(&self, account: &str) -> Arc<Assumed> {
+    fn assumed(&self, account: &str, role: String) -> Arc<Assumed> {
         let mut assumed = self.assumed.lock().unwrap();
         if let Some(found) = assumed.get(account) {
             return found.clone();
         }
-        let role = spoke_role_arn(&self.home_region, account, &self.spoke_role);
         let entry = Arc::new(Assumed {
             account: account.to_owned(),
             role,

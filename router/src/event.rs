@@ -531,7 +531,15 @@ pub fn rfc3339_unix_millis(s: &str) -> Option<i64> {
 /// router writes itself (log lines and metric documents Lambda's log filter must accept).
 pub fn unix_millis_rfc3339(ms: i64) -> String {
     let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
-    // Civil from days (Howard Hinnant's algorithm), the inverse of the one above.
+    let (year, month, day) = civil_from_days(days);
+    let (hour, minute) = (ms_of_day / 3_600_000, ms_of_day / 60_000 % 60);
+    let (second, millis) = (ms_of_day / 1000 % 60, ms_of_day % 1000);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
+}
+
+/// (year, month, day) of a count of days since 1970-01-01: Howard Hinnant's "civil from days",
+/// the inverse of the day count in [`rfc3339_unix_millis`].
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -540,10 +548,7 @@ pub fn unix_millis_rfc3339(ms: i64) -> String {
     let mp = (5 * doy + 2) / 153;
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (hour, minute) = (ms_of_day / 3_600_000, ms_of_day / 60_000 % 60);
-    let (second, millis) = (ms_of_day / 1000 % 60, ms_of_day % 1000);
-    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
 /// Writes the copy of a Health event that one cluster receives: the same envelope and detail,

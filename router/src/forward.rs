@@ -236,15 +236,6 @@ enum QueueUrl {
     Missing,
 }
 
-/// Why a batch could not start.
-enum Unsendable {
-    Missing(String),
-    NeverThere(String),
-    Failed(String),
-    Denied(Denial),
-    Unreachable(Unreachable),
-}
-
 pub struct Forwarder {
     accounts: Arc<Accounts>,
     queue_names: QueueNameTemplate,
@@ -267,7 +258,8 @@ impl Forwarder {
             .build();
         let known = Cache::builder()
             .max_capacity(10_000)
-            .time_to_live(KNOWN_QUEUE_HORIZON)
+            // Refreshed each time a URL is looked up, so it must outlive a cached URL.
+            .time_to_live(KNOWN_QUEUE_HORIZON.max(cache.ttl))
             .build();
         Self {
             accounts,
@@ -316,17 +308,8 @@ impl Forwarder {
         let destination = &messages[batch[0]].destination;
         let (clients, url) = match self.url_for(destination, stats).await {
             Ok(found) => found,
-            Err(Unsendable::Missing(queue)) => {
-                return vec![Delivery::QueueMissing { queue }; batch.len()];
-            }
-            Err(Unsendable::NeverThere(queue)) => {
-                return vec![Delivery::NoTenantQueue { queue }; batch.len()];
-            }
-            Err(Unsendable::Failed(error)) => return vec![Delivery::Failed { error }; batch.len()],
-            Err(Unsendable::Denied(denial)) => {
-                return vec![Delivery::Denied(denial); batch.len()];
-            }
-            Err(Unsendable::Unreachable(e)) => return vec![Delivery::Unreachable(e); batch.len()],
+            // Why the batch could not start holds for each of its messages.
+            Err(why) => return vec![why; batch.len()],
         };
         let client = &clients.sqs;
 
@@ -368,13 +351,8 @@ impl Forwarder {
                         Delivery::QueueMissing {
                             queue: url.to_string(),
                         }
-                    } else if let Some(code) = e.code().filter(|c| is_denial(c)) {
-                        Delivery::Denied(Denial {
-                            queue: url.to_string(),
-                            sender: self.sender(destination),
-                            code: code.to_owned(),
-                            message: e.message().unwrap_or_default().to_owned(),
-                        })
+                    } else if let Some(denial) = self.denial(&url, destination, &e) {
+                        Delivery::Denied(denial)
                     } else {
                         Delivery::Failed {
                             error: DisplayErrorContext(&e).to_string(),
@@ -430,17 +408,21 @@ impl Forwarder {
     }
 
     /// The clients and queue URL of a destination: the cluster's queue in its own account and
-    /// region, or the dead-letter queue in the function's own.
+    /// region, or the dead-letter queue in the function's own. An error is what each message of
+    /// the batch gets.
     async fn url_for(
         &self,
         destination: &Destination,
         stats: &ForwardStats,
-    ) -> Result<(Arc<Clients>, Arc<str>), Unsendable> {
+    ) -> Result<(Arc<Clients>, Arc<str>), Delivery> {
         let (scope, cluster) = match destination {
             Destination::DeadLetter => {
-                let url = self.dead_letter.as_deref().ok_or_else(|| {
-                    Unsendable::Failed("no DEAD_LETTER_QUEUE_URL configured".into())
-                })?;
+                let url = self
+                    .dead_letter
+                    .as_deref()
+                    .ok_or_else(|| Delivery::Failed {
+                        error: "no DEAD_LETTER_QUEUE_URL configured".into(),
+                    })?;
                 return Ok((self.accounts.home(), Arc::from(url)));
             }
             Destination::Cluster { scope, cluster } => (scope, cluster),
@@ -449,13 +431,15 @@ impl Forwarder {
             .accounts
             .clients(scope)
             .await
-            .map_err(Unsendable::Unreachable)?;
+            .map_err(Delivery::Unreachable)?;
         let client = &clients.sqs;
         let Some(name) = self.queue_names.queue_name(cluster) else {
-            return Err(Unsendable::NeverThere(format!(
-                "{}{cluster}… (not a valid SQS queue name)",
-                self.queue_names.prefix()
-            )));
+            return Err(Delivery::NoTenantQueue {
+                queue: format!(
+                    "{}{cluster}… (not a valid SQS queue name)",
+                    self.queue_names.prefix()
+                ),
+            });
         };
         let key = (scope.clone(), cluster.clone());
         let url = self
@@ -463,44 +447,53 @@ impl Forwarder {
             .try_get_with(key.clone(), async {
                 stats.get_queue_url_calls.fetch_add(1, Ordering::Relaxed);
                 match client.get_queue_url().queue_name(&name).send().await {
-                    Ok(out) => Ok(out
-                        .queue_url()
-                        .map_or(QueueUrl::Missing, |u| QueueUrl::Found(Arc::from(u)))),
+                    Ok(out) => match out.queue_url() {
+                        Some(url) => {
+                            self.known.insert(key.clone(), ()).await;
+                            Ok(QueueUrl::Found(Arc::from(url)))
+                        }
+                        None => Ok(QueueUrl::Missing),
+                    },
                     Err(e)
                         if e.as_service_error()
                             .is_some_and(|s| s.is_queue_does_not_exist()) =>
                     {
                         Ok(QueueUrl::Missing)
                     }
-                    Err(e) => Err(match e.code().filter(|c| is_denial(c)) {
-                        Some(code) => UrlError::Denied {
-                            code: code.to_owned(),
-                            message: e.message().unwrap_or_default().to_owned(),
+                    // Not cached: the next batch asks again.
+                    Err(e) => Err(match self.denial(&name, destination, &e) {
+                        Some(denial) => Delivery::Denied(denial),
+                        None => Delivery::Failed {
+                            error: format!("GetQueueUrl {name}: {}", DisplayErrorContext(&e)),
                         },
-                        None => UrlError::Failed(DisplayErrorContext(&e).to_string()),
                     }),
                 }
             })
             .await;
         match url {
-            Ok(QueueUrl::Found(url)) => {
-                self.known.insert(key, ()).await;
-                Ok((clients.clone(), url))
-            }
+            Ok(QueueUrl::Found(url)) => Ok((clients.clone(), url)),
             Ok(QueueUrl::Missing) if self.known.contains_key(&key) => {
-                Err(Unsendable::Missing(name))
+                Err(Delivery::QueueMissing { queue: name })
             }
-            Ok(QueueUrl::Missing) => Err(Unsendable::NeverThere(name)),
-            Err(e) => match &*e {
-                UrlError::Denied { code, message } => Err(Unsendable::Denied(Denial {
-                    queue: name,
-                    sender: self.sender(destination),
-                    code: code.clone(),
-                    message: message.clone(),
-                })),
-                UrlError::Failed(e) => Err(Unsendable::Failed(format!("GetQueueUrl {name}: {e}"))),
-            },
+            Ok(QueueUrl::Missing) => Err(Delivery::NoTenantQueue { queue: name }),
+            Err(why) => Err((*why).clone()),
         }
+    }
+
+    /// `error` as the denial it is when its code says the sender may not write `queue`.
+    fn denial(
+        &self,
+        queue: &str,
+        destination: &Destination,
+        error: &impl ProvideErrorMetadata,
+    ) -> Option<Denial> {
+        let code = error.code().filter(|c| is_denial(c))?;
+        Some(Denial {
+            queue: queue.to_owned(),
+            sender: self.sender(destination),
+            code: code.to_owned(),
+            message: error.message().unwrap_or_default().to_owned(),
+        })
     }
 
     /// Who the router is when it writes `destination`, for messages.
@@ -531,13 +524,6 @@ fn entry(position: usize, message: &Message) -> Result<SendMessageBatchRequestEn
         .set_message_attributes((!attributes.is_empty()).then_some(attributes))
         .build()
         .map_err(|e| e.to_string())
-}
-
-/// Why GetQueueUrl failed (not cached: the next batch asks again).
-#[derive(Debug)]
-enum UrlError {
-    Denied { code: String, message: String },
-    Failed(String),
 }
 
 struct UrlExpiry {

@@ -150,7 +150,6 @@ mod tests {
                 ("AWS_LAMBDA_LOG_LEVEL", level),
             ]);
             assert_eq!(s.metrics_level(), metrics, "{level}");
-            assert!(s.lambda_level.unwrap() <= s.metrics_level());
         }
     }
 

@@ -6,11 +6,9 @@
 //! templates and state those guarantees directly; `tests/tests/policy.rs` shows each one failing
 //! on a deliberately broken copy.
 //!
-//! Templates are parsed with `serde_norway`, the maintained fork of the archived `serde_yaml`:
-//! it keeps CloudFormation's short-form tags (`!Sub`, `!GetAtt`, `!If`, …) as tagged values,
-//! which [`Template::parse`] rewrites to the long form (`Fn::Sub`, …) so a check sees one shape
-//! whichever form the template uses. `serde_yml` is deprecated and unsound; `yaml-rust2` has no
-//! serde model and would mean a second value type to walk.
+//! Templates are parsed by [`Template::parse`] (`infra/src/template.rs`, which says why it uses
+//! `serde_norway`): CloudFormation's short-form tags (`!Sub`, `!GetAtt`, `!If`, …) are rewritten
+//! to the long form (`Fn::Sub`, …) so a check sees one shape whichever form the template uses.
 //!
 //! Where a value depends on a condition (`Fn::If`), a check looks at every branch: a template
 //! passes only if it is safe whatever its parameters are.

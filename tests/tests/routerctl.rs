@@ -342,7 +342,23 @@ async fn verify_fails(
     Ok(report)
 }
 
-/// Asserts that `report`'s check `name` exists and its detail says `text`.
+/// Deletes the sandbox's alarm whose name starts with `prefix` (`<stack>-<logical id>`).
+async fn delete_alarm(aws: &Aws, prefix: &str) -> Result<()> {
+    let alarms = aws
+        .cloudwatch
+        .describe_alarms()
+        .alarm_name_prefix(prefix)
+        .send()
+        .await?;
+    let alarm = alarms.metric_alarms()[0].alarm_name().unwrap().to_owned();
+    aws.cloudwatch
+        .delete_alarms()
+        .alarm_names(&alarm)
+        .send()
+        .await?;
+    Ok(())
+}
+
 /// Asserts that check `name`'s fix says `text`.
 fn assert_fix(report: &verify::Report, name: &str, text: &str) {
     let fix = report.check(name).and_then(|c| c.fix.as_deref());
@@ -353,6 +369,7 @@ fn assert_fix(report: &verify::Report, name: &str, text: &str) {
     );
 }
 
+/// Asserts that `report`'s check `name` exists and its detail says `text`.
 fn assert_detail(report: &verify::Report, name: &str, text: &str) {
     let check = report.check(name);
     assert!(
@@ -673,32 +690,17 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     put_role_policy(aws, &role, &document).await?;
 
     // The late-forwards alarm deleted: nobody hears of interruptions forwarded too late.
-    let alarms = aws
-        .cloudwatch
-        .describe_alarms()
-        .alarm_name_prefix("ir-LateForwardsAlarm")
-        .send()
-        .await?;
-    let alarm = alarms.metric_alarms()[0].alarm_name().unwrap().to_owned();
-    aws.cloudwatch
-        .delete_alarms()
-        .alarm_names(&alarm)
-        .send()
-        .await?;
+    delete_alarm(aws, "ir-LateForwardsAlarm").await?;
     let report = verify_fails(&estate, &[], &["alarm:LateForwardsAlarm"]).await?;
-    let check = report.check("alarm:LateForwardsAlarm").unwrap();
-    assert!(
-        check
-            .detail
-            .contains("no alarm watches InterruptionRouter LateForwards"),
-        "{}",
-        check.detail
+    assert_detail(
+        &report,
+        "alarm:LateForwardsAlarm",
+        "no alarm watches InterruptionRouter LateForwards",
     );
-    assert!(
-        check.fix.as_deref().unwrap().contains(
-            "aws cloudwatch put-metric-alarm --region us-east-1 --alarm-name ir-LateForwardsAlarm"
-        ),
-        "{check:?}"
+    assert_fix(
+        &report,
+        "alarm:LateForwardsAlarm",
+        "aws cloudwatch put-metric-alarm --region us-east-1 --alarm-name ir-LateForwardsAlarm",
     );
     sandbox.create_alarm("LateForwardsAlarm").await?;
 
@@ -763,29 +765,14 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
 
     // The metrics-missing alarm deleted: documents Lambda's log filter drops would leave every
     // router alarm silent, and nothing would say so.
-    let alarms = aws
-        .cloudwatch
-        .describe_alarms()
-        .alarm_name_prefix("ir-RouterMetricsMissingAlarm")
-        .send()
-        .await?;
-    let alarm = alarms.metric_alarms()[0].alarm_name().unwrap().to_owned();
-    aws.cloudwatch
-        .delete_alarms()
-        .alarm_names(&alarm)
-        .send()
-        .await?;
+    delete_alarm(aws, "ir-RouterMetricsMissingAlarm").await?;
     let report = verify_fails(&estate, &[], &["alarm:RouterMetricsMissingAlarm"]).await?;
     assert_detail(
         &report,
         "alarm:RouterMetricsMissingAlarm",
         "metric documents",
     );
-    let check = report.check("alarm:RouterMetricsMissingAlarm").unwrap();
-    assert!(
-        check.fix.as_deref().unwrap().contains("--metrics"),
-        "{check:?}"
-    );
+    assert_fix(&report, "alarm:RouterMetricsMissingAlarm", "--metrics");
     sandbox.create_alarm("RouterMetricsMissingAlarm").await?;
 
     // Lambda counted invocations, and the log group holds only lines without metric documents

@@ -52,10 +52,9 @@ impl Clients {
     }
 }
 
-/// The base stack in Queue mode and one tenant stack per cluster, as `make deploy-base` and
-/// `make deploy-tenant` deploy them: alpha and beta import the role and prefix from the base
-/// stack (beta also grants its Karpenter role), gamma passes both explicitly.
-async fn deploy_queue_mode(world: &World, aws: &Clients) -> Result<(Stack, Vec<Stack>)> {
+/// The function's code where base.yaml's `CodeS3Bucket=artifacts` points (the router itself runs
+/// as a local process).
+async fn upload_code(world: &World) -> Result<()> {
     world
         .moto
         .put_object(
@@ -63,7 +62,14 @@ async fn deploy_queue_mode(world: &World, aws: &Clients) -> Result<(Stack, Vec<S
             "bootstrap.zip",
             b"the router runs as a local process",
         )
-        .await?;
+        .await
+}
+
+/// The base stack in Queue mode and one tenant stack per cluster, as `make deploy-base` and
+/// `make deploy-tenant` deploy them: alpha and beta import the role and prefix from the base
+/// stack (beta also grants its Karpenter role), gamma passes both explicitly.
+async fn deploy_queue_mode(world: &World, aws: &Clients) -> Result<(Stack, Vec<Stack>)> {
+    upload_code(world).await?;
     let base = stacks::create(
         &aws.cfn,
         BASE,
@@ -471,14 +477,7 @@ fn without_queue_mode_outputs(template: &str) -> String {
 async fn direct_mode_rules_invoke_the_function_with_a_permission_each() -> Result<()> {
     let world = World::start().await?;
     let aws = Clients::of(&world).await;
-    world
-        .moto
-        .put_object(
-            "artifacts",
-            "bootstrap.zip",
-            b"the router runs as a local process",
-        )
-        .await?;
+    upload_code(&world).await?;
     let base = stacks::create(
         &aws.cfn,
         BASE,
@@ -863,14 +862,7 @@ fn updating_deployed_stacks_to_these_templates_replaces_and_deletes_nothing() ->
 async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_messages() -> Result<()> {
     let world = World::start().await?;
     let aws = Clients::of(&world).await;
-    world
-        .moto
-        .put_object(
-            "artifacts",
-            "bootstrap.zip",
-            b"the router runs as a local process",
-        )
-        .await?;
+    upload_code(&world).await?;
     let base = stacks::create(
         &aws.cfn,
         BASE,
@@ -898,24 +890,7 @@ async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_message
             .send()
             .await?;
     }
-    let physical = async |stack: &str| -> Result<BTreeMap<String, String>> {
-        let out = aws
-            .cfn
-            .describe_stack_resources()
-            .stack_name(stack)
-            .send()
-            .await?;
-        Ok(out
-            .stack_resources()
-            .iter()
-            .filter_map(|r| {
-                Some((
-                    r.logical_resource_id()?.to_owned(),
-                    r.physical_resource_id()?.to_owned(),
-                ))
-            })
-            .collect())
-    };
+    let physical = async |stack: &str| routerctl::aws::stack_resources(&aws.cfn, stack).await;
     let (base_before, tenant_before) = (physical(&base.name).await?, physical(&tenant.name).await?);
 
     stacks::update(&aws.cfn, &base.name, BASE_TEMPLATE, &[]).await?;

@@ -121,13 +121,7 @@ pub async fn perform(
                 bail!("the probe was not sent:\n{}", report.render());
             }
             if let Some(tenant) = &land.clusters[cluster].tenant {
-                aws.sqs
-                    .tag_queue()
-                    .queue_url(&tenant.url)
-                    .tags(PROBE_TAG, rfc3339(SystemTime::now()))
-                    .send()
-                    .await
-                    .map_err(|e| anyhow::anyhow!("TagQueue {}: {}", tenant.url, describe(&e)))?;
+                tag_queue(aws, &tenant.url, PROBE_TAG, &rfc3339(SystemTime::now())).await?;
             }
             Ok(format!(
                 "sent probe {} (a rebalance recommendation for {node}) through {function}; \
@@ -150,20 +144,10 @@ pub async fn perform(
                 rules.join(", ")
             ))
         }
-        Change::DeleteRules {
-            rules,
-            queues,
-            cluster,
-        } => {
+        Change::DeleteRules { rules, queues } => {
             // Marked first: with its rules gone, only the mark may tie a queue to the cluster.
             for url in queues {
-                aws.sqs
-                    .tag_queue()
-                    .queue_url(url)
-                    .tags(RETIRED_TAG, cluster)
-                    .send()
-                    .await
-                    .map_err(|e| anyhow::anyhow!("TagQueue {url}: {}", describe(&e)))?;
+                tag_queue(aws, url, RETIRED_TAG, cluster).await?;
             }
             let mut deleted = Vec::new();
             for (rule, target) in rules {
@@ -256,13 +240,7 @@ pub async fn rollback(aws: &Aws, land: &Landscape, cluster: &str) -> Result<Roll
         enabled.push(rule.name.clone());
     }
     if let Some(tenant) = &view.tenant {
-        aws.sqs
-            .tag_queue()
-            .queue_url(&tenant.url)
-            .tags(ROLLBACK_TAG, rfc3339(SystemTime::now()))
-            .send()
-            .await
-            .map_err(|e| anyhow::anyhow!("TagQueue {}: {}", tenant.url, describe(&e)))?;
+        tag_queue(aws, &tenant.url, ROLLBACK_TAG, &rfc3339(SystemTime::now())).await?;
     }
     Ok(RolledBack {
         enabled,
@@ -277,13 +255,18 @@ pub async fn resume(aws: &Aws, land: &Landscape, cluster: &str) -> Result<()> {
     let (Switch::RolledBack(_), Some(tenant)) = (view.switch, &view.tenant) else {
         bail!("{cluster} was not rolled back (or is resumed already): nothing to resume");
     };
+    tag_queue(aws, &tenant.url, RESUME_TAG, &rfc3339(SystemTime::now())).await
+}
+
+/// Marks a queue: adopt keeps its own state (probes, retirement, rollback, resume) in queue tags.
+async fn tag_queue(aws: &Aws, url: &str, key: &str, value: &str) -> Result<()> {
     aws.sqs
         .tag_queue()
-        .queue_url(&tenant.url)
-        .tags(RESUME_TAG, rfc3339(SystemTime::now()))
+        .queue_url(url)
+        .tags(key, value)
         .send()
         .await
-        .map_err(|e| anyhow::anyhow!("TagQueue {}: {}", tenant.url, describe(&e)))?;
+        .map_err(|e| anyhow::anyhow!("TagQueue {url}: {}", describe(&e)))?;
     Ok(())
 }
 

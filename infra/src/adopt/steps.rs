@@ -80,7 +80,6 @@ pub enum Change {
     DeleteRules {
         rules: Vec<(String, String)>,
         queues: Vec<String>,
-        cluster: String,
     },
     DeleteQueue {
         url: String,
@@ -456,7 +455,6 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
                         .map(|r| (r.name.clone(), r.target_id.clone()))
                         .collect(),
                     queues: setups.iter().map(|s| s.queue.url.clone()).collect(),
-                    cluster: cluster.to_owned(),
                 }),
             ),
         }

@@ -40,9 +40,7 @@ mod spokes;
 pub(crate) mod stack;
 pub(crate) mod tenants;
 
-pub use monitoring::{
-    ALARMS, AlarmSpec, LATE_FORWARDS_ALARM, LATE_FORWARDS_METRIC, Monitored, Watches,
-};
+pub use monitoring::{ALARMS, Monitored};
 pub use queues::events_queue_policy;
 pub use report::{Check, Mode, Report};
 pub use rules::{HUB_RULES, RULES};

@@ -33,6 +33,24 @@ impl Queue {
     pub fn attribute(&self, name: QueueAttributeName) -> Option<&str> {
         self.attributes.get(name.as_str()).map(String::as_str)
     }
+
+    /// What the queue policy `policy` decides for the AWS principal `principal` doing `action` on
+    /// this queue over HTTPS, as the SDKs call.
+    pub fn decision(&self, policy: &Policy, principal: &str, action: &str) -> Decision {
+        let context = [
+            ("aws:PrincipalArn", principal),
+            ("aws:SecureTransport", "true"),
+        ];
+        evaluate(
+            std::slice::from_ref(policy),
+            &Request {
+                principal: Principal::Aws(principal),
+                action,
+                resource: &self.arn,
+                context: &context,
+            },
+        )
+    }
 }
 
 /// Checks the ingest queue (Queue mode) and the DLQ against the stack's rules.
@@ -312,20 +330,7 @@ fn events_may_send(
             "arn:{}:iam::{}:role/any-admin",
             base.partition, base.account
         );
-        let context = [
-            ("aws:PrincipalArn", admin.as_str()),
-            ("aws:SecureTransport", "true"),
-        ];
-        let decision = evaluate(
-            std::slice::from_ref(&policy),
-            &Request {
-                principal: Principal::Aws(&admin),
-                action: "sqs:SendMessage",
-                resource: &queue.arn,
-                context: &context,
-            },
-        );
-        if matches!(decision, Decision::Denied { .. }) {
+        if let Decision::Denied { .. } = queue.decision(&policy, &admin, "sqs:SendMessage") {
             f.ok("every other sender is denied");
         } else {
             f.problem(

@@ -81,16 +81,7 @@ pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> 
         .iter()
         .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
         .collect();
-    let parameters: BTreeMap<String, String> = stack
-        .parameters()
-        .iter()
-        .filter_map(|p| {
-            Some((
-                p.parameter_key()?.to_owned(),
-                p.parameter_value()?.to_owned(),
-            ))
-        })
-        .collect();
+    let parameters = crate::stacks::parameters(stack);
     let mode = match parameters.get("IngestMode").map(String::as_str) {
         Some("Direct") => Mode::Direct,
         _ => Mode::Queue,
@@ -149,20 +140,7 @@ pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> 
 
 /// A stack's resources: logical id → physical id.
 pub(super) async fn resources(aws: &Aws, stack: &str) -> Result<BTreeMap<String, String>, String> {
-    Ok(aws
-        .cfn
-        .describe_stack_resources()
-        .stack_name(stack)
-        .send()
+    crate::aws::stack_resources(&aws.cfn, stack)
         .await
-        .map_err(|e| format!("DescribeStackResources {stack}: {}", describe(&e)))?
-        .stack_resources()
-        .iter()
-        .filter_map(|r| {
-            Some((
-                r.logical_resource_id()?.to_owned(),
-                r.physical_resource_id()?.to_owned(),
-            ))
-        })
-        .collect())
+        .map_err(|e| format!("{e:#}"))
 }

@@ -18,7 +18,7 @@ use super::{
 };
 use crate::{
     aws::{Aws, arn_name, describe},
-    policy::{Decision, Policy, Principal, Request, evaluate},
+    policy::{Decision, Policy},
 };
 
 /// How the router names queues: the function's template; if the environment is broken, the
@@ -291,22 +291,10 @@ pub(crate) async fn check_karpenter_role(
     let mut f = Findings::default();
     let mut refused = Vec::new();
     for action in KARPENTER_QUEUE_ACTIONS {
-        let mut decision = role.may_with(action, &queue.arn, &[]);
+        let mut decision = role.may(action, &queue.arn);
         // The queue policy may deny it (it denies plain HTTP only, which Karpenter never uses).
         if let (true, Some(policy)) = (decision.is_allowed(), &policy) {
-            let context = [
-                ("aws:PrincipalArn", arn.as_str()),
-                ("aws:SecureTransport", "true"),
-            ];
-            let by_queue = evaluate(
-                std::slice::from_ref(policy),
-                &Request {
-                    principal: Principal::Aws(&arn),
-                    action,
-                    resource: &queue.arn,
-                    context: &context,
-                },
-            );
+            let by_queue = queue.decision(policy, &arn, action);
             if let Decision::Denied { .. } = by_queue {
                 decision = by_queue;
             }
@@ -369,14 +357,7 @@ async fn tenant_stack_parameter(
         .send()
         .await
         .ok()?;
-    described
-        .stacks()
-        .first()?
-        .parameters()
-        .iter()
-        .find(|p| p.parameter_key() == Some(key))
-        .and_then(|p| p.parameter_value())
-        .map(str::to_owned)
+    crate::stacks::parameters(described.stacks().first()?).remove(key)
 }
 
 /// The one principal a tenant queue must admit as sender: the hub's router role, or in a member
@@ -424,21 +405,7 @@ pub(crate) fn check_tenant_policy(
         Ok(p) => p,
         Err(e) => return fail(name, e, restore),
     };
-    let decide = |principal: &str| {
-        let context = [
-            ("aws:PrincipalArn", principal),
-            ("aws:SecureTransport", "true"),
-        ];
-        evaluate(
-            std::slice::from_ref(&policy),
-            &Request {
-                principal: Principal::Aws(principal),
-                action: "sqs:SendMessage",
-                resource: &queue.arn,
-                context: &context,
-            },
-        )
-    };
+    let decide = |principal: &str| queue.decision(&policy, principal, "sqs:SendMessage");
     let mut f = Findings::default();
     match decide(role_arn) {
         d @ Decision::Allowed { .. } => f.ok(format!("{} {d}", sender.label)),

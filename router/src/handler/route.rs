@@ -503,36 +503,25 @@ impl Router {
 
     /// Failed records the router stops retrying become dead letters, with their failure's
     /// reason: denied ones past their grace, and SQS records on their last receive. The ingest
-    /// queue's `maxReceiveCount` is read once per batch, bounded by the invocation's budget.
+    /// queue's `maxReceiveCount` is read at most once per batch, bounded by the invocation's
+    /// budget: [`crate::redeliver::Redeliver::max_receive_count`] remembers its answers and its
+    /// failed reads.
     async fn give_up(&self, entries: &mut [Entry<'_>], budget: &Budget) {
         let now = unix_millis(SystemTime::now());
-        let failed = |entry: &Entry<'_>| match &entry.state {
-            State::Decided(Outcome::Failed(failure)) if failure.cause != Cause::NotKept => {
-                Some(failure.clone())
-            }
-            _ => None,
-        };
-        let mut max_receives: HashMap<&str, Option<u32>> = HashMap::new();
-        for entry in entries.iter() {
-            if let (Some(_), Some(origin)) = (failed(entry), entry.record.origin)
-                && !max_receives.contains_key(origin.queue_arn)
-            {
-                let read_by = policy_read_deadline(budget.finish_by);
-                let max = self
-                    .redeliver
-                    .max_receive_count(origin.queue_arn, read_by)
-                    .await;
-                max_receives.insert(origin.queue_arn, max);
-            }
-        }
         for entry in entries.iter_mut() {
-            let Some(failure) = failed(entry) else {
-                continue;
+            let failure = match &entry.state {
+                State::Decided(Outcome::Failed(f)) if f.cause != Cause::NotKept => f.clone(),
+                _ => continue,
             };
-            let last_receive = entry.record.origin.and_then(|origin| {
-                let max = max_receives.get(origin.queue_arn).copied().flatten()?;
-                (origin.receive_count >= max).then_some((origin.receive_count, max))
-            });
+            let last_receive = match entry.record.origin {
+                Some(origin) => self
+                    .redeliver
+                    .max_receive_count(origin.queue_arn, policy_read_deadline(budget.finish_by))
+                    .await
+                    .filter(|max| origin.receive_count >= *max)
+                    .map(|max| (origin.receive_count, max)),
+                None => None,
+            };
             let detail = if failure.cause == Cause::AccessDenied
                 && denial_grace_over(entry.record, entry.interruption.as_ref(), now)
             {
