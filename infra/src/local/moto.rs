@@ -7,9 +7,11 @@
 //! also works on a fresh machine without the Makefile.
 
 use std::{
+    collections::BTreeSet,
     net::{Ipv4Addr, SocketAddr, TcpListener},
     path::{Path, PathBuf},
     process::Stdio,
+    sync::Mutex,
     time::{Duration, Instant},
 };
 
@@ -29,6 +31,7 @@ pub const ACCOUNT: &str = "123456789012";
 pub struct MotoServer {
     child: Child,
     endpoint: String,
+    _port: Reserved,
 }
 
 impl MotoServer {
@@ -40,19 +43,20 @@ impl MotoServer {
         for _ in 0..3 {
             let port = free_port()?;
             let mut child = Command::new(&program)
-                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .args(["-H", "127.0.0.1", "-p", &port.0.to_string()])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .kill_on_drop(true)
                 .spawn()
                 .with_context(|| format!("starting {}", program.display()))?;
-            let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+            let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port.0));
             match wait_ready(addr, &mut child).await {
                 Ok(()) => {
                     return Ok(Self {
                         child,
                         endpoint: format!("http://{addr}"),
+                        _port: port,
                     });
                 }
                 Err(e) => last_error = Some(e),
@@ -181,10 +185,31 @@ pub async fn sdk_config_for(endpoint: &str) -> aws_config::SdkConfig {
         .await
 }
 
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-        .local_addr()?
-        .port())
+/// Ports this process gave a moto server that has not stopped. The OS hands a freed port out
+/// again as soon as nothing is bound to it, and moto binds its port only a second or two after it
+/// starts: without this, two emulators started at once (tests run concurrently) can get the same
+/// port, and the one that loses the bind would be reported ready because the other one answers.
+static RESERVED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// A port reserved in [`RESERVED`] until dropped.
+struct Reserved(u16);
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        RESERVED.lock().unwrap().remove(&self.0);
+    }
+}
+
+/// A loopback port nothing is bound to and no other moto server of this process was given.
+fn free_port() -> Result<Reserved> {
+    loop {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+            .local_addr()?
+            .port();
+        if RESERVED.lock().unwrap().insert(port) {
+            return Ok(Reserved(port));
+        }
+    }
 }
 
 async fn wait_ready(addr: SocketAddr, child: &mut Child) -> Result<()> {
