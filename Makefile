@@ -27,6 +27,9 @@ REGION ?=
 BUCKET ?=
 CLUSTER ?=
 KARPENTER_ROLE ?=
+# The SNS topic (same region) the alarms notify: the base stack's, and each tenant queue's
+# unread-message alarm. Unset keeps what the stack has.
+ALARM_TOPIC ?=
 INGEST_MODE ?=
 LOG_LEVEL ?=
 # package: the architecture to build (default arm64). deploy-base reads the architecture from the
@@ -54,7 +57,7 @@ help:
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64)"
 	@echo "make deploy-base BUCKET=… REGION=… [STACK_NAME=…] [INGEST_MODE=Queue|Direct] [LOG_LEVEL=…] [PARAMS=…]"
 	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] (member account)"
-	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy)"
+	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>]"
 	@echo "make deploy-fis  CLUSTER=… REGION=…"
 
 # ------------------------------------------------------------------ tools
@@ -186,7 +189,8 @@ deploy-base: $(VENV)/.installed
 		--template-file cloudformation/base.yaml --s3-bucket $(BUCKET) --s3-prefix interruption-router/templates \
 		--capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
 		--parameter-overrides CodeS3Bucket=$(BUCKET) CodeS3Key=$$key Architecture=$$arch \
-		$(call if_set,INGEST_MODE,IngestMode) $(call if_set,LOG_LEVEL,LogLevel) $(PARAMS)
+		$(call if_set,INGEST_MODE,IngestMode) $(call if_set,LOG_LEVEL,LogLevel) \
+		$(call if_set,ALARM_TOPIC,AlarmTopicArn) $(PARAMS)
 
 # A member account's (or the hub account's other region's) spoke stack. It names its IAM role
 # (the router assumes it by name), so CloudFormation needs CAPABILITY_NAMED_IAM.
@@ -223,10 +227,12 @@ deploy-tenant: $(VENV)/.installed
 	esac; \
 	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(TENANT_STACK) \
 		--template-file cloudformation/tenant.yaml --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
-		--parameter-overrides ClusterName=$(CLUSTER) $$role $(PARAMS)
+		--parameter-overrides ClusterName=$(CLUSTER) $$role $(call if_set,ALARM_TOPIC,AlarmTopicArn) $(PARAMS)
 	@queue=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(TENANT_STACK) \
 		--query "Stacks[0].Outputs[?OutputKey=='QueueName'].OutputValue" --output text); \
-	tools/karpenter_helm.sh "$$queue"
+	arn=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(TENANT_STACK) \
+		--query "Stacks[0].Outputs[?OutputKey=='QueueArn'].OutputValue" --output text); \
+	tools/karpenter_helm.sh "$$queue" "$(CLUSTER)" "$(REGION)" "$$(echo "$$arn" | cut -d: -f5)"
 
 deploy-fis: $(VENV)/.installed
 	$(call require,CLUSTER,the EKS cluster whose spot nodes the experiment interrupts)

@@ -226,6 +226,8 @@ pub struct ClusterTally {
     pub other: usize,
     /// `age_ms` of the experiment deliveries.
     pub ages_ms: Vec<u64>,
+    /// The kinds of the experiment deliveries (empty where the router did not record one).
+    pub kinds: BTreeSet<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -249,6 +251,39 @@ impl Verdict {
                  log group",
                 self.target
             ));
+        }
+        // FIS sends a rebalance recommendation, then the spot interruption warning, then state
+        // changes. The warning is what gives Karpenter its two minutes: without it, a run is no
+        // evidence that the path works, however many state changes arrived.
+        if target.experiment > 0 && !target.kinds.contains(SPOT_WARNING) {
+            let seen: Vec<&str> = target
+                .kinds
+                .iter()
+                .map(|k| {
+                    if k.is_empty() {
+                        "unrecorded"
+                    } else {
+                        k.as_str()
+                    }
+                })
+                .collect();
+            problems.push(if target.kinds.iter().all(String::is_empty) {
+                format!(
+                    "the router's records do not say which kind each delivery to {} was (a \
+                     build from before they did): whether the spot interruption warning arrived \
+                     cannot be told. Update the router and run the experiment again",
+                    self.target
+                )
+            } else {
+                format!(
+                    "no spot interruption warning about the experiment's instances reached {} \
+                     (only: {}): the warning gives Karpenter its two minutes. Check the \
+                     SpotInterruptionRule (routerctl verify) and that the experiment's action is \
+                     aws:ec2:send-spot-instance-interruptions",
+                    self.target,
+                    seen.join(", ")
+                )
+            });
         }
         for leak in &self.leaks {
             problems.push(format!(
@@ -277,6 +312,9 @@ impl Verdict {
     }
 }
 
+/// The kind a run needs to pass.
+const SPOT_WARNING: &str = "spot-interruption";
+
 /// Sorts deliveries inside `window` by cluster and by whether they name an experiment instance.
 pub fn tally(
     target: &str,
@@ -293,6 +331,7 @@ pub fn tally(
         if d.instances.iter().any(|i| experiment_instances.contains(i)) {
             line.experiment += 1;
             line.ages_ms.extend(d.age_ms);
+            line.kinds.insert(d.kind.clone());
             if d.cluster != target {
                 leaks.push(d.clone());
             }
@@ -864,7 +903,8 @@ async fn logged(
 }
 
 /// The deliveries a router metric document lists (`Deliveries`: `[cluster, event id,
-/// instances, age ms]` each), also when wrapped in a Lambda JSON record's `message`.
+/// instances, age ms, kind]` each; earlier builds wrote no kind), also when wrapped in a Lambda
+/// JSON record's `message`.
 pub fn parse_document_deliveries(line: &str, at_ms: i64) -> Vec<Delivery> {
     let Ok(value) = serde_json::from_str::<Value>(line.trim()) else {
         return Vec::new();
@@ -881,7 +921,7 @@ pub fn parse_document_deliveries(line: &str, at_ms: i64) -> Vec<Delivery> {
                 at_ms,
                 cluster: d[0].as_str()?.to_owned(),
                 event_id: d[1].as_str().unwrap_or_default().to_owned(),
-                kind: String::new(),
+                kind: d[4].as_str().unwrap_or_default().to_owned(),
                 instances: d[2]
                     .as_str()
                     .unwrap_or_default()
@@ -994,7 +1034,8 @@ mod tests {
             ClusterTally {
                 experiment: 0,
                 other: 1,
-                ages_ms: vec![]
+                ages_ms: vec![],
+                kinds: BTreeSet::new(),
             }
         );
         // --strict also fails on the other cluster's traffic.
@@ -1018,6 +1059,42 @@ mod tests {
         assert!(!v.passed());
         assert!(
             v.problems()[0].starts_with("alpha received none"),
+            "{:?}",
+            v.problems()
+        );
+    }
+
+    #[test]
+    fn a_run_without_the_spot_interruption_warning_fails() {
+        let w = window(1_000, 10_000, Duration::ZERO);
+        let ours: BTreeSet<String> = ["i-0aaaaaaaaaaaaaaaa".to_owned()].into();
+        let of = |kind: &str, at: i64| Delivery {
+            kind: kind.into(),
+            ..delivery(at, "alpha", &["i-0aaaaaaaaaaaaaaaa"], 900)
+        };
+        // FIS's order: a rebalance recommendation, the warning, state changes.
+        let full = [
+            of("rebalance-recommendation", 2_000),
+            of("spot-interruption", 3_000),
+            of("state-change", 4_000),
+        ];
+        assert!(tally("alpha", &ours, &full, w, false).passed());
+        let no_warning = [
+            of("rebalance-recommendation", 2_000),
+            of("state-change", 4_000),
+        ];
+        let v = tally("alpha", &ours, &no_warning, w, false);
+        assert!(!v.passed());
+        assert!(
+            v.problems()[0].contains("no spot interruption warning")
+                && v.problems()[0].contains("only: rebalance-recommendation, state-change"),
+            "{:?}",
+            v.problems()
+        );
+        // Records from before kinds were written prove nothing either way.
+        let v = tally("alpha", &ours, &[of("", 2_000)], w, false);
+        assert!(
+            v.problems()[0].contains("do not say which kind"),
             "{:?}",
             v.problems()
         );
@@ -1107,11 +1184,16 @@ mod tests {
         .to_string();
         assert_eq!(logged_targets(&record, "EXP1"), ["i-0123456789abcdef0"]);
         assert!(logged_targets(&record, "EXP2").is_empty());
-        let document = r#"{"_aws":{},"Received":2,"Deliveries":[["alpha","e1","i-1,i-2",900],["beta","e2","i-3",null]]}"#;
+        let document = r#"{"_aws":{},"Received":2,"Deliveries":[["alpha","e1","i-1,i-2",900,"spot-interruption"],["beta","e2","i-3",null]]}"#;
         let found = parse_document_deliveries(document, 7);
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].instances, ["i-1", "i-2"]);
         assert_eq!((found[0].age_ms, found[1].age_ms), (Some(900), None));
+        // Each delivery's kind; none in an earlier build's four-field entries.
+        assert_eq!(
+            (found[0].kind.as_str(), found[1].kind.as_str()),
+            ("spot-interruption", "")
+        );
         let wrapped = serde_json::json!({"message": document}).to_string();
         assert_eq!(parse_document_deliveries(&wrapped, 7), found);
     }

@@ -138,20 +138,28 @@ enum Command {
         /// The router's base stack.
         #[arg(long, default_value = verify::DEFAULT_STACK)]
         stack: String,
-        /// The cluster to plan, apply, roll back or resume (default for a plan: every cluster).
-        #[arg(long, required_if_eq_any = [("apply", "true"), ("rollback", "true"), ("resume", "true")])]
+        /// The cluster to plan, apply or roll back (default for a plan: every cluster).
+        #[arg(long, required_if_eq_any = [("apply", "true"), ("rollback", "true"), ("stack_template", "true")])]
         cluster: Option<String>,
         /// Make the next step's AWS-side change, if it is adopt's to make and safe now.
-        #[arg(long, conflicts_with_all = ["rollback", "resume"])]
+        #[arg(long, conflicts_with_all = ["rollback", "stack_template"])]
         apply: bool,
-        /// Re-enable the cluster's old rules (and print the helm command back to its old queue);
-        /// adopt goes on only after --resume.
-        #[arg(long, conflicts_with = "resume")]
+        /// Re-enable the cluster's old rules, wait for EventBridge to apply that, and print the
+        /// helm command back to its old queue.
+        #[arg(long, conflicts_with = "stack_template")]
         rollback: bool,
-        /// After a rollback: Karpenter reads the router's queue again (you ran the helm command);
-        /// its deletions there count from now on.
+        /// Print the template of the stack that owns the cluster's old rules or queue, edited for
+        /// step 6 or 7 (deploy it with aws cloudformation deploy).
         #[arg(long)]
-        resume: bool,
+        stack_template: bool,
+        /// With --apply: the old rules and queue that carry no tool's mark were made by hand, and
+        /// adopt may delete them at steps 6 and 7.
+        #[arg(long, requires = "apply")]
+        delete_hand_made: bool,
+        /// Seconds to wait after a rule change reads back before counting on it (EventBridge
+        /// applies rule changes "after a short period").
+        #[arg(long, default_value_t = adopt::DEFAULT_SETTLE.as_secs())]
+        rule_settle: u64,
         /// Karpenter's controller role for a cluster adopt cannot find it for, as
         /// <cluster>=<role name>; repeatable.
         #[arg(long = "karpenter-role", value_parser = verify::parse_cluster_role)]
@@ -322,7 +330,9 @@ async fn main() -> ExitCode {
             cluster,
             apply,
             rollback,
-            resume,
+            stack_template,
+            delete_hand_made,
+            rule_settle,
             karpenter_roles,
             managed_tag,
             region,
@@ -330,18 +340,27 @@ async fn main() -> ExitCode {
             let options = adopt::Options {
                 stack,
                 cluster,
-                verb: match (apply, rollback, resume) {
+                verb: match (apply, rollback, stack_template) {
                     (true, _, _) => adopt::Verb::Apply,
                     (_, true, _) => adopt::Verb::Rollback,
-                    (_, _, true) => adopt::Verb::Resume,
+                    (_, _, true) => adopt::Verb::StackTemplate,
                     _ => adopt::Verb::Plan,
                 },
                 karpenter_roles,
                 managed_tag,
+                delete_hand_made,
+                settle: std::time::Duration::from_secs(rule_settle),
             };
             let run = async {
                 let report = adopt::run(&Aws::load(region).await?, &options).await?;
-                print!("{}", report.render());
+                match &report.outcome {
+                    // The template alone on stdout, to redirect into a file.
+                    adopt::Outcome::Template { edit, .. } => {
+                        eprint!("{}", report.render());
+                        print!("{}", edit.template);
+                    }
+                    _ => print!("{}", report.render()),
+                }
                 Ok(report.passed())
             };
             run.await

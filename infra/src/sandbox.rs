@@ -579,7 +579,7 @@ pub fn karpenter_role_name(cluster: &str) -> String {
 
 /// A role as Karpenter's getting-started guide creates it for the controller (trusting EKS Pod
 /// Identity), without its policies: the tenant stack adds the queue's.
-pub(crate) async fn create_karpenter_role(iam: &aws_sdk_iam::Client, name: &str) -> Result<()> {
+pub async fn create_karpenter_role(iam: &aws_sdk_iam::Client, name: &str) -> Result<()> {
     let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
         "Principal": {"Service": "pods.eks.amazonaws.com"},
         "Action": ["sts:AssumeRole", "sts:TagSession"]}]});

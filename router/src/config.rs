@@ -27,20 +27,9 @@ pub struct Config {
     /// The role a member account creates for the router (its name; the account comes from the
     /// event).
     pub spoke_role_name: String,
-    /// Forward, or only report what would be forwarded (`ROUTING_MODE`).
-    pub routing_mode: RoutingMode,
-}
-
-/// What the router does with the copies it plans.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RoutingMode {
-    /// Send them (the default).
-    #[default]
-    Forward,
-    /// Resolve every event and report, per cluster, what would be forwarded (and what would be
-    /// dead-lettered), sending nothing: to run next to clusters' existing interruption set-ups
-    /// and compare counts before switching anything.
-    Shadow,
+    /// The function's own execution role (`ROUTER_ROLE_ARN`, set by base.yaml): the sender a
+    /// tenant queue made before the tenant tag existed admits at home ([`crate::tenancy`]).
+    pub router_role_arn: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -266,21 +255,36 @@ impl Config {
             value
         };
 
-        let routing_mode = {
-            let var = "ROUTING_MODE";
-            match get(var).map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-                None | Some("") | Some("forward") => RoutingMode::Forward,
-                Some("shadow") => RoutingMode::Shadow,
-                Some(_) => {
-                    return Err(ConfigError {
-                        var,
-                        value: get(var).unwrap_or_default(),
-                        problem: "it is neither forward nor shadow".into(),
-                        fix: "set forward (send to the clusters' queues) or shadow (report what \
-                              would be sent, send nothing), or unset it for forward"
-                            .into(),
-                    });
-                }
+        // Shadow mode is gone: it sent nothing, not even to clusters already reading the router's
+        // queue. A function still configured for it must not start and silence them.
+        if let Some(value) = get("ROUTING_MODE")
+            .filter(|v| !v.trim().eq_ignore_ascii_case("forward") && !v.trim().is_empty())
+        {
+            return Err(ConfigError {
+                var: "ROUTING_MODE",
+                value,
+                problem: "shadow mode was removed: it silenced every cluster already on the router"
+                    .into(),
+                fix: "unset it (or set forward): the router forwards to clusters with a tenant queue \
+                      and counts the others per cluster (NoTenantQueue.<cluster>), which is what \
+                      shadow mode measured"
+                    .into(),
+            });
+        }
+
+        let router_role_arn = match get("ROUTER_ROLE_ARN").map(|v| v.trim().to_owned()) {
+            None => None,
+            Some(v) if v.is_empty() => None,
+            Some(v) if is_role_arn(&v) => Some(v),
+            Some(v) => {
+                return Err(ConfigError {
+                    var: "ROUTER_ROLE_ARN",
+                    value: v,
+                    problem: "it is not an IAM role ARN".into(),
+                    fix: "set it to the function's execution role ARN \
+                          (arn:<partition>:iam::<account>:role/<name>; base.yaml sets it), or unset it"
+                        .into(),
+                });
             }
         };
 
@@ -299,7 +303,7 @@ impl Config {
             metrics_namespace,
             served,
             spoke_role_name,
-            routing_mode,
+            router_role_arn,
         })
     }
 }
@@ -345,6 +349,26 @@ fn parse_cluster_tag_keys(value: &str) -> Result<Vec<ClusterTagKey>, String> {
 }
 
 /// Loose on purpose (any SQS endpoint, including a local emulator), but catches names, ARNs and typos.
+/// `arn:<partition>:iam::<12 digits>:role/<path and name>`.
+fn is_role_arn(arn: &str) -> bool {
+    let mut parts = arn.splitn(6, ':');
+    let (Some("arn"), Some(partition), Some("iam"), Some(""), Some(account), Some(resource)) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return false;
+    };
+    partition.starts_with("aws")
+        && is_account_id(account)
+        && resource
+            .strip_prefix("role/")
+            .is_some_and(|r| !r.is_empty())
+}
+
 fn is_queue_url(url: &str) -> bool {
     let Some(rest) = url
         .strip_prefix("https://")
@@ -434,22 +458,34 @@ mod tests {
         assert_eq!(c.metrics_namespace, "InterruptionRouter");
         assert_eq!(c.served, Served::Own);
         assert_eq!(c.spoke_role_name, "interruption-router-spoke");
-        assert_eq!(c.routing_mode, RoutingMode::Forward);
+        assert_eq!(c.router_role_arn, None);
     }
 
     #[test]
-    fn the_routing_mode_is_forward_or_shadow() {
+    fn a_function_still_set_for_shadow_mode_does_not_start() {
+        assert!(config(&[("ROUTING_MODE", "forward")]).is_ok());
+        assert!(config(&[("ROUTING_MODE", "")]).is_ok());
+        for value in ["Shadow", "dry-run"] {
+            let error = config(&[("ROUTING_MODE", value)]).unwrap_err();
+            assert_eq!(error.var, "ROUTING_MODE");
+            assert!(error.problem.contains("removed"), "{error}");
+            assert!(error.fix.contains("NoTenantQueue"), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_router_role_is_a_role_arn() {
+        let c = config(&[(
+            "ROUTER_ROLE_ARN",
+            "arn:aws:iam::111111111111:role/interruption-router-RouterRole-X",
+        )])
+        .unwrap();
         assert_eq!(
-            config(&[("ROUTING_MODE", "Shadow")]).unwrap().routing_mode,
-            RoutingMode::Shadow
+            c.router_role_arn.as_deref(),
+            Some("arn:aws:iam::111111111111:role/interruption-router-RouterRole-X")
         );
-        assert_eq!(
-            config(&[("ROUTING_MODE", "forward")]).unwrap().routing_mode,
-            RoutingMode::Forward
-        );
-        let error = config(&[("ROUTING_MODE", "dry-run")]).unwrap_err();
-        assert_eq!(error.var, "ROUTING_MODE");
-        assert!(error.fix.contains("shadow"), "{error}");
+        let error = config(&[("ROUTER_ROLE_ARN", "RouterRole")]).unwrap_err();
+        assert_eq!(error.var, "ROUTER_ROLE_ARN");
     }
 
     #[test]

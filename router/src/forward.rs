@@ -3,9 +3,11 @@
 //! The third step of the data path. Messages go to a cluster's Karpenter queue (named by
 //! `QUEUE_NAME_TEMPLATE`, URL resolved once and cached) or to the dead-letter queue.
 //!
-//! Queues come and go. A cluster whose queue does not exist and never did, as far as this
-//! execution environment has seen, is not onboarded yet ([`Delivery::NoTenantQueue`]: its own
-//! set-up still delivers its events; counted, not paged). One whose queue this environment has
+//! Queues come and go, and other tools name queues as the router does. A cluster whose queue
+//! does not exist and never did, as far as this execution environment has seen, or whose queue
+//! the tenant stack did not make ([`crate::tenancy`]: checked once with the URL and cached with
+//! it), is not onboarded yet ([`Delivery::NoTenantQueue`]: its own set-up still delivers its
+//! events; counted, not paged). One whose queue this environment has
 //! used and that is now gone lost it ([`Delivery::QueueMissing`]: dead-lettered, which pages).
 //! "Missing" is remembered for [`MISSING_QUEUE_RECHECK`] only, so a tenant queue created while
 //! events flow is used within seconds. Sending is
@@ -33,16 +35,17 @@ use std::{
 
 use aws_sdk_sqs::{
     error::{DisplayErrorContext, ProvideErrorMetadata},
-    types::{MessageAttributeValue, SendMessageBatchRequestEntry},
+    types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry},
 };
 use futures_util::{StreamExt, stream};
 use moka::{Expiry, future::Cache};
 use tokio::time::Instant;
 
 use crate::{
-    accounts::{Accounts, Clients, Unreachable},
+    accounts::{Accounts, Clients, Sender, Unreachable},
     config::{CacheConfig, QueueNameTemplate},
     event::Scope,
+    tenancy::{self, FOREIGN_RECHECK, Ownership},
 };
 
 /// SendMessageBatch limits.
@@ -99,9 +102,11 @@ pub enum Delivery {
         queue: String,
     },
     /// The cluster has no queue, and this environment never saw one (or no valid queue name
-    /// exists for it): not onboarded.
+    /// exists for it), or the queue with its name is not the tenant stack's (`foreign` says why):
+    /// not onboarded.
     NoTenantQueue {
         queue: String,
+        foreign: Option<String>,
     },
     /// SQS refused the entry as the sender's fault; sending it again would fail again.
     Rejected {
@@ -119,8 +124,6 @@ pub enum Delivery {
     Unreachable(Unreachable),
     /// Not done when the deadline came.
     Unfinished,
-    /// Not sent: the router is in shadow mode (it would have been sent).
-    Shadowed,
 }
 
 /// A call SQS refused as not allowed.
@@ -228,18 +231,26 @@ pub fn plan_batches(messages: &[Message]) -> Vec<Vec<usize>> {
 pub struct ForwardStats {
     pub send_message_batch_calls: AtomicU64,
     pub get_queue_url_calls: AtomicU64,
+    /// ListQueueTags and GetQueueAttributes: whose a found queue is ([`crate::tenancy`]).
+    pub queue_ownership_calls: AtomicU64,
 }
 
 #[derive(Debug, Clone)]
 enum QueueUrl {
+    /// A tenant queue: the router writes it.
     Found(Arc<str>),
     Missing,
+    /// A queue with the name that the tenant stack did not make, and why.
+    Foreign(Arc<str>),
 }
 
 pub struct Forwarder {
     accounts: Arc<Accounts>,
     queue_names: QueueNameTemplate,
     dead_letter: Option<String>,
+    /// The function's own role: the sender a tenant queue from before the tenant tag admits at
+    /// home.
+    router_role_arn: Option<String>,
     urls: Cache<(Scope, Arc<str>), QueueUrl>,
     /// Clusters whose queue this environment has found: losing it pages.
     known: Cache<(Scope, Arc<str>), ()>,
@@ -250,6 +261,7 @@ impl Forwarder {
         accounts: Arc<Accounts>,
         queue_names: QueueNameTemplate,
         dead_letter: Option<String>,
+        router_role_arn: Option<String>,
         cache: &CacheConfig,
     ) -> Self {
         let urls = Cache::builder()
@@ -265,6 +277,7 @@ impl Forwarder {
             accounts,
             queue_names,
             dead_letter,
+            router_role_arn,
             urls,
             known,
         }
@@ -439,6 +452,7 @@ impl Forwarder {
                     "{}{cluster}… (not a valid SQS queue name)",
                     self.queue_names.prefix()
                 ),
+                foreign: None,
             });
         };
         let key = (scope.clone(), cluster.clone());
@@ -446,27 +460,36 @@ impl Forwarder {
             .urls
             .try_get_with(key.clone(), async {
                 stats.get_queue_url_calls.fetch_add(1, Ordering::Relaxed);
-                match client.get_queue_url().queue_name(&name).send().await {
+                let url = match client.get_queue_url().queue_name(&name).send().await {
                     Ok(out) => match out.queue_url() {
-                        Some(url) => {
-                            self.known.insert(key.clone(), ()).await;
-                            Ok(QueueUrl::Found(Arc::from(url)))
-                        }
-                        None => Ok(QueueUrl::Missing),
+                        Some(url) => url.to_owned(),
+                        None => return Ok(QueueUrl::Missing),
                     },
                     Err(e)
                         if e.as_service_error()
                             .is_some_and(|s| s.is_queue_does_not_exist()) =>
                     {
-                        Ok(QueueUrl::Missing)
+                        return Ok(QueueUrl::Missing);
                     }
                     // Not cached: the next batch asks again.
-                    Err(e) => Err(match self.denial(&name, destination, &e) {
-                        Some(denial) => Delivery::Denied(denial),
-                        None => Delivery::Failed {
-                            error: format!("GetQueueUrl {name}: {}", DisplayErrorContext(&e)),
-                        },
-                    }),
+                    Err(e) => {
+                        return Err(match self.denial(&name, destination, &e) {
+                            Some(denial) => Delivery::Denied(denial),
+                            None => Delivery::Failed {
+                                error: format!("GetQueueUrl {name}: {}", DisplayErrorContext(&e)),
+                            },
+                        });
+                    }
+                };
+                match self.ownership(client, &url, scope, cluster, stats).await? {
+                    Ownership::Foreign(why) => {
+                        tracing::info!(queue = %name, cluster = %cluster, why = %why, "not a tenant queue: the router does not write it");
+                        Ok(QueueUrl::Foreign(Arc::from(why)))
+                    }
+                    _ => {
+                        self.known.insert(key.clone(), ()).await;
+                        Ok(QueueUrl::Found(Arc::from(url)))
+                    }
                 }
             })
             .await;
@@ -475,9 +498,75 @@ impl Forwarder {
             Ok(QueueUrl::Missing) if self.known.contains_key(&key) => {
                 Err(Delivery::QueueMissing { queue: name })
             }
-            Ok(QueueUrl::Missing) => Err(Delivery::NoTenantQueue { queue: name }),
+            Ok(QueueUrl::Missing) => Err(Delivery::NoTenantQueue {
+                queue: name,
+                foreign: None,
+            }),
+            Ok(QueueUrl::Foreign(why)) => Err(Delivery::NoTenantQueue {
+                queue: name,
+                foreign: Some(why.to_string()),
+            }),
             Err(why) => Err((*why).clone()),
         }
+    }
+
+    /// Whose the queue at `url` is ([`crate::tenancy`]): its tenant tag, else its policy. A
+    /// sender that may not read either (a spoke role from before these reads) cannot tell: the
+    /// queue is written as before, with a warning, rather than silenced.
+    async fn ownership(
+        &self,
+        client: &aws_sdk_sqs::Client,
+        url: &str,
+        scope: &Scope,
+        cluster: &str,
+        stats: &ForwardStats,
+    ) -> Result<Ownership, Delivery> {
+        let unverifiable = |call: &str, code: &str| {
+            tracing::warn!(queue = %url, call, code, "cannot tell whether the tenant stack made this queue: sending as before; grant the sender sqs:ListQueueTags and sqs:GetQueueAttributes on it (update the base or spoke stack)");
+            Ok(Ownership::Tenant)
+        };
+        let failed = |call: &str, e: &dyn std::fmt::Display| {
+            Err(Delivery::Failed {
+                error: format!("{call} {url}: {e}"),
+            })
+        };
+        stats.queue_ownership_calls.fetch_add(1, Ordering::Relaxed);
+        match client.list_queue_tags().queue_url(url).send().await {
+            Ok(out) => {
+                let tags = out.tags().into_iter().flatten();
+                if let Some(settled) =
+                    tenancy::by_tag(tags.map(|(k, v)| (k.as_str(), v.as_str())), cluster)
+                {
+                    return Ok(settled);
+                }
+            }
+            Err(e) => match e.code().filter(|c| is_denial(c)) {
+                Some(code) => return unverifiable("ListQueueTags", code),
+                None => return failed("ListQueueTags", &DisplayErrorContext(&e)),
+            },
+        }
+        stats.queue_ownership_calls.fetch_add(1, Ordering::Relaxed);
+        let policy = match client
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(QueueAttributeName::Policy)
+            .send()
+            .await
+        {
+            Ok(out) => out
+                .attributes()
+                .and_then(|a| a.get(&QueueAttributeName::Policy))
+                .cloned(),
+            Err(e) => match e.code().filter(|c| is_denial(c)) {
+                Some(code) => return unverifiable("GetQueueAttributes", code),
+                None => return failed("GetQueueAttributes", &DisplayErrorContext(&e)),
+            },
+        };
+        let sender = match self.accounts.sender(scope) {
+            Some(Sender::Spoke { role_arn, .. }) => Some(role_arn),
+            _ => self.router_role_arn.clone(),
+        };
+        Ok(tenancy::by_policy(policy.as_deref(), sender.as_deref()))
     }
 
     /// `error` as the denial it is when its code says the sender may not write `queue`.
@@ -541,6 +630,7 @@ impl Expiry<(Scope, Arc<str>), QueueUrl> for UrlExpiry {
             QueueUrl::Found(_) => self.ttl,
             // Short, so a tenant queue created while events flow is picked up in seconds.
             QueueUrl::Missing => MISSING_QUEUE_RECHECK,
+            QueueUrl::Foreign(_) => FOREIGN_RECHECK,
         })
     }
 }

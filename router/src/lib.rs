@@ -9,7 +9,8 @@
 //! EventBridge rules ─▶ [ingest queue ─▶ event source mapping | direct invoke] ─▶ router
 //!   event    classify: which kind, which instances (pure)
 //!   resolve  instance ─▶ cluster from EC2 tags (moka cache + batched DescribeInstances)
-//!   forward  SendMessageBatch into karpenter-<cluster> (+ dead-letter queue for permanent failures)
+//!   forward  SendMessageBatch into karpenter-<cluster>, only a queue its tenant stack made
+//!            (tenancy), + dead-letter queue for permanent failures
 //!   handler  one invocation: both payload shapes, per-record outcomes, deadline, EMF metrics
 //! ```
 //!
@@ -28,3 +29,4 @@ pub mod metrics;
 pub mod redeliver;
 pub mod resolve;
 pub mod retry;
+pub mod tenancy;

@@ -16,7 +16,7 @@
 //! more than 100 spill into further documents that carry only `ForwardAge`.
 //!
 //! Each document also lists what was delivered (`Deliveries`, a property, not a metric: each
-//! entry is `[cluster, event id, instances, age ms]`, at most 100 per document, spilling like the
+//! entry is `[cluster, event id, instances, age ms, kind]`, at most 100 per document, spilling like the
 //! ages). The per-event `forwarded` log lines are INFO and go at quieter levels; the documents do
 //! not, so this is the record of which events reached which cluster that `routerctl fis` reads at
 //! every log level.
@@ -43,6 +43,8 @@ pub struct Delivered {
     /// The instances the copy names, comma-separated.
     pub instances: String,
     pub age_ms: Option<u64>,
+    /// The event's kind (`spot-interruption`, …): `routerctl fis` needs the warning itself.
+    pub kind: &'static str,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -57,12 +59,6 @@ pub struct InvocationMetrics {
     pub deliveries: Vec<Delivered>,
     /// Copies not sent because their cluster has no tenant queue, per cluster label.
     pub no_tenant_queue: BTreeMap<String, u64>,
-    /// Shadow mode: copies that would have been sent, per cluster label.
-    pub would_forward: BTreeMap<String, u64>,
-    /// Shadow mode: records that would have been dead-lettered, per reason.
-    pub would_dead_letter: BTreeMap<&'static str, u64>,
-    /// The router runs in shadow mode (sends nothing).
-    pub shadow: bool,
     /// Forwarded messages older than [`LATE_AFTER_MS`].
     pub late_forwards: u64,
     /// Records not forwarded, per reason.
@@ -85,6 +81,8 @@ pub struct InvocationMetrics {
     pub get_resources_calls: u64,
     pub send_message_batch_calls: u64,
     pub get_queue_url_calls: u64,
+    /// ListQueueTags and GetQueueAttributes calls that tell a tenant queue from a look-alike.
+    pub queue_ownership_calls: u64,
     pub assume_role_calls: u64,
     pub change_visibility_calls: u64,
     /// Handed-back records whose visibility was shortened (they return in seconds).
@@ -128,20 +126,13 @@ impl InvocationMetrics {
             count("GetResourcesCalls", self.get_resources_calls),
             count("SendMessageBatchCalls", self.send_message_batch_calls),
             count("GetQueueUrlCalls", self.get_queue_url_calls),
+            count("QueueOwnershipCalls", self.queue_ownership_calls),
             count("AssumeRoleCalls", self.assume_role_calls),
             count("ChangeMessageVisibilityCalls", self.change_visibility_calls),
             count("RedeliveryDelaysSet", self.redelivery_delays_set),
             count("RedeliveryDelaysFailed", self.redelivery_delays_failed),
             count("ColdStart", u64::from(self.cold_start)),
         ];
-        if self.shadow {
-            values.push(count("Shadow", 1));
-            values.push(count("WouldForward", self.would_forward.values().sum()));
-            values.push(count(
-                "WouldDeadLetter",
-                self.would_dead_letter.values().sum(),
-            ));
-        }
         let mut ages = self.forward_ages_ms.chunks(VALUES_PER_METRIC);
         if let Some(first) = ages.next() {
             values.push((
@@ -161,16 +152,6 @@ impl InvocationMetrics {
             self.forwarded
                 .iter()
                 .map(|(c, n)| (format!("Forwarded.{c}"), Value::from(*n), "Count")),
-        );
-        values.extend(
-            self.would_forward
-                .iter()
-                .map(|(c, n)| (format!("WouldForward.{c}"), Value::from(*n), "Count")),
-        );
-        values.extend(
-            self.would_dead_letter
-                .iter()
-                .map(|(r, n)| (format!("WouldDeadLetter.{r}"), Value::from(*n), "Count")),
         );
         values.extend(
             self.no_tenant_queue
@@ -221,12 +202,13 @@ struct Stamp<'a> {
     level: Level,
 }
 
-/// `Deliveries` as written: `[cluster, event id, instances, age ms]` per copy.
+/// `Deliveries` as written: `[cluster, event id, instances, age ms, kind]` per copy (the kind
+/// last, so readers of the four-field entries of earlier builds still read these).
 fn deliveries_value(chunk: &[Delivered]) -> Value {
     Value::Array(
         chunk
             .iter()
-            .map(|d| json!([d.cluster, d.event_id, d.instances, d.age_ms]))
+            .map(|d| json!([d.cluster, d.event_id, d.instances, d.age_ms, d.kind]))
             .collect(),
     )
 }
@@ -349,7 +331,7 @@ mod tests {
             .iter()
             .map(|d| d["Metrics"].as_array().unwrap().len())
             .sum();
-        assert_eq!(declared, 22 + 250);
+        assert_eq!(declared, 23 + 250);
     }
 
     #[test]
@@ -361,6 +343,7 @@ mod tests {
                     event_id: format!("e{i}"),
                     instances: "i-1,i-2".into(),
                     age_ms: (i % 2 == 0).then_some(i),
+                    kind: "spot-interruption",
                 })
                 .collect(),
             no_tenant_queue: [("delta".to_owned(), 3)].into(),
@@ -375,7 +358,7 @@ mod tests {
         assert_eq!(docs[0]["Deliveries"].as_array().unwrap().len(), 100);
         assert_eq!(
             docs[1]["Deliveries"][49],
-            json!(["alpha", "e149", "i-1,i-2", null])
+            json!(["alpha", "e149", "i-1,i-2", null, "spot-interruption"])
         );
         assert_eq!(docs[0]["NoTenantQueue"], 3);
         assert_eq!(docs[0]["NoTenantQueue.delta"], 3);

@@ -93,10 +93,7 @@ impl Estate {
         let mut per_cluster = Vec::new();
         for c in 0..o.clusters {
             let cluster = format!("c{c:02}");
-            queues.insert(
-                cluster.clone(),
-                world.create_queue(&format!("karpenter-{cluster}")).await?,
-            );
+            queues.insert(cluster.clone(), world.create_tenant_queue(&cluster).await?);
             per_cluster.push((
                 cluster.clone(),
                 world

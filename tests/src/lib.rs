@@ -75,6 +75,11 @@ impl World {
         Ok(out.queue_url().context("no queue url")?.to_owned())
     }
 
+    /// `cluster`'s tenant queue `karpenter-<cluster>`, tagged as tenant.yaml tags it.
+    pub async fn create_tenant_queue(&self, cluster: &str) -> Result<String> {
+        local::moto::create_tenant_queue(&self.sqs, cluster).await
+    }
+
     pub async fn queue_url(&self, name: &str) -> Result<String> {
         let out = self
             .sqs

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, hash_map::Entry};
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use serde_json::{Value, json};
 
 use crate::{
@@ -60,15 +60,7 @@ impl Organisation {
                 });
             }
             let site = &sites[&(account, region)];
-            let url = site
-                .sqs
-                .create_queue()
-                .queue_name(format!("karpenter-{cluster}"))
-                .send()
-                .await?
-                .queue_url()
-                .context("no queue url")?
-                .to_owned();
+            let url = moto::create_tenant_queue(&site.sqs, cluster).await?;
             queues.insert(place, url);
             for id in moto::launch(&site.ec2, &karpenter_tags(cluster), nodes_per_cluster).await? {
                 owner.insert(id, place);

@@ -615,7 +615,9 @@ fn router_sends_only_to_prefix_and_dlq(t: &Template) -> Found {
     found
 }
 
-/// The router reads (receives, deletes, …) only the queue its event source mapping consumes.
+/// The router reads (receives, deletes, …) only the queue its event source mapping consumes. On
+/// the cluster queues it may read their settings only (GetQueueAttributes: a tenant queue from
+/// before the tenant tag is known by its policy), never their messages.
 fn router_reads_only_ingest_queue(t: &Template) -> Found {
     let mut found = Found::new();
     let ingest = ingest_queues(t);
@@ -631,6 +633,12 @@ fn router_reads_only_ingest_queue(t: &Template) -> Found {
             found.push((s.label(), format!("{role} reads queues with NotResource")));
         }
         for r in s.resources() {
+            let settings_of_cluster_queues = r.get("Fn::Sub").and_then(Value::as_str)
+                == Some(PREFIX_QUEUES)
+                && reads == ["sqs:GetQueueAttributes"];
+            if settings_of_cluster_queues {
+                continue;
+            }
             if !get_att(r, "Arn").is_some_and(|q| ingest.iter().any(|i| i == q)) {
                 found.push((
                     s.label(),
@@ -1166,13 +1174,19 @@ fn spoke_role_trusts_only_router(t: &Template) -> Found {
 
 /// The spoke role's actions on `"*"` (they have no resource-level permissions).
 const SPOKE_LOOKUPS: [&str; 2] = ["ec2:DescribeInstances", "tag:GetResources"];
-/// The spoke role's queue actions, on `SPOKE_QUEUES` only.
-const SPOKE_SENDS: [&str; 2] = ["sqs:SendMessage", "sqs:GetQueueUrl"];
+/// The spoke role's queue actions, on `SPOKE_QUEUES` only: sending, and telling a tenant queue
+/// from a look-alike (its tag, or its policy).
+const SPOKE_SENDS: [&str; 4] = [
+    "sqs:SendMessage",
+    "sqs:GetQueueUrl",
+    "sqs:ListQueueTags",
+    "sqs:GetQueueAttributes",
+];
 /// This account's cluster queues, in every region (the role is global).
 const SPOKE_QUEUES: &str = "arn:${AWS::Partition}:sqs:*:${AWS::AccountId}:${QueuePrefix}*";
 
 /// The spoke role may do exactly what the router does in a member account: the two lookups on
-/// "*", SendMessage and GetQueueUrl on `<QueuePrefix>*` queues of this account (QueuePrefix not
+/// "*", SendMessage, GetQueueUrl, ListQueueTags and GetQueueAttributes on `<QueuePrefix>*` queues of this account (QueuePrefix not
 /// empty), nothing else, and no managed policies beside the inline one.
 fn spoke_role_exact_permissions(t: &Template) -> Found {
     let mut found = Found::new();

@@ -88,6 +88,77 @@ fn zip_with_binary_for(dir: &Path, machine: u16) -> PathBuf {
     zip
 }
 
+/// The helm command a target printed: from its first comment line to the helm upgrade.
+fn helm_snippet(out: &str) -> String {
+    let start = out.find("# Points Karpenter").expect("a helm command");
+    let rest = &out[start..];
+    let end = rest.find("helm upgrade karpenter").expect("an upgrade");
+    let end = end + rest[end..].find('\n').unwrap_or(rest.len() - end) + 1;
+    rest[..end].to_owned()
+}
+
+/// Runs `snippet` with a stand-in `helm` first on PATH that records each call and answers as
+/// helm would for a release `list` describes (its JSON), whose rendered manifest is `manifest`,
+/// or fails like a helm without `list` when `list` is None. (exit status, stderr, the calls.)
+fn run_snippet(snippet: &str, list: Option<&str>, manifest: &str) -> (bool, String, Vec<String>) {
+    let dir = std::env::temp_dir().join(format!(
+        "helm-stub-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let calls = dir.join("calls");
+    std::fs::write(dir.join("list.json"), list.unwrap_or("")).unwrap();
+    std::fs::write(dir.join("manifest.yaml"), manifest).unwrap();
+    let helm = dir.join("helm");
+    std::fs::write(
+        &helm,
+        format!(
+            "#!/usr/bin/env bash\n\
+             echo \"$*\" >> {calls}\n\
+             case \"$1\" in\n\
+               list) {list} ;;\n\
+               get) cat {dir}/manifest.yaml ;;\n\
+               upgrade) echo 'Release \"karpenter\" has been upgraded.' ;;\n\
+               *) echo \"Error: unknown command \\\"$1\\\" for \\\"helm\\\"\" >&2; exit 1 ;;\n\
+             esac\n",
+            calls = calls.display(),
+            dir = dir.display(),
+            list = if list.is_some() {
+                format!("cat {}/list.json", dir.display())
+            } else {
+                "echo 'Error: unknown flag: --output' >&2; exit 1".to_owned()
+            },
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&helm).status().unwrap();
+    let script = dir.join("snippet.sh");
+    std::fs::write(&script, snippet).unwrap();
+    let output = Command::new("bash")
+        .arg(&script)
+        .env(
+            "PATH",
+            format!("{}:{}", dir.display(), std::env::var("PATH").unwrap()),
+        )
+        .env_remove("KUBE_CONTEXT")
+        .output()
+        .unwrap();
+    let recorded = std::fs::read_to_string(&calls)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+        recorded,
+    )
+}
+
 fn has(args: &[String], pair: &str) -> bool {
     args.iter().any(|a| a == pair)
 }
@@ -116,15 +187,17 @@ fn tenant_stacks_get_valid_names_and_keep_what_a_re_run_does_not_pass() {
         !args.iter().any(|a| a.starts_with("BaseStackName")),
         "{args:?}"
     );
-    // The helm command keeps the installed chart version and namespace.
-    for part in [
-        "--version \"$VERSION\"",
-        "--namespace \"$NS\"",
-        "settings.interruptionQueue=karpenter-my_cluster",
-        "--reuse-values",
-    ] {
-        assert!(out.contains(part), "{part} missing from:\n{out}");
-    }
+    // The helm command: the one routerctl adopt prints, for this cluster's kube-context.
+    let snippet = helm_snippet(&out);
+    assert_eq!(
+        snippet,
+        routerctl::adopt::helm::snippet(&routerctl::adopt::helm::Target {
+            cluster: "my_cluster",
+            account: "123456789012",
+            region: "eu-west-1",
+            queue: "karpenter-my_cluster",
+        })
+    );
 
     // A re-run without KARPENTER_ROLE leaves Karpenter's access where it was.
     let (ok, out) = cli.make(&["deploy-tenant", "CLUSTER=my_cluster", "REGION=eu-west-1"]);
@@ -271,4 +344,108 @@ fn spokes_are_deployed_with_named_iam_and_the_other_templates_fit_inline() {
             "{template} is {size} bytes: deploy it through S3"
         );
     }
+}
+
+/// The printed helm command can never upgrade Karpenter by accident: run with a stand-in helm,
+/// it upgrades only the release it found, in the cluster's own kube-context, keeping its chart
+/// version and namespace; anything else stops it before the upgrade.
+#[test]
+fn the_printed_helm_command_upgrades_only_what_it_found_and_fails_closed() {
+    let snippet = routerctl::adopt::helm::snippet(&routerctl::adopt::helm::Target {
+        cluster: "alpha",
+        account: "111111111111",
+        region: "eu-west-1",
+        queue: "karpenter-alpha",
+    });
+    let context = "arn:aws:eks:eu-west-1:111111111111:cluster/alpha";
+    let release = r#"[{"name":"karpenter","namespace":"kube-system","revision":"3","chart":"karpenter-1.0.6","app_version":"1.0.6"}]"#;
+    let (ok, err, calls) = run_snippet(&snippet, Some(release), "kind: Deployment\n");
+    assert!(ok, "{err}");
+    assert_eq!(
+        calls.last().unwrap(),
+        &format!(
+            "upgrade karpenter oci://public.ecr.aws/karpenter/karpenter --kube-context {context} \
+             --namespace kube-system --version 1.0.6 --reuse-values --set \
+             settings.interruptionQueue=karpenter-alpha"
+        )
+    );
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.contains(&format!("--kube-context {context}"))),
+        "{calls:?}"
+    );
+
+    let upgraded = |calls: &[String]| calls.iter().any(|c| c.starts_with("upgrade"));
+    // A helm whose list cannot answer JSON (or fails for any reason): nothing upgraded.
+    let (ok, _, calls) = run_snippet(&snippet, None, "");
+    assert!(!ok && !upgraded(&calls), "{calls:?}");
+    // No release in that context (Argo CD renders the chart without one, or the wrong context).
+    let (ok, err, calls) = run_snippet(&snippet, Some("[]"), "");
+    assert!(!ok && !upgraded(&calls), "{calls:?}");
+    assert!(
+        err.contains("Argo CD") && err.contains("KUBE_CONTEXT"),
+        "{err}"
+    );
+    // A chart whose version cannot be told: never `--version ""`.
+    let unversioned = release.replace("karpenter-1.0.6", "karpenter");
+    let (ok, err, calls) = run_snippet(&snippet, Some(&unversioned), "");
+    assert!(!ok && !upgraded(&calls), "{calls:?}");
+    assert!(err.contains("version to keep is unknown"), "{err}");
+    // Flux owns the release: change the value in Git instead.
+    let flux = "metadata:\n  labels:\n    helm.toolkit.fluxcd.io/name: karpenter\n";
+    let (ok, err, calls) = run_snippet(&snippet, Some(release), flux);
+    assert!(!ok && !upgraded(&calls), "{calls:?}");
+    assert!(err.contains("Flux manages release karpenter"), "{err}");
+}
+
+/// The stand-in refuses what CloudFormation refuses: a template whose resources need a capability
+/// the call does not acknowledge.
+#[test]
+fn the_stand_in_refuses_a_deploy_without_the_capability_its_template_needs() {
+    let cli = Cli::new("capabilities");
+    let standin = repo().join("tests/fixtures/aws_standin.py");
+    let deploy = |template: &str, capabilities: &[&str]| {
+        let mut command = Command::new("python3");
+        command
+            .arg(&standin)
+            .args([
+                "cloudformation",
+                "deploy",
+                "--region",
+                "eu-west-1",
+                "--stack-name",
+                "s",
+            ])
+            .arg("--template-file")
+            .arg(repo().join("cloudformation").join(template));
+        if !capabilities.is_empty() {
+            command.arg("--capabilities").args(capabilities);
+        }
+        command.args(["--parameter-overrides", "ClusterName=alpha"]);
+        let output = command
+            .env("AWS_STANDIN_RECORD", cli.dir.join("calls.jsonl"))
+            .env("AWS_STANDIN_STATE", cli.dir.join("stacks"))
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (ok, err) = deploy("spoke.yaml", &["CAPABILITY_IAM"]);
+    assert!(!ok, "spoke.yaml names its role");
+    assert!(
+        err.contains("InsufficientCapabilitiesException") && err.contains("CAPABILITY_NAMED_IAM"),
+        "{err}"
+    );
+    assert!(deploy("spoke.yaml", &["CAPABILITY_NAMED_IAM"]).0);
+    for template in ["tenant.yaml", "fis.yaml"] {
+        let (ok, err) = deploy(template, &[]);
+        assert!(!ok && err.contains("[CAPABILITY_IAM]"), "{template}: {err}");
+        assert!(deploy(template, &["CAPABILITY_IAM"]).0, "{template}");
+    }
+    // Every target the Makefile has passes what its template needs.
+    let (ok, out) = cli.make(&["deploy-fis", "CLUSTER=alpha", "REGION=eu-west-1"]);
+    assert!(ok, "{out}");
 }

@@ -310,10 +310,7 @@ impl Storm {
         let mut nodes = Vec::new();
         for c in 0..CLUSTERS {
             let cluster = format!("c{c}");
-            queues.insert(
-                cluster.clone(),
-                world.create_queue(&format!("karpenter-{cluster}")).await?,
-            );
+            queues.insert(cluster.clone(), world.create_tenant_queue(&cluster).await?);
             let ids = world
                 .launch_many(&karpenter_tags(&cluster), per_cluster as i32)
                 .await?;

@@ -35,7 +35,7 @@ async fn metric_documents_survive_every_log_level_the_stack_allows() -> Result<(
         "the stack allows quiet levels: {levels:?}"
     );
     let world = World::start().await?;
-    let alpha = world.create_queue("karpenter-alpha").await?;
+    let alpha = world.create_tenant_queue("alpha").await?;
     let dlq = world.create_queue("router-dlq").await?;
     let node = world.launch(&karpenter_tags("alpha")).await?;
 

@@ -104,11 +104,7 @@ fn broken_copies() -> Vec<Broken> {
 
     // ---------------------------------------------------------------- wildcard actions
     let mut t = tenant();
-    statement(
-        &mut t,
-        "KarpenterQueueAccessPolicy",
-        "ConsumeInterruptionQueue",
-    )["Action"]
+    statement(&mut t, "KarpenterQueueAccess", "ConsumeInterruptionQueue")["Action"]
         .as_array_mut()
         .unwrap()
         .push(json!("sqs:*"));
@@ -162,12 +158,9 @@ fn broken_copies() -> Vec<Broken> {
         "base: SendMessage on *",
         t,
     ));
-    let t = edit(
-        "base.yaml",
-        BASE_TEMPLATE,
-        ":${AWS::AccountId}:${QueuePrefix}*\"",
-        ":${AWS::AccountId}:*\"",
-    );
+    let mut t = base();
+    statement(&mut t, "RouterRole", "SendToClusterQueues")["Resource"] =
+        json!({"Fn::Sub": "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:*"});
     out.push(broken(
         RouterSendsOnlyToPrefixAndDlq,
         "base: SendMessage on every queue of the account (prefix dropped)",
@@ -621,12 +614,9 @@ fn broken_copies() -> Vec<Broken> {
         "spoke: no tag:GetResources",
         t,
     ));
-    let t = edit(
-        "spoke.yaml",
-        SPOKE_TEMPLATE,
-        ":sqs:*:${AWS::AccountId}:${QueuePrefix}*\"",
-        ":sqs:*:*:${QueuePrefix}*\"",
-    );
+    let mut t = spoke();
+    statement(&mut t, "SpokeRole", "SendToClusterQueues")["Resource"] =
+        json!({"Fn::Sub": "arn:${AWS::Partition}:sqs:*:*:${QueuePrefix}*"});
     out.push(broken(
         SpokeRoleExactPermissions,
         "spoke: send to <prefix>* queues of every account",
@@ -733,7 +723,8 @@ fn the_checks_see_their_subjects() {
         [
             "OnlyTheHubRouter",
             "ResolveInstanceTags",
-            "SendToClusterQueues"
+            "SendToClusterQueues",
+            "ReadClusterQueueOwnership"
         ]
     );
 

@@ -659,8 +659,10 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     assert_detail(
         &report,
         "tenant:alpha:router-role",
-        "may not sqs:SendMessage to karpenter-alpha",
+        "may not sqs:GetQueueUrl (",
     );
+    assert_detail(&report, "tenant:alpha:router-role", "sqs:ListQueueTags (");
+    assert_detail(&report, "tenant:alpha:router-role", "on karpenter-alpha");
     put_role_policy(aws, &role, &document).await?;
 
     // The role without the Tagging API lookup path and without the hand-back of records.
@@ -820,28 +822,22 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     // Karpenter's controller role lost its access to alpha's queue (its getting-started policy
     // names only the queue Karpenter created itself).
     let karpenter = routerctl::sandbox::karpenter_role_name("alpha");
-    let granted = aws
+    let attached = aws
         .iam
-        .list_role_policies()
+        .list_attached_role_policies()
         .role_name(&karpenter)
         .send()
-        .await?
-        .policy_names()
-        .to_vec();
-    assert_eq!(granted.len(), 1, "the tenant stack's grant: {granted:?}");
-    let grant = aws
-        .iam
-        .get_role_policy()
-        .role_name(&karpenter)
-        .policy_name(&granted[0])
-        .send()
-        .await?
-        .policy_document()
-        .to_owned();
+        .await?;
+    let grants: Vec<String> = attached
+        .attached_policies()
+        .iter()
+        .filter_map(|p| p.policy_arn().map(str::to_owned))
+        .collect();
+    assert_eq!(grants.len(), 1, "the tenant stack's grant: {grants:?}");
     aws.iam
-        .delete_role_policy()
+        .detach_role_policy()
         .role_name(&karpenter)
-        .policy_name(&granted[0])
+        .policy_arn(&grants[0])
         .send()
         .await?;
     let report = verify_fails(&estate, &[], &["tenant:alpha:karpenter-role"]).await?;
@@ -856,12 +852,9 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         &format!("KARPENTER_ROLE={karpenter}"),
     );
     aws.iam
-        .put_role_policy()
+        .attach_role_policy()
         .role_name(&karpenter)
-        .policy_name(&granted[0])
-        .policy_document(
-            routerctl::policy::decode_iam_document(&grant).map_err(anyhow::Error::msg)?,
-        )
+        .policy_arn(&grants[0])
         .send()
         .await?;
 
@@ -1349,8 +1342,21 @@ async fn fis_reports_from_the_routers_logs_which_clusters_got_the_experiments_ev
         fis::ClusterTally {
             experiment: 0,
             other: 1,
-            ages_ms: vec![]
+            ages_ms: vec![],
+            kinds: Default::default(),
         }
+    );
+    // The metric documents say each delivery's kind: the warning itself reached alpha.
+    assert_eq!(
+        alpha.kinds,
+        [
+            "rebalance-recommendation",
+            "spot-interruption",
+            "state-change"
+        ]
+        .map(str::to_owned)
+        .into(),
+        "{rendered}"
     );
     assert!(
         rendered.contains("PASS: 8 events about the experiment's instances reached alpha"),
@@ -1389,6 +1395,20 @@ async fn fis_reports_from_the_routers_logs_which_clusters_got_the_experiments_ev
     assert_eq!(beta_delivery.instances, background.instances);
     let verdict = fis::tally("alpha", &report.instances, &deliveries, window, false);
     assert!(verdict.passed(), "{:?}", verdict.problems());
+    // The same run without the warnings (only the rebalance recommendations and state changes
+    // arrived) is no evidence: FAIL.
+    let without_warning: Vec<fis::Delivery> = deliveries
+        .iter()
+        .filter(|d| d.kind != "spot-interruption")
+        .cloned()
+        .collect();
+    let verdict = fis::tally("alpha", &report.instances, &without_warning, window, false);
+    assert!(!verdict.passed());
+    assert!(
+        verdict.problems()[0].contains("no spot interruption warning"),
+        "{:?}",
+        verdict.problems()
+    );
 
     let misrouted: Vec<fis::Delivery> = lines
         .iter()

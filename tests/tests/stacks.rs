@@ -196,6 +196,51 @@ async fn role_policy(aws: &Clients, role: &str, policy: &str) -> Result<Value> {
     })
 }
 
+/// The document of the one customer-managed policy attached to `role` whose name contains `name`.
+async fn attached_policy(aws: &Clients, role: &str, name: &str) -> Result<Value> {
+    let attached = aws
+        .iam
+        .list_attached_role_policies()
+        .role_name(role)
+        .send()
+        .await?;
+    let found: Vec<_> = attached
+        .attached_policies()
+        .iter()
+        .filter(|p| p.policy_name().is_some_and(|n| n.contains(name)))
+        .collect();
+    let [policy] = found.as_slice() else {
+        anyhow::bail!(
+            "{role} has {} attached policies named *{name}*",
+            found.len()
+        );
+    };
+    let arn = policy.policy_arn().context("no ARN")?;
+    let version = aws
+        .iam
+        .get_policy()
+        .policy_arn(arn)
+        .send()
+        .await?
+        .policy()
+        .and_then(|p| p.default_version_id().map(str::to_owned))
+        .context("no default version")?;
+    let document = aws
+        .iam
+        .get_policy_version()
+        .policy_arn(arn)
+        .version_id(version)
+        .send()
+        .await?;
+    let text = percent_decode(
+        document
+            .policy_version()
+            .and_then(|v| v.document())
+            .context("no document")?,
+    );
+    Ok(serde_json::from_str(&text)?)
+}
+
 fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -326,7 +371,7 @@ async fn queue_mode_stacks_create_what_the_templates_declare() -> Result<()> {
             ("METRICS_NAMESPACE", "InterruptionRouter"),
             ("SERVED_ACCOUNTS", ""),
             ("SPOKE_ROLE_NAME", "interruption-router-spoke"),
-            ("ROUTING_MODE", "forward"),
+            ("ROUTER_ROLE_ARN", base.output("RouterRoleArn")?),
         ])
     );
     let mappings = aws
@@ -404,13 +449,17 @@ async fn queue_mode_stacks_create_what_the_templates_declare() -> Result<()> {
         assert!(queue == ingest || queue == dlq, "{url}: {queue}");
     }
 
-    // beta's Karpenter role may consume beta's queue and nothing else.
-    let karpenter = role_policy(
-        &aws,
-        KARPENTER_ROLE,
-        &format!("{BASE}-tenant-beta-interruption-queue"),
-    )
-    .await?;
+    // beta's Karpenter role may consume beta's queue and nothing else, by a managed policy the
+    // tenant stack attaches (no inline policy: tools that own a role's inline policies delete
+    // foreign ones).
+    let karpenter = attached_policy(&aws, KARPENTER_ROLE, "KarpenterQueueAccess").await?;
+    let inline = aws
+        .iam
+        .list_role_policies()
+        .role_name(KARPENTER_ROLE)
+        .send()
+        .await?;
+    assert_eq!(inline.policy_names(), Vec::<String>::new());
     assert_eq!(
         karpenter["Statement"],
         json!([{
@@ -561,6 +610,7 @@ async fn direct_mode_rules_invoke_the_function_with_a_permission_each() -> Resul
             "ResolveInstanceTags",
             "ResolveInstanceTagsByArn",
             "SendToClusterQueues",
+            "ReadClusterQueueOwnership",
             "SendToDeadLetterQueue",
             "WriteOwnLogs"
         ])
@@ -835,12 +885,39 @@ fn updating_deployed_stacks_to_these_templates_replaces_and_deletes_nothing() ->
                 kept.parameters.entry(key.clone()).or_insert(value.clone());
             }
         }
-        let replaced = replacements(&before, &new.deploy(&kept)?, &schemas)?;
-        assert!(
-            replaced.is_empty(),
+        let after = new.deploy(&kept)?;
+        let replaced = replacements(&before, &after, &schemas)?;
+        // One deletion is the point of the update: Karpenter's grant moves from an inline policy
+        // (which shares 10,240 characters per role with the controller's own, and which tools
+        // that own a role's inline policies delete) to a managed policy attached to the role.
+        // CloudFormation creates the new resource in the update and deletes the old one in the
+        // cleanup that follows, so the role never lacks the grant.
+        let granted =
+            name == "tenant.yaml" && before.properties("KarpenterQueueAccessPolicy")?.is_some();
+        let expected: Vec<String> = if granted {
+            vec!["KarpenterQueueAccessPolicy (AWS::IAM::Policy) is deleted".to_owned()]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(
+            replaced,
+            expected,
             "{name} ({scenario}): the update would lose state:\n{}",
             replaced.join("\n")
         );
+        if granted {
+            let old_grant = before
+                .properties("KarpenterQueueAccessPolicy")?
+                .context("the inline grant")?;
+            let new_grant = after
+                .properties("KarpenterQueueAccess")?
+                .context("the managed grant")?;
+            assert_eq!(new_grant["Roles"], old_grant["Roles"], "{scenario}");
+            assert_eq!(
+                new_grant["PolicyDocument"]["Statement"], old_grant["PolicyDocument"]["Statement"],
+                "{scenario}"
+            );
+        }
     }
     // The analysis does see a replacement: renaming a queue replaces it.
     let old = Template::parse("tenant.yaml", TENANT_TEMPLATE)?;
@@ -870,11 +947,15 @@ async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_message
         &[("CodeS3Bucket", "artifacts"), ("IngestMode", "Queue")],
     )
     .await?;
+    routerctl::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
     let tenant = stacks::create(
         &aws.cfn,
         &stacks::tenant_stack_name(BASE, "alpha"),
         &e2e_tests::previous_template("tenant.yaml"),
-        &[("ClusterName", "alpha")],
+        &[
+            ("ClusterName", "alpha"),
+            ("KarpenterRoleName", KARPENTER_ROLE),
+        ],
     )
     .await?;
     // What is in flight when the update runs: an event waiting in the ingest queue, and one in
@@ -894,7 +975,19 @@ async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_message
     let (base_before, tenant_before) = (physical(&base.name).await?, physical(&tenant.name).await?);
 
     stacks::update(&aws.cfn, &base.name, BASE_TEMPLATE, &[]).await?;
+    let in_flight = world.drain(&alpha).await?;
+    assert_eq!(in_flight.len(), 1, "karpenter-alpha kept its message");
+    routed_by_the_updated_base_into_an_untagged_tenant_queue(&world, &aws, &base, &alpha).await?;
     stacks::update(&aws.cfn, &tenant.name, TENANT_TEMPLATE, &[]).await?;
+    // Karpenter's grant moved from an inline policy to a managed one attached to its role.
+    attached_policy(&aws, KARPENTER_ROLE, "KarpenterQueueAccess").await?;
+    let inline = aws
+        .iam
+        .list_role_policies()
+        .role_name(KARPENTER_ROLE)
+        .send()
+        .await?;
+    assert_eq!(inline.policy_names(), Vec::<String>::new());
 
     let (base_after, tenant_after) = (physical(&base.name).await?, physical(&tenant.name).await?);
     // Queues, roles, the function, its log group and the event source mapping stay what they
@@ -928,10 +1021,8 @@ async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_message
         tenant_before.get("InterruptionQueue"),
         tenant_after.get("InterruptionQueue")
     );
-    for url in [&ingest, &alpha] {
-        let received = world.drain(url).await?;
-        assert_eq!(received.len(), 1, "{url} kept its message");
-    }
+    let received = world.drain(&ingest).await?;
+    assert_eq!(received.len(), 1, "the ingest queue kept its message");
     // The updated deployment is the new one: the default-bus rules match this account only.
     let patterns: BTreeSet<String> = rules(&aws)
         .await?
@@ -942,24 +1033,153 @@ async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_message
     Ok(())
 }
 
+/// Upgrading only the base stack silences no tenant queue made before the tenant tag: the router
+/// knows it by its policy (it admits the router alone), and writes it.
+async fn routed_by_the_updated_base_into_an_untagged_tenant_queue(
+    world: &World,
+    aws: &Clients,
+    base: &Stack,
+    queue_url: &str,
+) -> Result<()> {
+    let tags = world
+        .sqs
+        .list_queue_tags()
+        .queue_url(queue_url)
+        .send()
+        .await?;
+    assert!(
+        tags.tags().is_none_or(|t| t.is_empty()),
+        "the old tenant stack tagged nothing: {tags:?}"
+    );
+    // moto skips AWS::SQS::QueuePolicy: the policy the old tenant stack gave the queue.
+    let arn = world.queue_arn(queue_url).await?;
+    let router_role = base.output("RouterRoleArn")?;
+    world
+        .sqs
+        .set_queue_attributes()
+        .queue_url(queue_url)
+        .attributes(
+            QueueAttributeName::Policy,
+            routerctl::verify::tenant_queue_policy(&arn, router_role).to_string(),
+        )
+        .send()
+        .await?;
+    let config = aws
+        .lambda
+        .get_function_configuration()
+        .function_name(base.output("FunctionName")?)
+        .send()
+        .await?;
+    let env: Vec<(String, String)> = config
+        .environment()
+        .and_then(|e| e.variables())
+        .context("no environment")?
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert!(
+        env.iter()
+            .any(|(k, v)| k == "ROUTER_ROLE_ARN" && v == router_role)
+    );
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let router = world.start_router(&env).await?;
+    let node = world.launch(&karpenter_tags("alpha")).await?;
+    let origin = Origin {
+        account: ACCOUNT.into(),
+        region: REGION.into(),
+    };
+    let answer = router
+        .invoke(
+            origin.spot_warning(&node, "after-the-base-update").body(),
+            Duration::from_secs(30),
+        )
+        .await;
+    assert_eq!(
+        answer.json().map(|v| v["outcome"].clone()),
+        Some(json!("forwarded")),
+        "{answer:?}"
+    );
+    let received = world.drain(queue_url).await?;
+    assert_eq!(
+        received.len(),
+        1,
+        "the router wrote the untagged tenant queue"
+    );
+    router.stop().await;
+    Ok(())
+}
+
 #[test]
-fn the_dashboard_is_valid_json_and_says_so_in_shadow_mode() -> Result<()> {
+fn the_dashboard_is_valid_json_and_shows_each_cluster_queues_age() -> Result<()> {
     let base = Template::parse("base.yaml", BASE_TEMPLATE)?;
-    for mode in ["Forward", "Shadow"] {
-        let stage = Stage::new(BASE, ACCOUNT, REGION)
-            .parameter("CodeS3Bucket", "artifacts")
-            .parameter("RoutingMode", mode);
-        let deployment = base.deploy(&stage)?;
-        let body = deployment.property("RouterDashboard", &["DashboardBody"])?;
-        let dashboard: Value = serde_json::from_str(body.as_str().context("a string")?)
-            .with_context(|| format!("{mode}: the dashboard body is not JSON: {body}"))?;
-        let widgets = dashboard["widgets"].as_array().context("widgets")?;
-        let banner = widgets[0]["properties"]["markdown"]
-            .as_str()
-            .is_some_and(|m| m.contains("SHADOW MODE"));
-        assert_eq!(banner, mode == "Shadow", "{mode}");
-        let environment = deployment.property("RouterFunction", &["Environment", "Variables"])?;
-        assert_eq!(environment["ROUTING_MODE"], mode.to_ascii_lowercase());
-    }
+    let stage = Stage::new(BASE, ACCOUNT, REGION).parameter("CodeS3Bucket", "artifacts");
+    let deployment = base.deploy(&stage)?;
+    let body = deployment.property("RouterDashboard", &["DashboardBody"])?;
+    let dashboard: Value = serde_json::from_str(body.as_str().context("a string")?)
+        .with_context(|| format!("the dashboard body is not JSON: {body}"))?;
+    let widgets = dashboard["widgets"].as_array().context("widgets")?;
+    let expression = |id: &str| {
+        widgets
+            .iter()
+            .flat_map(|w| w["properties"]["metrics"].as_array().into_iter().flatten())
+            .find_map(|m| {
+                let m = &m[0];
+                (m["id"] == id).then(|| m["expression"].as_str().unwrap_or_default().to_owned())
+            })
+    };
+    assert_eq!(
+        expression("tenantage").as_deref(),
+        Some(
+            "SEARCH('{AWS/SQS,QueueName} MetricName=\"ApproximateAgeOfOldestMessage\" \
+             QueueName=karpenter-', 'Maximum', 60)"
+        ),
+        "{body}"
+    );
+    assert!(
+        expression("notonboarded").is_some_and(|e| e.contains("MetricName=NoTenantQueue")),
+        "{body}"
+    );
+    Ok(())
+}
+
+/// Every cluster's queue is watched: tenant.yaml's alarm pages the platform team's topic when a
+/// message in the queue reaches 60 s (inside a spot warning's two minutes), and stays quiet when
+/// the queue is idle (no datapoints).
+#[test]
+fn a_tenant_queue_nobody_reads_pages_the_platform_teams_topic() -> Result<()> {
+    let tenant = Template::parse("tenant.yaml", TENANT_TEMPLATE)?;
+    let topic = "arn:aws:sns:us-east-1:123456789012:platform-pager";
+    let stage = |topic: Option<&str>| {
+        let stage = Stage::new(&stacks::tenant_stack_name(BASE, "alpha"), ACCOUNT, REGION)
+            .parameter("ClusterName", "alpha")
+            .export(
+                "interruption-router:RouterRoleArn",
+                "arn:aws:iam::123456789012:role/router",
+            )
+            .export("interruption-router:QueuePrefix", "karpenter-");
+        match topic {
+            Some(topic) => stage.parameter("AlarmTopicArn", topic),
+            None => stage,
+        }
+    };
+    let paging = stage(Some(topic));
+    let deployed = tenant.deploy(&paging)?;
+    let alarm = deployed.properties("QueueAgeAlarm")?.context("the alarm")?;
+    assert_eq!(alarm["Namespace"], "AWS/SQS");
+    assert_eq!(alarm["MetricName"], "ApproximateAgeOfOldestMessage");
+    assert_eq!(
+        alarm["Dimensions"],
+        json!([{"Name": "QueueName", "Value": "karpenter-alpha"}])
+    );
+    assert_eq!(alarm["Statistic"], "Maximum");
+    assert_eq!(alarm["Threshold"], json!(60));
+    assert_eq!(alarm["ComparisonOperator"], "GreaterThanOrEqualToThreshold");
+    assert_eq!(alarm["TreatMissingData"], "notBreaching");
+    assert_eq!(alarm["AlarmActions"], json!([topic]));
+    assert_eq!(alarm["OKActions"], json!([topic]));
+    let quiet = stage(None);
+    let silent = tenant.deploy(&quiet)?;
+    let alarm = silent.properties("QueueAgeAlarm")?.context("the alarm")?;
+    assert!(alarm.get("AlarmActions").is_none(), "{alarm}");
     Ok(())
 }

@@ -2,20 +2,28 @@
 //! again against the account just before it is made (a queue that filled up since the plan is
 //! not deleted), and each safe to run twice (a rule already disabled stays disabled; a stack that
 //! already exists is reported, not re-created).
+//!
+//! EventBridge applies EnableRule and DisableRule "after a short period" (its API reference), so
+//! both wait for the rules to read back in their new state and then [`Options::settle`] more
+//! before returning: a command adopt prints the moment it returns (the helm command after a
+//! rollback) misses nothing.
 
-use std::time::SystemTime;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use aws_sdk_eventbridge::types::RuleState;
 use aws_sdk_sqs::types::QueueAttributeName;
 
 use super::{
-    discover::{Landscape, PROBE_TAG, RESUME_TAG, RETIRED_TAG, ROLLBACK_TAG, Switch},
-    steps::{Change, helm_command},
+    Options,
+    discover::{Landscape, RETIRED_TAG, ROLLBACK_TAG},
+    evidence::{self, EVIDENCE_TAG, Reading, Start},
+    helm,
+    steps::Change,
 };
 use crate::{
     aws::{Aws, describe},
     events::rfc3339,
-    simulate::{self, SimKind},
     stacks,
 };
 
@@ -34,10 +42,15 @@ impl Change {
                 stack,
                 karpenter_role,
             } => format!("updates tenant stack {stack} with KarpenterRoleName={karpenter_role}"),
-            Change::Probe { node } => format!(
-                "sends a probe through the router: a rebalance recommendation for {node}, which \
-                 Karpenter reads and deletes without acting on it"
+            Change::StartRound { node } => format!(
+                "checks that Karpenter moved: a probe through the router (a rebalance \
+                 recommendation for {node}, which Karpenter reads and deletes without acting on \
+                 it) and a sentinel in each old queue, read {} s later",
+                evidence::QUIET_WINDOW.as_secs()
             ),
+            Change::ReadRound => "reads the probe and the sentinels; if they hold, disables the \
+                 old rules in the same run"
+                .to_owned(),
             Change::DisableRules(rules) => format!("disables {}", rules.join(", ")),
             Change::DeleteRules { rules, .. } => format!(
                 "deletes {}",
@@ -57,6 +70,7 @@ pub async fn perform(
     aws: &Aws,
     land: &Landscape,
     cluster: &str,
+    options: &Options,
     change: &Change,
 ) -> Result<String> {
     match change {
@@ -78,6 +92,13 @@ pub async fn perform(
             // The queue imports <RouterName>:… from the stack that connects this region.
             if let Some(router) = land.base.parameter("RouterName") {
                 parameters.push(("RouterName", router));
+            }
+            if let Some(topic) = land
+                .base
+                .parameter("AlarmTopicArn")
+                .filter(|t| !t.is_empty())
+            {
+                parameters.push(("AlarmTopicArn", topic));
             }
             let created =
                 stacks::create(&aws.cfn, stack, stacks::TENANT_TEMPLATE, &parameters).await?;
@@ -108,27 +129,28 @@ pub async fn perform(
                 "updated {stack}: {karpenter_role} may read the new queue"
             ))
         }
-        Change::Probe { node } => {
+        Change::StartRound { node } => {
+            let view = &land.clusters[cluster];
+            let tenant = view.tenant.as_ref().context("no tenant queue")?;
             let function = land.base.output("FunctionName").with_context(|| {
                 format!("base stack {} has no FunctionName output", land.base.name)
             })?;
-            let options = simulate::Options {
-                instances: vec![node.clone()],
-                ..simulate::Options::new(cluster, SimKind::Rebalance, function)
-            };
-            let report = simulate::run(aws, &options).await?;
-            if report.failed() > 0 {
-                bail!("the probe was not sent:\n{}", report.render());
-            }
-            if let Some(tenant) = &land.clusters[cluster].tenant {
-                tag_queue(aws, &tenant.url, PROBE_TAG, &rfc3339(SystemTime::now())).await?;
-            }
-            Ok(format!(
-                "sent probe {} (a rebalance recommendation for {node}) through {function}; \
-                 once Karpenter deletes it, SQS reports it within minutes: run adopt again then",
-                report.event_ids().join(", ")
-            ))
+            let old: Vec<_> = view.setups.iter().map(|i| &land.setups[*i].queue).collect();
+            evidence::start(
+                aws,
+                &Start {
+                    cluster,
+                    account: &land.account,
+                    region: &land.region,
+                    function,
+                    node,
+                    tenant,
+                    old: &old,
+                },
+            )
+            .await
         }
+        Change::ReadRound => bail!("the round is read by adopt::run, which then makes step 5"),
         Change::DisableRules(rules) => {
             for rule in rules {
                 aws.events
@@ -138,16 +160,18 @@ pub async fn perform(
                     .await
                     .map_err(|e| anyhow::anyhow!("DisableRule {rule}: {}", describe(&e)))?;
             }
+            let waited = settle(aws, rules, RuleState::Disabled, options.settle).await?;
             Ok(format!(
-                "disabled {}: the old queue gets no new event; \
-                 routerctl adopt --cluster {cluster} --rollback re-enables them",
-                rules.join(", ")
+                "disabled {} (and waited {} s for EventBridge to apply it): the old queue gets no \
+                 new event; routerctl adopt --cluster {cluster} --rollback re-enables them",
+                rules.join(", "),
+                waited.as_secs()
             ))
         }
         Change::DeleteRules { rules, queues } => {
             // Marked first: with its rules gone, only the mark may tie a queue to the cluster.
             for url in queues {
-                tag_queue(aws, url, RETIRED_TAG, cluster).await?;
+                evidence::tag(aws, url, RETIRED_TAG, cluster).await?;
             }
             let mut deleted = Vec::new();
             for (rule, target) in rules {
@@ -208,19 +232,37 @@ pub async fn perform(
     }
 }
 
+/// Reads `cluster`'s ripe round ([`evidence::read`]).
+pub async fn read_round(aws: &Aws, land: &Landscape, cluster: &str) -> Result<Reading> {
+    let view = &land.clusters[cluster];
+    let (Some(tenant), Some(round)) = (&view.tenant, &view.round) else {
+        bail!("{cluster} has no round of evidence under way");
+    };
+    let old: Vec<_> = view.setups.iter().map(|i| &land.setups[*i].queue).collect();
+    evidence::read(aws, cluster, round, tenant, &old).await
+}
+
 /// What `--rollback` did.
 #[derive(Debug, Clone)]
 pub struct RolledBack {
     /// The old rules it re-enabled.
     pub enabled: Vec<String>,
+    /// How long it waited for EventBridge to apply that.
+    pub waited: Duration,
     /// The helm command that points Karpenter back at its old queue.
     pub helm: String,
 }
 
-/// Re-enables `cluster`'s old rules and marks its tenant queue: until `--resume`, no deletion from
-/// the new queue counts as Karpenter reading it, so no rule is disabled again. Refused when
-/// nothing is left to go back to (the old rules are deleted).
-pub async fn rollback(aws: &Aws, land: &Landscape, cluster: &str) -> Result<RolledBack> {
+/// Marks the tenant queue first (if that fails, nothing has changed), voids any round under way,
+/// re-enables `cluster`'s disabled old rules, and returns once EventBridge applies them: from
+/// then on the old queue gets every event, and the helm command it returns points Karpenter back.
+/// Refused when nothing is left to go back to (the old rules are deleted).
+pub async fn rollback(
+    aws: &Aws,
+    land: &Landscape,
+    cluster: &str,
+    options: &Options,
+) -> Result<RolledBack> {
     let view = &land.clusters[cluster];
     let setups: Vec<_> = view.setups.iter().map(|i| &land.setups[*i]).collect();
     let Some(old) = setups.iter().find(|s| !s.rules.is_empty()) else {
@@ -229,6 +271,19 @@ pub async fn rollback(aws: &Aws, land: &Landscape, cluster: &str) -> Result<Roll
              any): keep Karpenter on the router's queue"
         );
     };
+    if let Some(tenant) = &view.tenant {
+        evidence::tag(
+            aws,
+            &tenant.url,
+            ROLLBACK_TAG,
+            &rfc3339(std::time::SystemTime::now()),
+        )
+        .await
+        .context("marking the rollback (nothing changed)")?;
+        if view.round.is_some() {
+            evidence::untag(aws, &tenant.url, EVIDENCE_TAG).await?;
+        }
+    }
     let mut enabled = Vec::new();
     for rule in setups.iter().flat_map(|s| &s.rules).filter(|r| !r.enabled) {
         aws.events
@@ -239,35 +294,65 @@ pub async fn rollback(aws: &Aws, land: &Landscape, cluster: &str) -> Result<Roll
             .map_err(|e| anyhow::anyhow!("EnableRule {}: {}", rule.name, describe(&e)))?;
         enabled.push(rule.name.clone());
     }
-    if let Some(tenant) = &view.tenant {
-        tag_queue(aws, &tenant.url, ROLLBACK_TAG, &rfc3339(SystemTime::now())).await?;
-    }
+    let waited = settle(aws, &enabled, RuleState::Enabled, options.settle).await?;
     Ok(RolledBack {
         enabled,
-        helm: helm_command(&old.queue.name),
+        waited,
+        helm: helm::snippet(&helm::Target {
+            cluster,
+            account: &land.account,
+            region: &land.region,
+            queue: &old.queue.name,
+        }),
     })
 }
 
-/// Records that the operator has pointed `cluster`'s Karpenter at the new queue again after a
-/// rollback: from now on its deletions there count (step 4) and the steps go on.
-pub async fn resume(aws: &Aws, land: &Landscape, cluster: &str) -> Result<()> {
-    let view = &land.clusters[cluster];
-    let (Switch::RolledBack(_), Some(tenant)) = (view.switch, &view.tenant) else {
-        bail!("{cluster} was not rolled back (or is resumed already): nothing to resume");
-    };
-    tag_queue(aws, &tenant.url, RESUME_TAG, &rfc3339(SystemTime::now())).await
-}
-
-/// Marks a queue: adopt keeps its own state (probes, retirement, rollback, resume) in queue tags.
-async fn tag_queue(aws: &Aws, url: &str, key: &str, value: &str) -> Result<()> {
-    aws.sqs
-        .tag_queue()
-        .queue_url(url)
-        .tags(key, value)
-        .send()
-        .await
-        .map_err(|e| anyhow::anyhow!("TagQueue {url}: {}", describe(&e)))?;
-    Ok(())
+/// Waits until every rule reads back in `state`, and `settle` since the change: EventBridge
+/// applies rule changes "after a short period", which ListRules does not show. Nothing changed,
+/// nothing to wait for. How long it waited.
+async fn settle(
+    aws: &Aws,
+    rules: &[String],
+    state: RuleState,
+    settle: Duration,
+) -> Result<Duration> {
+    let started = Instant::now();
+    if rules.is_empty() {
+        return Ok(Duration::ZERO);
+    }
+    eprintln!(
+        "waiting {} s for EventBridge to apply the change to {} (it takes effect \"after a short \
+         period\")",
+        settle.as_secs(),
+        rules.join(", ")
+    );
+    loop {
+        let mut pending = Vec::new();
+        for rule in rules {
+            let described = aws
+                .events
+                .describe_rule()
+                .name(rule)
+                .send()
+                .await
+                .map_err(|e| anyhow::anyhow!("DescribeRule {rule}: {}", describe(&e)))?;
+            if described.state() != Some(&state) {
+                pending.push(rule.as_str());
+            }
+        }
+        if pending.is_empty() && started.elapsed() >= settle {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > settle + Duration::from_secs(120) {
+            bail!(
+                "{} still not {} two minutes after the change: check them (aws events \
+                 describe-rule --name …) before going on",
+                pending.join(", "),
+                state.as_str()
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 async fn stack_exists(aws: &Aws, stack: &str) -> Result<bool> {

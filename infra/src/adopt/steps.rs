@@ -4,21 +4,33 @@
 //! step that depends on an unfinished one is blocked, which is how `--apply` can never run a step
 //! out of order (it runs only the first unfinished one).
 //!
-//! 1. the tenant stack is deployed (`<prefix><cluster>`, admitting the router);
-//! 2. Karpenter's controller role may read the new queue;
-//! 3. Karpenter points at the new queue (helm; routerctl never edits a cluster);
-//! 4. Karpenter is seen consuming the new queue (SQS's NumberOfMessagesDeleted for it);
-//! 5. the old rules are disabled; 6. then deleted; 7. the old queue deleted once empty.
+//! 1. the tenant stack is deployed (`<prefix><cluster>`, a tenant queue admitting the router);
+//! 2. Karpenter's controller role may read the new queue, and no other cluster's may;
+//! 3. Karpenter is pointed at the new queue (the operator's helm command), then `--apply` starts
+//!    step 4's round;
+//! 4. evidence, read by `--apply` ([`super::evidence`]): the probe through the router was taken
+//!    from the new queue, the sentinel in the old queue was received by nobody;
+//! 5. the old rules are disabled, by the `--apply` that read that evidence, and only then;
+//! 6. the old rules deleted; 7. the old queue deleted once empty: by adopt only what no tool made
+//!    and the operator says they made by hand, else the exact instruction.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use interruption_router::forward::MISSING_QUEUE_RECHECK;
 
-use super::discover::{CONSUMING_WINDOW, Landscape, OldSetup, Owner, Switch, deleted_since};
+use super::{
+    Options,
+    discover::{Landscape, OldSetup, Owner},
+    evidence::QUIET_WINDOW,
+    helm,
+};
 use crate::{
     aws::Aws,
     events::rfc3339,
-    verify::tenants::{Sender, check_karpenter_role, check_tenant_policy},
+    verify::{
+        queues::Queue,
+        tenants::{Sender, check_karpenter_role, check_tenant_policy},
+    },
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +38,7 @@ pub enum State {
     Done,
     /// Not done; `Action` moves it forward.
     Todo,
-    /// Waiting on something that takes time (metrics, messages expiring).
+    /// Waiting on something that takes time (a new queue's propagation, a round of evidence).
     Waiting,
     /// Waiting on an earlier step, or on something adopt must not decide.
     Blocked,
@@ -71,9 +83,12 @@ pub enum Change {
         stack: String,
         karpenter_role: String,
     },
-    Probe {
+    /// Step 4's round: the probe through the router, a sentinel into each old queue.
+    StartRound {
         node: String,
     },
+    /// Reads the round; if it holds, step 5 in the same run.
+    ReadRound,
     DisableRules(Vec<String>),
     /// Each rule's old-queue target removed, the rule deleted once it has no target left; the
     /// queues are marked first ([`super::discover::RETIRED_TAG`]) so they stay found.
@@ -93,10 +108,28 @@ pub struct Step {
     pub state: State,
     pub detail: String,
     pub action: Action,
+    /// A command for the operator to run first, printed under the plan (the helm snippet).
+    pub snippet: Option<String>,
+}
+
+/// Whether step 4's evidence holds: read in this very run (the `--apply` that then disables the
+/// old rules), or read earlier with every old rule disabled since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evidence {
+    /// Read from the account's marks.
+    Recorded,
+    /// This run read it and it held.
+    JustRead,
 }
 
 /// Every step of `cluster`, in order.
-pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<Step> {
+pub(crate) async fn evaluate(
+    aws: &Aws,
+    land: &Landscape,
+    cluster: &str,
+    options: &Options,
+    evidence: Evidence,
+) -> Vec<Step> {
     let view = &land.clusters[cluster];
     let base = &land.base;
     let queue_name = land
@@ -113,6 +146,7 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
             state,
             detail,
             action,
+            snippet: None,
         })
     };
     let name_role = format!(
@@ -122,23 +156,21 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
 
     // 1. The tenant stack.
     let router_role = base.output("RouterRoleArn").unwrap_or_default();
-    let tenant_ok = match &view.tenant {
-        None => None,
-        Some(queue) => {
-            let sender = Sender {
-                label: "router",
-                role_arn: router_role,
-                account: &base.account,
-                partition: &base.partition,
-                wrong_role_fix: String::new(),
-            };
-            let check = check_tenant_policy(queue, &sender, &land.region, "tenant", "");
-            Some((check.passed, check.detail))
-        }
-    };
+    let tenant_ok = view.tenant.as_ref().map(|queue| {
+        let sender = Sender {
+            label: "router",
+            role_arn: router_role,
+            account: &base.account,
+            partition: &base.partition,
+            wrong_role_fix: String::new(),
+        };
+        let check = check_tenant_policy(queue, &sender, &land.region, "tenant", "");
+        (check.passed, check.detail)
+    });
     let age = view.tenant.as_ref().and_then(queue_age);
-    let (state, detail, action) = match (&tenant_ok, &view.controller) {
-        (Some((true, _)), _) if age.is_some_and(|age| age < ROUTER_LEARNS) => (
+    let (state, detail, action) = match (&tenant_ok, &view.controller, &view.name_taken) {
+        (None, _, Some((queue, why))) => name_taken(land, cluster, queue, why),
+        (Some((true, _)), _, _) if age.is_some_and(|age| age < ROUTER_LEARNS) => (
             State::Waiting,
             format!(
                 "{queue_name} was created {}s ago; every router instance learns of a new queue \
@@ -148,17 +180,17 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
             ),
             Action::Nothing,
         ),
-        (Some((true, detail)), _) => (
+        (Some((true, detail)), _, _) => (
             State::Done,
             format!("{queue_name}: {detail}"),
             Action::Nothing,
         ),
-        (Some((false, detail)), _) => (
+        (Some((false, detail)), _, _) => (
             State::Blocked,
             format!("{queue_name} exists but its policy is wrong: {detail}"),
             Action::Operator("routerctl verify names the fix".into()),
         ),
-        (None, Some(role)) => (
+        (None, Some(role), None) => (
             State::Todo,
             format!("no queue {queue_name}"),
             Action::Apply(Change::DeployTenant {
@@ -166,7 +198,7 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
                 karpenter_role: role.clone(),
             }),
         ),
-        (None, None) => (
+        (None, None, None) => (
             State::Blocked,
             format!("no queue {queue_name}, and Karpenter's controller role is not known"),
             Action::Operator(name_role.clone()),
@@ -181,7 +213,9 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
         action,
     );
 
-    // 2. Karpenter may read it.
+    // 2. Karpenter may read it, and no other cluster's Karpenter may: a helm command run in that
+    // cluster's kube-context would point its Karpenter here, and it would take this cluster's
+    // interruptions (and the probe, which would then prove nothing).
     let (state, detail, action) = match (&view.tenant, done_1) {
         (Some(queue), true) => {
             let check = check_karpenter_role(
@@ -193,7 +227,22 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
                 "tenant",
             )
             .await;
+            let others = other_readers(land, cluster, queue);
             match (check.passed, &view.controller) {
+                (true, _) if !others.is_empty() => (
+                    State::Blocked,
+                    format!(
+                        "{} may also read {queue_name}: a helm command run in such a cluster's \
+                         kube-context points its Karpenter here, and it takes {cluster}'s \
+                         interruptions",
+                        others.join(", ")
+                    ),
+                    Action::Operator(
+                        "scope each of those roles' sqs:ReceiveMessage and sqs:DeleteMessage to \
+                         its own cluster's queue, then run adopt again"
+                            .into(),
+                    ),
+                ),
                 (true, _) => (State::Done, check.detail, Action::Nothing),
                 (false, Some(role)) => (
                     State::Todo,
@@ -215,127 +264,133 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
     let done_2 = state == State::Done;
     step(
         2,
-        format!("Karpenter's controller role may read {queue_name}"),
+        format!("Karpenter's controller role may read {queue_name}, no other cluster's"),
         state,
         detail,
         action,
     );
 
-    // 4 first (3 is done when 4 is seen): Karpenter consuming the new queue. After a rollback
-    // nothing counts until the operator says Karpenter reads the new queue again (--resume):
-    // until the helm command that points it back has run, Karpenter still deletes from it.
-    let (since, counted_from) = match view.switch {
-        Switch::Resumed(at) => (format!("since --resume at {}", rfc3339(at)), Some(at)),
-        _ => (
-            format!("in the last {} min", CONSUMING_WINDOW.as_secs() / 60),
-            None,
-        ),
+    // 3 and 4: Karpenter moved, on evidence.
+    let enabled: Vec<String> = setups
+        .iter()
+        .flat_map(|s| &s.rules)
+        .filter(|r| r.enabled)
+        .map(|r| r.name.clone())
+        .collect();
+    let old_queues: Vec<&Queue> = setups.iter().map(|s| &s.queue).collect();
+    let rolled_back = view.rolled_back;
+    let after_rollback = |at: SystemTime| rolled_back.is_none_or(|rb| at > rb);
+    let evidenced = match evidence {
+        Evidence::JustRead => true,
+        // Evidence read earlier counts only once every old rule is disabled: it was read by the
+        // run that disabled them. Rules enabled again need new evidence.
+        Evidence::Recorded => view.verified.is_some_and(after_rollback) && enabled.is_empty(),
     };
-    let rolled_back = match view.switch {
-        Switch::RolledBack(at) => Some(at),
-        _ => None,
+    let round = view.round.as_ref().filter(|r| {
+        after_rollback(r.started) && !r.expired(old_queues.iter().copied().chain(&view.tenant))
+    });
+    let expired = view.round.is_some() && round.is_none();
+    let helm_target = helm::Target {
+        cluster,
+        account: &land.account,
+        region: &land.region,
+        queue: &queue_name,
     };
-    let counting = done_2 && !land.shadow() && rolled_back.is_none();
-    let consumed = if counting {
-        deleted_since(aws, &queue_name, counted_from).await
-    } else {
-        Ok(0.0)
-    };
-    let seen = matches!(consumed, Ok(n) if n > 0.0);
-    let (state, detail, action) = if seen {
-        (
-            State::Done,
-            "seen consuming it (step 4)".to_owned(),
-            Action::Nothing,
-        )
-    } else if !done_2 {
+    let (state, detail, action) = if !done_2 {
         (State::Blocked, "after step 2".to_owned(), Action::Nothing)
-    } else if land.shadow() {
-        (
-            State::Blocked,
-            format!(
-                "the router is in shadow mode and sends nothing to {queue_name}: Karpenter \
-                 would see no interruption there"
-            ),
-            Action::Operator(format!(
-                "switch the router to forward mode first: make deploy-base STACK_NAME={} \
-                 PARAMS=RoutingMode=Forward (with your usual variables)",
-                base.name
-            )),
-        )
-    } else if let Some(at) = rolled_back {
-        (
-            State::Todo,
-            format!(
-                "rolled back at {}: Karpenter was to be pointed back at its old queue",
-                rfc3339(at)
-            ),
-            Action::Operator(format!(
-                "to resume, {}; then tell adopt it is done: routerctl adopt --cluster {cluster} \
-                 --resume",
-                helm_command(&queue_name)
-            )),
-        )
-    } else if let Switch::Resumed(at) = view.switch {
-        (
-            State::Done,
-            format!(
-                "the operator resumed at {} (step 4 confirms it)",
-                rfc3339(at)
-            ),
-            Action::Nothing,
-        )
+    } else if evidenced || round.is_some() {
+        (State::Done, "step 4 checks it".to_owned(), Action::Nothing)
     } else {
-        (
-            State::Todo,
-            "not visible from AWS: done when step 4 sees Karpenter consume it".to_owned(),
-            Action::Operator(helm_command(&queue_name)),
-        )
+        let mut detail = "run the helm command below (routerctl never edits a cluster), then \
+                          --apply, which checks it (step 4)"
+            .to_owned();
+        if let Some(at) = rolled_back {
+            detail = format!(
+                "rolled back at {}: Karpenter was to go back to its old queue; to move again, {detail}",
+                rfc3339(at)
+            );
+        } else if expired {
+            detail = format!("the last check was not read in time and expired; {detail}");
+        }
+        let action = match view.nodes.first() {
+            Some(node) => Action::Apply(Change::StartRound { node: node.clone() }),
+            None => Action::Operator(
+                "no running node of the cluster for the probe to name: adopt needs one".into(),
+            ),
+        };
+        (State::Todo, detail, action)
     };
+    // The helm command goes with step 3 while the operator has it to run.
+    let snippet = (state == State::Todo).then(|| helm::snippet(&helm_target));
     step(
         3,
-        format!("Karpenter points at {queue_name}"),
+        format!("Karpenter pointed at {queue_name}"),
         state,
         detail,
         action,
     );
-    let (state, detail, action) = match (counting, consumed) {
-        (false, _) => (State::Blocked, "after step 3".to_owned(), Action::Nothing),
-        (true, Ok(n)) if n > 0.0 => (
+    let old_names: Vec<&str> = old_queues.iter().map(|q| q.name.as_str()).collect();
+    let (state, detail, action) = match (evidenced, round) {
+        (true, _) => (
             State::Done,
-            format!("{n:.0} message(s) deleted from {queue_name} {since}"),
+            match (evidence, view.verified) {
+                (Evidence::Recorded, Some(at)) => format!(
+                    "seen at {}: it read {queue_name}{}",
+                    rfc3339(at),
+                    if old_names.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" and nothing read {}", old_names.join(", "))
+                    }
+                ),
+                _ => "seen now".to_owned(),
+            },
             Action::Nothing,
         ),
-        (true, Ok(_)) => {
-            let probe = view.probed.filter(|at| probe_pending(*at, counted_from));
-            let detail = format!(
-                "no message deleted from {queue_name} {since} (SQS reports to CloudWatch every \
-                 minute){}",
-                match probe {
-                    Some(at) => format!("; probe sent at {}, awaiting its deletion", rfc3339(at)),
-                    None => "; a probe through the router proves Karpenter reads it".to_owned(),
+        (false, Some(round)) if !round.ripe() => (
+            State::Waiting,
+            format!(
+                "probe and sentinel sent {} s ago: --apply reads them once {} s old",
+                round.age().as_secs(),
+                QUIET_WINDOW.as_secs()
+            ),
+            Action::Nothing,
+        ),
+        (false, Some(round)) => (
+            State::Todo,
+            format!(
+                "probe {} and the sentinels are {} s old: --apply reads them, and if the probe \
+                 was taken from {queue_name} and no sentinel from {}, disables the old rules \
+                 (step 5) in the same run",
+                round.probe,
+                round.age().as_secs(),
+                if old_names.is_empty() {
+                    "an old queue".to_owned()
+                } else {
+                    old_names.join(", ")
                 }
-            );
-            let action = match (probe, view.nodes.first()) {
-                (Some(_), _) => Action::Nothing,
-                (None, Some(node)) => Action::Apply(Change::Probe { node: node.clone() }),
-                (None, None) => Action::Operator(
-                    "no running node to probe with: wait for an interruption event".into(),
-                ),
-            };
-            (State::Waiting, detail, action)
-        }
-        (true, Err(e)) => (State::Blocked, e, Action::Nothing),
+            ),
+            Action::Apply(Change::ReadRound),
+        ),
+        (false, None) => (State::Blocked, "after step 3".to_owned(), Action::Nothing),
     };
+    let done_4 = state == State::Done;
     step(
         4,
-        format!("Karpenter seen consuming {queue_name}"),
+        format!(
+            "Karpenter seen reading {queue_name}{}",
+            if old_names.is_empty() {
+                String::new()
+            } else {
+                format!(", nothing reading {}", old_names.join(", "))
+            }
+        ),
         state,
         detail,
         action,
     );
 
-    // 5-7. The old set-up, retired only once Karpenter reads the new queue.
+    // 5-7. The old set-up, retired only on that evidence.
     let old_rules: Vec<_> = setups.iter().flat_map(|s| s.rules.iter()).collect();
     if setups.is_empty() {
         for (n, title) in [
@@ -351,6 +406,7 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
                 Action::Nothing,
             );
         }
+        steps[2].snippet = snippet;
         return steps;
     }
     let shared: Vec<String> = setups
@@ -368,11 +424,6 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
             )
         })
         .collect();
-    let enabled: Vec<String> = old_rules
-        .iter()
-        .filter(|r| r.enabled)
-        .map(|r| r.name.clone())
-        .collect();
     let entangled: Vec<String> = old_rules
         .iter()
         .filter(|r| r.enabled && !r.other_targets.is_empty())
@@ -388,7 +439,7 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
             ),
             Action::Nothing,
         )
-    } else if !entangled.is_empty() && seen {
+    } else if !entangled.is_empty() {
         (
             State::Blocked,
             format!(
@@ -407,14 +458,14 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
             format!("{} rule(s) disabled or gone", old_rules.len()),
             Action::Nothing,
         )
-    } else if !seen {
+    } else if !done_4 {
         (
             State::Blocked,
             format!(
-                "{} rule(s) still feed {}: they stay until Karpenter is seen reading \
-                 {queue_name} (disabling them first would leave it without events)",
+                "{} rule(s) still feed {}: they stay until step 4's evidence holds, and the \
+                 --apply that reads it disables them",
                 enabled.len(),
-                setups[0].queue.name
+                old_names.join(", ")
             ),
             Action::Nothing,
         )
@@ -433,18 +484,18 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
     } else if !done_5 {
         (State::Blocked, "after step 5".to_owned(), Action::Nothing)
     } else {
-        match owned_elsewhere(old_rules.iter().map(|r| &r.owner)) {
+        let names: Vec<&str> = old_rules.iter().map(|r| r.name.as_str()).collect();
+        match retire_elsewhere(
+            land,
+            cluster,
+            options,
+            old_rules.iter().map(|r| &r.owner),
+            6,
+        ) {
             Some(how) => (
                 State::Todo,
-                format!(
-                    "{} disabled; {how}",
-                    old_rules
-                        .iter()
-                        .map(|r| r.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                Action::Operator(how.clone()),
+                format!("{} disabled, not deleted", names.join(", ")),
+                Action::Operator(how),
             ),
             None => (
                 State::Todo,
@@ -463,7 +514,6 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
     step(6, "old rules deleted".into(), state, detail, action);
 
     // Each old queue in turn; the step is done when none is left (and then reads as "-").
-    let names: Vec<&str> = setups.iter().map(|s| s.queue.name.as_str()).collect();
     let first = setups[0];
     let (state, detail, action) = if !done_6 {
         (State::Blocked, "after step 6".to_owned(), Action::Nothing)
@@ -485,7 +535,10 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
             ),
             Action::Nothing,
         )
-    } else if let Some(how) = setups.iter().find_map(|s| owned_elsewhere([&s.owner])) {
+    } else if let Some(how) = setups
+        .iter()
+        .find_map(|s| retire_elsewhere(land, cluster, options, [&s.owner], 7))
+    {
         (State::Todo, how.clone(), Action::Operator(how))
     } else {
         (
@@ -498,26 +551,82 @@ pub(crate) async fn evaluate(aws: &Aws, land: &Landscape, cluster: &str) -> Vec<
     };
     step(
         7,
-        format!("old queue {} deleted once empty", names.join(", ")),
+        format!("old queue {} deleted once empty", old_names.join(", ")),
         state,
         detail,
         action,
     );
+    steps[2].snippet = snippet;
     steps
 }
 
-/// How long a probe is waited for before `--apply` sends another: SQS reports deletions to
-/// CloudWatch every minute, a few minutes late at worst.
-pub const PROBE_PATIENCE: Duration = Duration::from_secs(5 * 60);
+/// Step 1 when a queue that is not the router's holds the tenant queue's name: the router never
+/// writes it, so the cluster stays on it, and the router's queue needs another name.
+fn name_taken(
+    land: &Landscape,
+    cluster: &str,
+    queue: &Queue,
+    why: &str,
+) -> (State, String, Action) {
+    let prefix = land.queue_names.prefix();
+    let whose = land
+        .setups
+        .iter()
+        .find(|s| s.queue.name == queue.name)
+        .map(|s| format!("the old set-up's queue, made by {}", s.owner))
+        .unwrap_or_else(|| "no set-up adopt knows".to_owned());
+    let tenants = land
+        .clusters
+        .values()
+        .filter(|c| c.tenant.is_some())
+        .count();
+    let how = if tenants == 0 {
+        format!(
+            "give the router a queue prefix no other tool uses before any tenant stack uses this \
+             one: make deploy-base STACK_NAME={} PARAMS=QueuePrefix=<prefix, e.g. \
+             interruption-router-> (with your usual variables); adopt then plans \
+             <prefix>{cluster} next to {}",
+            land.base.name, queue.name
+        )
+    } else {
+        format!(
+            "{tenants} tenant queue(s) already use the prefix {prefix}: a new prefix \
+             (make deploy-base PARAMS=QueuePrefix=…) means re-deploying their tenant stacks and \
+             re-pointing their Karpenters too; or leave {cluster} on its own set-up"
+        )
+    };
+    (
+        State::Blocked,
+        format!(
+            "{} exists and the router's tenant stack did not make it ({why}): it is {whose}. The \
+             router never writes it, so {cluster} stays on it (counted as not onboarded), and \
+             the router's queue for {cluster} cannot take its name",
+            queue.name
+        ),
+        Action::Operator(how),
+    )
+}
 
-/// A probe sent within [`PROBE_PATIENCE`], and not before `counted_from` (the last resume), is
-/// still awaited. Both times are tags in whole seconds: a probe in the resume's second is after
-/// it (adopt sends a probe only once resumed).
-fn probe_pending(sent: SystemTime, counted_from: Option<SystemTime>) -> bool {
-    let recent = SystemTime::now()
-        .duration_since(sent)
-        .is_ok_and(|age| age < PROBE_PATIENCE);
-    recent && counted_from.is_none_or(|from| sent >= from)
+/// Karpenter controller roles of other clusters (or of none adopt can tell) that may read
+/// `queue`.
+fn other_readers(land: &Landscape, cluster: &str, queue: &Queue) -> Vec<String> {
+    let own = land.clusters[cluster].controller.as_deref();
+    land.controllers
+        .iter()
+        .filter(|c| Some(c.role.name()) != own && c.clusters != [cluster])
+        .filter(|c| c.role.may("sqs:ReceiveMessage", &queue.arn).is_allowed())
+        .map(|c| {
+            format!(
+                "{} ({})",
+                c.role.name(),
+                if c.clusters.is_empty() {
+                    "its policy names no cluster".to_owned()
+                } else {
+                    format!("cluster {}", c.clusters.join(", "))
+                }
+            )
+        })
+        .collect()
 }
 
 /// How long after a tenant queue's creation adopt counts on every router instance sending to
@@ -525,7 +634,7 @@ fn probe_pending(sent: SystemTime, counted_from: Option<SystemTime>) -> bool {
 pub const ROUTER_LEARNS: Duration = Duration::from_secs(MISSING_QUEUE_RECHECK.as_secs() + 3);
 
 /// How long ago SQS created the queue (its CreatedTimestamp, whole seconds).
-fn queue_age(queue: &crate::verify::queues::Queue) -> Option<Duration> {
+fn queue_age(queue: &Queue) -> Option<Duration> {
     // Whole seconds in AWS; the emulator writes a fraction.
     let created: f64 = queue.attributes.get("CreatedTimestamp")?.parse().ok()?;
     SystemTime::now()
@@ -539,80 +648,69 @@ pub fn next(steps: &[Step]) -> Option<&Step> {
     steps.iter().find(|s| !s.state.finished())
 }
 
-/// Why adopt must not delete these itself, when a tool owns them.
-fn owned_elsewhere<'a>(owners: impl IntoIterator<Item = &'a Owner>) -> Option<String> {
+/// The instruction for the operator when adopt may not delete these itself (step 6 or 7): a tool
+/// made them, or nothing says who did and the operator has not said "by hand". `None`: adopt
+/// deletes them.
+fn retire_elsewhere<'a>(
+    land: &Landscape,
+    cluster: &str,
+    options: &Options,
+    owners: impl IntoIterator<Item = &'a Owner>,
+    step: u8,
+) -> Option<String> {
     let mut stacks: Vec<(String, Vec<String>)> = Vec::new();
-    let mut terraform = false;
+    let mut tools: Vec<String> = Vec::new();
+    let mut unmarked = false;
     for owner in owners {
         match owner {
             Owner::Stack { stack, logical } => match stacks.iter_mut().find(|(s, _)| s == stack) {
                 Some((_, ids)) => ids.push(logical.clone()),
                 None => stacks.push((stack.clone(), vec![logical.clone()])),
             },
-            Owner::Unknown { tool_hint: Some(_) } => terraform = true,
-            Owner::Unknown { tool_hint: None } => {}
+            Owner::Tool { tool, marks } => {
+                let line = format!("{tool} ({marks})");
+                if !tools.contains(&line) {
+                    tools.push(line);
+                }
+            }
+            Owner::Unmarked => unmarked = true,
         }
     }
     if let Some((stack, ids)) = stacks.first() {
+        let what = if step == 6 { "rules" } else { "old queue" };
         return Some(format!(
-            "owned by stack {stack}: remove {} from its template and update it (adopt does not \
-             delete what CloudFormation owns: the stack would re-create it, and Karpenter's \
-             getting-started stack also holds Karpenter's IAM, so do not delete the stack)",
-            ids.join(", ")
+            "stack {stack} owns the {what} ({}): update it with its template edited, not by \
+             hand (it would re-create them): routerctl adopt --cluster {cluster} --stack-template \
+             > {stack}.yaml (its template without them{}), then aws cloudformation deploy \
+             --region {} --stack-name {stack} --template-file {stack}.yaml --capabilities \
+             CAPABILITY_IAM CAPABILITY_NAMED_IAM (it keeps the parameters). Do not delete the \
+             stack: Karpenter's getting-started stack also holds Karpenter's IAM",
+            ids.join(", "),
+            if step == 7 {
+                format!(
+                    ", and what granted the old queue granting {} instead",
+                    land.queue_names.queue_name(cluster).unwrap_or_default()
+                )
+            } else {
+                String::new()
+            },
+            land.region
         ));
     }
-    terraform.then(|| {
-        "tagged as Terraform's: remove them from the Terraform configuration that made them \
-         (adopt does not delete them: the next apply would re-create them)"
-            .to_owned()
+    if !tools.is_empty() {
+        return Some(format!(
+            "made by {}: remove them from that configuration and apply it (adopt deletes no \
+             tool's resources: its next apply would re-create them). EKS Blueprints addons: \
+             karpenter_enable_spot_termination = false removes its queue and rules; keep \
+             Karpenter's settings.interruptionQueue on the router's queue in its values",
+            tools.join("; ")
+        ));
+    }
+    (unmarked && !options.delete_hand_made).then(|| {
+        format!(
+            "no tool's mark on them (no stack; no Terraform, Pulumi, Crossplane or ACK tag or \
+             name): if you made them by hand, routerctl adopt --cluster {cluster} --apply \
+             --delete-hand-made deletes them; if a tool made them, remove them there"
+        )
     })
-}
-
-/// The helm command that points an installed Karpenter at `queue`, keeping its chart version and
-/// namespace (tools/karpenter_helm.sh prints the same for `make deploy-tenant`).
-pub fn helm_command(queue: &str) -> String {
-    format!(
-        "point Karpenter at {queue}, keeping its chart version and namespace: \
-         NS=$(helm list --all-namespaces --filter '^karpenter$' --output json | jq -r '.[0].namespace'); \
-         VERSION=$(helm get metadata karpenter --namespace \"$NS\" --output json | jq -r .version); \
-         helm upgrade karpenter oci://public.ecr.aws/karpenter/karpenter --namespace \"$NS\" \
-         --version \"$VERSION\" --reuse-values --set settings.interruptionQueue={queue}"
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn what_a_tool_owns_is_left_to_that_tool() {
-        let stack = |logical: &str| Owner::Stack {
-            stack: "Karpenter-alpha".into(),
-            logical: logical.into(),
-        };
-        let how = owned_elsewhere([&stack("SpotInterruptionRule"), &stack("RebalanceRule")])
-            .expect("a stack owns them");
-        assert!(how.contains("owned by stack Karpenter-alpha"), "{how}");
-        assert!(how.contains("SpotInterruptionRule, RebalanceRule"), "{how}");
-        assert!(how.contains("do not delete the stack"), "{how}");
-        let terraform = Owner::Unknown {
-            tool_hint: Some("Terraform".into()),
-        };
-        let how = owned_elsewhere([&terraform]).expect("Terraform owns it");
-        assert!(how.contains("Terraform configuration"), "{how}");
-        assert_eq!(owned_elsewhere([&Owner::Unknown { tool_hint: None }]), None);
-    }
-
-    #[test]
-    fn a_probe_is_awaited_for_a_while_and_only_one_sent_since_the_resume() {
-        let now = SystemTime::now();
-        assert!(probe_pending(now - Duration::from_secs(60), None));
-        assert!(!probe_pending(
-            now - PROBE_PATIENCE - Duration::from_secs(1),
-            None
-        ));
-        let resumed = now - Duration::from_secs(30);
-        assert!(!probe_pending(now - Duration::from_secs(60), Some(resumed)));
-        assert!(probe_pending(now - Duration::from_secs(10), Some(resumed)));
-    }
 }

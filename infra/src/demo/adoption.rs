@@ -1,19 +1,22 @@
 //! `routerctl demo --adopt`: clusters that run Karpenter with their own interruption set-ups moved
-//! onto the router by `routerctl adopt` while interruptions keep coming, on the local emulator.
+//! onto the router by `routerctl adopt` while interruptions keep coming, on the local emulator,
+//! with AWS's timing kept in.
 //!
-//! [`Estate`] is the scene, shared with adopt's end-to-end test: the real base stack; clusters
-//! `alpha` and `beta` with Karpenter's getting-started stack, `gamma` with a Terraform-style
-//! set-up, `delta` with nodes and no set-up at all ([`crate::local::old_setups`]); each set-up
-//! cluster's Karpenter reading its old queue ([`crate::local::karpenter`]); a stream of every kind
-//! of event for those clusters' nodes through the default bus as AWS runs it
-//! ([`crate::local::eventbridge`]), which feeds the old queues and the router's ingest queue; the
-//! router binary behind the local event source mapping, and behind the local Invoke API for
-//! adopt's probe. [`Estate::advance`] takes one cluster one move further: adopt's `--apply`, or,
-//! where adopt hands the step to the operator, what the operator does (the helm upgrade, the
-//! getting-started stack's update, a purge).
+//! [`Estate`] is the scene, shared with adopt's end-to-end tests: the real base stack; clusters
+//! with the set-ups of [`crate::local::old_setups`] ([`Scene::demo`]: `alpha` with Karpenter's
+//! getting-started stack, `beta` with terraform-aws-eks's karpenter module, `gamma` made by hand,
+//! `delta` with nodes and no set-up); each set-up cluster's Karpenter reading its old queue
+//! ([`crate::local::karpenter`]: 20-s long polls, a leader handover, deletion metrics minutes
+//! late); a stream of every kind of event each set-up covers, for those clusters' nodes, through
+//! the default bus as AWS runs it ([`crate::local::eventbridge`]: rule changes take effect after
+//! [`Scene::rule_delay`]), which feeds the old queues and the router's ingest queue; the router
+//! binary behind the local event source mapping, and behind the local Invoke API for adopt's
+//! probe. [`Estate::advance`] takes one cluster one move further: adopt's `--apply`, or, where
+//! adopt hands the step to the operator, what the operator does (the helm upgrade, the
+//! getting-started stack's update with `--stack-template`, Terraform's apply, a purge).
 //!
 //! [`Estate::finish`] stops the stream and checks every event against the queue its cluster's
-//! Karpenter was reading when it was sent.
+//! Karpenter was pointed at when it was sent.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -38,9 +41,9 @@ use crate::{
         eventbridge::DefaultBus,
         function::{Function, router_binary},
         invoke_api::InvokeApi,
-        karpenter::Karpenter,
+        karpenter::{Behaviour, Karpenter},
         moto::{ACCOUNT, MotoServer, REGION, karpenter_tags, launch, sdk_config_for},
-        old_setups::{self, Retire},
+        old_setups::{self, Flavour},
         proxy::AwsProxy,
     },
     sandbox::Sandbox,
@@ -53,20 +56,46 @@ pub const STACK: &str = "interruption-router";
 /// the account (each event is a ListRules, and a SendMessage per matching target).
 pub const STREAM_EVERY: Duration = Duration::from_millis(250);
 
-/// How a cluster handles interruptions before the router.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flavour {
-    GettingStarted,
-    Terraform,
+/// What the scene holds.
+#[derive(Debug, Clone)]
+pub struct Scene {
+    /// Each cluster's name and set-up (none: nodes and no interruption handling).
+    pub clusters: Vec<(String, Option<Flavour>)>,
+    /// More base stack parameters (QueuePrefix, …).
+    pub base_parameters: Vec<(String, String)>,
+    pub every: Duration,
+    /// How long after a rule state change EventBridge (the stand-in) applies it.
+    pub rule_delay: Duration,
+    /// Each Karpenter's timing.
+    pub karpenter: Behaviour,
 }
 
-/// The scene's clusters: name and set-up.
-pub const CLUSTERS: [(&str, Option<Flavour>); 4] = [
-    ("alpha", Some(Flavour::GettingStarted)),
-    ("beta", Some(Flavour::GettingStarted)),
-    ("gamma", Some(Flavour::Terraform)),
-    ("delta", None),
-];
+impl Scene {
+    /// The demo's: one cluster of each kind of set-up, and one with none. Rule changes take 5 s
+    /// (AWS gives no figure), which adopt's settle, 8 s here, covers.
+    pub fn demo() -> Self {
+        Self {
+            clusters: [
+                ("alpha", Some(Flavour::GettingStarted)),
+                ("beta", Some(Flavour::TerraformModule)),
+                ("gamma", Some(Flavour::ByHand)),
+                ("delta", None),
+            ]
+            .into_iter()
+            .map(|(c, f)| (c.to_owned(), f))
+            .collect(),
+            base_parameters: Vec::new(),
+            every: STREAM_EVERY,
+            rule_delay: Duration::from_secs(5),
+            karpenter: Behaviour::default(),
+        }
+    }
+
+    /// The settle adopt runs with on this scene: longer than the stand-in's rule delay.
+    pub fn settle(&self) -> Duration {
+        self.rule_delay + Duration::from_secs(3)
+    }
+}
 
 pub struct Cluster {
     pub flavour: Option<Flavour>,
@@ -101,7 +130,7 @@ pub enum Move {
         step: u8,
         did: String,
     },
-    /// Step `step` waits on time (a new queue's propagation, SQS's metrics).
+    /// Step `step` waits on time (a new queue's propagation, a round of evidence).
     Waited {
         step: u8,
         why: String,
@@ -126,6 +155,7 @@ pub struct Estate {
     /// Clients for the emulator, with Lambda at the local Invoke API (adopt's probe).
     pub aws: Aws,
     pub clusters: BTreeMap<String, Cluster>,
+    pub scene: Scene,
     _proxy: AwsProxy,
     _invoke: InvokeApi,
     esm: JoinHandle<Result<Drained>>,
@@ -134,40 +164,38 @@ pub struct Estate {
 }
 
 impl Estate {
-    /// Sets the scene up and starts the stream, one event every `every`.
-    pub async fn start(router_bin: Option<PathBuf>, every: Duration) -> Result<Self> {
+    /// Sets `scene` up and starts the stream.
+    pub async fn start(router_bin: Option<PathBuf>, scene: Scene) -> Result<Self> {
         let binary = match router_bin {
             Some(path) => path,
             None => router_binary()?,
         };
         let moto = MotoServer::start().await?;
-        let sandbox = Sandbox::deploy(&moto, STACK, &[]).await?;
+        let parameters: Vec<(&str, &str)> = scene
+            .base_parameters
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let sandbox = Sandbox::deploy_with(&moto, STACK, &[], &parameters).await?;
         let mut clusters = BTreeMap::new();
-        for (name, flavour) in CLUSTERS {
+        for (name, flavour) in &scene.clusters {
             let aws = &sandbox.aws;
             let nodes = launch(&aws.ec2, &karpenter_tags(name), 2).await?;
-            let (old_queue, role) = match flavour {
-                Some(Flavour::GettingStarted) => (
-                    Some(old_setups::getting_started(aws, name).await?),
-                    Some(old_setups::getting_started_role(name)),
-                ),
-                Some(Flavour::Terraform) => (
-                    Some(old_setups::terraform_style(aws, name).await?),
-                    Some(old_setups::terraform_role(name)),
-                ),
-                None => (None, None),
+            let made = match flavour {
+                Some(flavour) => Some(old_setups::stand_up(aws, *flavour, name).await?),
+                None => None,
             };
-            let karpenter = match &old_queue {
-                Some(queue) => Some(Karpenter::start(aws, queue).await?),
+            let karpenter = match &made {
+                Some(made) => Some(Karpenter::start(aws, &made.queue, scene.karpenter).await?),
                 None => None,
             };
             clusters.insert(
-                name.to_owned(),
+                name.clone(),
                 Cluster {
-                    flavour,
+                    flavour: *flavour,
                     nodes,
-                    old_queue,
-                    role,
+                    old_queue: made.as_ref().map(|m| m.queue.clone()),
+                    role: made.map(|m| m.role),
                     karpenter,
                 },
             );
@@ -202,22 +230,24 @@ impl Estate {
         });
 
         let stream_stop = Arc::new(AtomicBool::new(false));
-        let nodes: Vec<(String, Vec<String>)> = clusters
+        let fed: Vec<Fed> = clusters
             .iter()
-            .filter(|(_, c)| c.flavour.is_some())
-            .map(|(name, c)| (name.clone(), c.nodes.clone()))
+            .filter_map(|(name, c)| {
+                Some(Fed {
+                    cluster: name.clone(),
+                    nodes: c.nodes.clone(),
+                    kinds: c.flavour?.kinds(),
+                })
+            })
             .collect();
-        let stream = tokio::spawn(stream(
-            DefaultBus::new(&sandbox.aws),
-            nodes,
-            every,
-            stream_stop.clone(),
-        ));
+        let bus = DefaultBus::new(&sandbox.aws, scene.rule_delay).await?;
+        let stream = tokio::spawn(stream(bus, fed, scene.every, stream_stop.clone()));
         Ok(Self {
             moto,
             sandbox,
             aws,
             clusters,
+            scene,
             _proxy: proxy,
             _invoke: invoke,
             esm,
@@ -230,7 +260,17 @@ impl Estate {
         adopt::run(&self.aws, options).await
     }
 
-    /// `cluster`'s Karpenter, pointed at `queue` (a helm upgrade).
+    /// adopt's options for `cluster`, with this scene's settle.
+    pub fn apply(&self, cluster: &str) -> adopt::Options {
+        adopt::Options::apply(STACK, cluster).settle(self.scene.settle())
+    }
+
+    pub fn rollback(&self, cluster: &str) -> adopt::Options {
+        adopt::Options::rollback(STACK, cluster).settle(self.scene.settle())
+    }
+
+    /// `cluster`'s Karpenter pointed at `queue` (a helm upgrade in its kube-context, or a GitOps
+    /// controller setting the value).
     pub async fn helm(&mut self, cluster: &str, queue: &str) -> Result<()> {
         self.cluster_mut(cluster)?
             .karpenter
@@ -251,80 +291,166 @@ impl Estate {
         format!("karpenter-{cluster}")
     }
 
-    /// One move further for `cluster`: adopt's `--apply`, or the operator's part of the step.
+    /// One move further for `cluster`: what the operator does where adopt's plan hands them the
+    /// next step, else adopt's `--apply`.
     pub async fn advance(&mut self, cluster: &str) -> Result<Move> {
-        let report = self.adopt(&adopt::Options::apply(STACK, cluster)).await?;
-        let plan = report
+        let plan = self.adopt(&adopt::Options::plan_of(STACK, cluster)).await?;
+        let at = plan
             .cluster(cluster)
-            .context("cluster left out of the report")?;
+            .context("cluster left out of the plan")?;
+        let flavour = self.clusters[cluster].flavour;
+        let queue = Self::tenant_queue(cluster);
+        if let Some(next) = at.next() {
+            let reading = self.clusters[cluster]
+                .karpenter
+                .as_ref()
+                .and_then(|k| k.reading().map(str::to_owned));
+            match (next.number, &next.state) {
+                // The helm command the plan prints, then --apply (below) starts the check.
+                (3, State::Todo) if reading.as_deref() != Some(queue.as_str()) => {
+                    self.helm(cluster, &queue).await?;
+                    return Ok(Move::Operator {
+                        step: 3,
+                        did: format!("helm upgrade … --set settings.interruptionQueue={queue}"),
+                    });
+                }
+                (1 | 4, State::Waiting) => {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    return Ok(Move::Waited {
+                        step: next.number,
+                        why: next.detail.clone(),
+                    });
+                }
+                (7, State::Waiting) => {
+                    let old = self.clusters[cluster].old_queue.clone().unwrap_or_default();
+                    let url = self.sandbox.queue_url(&old).await?;
+                    self.aws.sqs.purge_queue().queue_url(&url).send().await?;
+                    return Ok(Move::Operator {
+                        step: 7,
+                        did: format!("aws sqs purge-queue --queue-url {url}"),
+                    });
+                }
+                (6 | 7, State::Todo) if flavour != Some(Flavour::ByHand) => {
+                    let did = self.retire_with_its_tool(cluster, next.number).await?;
+                    return Ok(Move::Operator {
+                        step: next.number,
+                        did,
+                    });
+                }
+                _ => {}
+            }
+        }
+        // By hand: the operator says so, and adopt deletes what carries no tool's mark.
+        let options = match flavour {
+            Some(Flavour::ByHand) => self.apply(cluster).delete_hand_made(),
+            _ => self.apply(cluster),
+        };
+        let report = self.adopt(&options).await?;
         match &report.outcome {
             Adopted::Finished => Ok(Move::Finished),
             Adopted::Applied { step, did } => {
-                let role = self.clusters[cluster].role.clone();
-                match step {
+                if matches!(step, 1 | 2) {
                     // moto skips parts of the tenant stack; put them back as AWS would have them.
-                    1 | 2 => {
-                        self.sandbox
-                            .complete_tenant(cluster, role.as_deref())
-                            .await?
-                    }
-                    // A probe takes a moment to reach Karpenter and SQS's metric.
-                    4 => tokio::time::sleep(Duration::from_secs(1)).await,
-                    _ => {}
+                    let role = self.clusters[cluster].role.clone();
+                    self.sandbox
+                        .complete_tenant(cluster, role.as_deref())
+                        .await?;
                 }
                 Ok(Move::Applied {
                     step: *step,
                     did: did.clone(),
                 })
             }
-            Adopted::Refused { step, why } => {
-                let at = plan.step(*step);
-                let flavour = self.clusters[cluster].flavour;
-                let did = match (step, &at.state, flavour) {
-                    (3, State::Todo, _) => {
-                        let queue = Self::tenant_queue(cluster);
-                        self.helm(cluster, &queue).await?;
-                        let helm =
-                            format!("helm upgrade … --set settings.interruptionQueue={queue}");
-                        if plan.rolled_back {
-                            self.adopt(&adopt::Options::resume(STACK, cluster)).await?;
-                            format!("{helm}; routerctl adopt --cluster {cluster} --resume")
-                        } else {
-                            helm
-                        }
-                    }
-                    (6 | 7, State::Todo, Some(Flavour::GettingStarted)) => {
-                        let (what, which) = match step {
-                            6 => (Retire::Rules, "rules"),
-                            _ => (Retire::Queue, "queue"),
-                        };
-                        old_setups::retire_getting_started(&self.aws, cluster, what).await?;
-                        format!(
-                            "removed the old {which} from stack {} and updated it",
-                            old_setups::getting_started_stack(cluster)
-                        )
-                    }
-                    (7, State::Waiting, _) => {
-                        let queue = self.clusters[cluster].old_queue.clone().unwrap_or_default();
-                        let url = self.sandbox.queue_url(&queue).await?;
-                        self.aws.sqs.purge_queue().queue_url(&url).send().await?;
-                        format!("aws sqs purge-queue --queue-url {url}")
-                    }
-                    (1 | 4, State::Waiting, _) => {
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                        return Ok(Move::Waited {
-                            step: *step,
-                            why: at.detail.clone(),
-                        });
-                    }
-                    _ => bail!("{cluster} is stuck: {why}"),
+            Adopted::Refused { why, .. } => bail!("{cluster} is stuck: {why}"),
+            other => bail!("adopt --apply did not apply: {other:?}"),
+        }
+    }
+
+    /// What the tool that made `cluster`'s old set-up does once it no longer declares the rules
+    /// (step 6) or the queue (step 7): the getting-started stack updated with adopt's edit of its
+    /// template; Terraform's apply deleting what its configuration dropped.
+    async fn retire_with_its_tool(&mut self, cluster: &str, step: u8) -> Result<String> {
+        match self.clusters[cluster].flavour {
+            Some(Flavour::GettingStarted) => {
+                let report = self
+                    .adopt(&adopt::Options::stack_template(STACK, cluster))
+                    .await?;
+                let Adopted::Template { stack, edit, .. } = report.outcome else {
+                    bail!("--stack-template printed no template: {}", report.render());
                 };
-                Ok(Move::Operator { step: *step, did })
+                stacks::update(&self.aws.cfn, &stack, &edit.template, &[]).await?;
+                Ok(format!(
+                    "routerctl adopt --stack-template > {stack}.yaml ({}); aws cloudformation \
+                     deploy --stack-name {stack} --template-file {stack}.yaml",
+                    edit.summary()
+                ))
             }
-            Adopted::Planned | Adopted::RolledBack { .. } | Adopted::Resumed => {
-                bail!("adopt --apply did not apply")
+            _ => {
+                let plan = self.adopt(&adopt::Options::plan_of(STACK, cluster)).await?;
+                let tool = plan
+                    .cluster(cluster)
+                    .context("no plan")?
+                    .step(step)
+                    .detail
+                    .clone();
+                if step == 6 {
+                    let rules = self
+                        .aws
+                        .events
+                        .list_rules()
+                        .name_prefix("Karpenter")
+                        .send()
+                        .await?;
+                    // Both Terraform modules tag their rules ClusterName.
+                    for rule in rules.rules().iter().filter_map(|r| r.name()) {
+                        if !self.rule_tagged_for(rule, cluster).await? {
+                            continue;
+                        }
+                        let targets = self
+                            .aws
+                            .events
+                            .list_targets_by_rule()
+                            .rule(rule)
+                            .send()
+                            .await?;
+                        let ids: Vec<String> = targets
+                            .targets()
+                            .iter()
+                            .map(|t| t.id().to_owned())
+                            .collect();
+                        self.aws
+                            .events
+                            .remove_targets()
+                            .rule(rule)
+                            .set_ids(Some(ids))
+                            .send()
+                            .await?;
+                        self.aws.events.delete_rule().name(rule).send().await?;
+                    }
+                    Ok(format!("terraform apply without the rules ({tool})"))
+                } else {
+                    let old = self.clusters[cluster].old_queue.clone().unwrap_or_default();
+                    let url = self.sandbox.queue_url(&old).await?;
+                    self.aws.sqs.delete_queue().queue_url(&url).send().await?;
+                    Ok(format!("terraform apply without the queue {old}"))
+                }
             }
         }
+    }
+
+    async fn rule_tagged_for(&self, rule: &str, cluster: &str) -> Result<bool> {
+        let arn = format!("arn:aws:events:{REGION}:{ACCOUNT}:rule/{rule}");
+        let tags = self
+            .aws
+            .events
+            .list_tags_for_resource()
+            .resource_arn(arn)
+            .send()
+            .await?;
+        Ok(tags
+            .tags()
+            .iter()
+            .any(|t| t.key() == "ClusterName" && t.value() == cluster))
     }
 
     /// Stops the stream, lets the router and every Karpenter drain, and checks what each
@@ -362,16 +488,22 @@ impl Estate {
                 }
             }
         }
-        // Reads that are not the stream's: adopt's probes (simulate's ids), by cluster and queue.
-        let probes = reads
-            .iter()
-            .flat_map(|(cluster, reads)| {
-                reads
-                    .iter()
-                    .filter(|r| r.id.starts_with("routerctl-"))
-                    .map(move |r| (cluster.clone(), r.queue.clone(), r.id.clone()))
-            })
-            .collect();
+        // Reads that are not the stream's: adopt's probes and sentinels, by cluster and queue.
+        let adopts = |suffix: bool| {
+            reads
+                .iter()
+                .flat_map(|(cluster, reads)| {
+                    reads
+                        .iter()
+                        .filter(move |r| {
+                            r.id.starts_with("routerctl-adopt-")
+                                && r.id.ends_with("-sentinel") == suffix
+                        })
+                        .map(move |r| (cluster.clone(), r.queue.clone(), r.id.clone()))
+                })
+                .collect::<Vec<_>>()
+        };
+        let (probes, sentinels) = (adopts(false), adopts(true));
         let mut misrouted = Vec::new();
         for (cluster, reads) in &reads {
             for read in reads
@@ -416,6 +548,18 @@ impl Estate {
                     .insert(event.kind.label());
             }
         }
+        let duplicates = reads
+            .iter()
+            .map(|(cluster, reads)| {
+                let mut seen = BTreeSet::new();
+                let twice = reads
+                    .iter()
+                    .filter(|r| !r.id.starts_with("routerctl-") && !seen.insert((&r.id, &r.queue)))
+                    .count();
+                (cluster.clone(), twice)
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect();
         self.moto.stop().await;
         Ok(Outcome {
             published: published.len(),
@@ -425,6 +569,8 @@ impl Estate {
             dead_lettered,
             handed_back: drained.retried,
             probes,
+            sentinels,
+            duplicates,
         })
     }
 }
@@ -442,30 +588,35 @@ pub struct Outcome {
     pub dead_lettered: u64,
     /// Records the router handed back to the ingest queue.
     pub handed_back: u64,
-    /// adopt's probes Karpenter read: (cluster, queue, event id).
+    /// adopt's probes each Karpenter read: (cluster, queue, event id).
     pub probes: Vec<(String, String, String)>,
+    /// adopt's sentinels a Karpenter read (it was still on its old queue): (cluster, queue, id).
+    pub sentinels: Vec<(String, String, String)>,
+    /// Per cluster, events its Karpenter read twice from one queue (two writers into it).
+    pub duplicates: BTreeMap<String, usize>,
 }
 
 impl Outcome {
     pub fn passed(&self) -> bool {
-        self.missed.is_empty() && self.misrouted.is_empty() && self.dead_lettered == 0
+        self.missed.is_empty()
+            && self.misrouted.is_empty()
+            && self.dead_lettered == 0
+            && self.duplicates.is_empty()
     }
 }
 
-/// Kinds in the order the stream cycles through them.
-const KINDS: [Kind; 5] = [
-    Kind::SpotInterruption,
-    Kind::RebalanceRecommendation,
-    Kind::StateChange,
-    Kind::ScheduledChange,
-    Kind::CapacityReservationInterruption,
-];
+/// A cluster the stream sends events about: its nodes, and the kinds its set-up covers.
+struct Fed {
+    cluster: String,
+    nodes: Vec<String>,
+    kinds: Vec<Kind>,
+}
 
-/// Publishes one event every `every` until `stop`: each cluster in turn, each kind in turn,
-/// alternating nodes; every 7th a Health event naming a node of every cluster.
+/// Publishes one event every `every` until `stop`: each cluster in turn, each of its kinds in
+/// turn, alternating nodes; every 7th a Health event naming a node of every cluster.
 async fn stream(
     bus: DefaultBus,
-    nodes: Vec<(String, Vec<String>)>,
+    fed: Vec<Fed>,
     every: Duration,
     stop: Arc<AtomicBool>,
 ) -> Result<Vec<Published>> {
@@ -476,19 +627,20 @@ async fn stream(
     let mut published = Vec::new();
     let mut n = 0usize;
     while !stop.load(Ordering::SeqCst) {
-        let (cluster, cluster_nodes) = &nodes[n % nodes.len()];
-        let node = &cluster_nodes[(n / nodes.len()) % cluster_nodes.len()];
-        let kind = KINDS[(n / nodes.len()) % KINDS.len()];
+        let one = &fed[n % fed.len()];
+        let round = n / fed.len();
+        let node = &one.nodes[round % one.nodes.len()];
+        let kind = one.kinds[round % one.kinds.len()];
         let health_for_all = n % 7 == 6;
         let id = match health_for_all {
             true => format!("adopt-{n}-scheduled-change-all"),
             false => format!("adopt-{n}-{}", kind.label()),
         };
         let (event, clusters) = if health_for_all {
-            let all: Vec<String> = nodes.iter().map(|(_, nodes)| nodes[0].clone()).collect();
+            let all: Vec<String> = fed.iter().map(|f| f.nodes[0].clone()).collect();
             (
                 origin.scheduled_change(&all, &id),
-                nodes.iter().map(|(c, _)| c.clone()).collect(),
+                fed.iter().map(|f| f.cluster.clone()).collect(),
             )
         } else {
             let event = match kind {
@@ -501,7 +653,7 @@ async fn stream(
                 Kind::ScheduledChange => origin.scheduled_change(std::slice::from_ref(node), &id),
                 Kind::CapacityReservationInterruption => origin.capacity_reservation(node, &id),
             };
-            (event, vec![cluster.clone()])
+            (event, vec![one.cluster.clone()])
         };
         bus.put(&event.event).await?;
         published.push(Published {
@@ -520,10 +672,12 @@ async fn stream(
 pub async fn run(router_bin: Option<PathBuf>) -> Result<bool> {
     let started = Instant::now();
     println!("Adopting running clusters onto the router while interruptions keep coming");
-    let mut estate = Estate::start(router_bin, STREAM_EVERY).await?;
+    let mut estate = Estate::start(router_bin, Scene::demo()).await?;
     println!(
-        "  ✓ Base stack, two getting-started set-ups, one Terraform-style, a cluster with none; \
-         a stream of every kind of event through the default bus ({:.1?})\n",
+        "  ✓ Base stack; Karpenter's getting-started stack, terraform-aws-eks's karpenter module, \
+         a set-up made by hand, a cluster with none; a stream of every kind of event through the \
+         default bus, whose rule changes take {} s ({:.1?})\n",
+        estate.scene.rule_delay.as_secs(),
         started.elapsed()
     );
     let plan = estate.adopt(&adopt::Options::plan(STACK)).await?;
@@ -537,7 +691,7 @@ pub async fn run(router_bin: Option<PathBuf>) -> Result<bool> {
     let mut done = BTreeSet::new();
     let mut waiting: BTreeMap<String, u8> = BTreeMap::new();
     // Round-robin, so one cluster's wait overlaps another's moves.
-    for _ in 0..100 {
+    for _ in 0..1000 {
         for cluster in &walking {
             if done.contains(cluster) {
                 continue;
@@ -568,10 +722,12 @@ pub async fn run(router_bin: Option<PathBuf>) -> Result<bool> {
     let outcome = estate.finish().await?;
     println!(
         "{} events during the adoption: {} missed (not received by the queue the cluster's \
-         Karpenter read when each was sent), {} in another cluster's queue, {} dead-lettered ({:.1?})",
+         Karpenter read when each was sent), {} in another cluster's queue, {} read twice, {} \
+         dead-lettered ({:.1?})",
         outcome.published,
         outcome.missed.len(),
         outcome.misrouted.len(),
+        outcome.duplicates.values().sum::<usize>(),
         outcome.dead_lettered,
         started.elapsed()
     );

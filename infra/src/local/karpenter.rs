@@ -1,19 +1,26 @@
-//! Karpenter's interruption controller, as far as its queue goes: how `routerctl adopt`'s test and
-//! demo play each cluster's Karpenter. It long-polls the one queue its settings name
-//! (`settings.interruptionQueue`), up to 10 messages at a time, records every event it reads (id
-//! and instances) and deletes every message, its cluster's or not, as Karpenter does.
+//! Karpenter's interruption controller, as far as its queue goes: how `routerctl adopt`'s tests
+//! and demo play each cluster's Karpenter, with the timing that matters kept in.
 //!
-//! [`Karpenter::point_at`] is the helm upgrade: a reader starts on the new queue, and the reader
-//! of the old one stops once it finds that queue empty. In a real rollout the old leader stops
-//! and the new one takes the lease seconds later; the old reader's last pass stands for "what the
-//! old queue held when Karpenter left it", so a test can tell whether each event reached the
-//! queue Karpenter was reading when the event was sent.
+//! * It long-polls the one queue its settings name (`settings.interruptionQueue`), 20 s at a time
+//!   and up to 10 messages, as Karpenter's SQS provider does ([`Behaviour::receive_wait`]); a long
+//!   poll returns as soon as a message arrives. It records every event it reads (id, instances)
+//!   and deletes every message, its cluster's or not, parsable or not, as Karpenter does.
+//! * [`Karpenter::point_at`] is a helm upgrade that sets `settings.interruptionQueue` (or a GitOps
+//!   controller setting it back, or one run in the wrong kube-context): the running leader
+//!   finishes the receive it is in, reads what the old queue held when it was told (what was sent
+//!   until then), and stops; the new leader starts on the new queue [`Behaviour::handover`] after
+//!   the change (it takes the lease). `point_at` returns once the old leader has stopped, as
+//!   `kubectl rollout status` would.
+//! * SQS reports `NumberOfMessagesDeleted` to CloudWatch per minute and minutes late, so the
+//!   stand-in publishes its deletions the same way: summed per minute, each minute
+//!   [`Behaviour::metric_delay`] after it ends (moto reports no SQS metric itself). adopt must not
+//!   depend on them; a test that reads them sees what AWS would show.
 //!
-//! moto reports no SQS metrics. adopt sees Karpenter consuming a queue by SQS's
-//! `NumberOfMessagesDeleted`, so the reader also puts the datapoint SQS would report for each
-//! batch it deletes (namespace AWS/SQS, dimension QueueName).
+//! [`Karpenter::reading_at`] says which queue it was pointed at when an event was sent, so a test
+//! can tell whether each event reached the queue Karpenter was reading.
 
 use std::{
+    collections::BTreeMap,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
@@ -40,35 +47,83 @@ pub struct Read {
     pub instances: Vec<String>,
 }
 
+/// Karpenter's timing.
+#[derive(Debug, Clone, Copy)]
+pub struct Behaviour {
+    /// One long poll (Karpenter: 20 s).
+    pub receive_wait: Duration,
+    /// From a settings change to the new leader's first receive.
+    pub handover: Duration,
+    /// From the end of a minute to SQS's datapoint for it in CloudWatch.
+    pub metric_delay: Duration,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Self {
+            receive_wait: Duration::from_secs(20),
+            handover: Duration::from_secs(2),
+            metric_delay: Duration::from_secs(150),
+        }
+    }
+}
+
 struct Reader {
     queue: String,
     stop: Arc<AtomicBool>,
     task: JoinHandle<Result<()>>,
 }
 
+/// Deletions per (queue, minute start in Unix seconds), not yet published.
+type Deletions = Arc<Mutex<BTreeMap<(String, u64), usize>>>;
+
 pub struct Karpenter {
     aws: Aws,
+    behaviour: Behaviour,
     reads: Arc<Mutex<Vec<Read>>>,
     current: Option<Reader>,
     /// When it was pointed at each queue, in order.
     switches: Vec<(Instant, String)>,
+    deletions: Deletions,
+    publisher: JoinHandle<()>,
 }
 
 impl Karpenter {
     /// A Karpenter reading `queue` (a name) from now on.
-    pub async fn start(aws: &Aws, queue: &str) -> Result<Self> {
+    pub async fn start(aws: &Aws, queue: &str, behaviour: Behaviour) -> Result<Self> {
+        let deletions: Deletions = Arc::default();
+        let publisher = tokio::spawn(publish(
+            aws.clone(),
+            deletions.clone(),
+            behaviour.metric_delay,
+        ));
         let mut karpenter = Self {
             aws: aws.clone(),
+            behaviour,
             reads: Arc::default(),
             current: None,
             switches: Vec::new(),
+            deletions,
+            publisher,
         };
-        karpenter.point_at(queue).await?;
+        karpenter.start_reader(queue, Duration::ZERO).await?;
         Ok(karpenter)
     }
 
-    /// The helm upgrade that sets `settings.interruptionQueue` to `queue`.
+    /// `settings.interruptionQueue` set to `queue` (a helm upgrade, or a GitOps controller): the
+    /// old leader stops once it has read what was sent before now, the new one starts on `queue`
+    /// after the handover.
     pub async fn point_at(&mut self, queue: &str) -> Result<()> {
+        let previous = self.current.take();
+        self.start_reader(queue, self.behaviour.handover).await?;
+        if let Some(previous) = previous {
+            previous.stop.store(true, Ordering::SeqCst);
+            previous.task.await??;
+        }
+        Ok(())
+    }
+
+    async fn start_reader(&mut self, queue: &str, after: Duration) -> Result<()> {
         let url = self
             .aws
             .sqs
@@ -82,22 +137,24 @@ impl Karpenter {
             .to_owned();
         self.switches.push((Instant::now(), queue.to_owned()));
         let stop = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn(read(
-            self.aws.clone(),
-            queue.to_owned(),
+        let reader = Leader {
+            aws: self.aws.clone(),
+            queue: queue.to_owned(),
             url,
-            self.reads.clone(),
-            stop.clone(),
-        ));
-        let previous = self.current.replace(Reader {
+            reads: self.reads.clone(),
+            deletions: self.deletions.clone(),
+            stop: stop.clone(),
+            wait: self.behaviour.receive_wait,
+        };
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            reader.run().await
+        });
+        self.current = Some(Reader {
             queue: queue.to_owned(),
             stop,
             task,
         });
-        if let Some(previous) = previous {
-            previous.stop.store(true, Ordering::SeqCst);
-            previous.task.await??;
-        }
         Ok(())
     }
 
@@ -106,7 +163,7 @@ impl Karpenter {
         self.current.as_ref().map(|r| r.queue.as_str())
     }
 
-    /// The queue it was reading at `at`.
+    /// The queue it was pointed at, at `at`.
     pub fn reading_at(&self, at: Instant) -> Option<&str> {
         self.switches
             .iter()
@@ -119,96 +176,188 @@ impl Karpenter {
         self.reads.lock().unwrap().clone()
     }
 
-    /// Stops reading once the current queue is empty.
+    /// Stops reading once the current queue holds nothing sent before now.
     pub async fn stop(&mut self) -> Result<()> {
         if let Some(reader) = self.current.take() {
             reader.stop.store(true, Ordering::SeqCst);
             reader.task.await??;
         }
+        self.publisher.abort();
         Ok(())
     }
 }
 
-/// Reads `url` until `stop` is set and the queue holds nothing sent before then: a receive comes
-/// back empty, or with only messages sent more than a second after the stop (the queue keeps
-/// filling while its rules are enabled).
-async fn read(
+/// The leader's interruption controller on one queue.
+struct Leader {
     aws: Aws,
     queue: String,
     url: String,
     reads: Arc<Mutex<Vec<Read>>>,
+    deletions: Deletions,
     stop: Arc<AtomicBool>,
-) -> Result<()> {
-    let mut stopped_at: Option<u64> = None;
-    loop {
-        if stopped_at.is_none() && stop.load(Ordering::SeqCst) {
-            stopped_at = Some(unix_millis(SystemTime::now()));
-        }
-        let received = aws
-            .sqs
-            .receive_message()
-            .queue_url(&url)
-            .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
-            .max_number_of_messages(10)
-            .wait_time_seconds(RECEIVE_WAIT.as_secs() as i32)
-            .send()
-            .await;
-        let out = match received {
-            Ok(out) => out,
-            // Deleted under it: Karpenter logs errors and reads nothing more from it.
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_queue_does_not_exist()) =>
-            {
+    wait: Duration,
+}
+
+impl Leader {
+    /// Reads until stopped and the queue holds nothing sent before the stop: after the stop, a
+    /// receive that comes back empty, or with only messages sent after it (those it leaves to
+    /// whoever reads next, as a stopping pod that no longer reconciles would).
+    async fn run(self) -> Result<()> {
+        let mut stopped_at: Option<u64> = None;
+        loop {
+            if stopped_at.is_none() && self.stop.load(Ordering::SeqCst) {
+                stopped_at = Some(unix_millis(SystemTime::now()));
+            }
+            // Stopping, it no longer waits for new messages.
+            let wait = if stopped_at.is_some() {
+                Duration::from_secs(1)
+            } else {
+                self.wait
+            };
+            let received = self
+                .aws
+                .sqs
+                .receive_message()
+                .queue_url(&self.url)
+                .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
+                .max_number_of_messages(10)
+                .visibility_timeout(20)
+                .wait_time_seconds(wait.as_secs() as i32)
+                .send()
+                .await;
+            let out = match received {
+                Ok(out) => out,
+                // Deleted under it: Karpenter logs errors and reads nothing more from it.
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_queue_does_not_exist()) =>
+                {
+                    return Ok(());
+                }
+                Err(e) => bail!("ReceiveMessage {}: {}", self.queue, describe(&e)),
+            };
+            let sent_before_stop = |m: &aws_sdk_sqs::types::Message| {
+                let sent = m
+                    .attributes()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
+                    .and_then(|t| t.parse::<u64>().ok());
+                match (sent, stopped_at) {
+                    (Some(sent), Some(at)) => sent <= at + 1000,
+                    _ => true,
+                }
+            };
+            let mine: Vec<_> = out
+                .messages()
+                .iter()
+                .filter(|m| sent_before_stop(m))
+                .collect();
+            if stopped_at.is_some() && mine.is_empty() {
+                self.release(out.messages()).await;
                 return Ok(());
             }
-            Err(e) => bail!("ReceiveMessage {queue}: {}", describe(&e)),
-        };
-        let messages = out.messages();
-        let sent_after_stop = |m: &&aws_sdk_sqs::types::Message| {
-            let sent = m
-                .attributes()
-                .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
-                .and_then(|t| t.parse::<u64>().ok());
-            matches!((sent, stopped_at), (Some(sent), Some(at)) if sent > at + 1000)
-        };
-        if stopped_at.is_some() && messages.iter().all(|m| sent_after_stop(&m)) {
-            return Ok(());
+            if mine.len() < out.messages().len() {
+                let later: Vec<_> = out
+                    .messages()
+                    .iter()
+                    .filter(|m| !sent_before_stop(m))
+                    .cloned()
+                    .collect();
+                self.release(&later).await;
+            }
+            if mine.is_empty() {
+                continue;
+            }
+            let mut entries = Vec::new();
+            for (n, message) in mine.iter().enumerate() {
+                let body: Value =
+                    serde_json::from_str(message.body().unwrap_or_default()).unwrap_or(Value::Null);
+                self.reads.lock().unwrap().push(Read {
+                    id: body["id"].as_str().unwrap_or_default().to_owned(),
+                    queue: self.queue.clone(),
+                    instances: instances(&body),
+                });
+                entries.push(
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(n.to_string())
+                        .set_receipt_handle(message.receipt_handle().map(str::to_owned))
+                        .build()?,
+                );
+            }
+            let deleted = self
+                .aws
+                .sqs
+                .delete_message_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!("DeleteMessageBatch {}: {}", self.queue, describe(&e))
+                })?;
+            let minute = unix_millis(SystemTime::now()) / 60_000 * 60;
+            *self
+                .deletions
+                .lock()
+                .unwrap()
+                .entry((self.queue.clone(), minute))
+                .or_default() += deleted.successful().len();
         }
-        if messages.is_empty() {
-            continue;
+    }
+
+    /// Makes messages a stopping leader received but leaves to the next reader visible again.
+    async fn release(&self, messages: &[aws_sdk_sqs::types::Message]) {
+        for message in messages {
+            if let Some(handle) = message.receipt_handle() {
+                let _ = self
+                    .aws
+                    .sqs
+                    .change_message_visibility()
+                    .queue_url(&self.url)
+                    .receipt_handle(handle)
+                    .visibility_timeout(0)
+                    .send()
+                    .await;
+            }
         }
-        let mut entries = Vec::new();
-        for (n, message) in messages.iter().enumerate() {
-            let body: Value =
-                serde_json::from_str(message.body().unwrap_or_default()).unwrap_or(Value::Null);
-            reads.lock().unwrap().push(Read {
-                id: body["id"].as_str().unwrap_or_default().to_owned(),
-                queue: queue.clone(),
-                instances: instances(&body),
-            });
-            entries.push(
-                DeleteMessageBatchRequestEntry::builder()
-                    .id(n.to_string())
-                    .set_receipt_handle(message.receipt_handle().map(str::to_owned))
-                    .build()?,
-            );
-        }
-        let deleted = aws
-            .sqs
-            .delete_message_batch()
-            .queue_url(&url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|e| anyhow::anyhow!("DeleteMessageBatch {queue}: {}", describe(&e)))?;
-        report_deleted(&aws, &queue, deleted.successful().len()).await?;
     }
 }
 
-/// What SQS reports to CloudWatch for `count` messages deleted from `queue` now (moto reports
-/// nothing).
-pub async fn report_deleted(aws: &Aws, queue: &str, count: usize) -> Result<()> {
+/// Publishes each finished minute's deletions `delay` after it ends, as SQS's datapoint.
+async fn publish(aws: Aws, deletions: Deletions, delay: Duration) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = unix_millis(SystemTime::now()) / 1000;
+        let due: Vec<((String, u64), usize)> = {
+            let mut pending = deletions.lock().unwrap();
+            let ready: Vec<(String, u64)> = pending
+                .keys()
+                .filter(|(_, minute)| minute + 60 + delay.as_secs() <= now)
+                .cloned()
+                .collect();
+            ready
+                .into_iter()
+                .filter_map(|k| pending.remove(&k).map(|n| (k, n)))
+                .collect()
+        };
+        for ((queue, minute), count) in due {
+            let _ = report_deleted(
+                &aws,
+                &queue,
+                count,
+                UNIX_EPOCH + Duration::from_secs(minute),
+            )
+            .await;
+        }
+    }
+}
+
+/// SQS's datapoint for `count` messages deleted from `queue` in the minute starting `minute`.
+pub async fn report_deleted(
+    aws: &Aws,
+    queue: &str,
+    count: usize,
+    minute: SystemTime,
+) -> Result<()> {
     if count == 0 {
         return Ok(());
     }
@@ -219,7 +368,7 @@ pub async fn report_deleted(aws: &Aws, queue: &str, count: usize) -> Result<()> 
             MetricDatum::builder()
                 .metric_name("NumberOfMessagesDeleted")
                 .dimensions(Dimension::builder().name("QueueName").value(queue).build())
-                .timestamp(DateTime::from(SystemTime::now()))
+                .timestamp(DateTime::from(minute))
                 .value(count as f64)
                 .unit(StandardUnit::Count)
                 .build(),
@@ -250,6 +399,3 @@ pub fn instances(event: &Value) -> Vec<String> {
             .collect(),
     }
 }
-
-/// How long a reader waits for messages per receive (SQS long polling).
-pub const RECEIVE_WAIT: Duration = Duration::from_secs(1);

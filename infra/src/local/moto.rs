@@ -38,12 +38,15 @@ impl MotoServer {
     /// Starts a server and waits until it answers.
     pub async fn start() -> Result<Self> {
         let program = locate_or_install().await?;
+        let fixes = install_fixes()?;
         let mut last_error = None;
         // A freed port can be taken before moto binds it; try a few.
         for _ in 0..3 {
             let port = free_port()?;
             let mut child = Command::new(&program)
                 .args(["-H", "127.0.0.1", "-p", &port.0.to_string()])
+                // moto_fixes.py, loaded as sitecustomize: where moto answers otherwise than AWS.
+                .env("PYTHONPATH", &fixes)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -117,6 +120,20 @@ pub fn karpenter_tags(cluster: &str) -> Vec<(String, String)> {
         (format!("kubernetes.io/cluster/{cluster}"), "owned".into()),
         ("karpenter.sh/nodepool".into(), "default".into()),
     ]
+}
+
+/// `cluster`'s queue `karpenter-<cluster>` as tenant.yaml makes it, as far as the router looks:
+/// tagged for the cluster ([`interruption_router::tenancy::TENANT_TAG`]). Returns its URL.
+pub async fn create_tenant_queue(sqs: &aws_sdk_sqs::Client, cluster: &str) -> Result<String> {
+    let name = format!("karpenter-{cluster}");
+    let out = sqs
+        .create_queue()
+        .queue_name(&name)
+        .tags(interruption_router::tenancy::TENANT_TAG, cluster)
+        .send()
+        .await
+        .with_context(|| format!("CreateQueue {name}"))?;
+    Ok(out.queue_url().context("no queue url")?.to_owned())
 }
 
 /// Launches `count` instances with `tags` (none: untagged) in one RunInstances call; returns
@@ -265,6 +282,25 @@ async fn locate_or_install() -> Result<PathBuf> {
     install(&venv).await?;
     Ok(program)
 }
+
+/// The fixes moto is started with ([`MOTO_FIXES`]), as `sitecustomize.py` in a directory of
+/// their own; that directory.
+fn install_fixes() -> Result<PathBuf> {
+    let dir = cache_dir().join("moto-fixes");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let file = dir.join("sitecustomize.py");
+    if std::fs::read_to_string(&file).ok().as_deref() != Some(MOTO_FIXES) {
+        // Written whole then renamed: another test's moto may be starting from it right now.
+        let temp = dir.join(format!("sitecustomize.py.{}", std::process::id()));
+        std::fs::write(&temp, MOTO_FIXES).with_context(|| format!("writing {}", temp.display()))?;
+        std::fs::rename(&temp, &file).with_context(|| format!("writing {}", file.display()))?;
+    }
+    Ok(dir)
+}
+
+/// Where moto answers otherwise than AWS and a stand-in depends on AWS's answer
+/// (`moto_fixes.py` says which and why).
+const MOTO_FIXES: &str = include_str!("moto_fixes.py");
 
 async fn install(venv: &Path) -> Result<()> {
     eprintln!(

@@ -1,24 +1,109 @@
 //! The interruption set-ups clusters run before the router, as `routerctl adopt` finds them in
-//! accounts, stood up in the emulator for adopt's test and demo:
+//! accounts, stood up in the emulator for adopt's tests and demo. Names, policies and tags are
+//! those each tool gives (aws-ia/terraform-aws-eks-blueprints-addons v1.24, terraform-aws-
+//! modules/terraform-aws-eks v21 `modules/karpenter`, karpenter-provider-aws v1.14):
 //!
-//! * [`getting_started`]: Karpenter's getting-started stack (`Karpenter-<cluster>`: a queue named
-//!   after the cluster, its policy, five default-bus rules, the controller's managed policy), and
-//!   the controller role its guide has eksctl create with that policy attached;
-//! * [`terraform_style`]: what a Terraform module makes through the APIs, with its names
-//!   (`Karpenter-<cluster>`, `KarpenterSpotInterrupt-<cluster>`, …) and an inline controller
-//!   policy, and no tag that says Terraform (teams' default tags vary; adopt then treats the
-//!   resources as its own to delete).
-//!
-//! [`retire_getting_started`] is what the operator does at adopt's steps 6 and 7 for the
-//! getting-started stack: remove the rules (step 6), then the queue (step 7) from the template
-//! and update the stack.
+//! * [`Flavour::GettingStarted`]: Karpenter's getting-started stack `Karpenter-<cluster>` (the
+//!   stand-in template in `infra/fixtures`), and the controller role its guide has eksctl create
+//!   with the stack's policies attached by name;
+//! * [`Flavour::TerraformModule`]: terraform-aws-eks's karpenter module: queue
+//!   `Karpenter-<cluster>`, rules `Karpenter<Kind>-<name_prefix id>` tagged `ClusterName`, a
+//!   controller role with the policy attached;
+//! * [`Flavour::Blueprints`]: EKS Blueprints addons: queue `karpenter-<cluster>` (the router's
+//!   default name), rules `Karpenter-<Kind>-<name_prefix id>` tagged `ClusterName`, four kinds
+//!   (no capacity-reservation rule), a queue policy that lets EventBridge send and denies nobody;
+//! * [`Flavour::ByHand`]: what someone made through the console: Terraform-like names, no tag, no
+//!   stack, an inline controller policy.
 
 use anyhow::{Context, Result};
+use aws_sdk_eventbridge::types::Tag;
 use aws_sdk_sqs::types::QueueAttributeName;
 use interruption_router::event::Kind;
 use serde_json::json;
 
 use crate::{aws::Aws, stacks};
+
+/// How a cluster handles interruptions before the router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    GettingStarted,
+    TerraformModule,
+    Blueprints,
+    ByHand,
+}
+
+impl Flavour {
+    /// The kinds its rules send to its queue (EKS Blueprints has no capacity-reservation rule).
+    pub fn kinds(self) -> Vec<Kind> {
+        let all = [
+            Kind::SpotInterruption,
+            Kind::RebalanceRecommendation,
+            Kind::StateChange,
+            Kind::ScheduledChange,
+            Kind::CapacityReservationInterruption,
+        ];
+        all.into_iter()
+            .filter(|k| self != Flavour::Blueprints || *k != Kind::CapacityReservationInterruption)
+            .collect()
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Flavour::GettingStarted => "Karpenter's getting-started stack",
+            Flavour::TerraformModule => "terraform-aws-eks's karpenter module",
+            Flavour::Blueprints => "EKS Blueprints addons",
+            Flavour::ByHand => "made by hand",
+        }
+    }
+}
+
+/// What [`stand_up`] made: the queue Karpenter reads, and its controller role.
+#[derive(Debug, Clone)]
+pub struct Made {
+    pub queue: String,
+    pub role: String,
+}
+
+/// Stands `flavour`'s set-up up for `cluster`.
+pub async fn stand_up(aws: &Aws, flavour: Flavour, cluster: &str) -> Result<Made> {
+    let id = |kind: &str| name_prefix_id(cluster, kind);
+    let spec = match flavour {
+        Flavour::GettingStarted => return getting_started(aws, cluster).await,
+        Flavour::TerraformModule => Spec {
+            queue: format!("Karpenter-{cluster}"),
+            rule: Box::new(move |kind| format!("Karpenter{kind}-{}", id(kind))),
+            tagged: true,
+            target_id: "KarpenterInterruptionQueueTarget",
+            role: format!("KarpenterController-{cluster}"),
+        },
+        Flavour::Blueprints => Spec {
+            queue: format!("karpenter-{cluster}"),
+            rule: Box::new(move |kind| format!("Karpenter-{kind}-{}", id(kind))),
+            tagged: true,
+            target_id: "KarpenterQueueTarget",
+            role: format!("karpenter-{cluster}-controller"),
+        },
+        Flavour::ByHand => Spec {
+            queue: format!("Karpenter-{cluster}"),
+            rule: Box::new(move |kind| format!("Karpenter{kind}-{cluster}")),
+            tagged: false,
+            target_id: "KarpenterInterruptionQueueTarget",
+            role: format!("KarpenterController-{cluster}"),
+        },
+    };
+    made_through_apis(aws, cluster, flavour, spec).await
+}
+
+/// What a set-up made through the APIs is called.
+struct Spec<'a> {
+    queue: String,
+    /// A rule's name from its kind's short name (`SpotInterrupt`).
+    rule: Box<dyn Fn(&str) -> String + 'a>,
+    /// Rules tagged `ClusterName`, as both Terraform modules tag them.
+    tagged: bool,
+    target_id: &'static str,
+    role: String,
+}
 
 /// The stand-in of Karpenter's getting-started template (its interruption half).
 pub const GETTING_STARTED_TEMPLATE: &str =
@@ -29,13 +114,8 @@ pub fn getting_started_stack(cluster: &str) -> String {
     format!("Karpenter-{cluster}")
 }
 
-/// The controller role the getting-started guide has eksctl create.
-pub fn getting_started_role(cluster: &str) -> String {
-    crate::sandbox::karpenter_role_name(cluster)
-}
-
-/// The getting-started template's rules.
-const RULES: [&str; 5] = [
+/// The getting-started template's rules (logical ids).
+pub const RULES: [&str; 5] = [
     "ScheduledChangeRule",
     "SpotInterruptionRule",
     "RebalanceRule",
@@ -43,24 +123,10 @@ const RULES: [&str; 5] = [
     "CapacityReservationInterruptionRule",
 ];
 
-/// The getting-started template's queue, and what refers to it.
-const QUEUE: [&str; 2] = [
-    "KarpenterInterruptionQueue",
-    "KarpenterInterruptionQueuePolicy",
-];
-
-/// What the operator removes from the getting-started stack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retire {
-    /// The five rules (adopt's step 6).
-    Rules,
-    /// The rules and the queue, with its policy and the controller's statement on it (step 7).
-    Queue,
-}
-
-/// Deploys the getting-started stack for `cluster` and its controller role; the queue's name.
-pub async fn getting_started(aws: &Aws, cluster: &str) -> Result<String> {
-    let stack = stacks::create(
+/// Deploys the getting-started stack for `cluster` and its controller role, with the stack's
+/// policies attached by name as the guide's eksctl does.
+async fn getting_started(aws: &Aws, cluster: &str) -> Result<Made> {
+    stacks::create(
         &aws.cfn,
         &getting_started_stack(cluster),
         GETTING_STARTED_TEMPLATE,
@@ -69,96 +135,46 @@ pub async fn getting_started(aws: &Aws, cluster: &str) -> Result<String> {
     .await?;
     // moto skips AWS::SQS::QueuePolicy: set the template's document through SQS.
     let queue = cluster.to_owned();
-    set_events_policy(aws, &queue).await?;
-    let role = getting_started_role(cluster);
+    set_policy(aws, &queue, true).await?;
+    let role = crate::sandbox::karpenter_role_name(cluster);
     crate::sandbox::create_karpenter_role(&aws.iam, &role).await?;
-    aws.iam
-        .attach_role_policy()
-        .role_name(&role)
-        .policy_arn(stack.output("KarpenterControllerPolicyArn")?)
-        .send()
-        .await
-        .with_context(|| format!("AttachRolePolicy {role}"))?;
-    Ok(queue)
-}
-
-/// Updates the getting-started stack without `what`, as the operator does once adopt says it may
-/// go (the controller role and its policy stay).
-pub async fn retire_getting_started(aws: &Aws, cluster: &str, what: Retire) -> Result<()> {
-    stacks::update(
-        &aws.cfn,
-        &getting_started_stack(cluster),
-        &without(GETTING_STARTED_TEMPLATE, what),
-        &[],
-    )
-    .await?;
-    Ok(())
-}
-
-/// `template` without `what`: resources are blocks indented two spaces under `Resources:`, the
-/// controller's statement on the queue a list item.
-fn without(template: &str, what: Retire) -> String {
-    let removed: Vec<&str> = match what {
-        Retire::Rules => RULES.to_vec(),
-        Retire::Queue => RULES.iter().chain(&QUEUE).copied().collect(),
-    };
-    let mut out = Vec::new();
-    let mut skipping_resource = false;
-    let mut skipping_statement: Option<usize> = None;
-    for line in template.lines() {
-        let indent = line.len() - line.trim_start().len();
-        if indent == 2 && line.trim_end().ends_with(':') && !line.trim().starts_with('-') {
-            let name = line.trim().trim_end_matches(':');
-            skipping_resource = removed.contains(&name);
-        } else if indent == 0 && !line.trim().is_empty() {
-            skipping_resource = false;
-        }
-        if what == Retire::Queue && line.trim() == "- Sid: AllowInterruptionQueueActions" {
-            skipping_statement = Some(indent);
-        } else if let Some(at) = skipping_statement
-            && !line.trim().is_empty()
-            && (indent < at || (indent == at && line.trim().starts_with('-')))
-        {
-            skipping_statement = None;
-        }
-        if !skipping_resource && skipping_statement.is_none() {
-            out.push(line);
-        }
+    let account = account(aws).await?;
+    for policy in ["EKSIntegrationPolicy", "InterruptionPolicy"] {
+        let arn = format!("arn:aws:iam::{account}:policy/KarpenterController{policy}-{cluster}");
+        aws.iam
+            .attach_role_policy()
+            .role_name(&role)
+            .policy_arn(&arn)
+            .send()
+            .await
+            .with_context(|| format!("AttachRolePolicy {arn} to {role}"))?;
     }
-    out.join("\n") + "\n"
+    Ok(Made { queue, role })
 }
 
-/// The names a Terraform module gives `cluster`'s interruption resources: the queue, and the
-/// rule for each kind.
-pub fn terraform_names(cluster: &str) -> (String, Vec<(Kind, String)>) {
-    let rule = |what: &str| format!("Karpenter{what}-{cluster}");
-    (
-        format!("Karpenter-{cluster}"),
-        vec![
-            (Kind::ScheduledChange, rule("HealthEvent")),
-            (Kind::SpotInterruption, rule("SpotInterrupt")),
-            (Kind::RebalanceRecommendation, rule("InstanceRebalance")),
-            (Kind::StateChange, rule("InstanceStateChange")),
-            (
-                Kind::CapacityReservationInterruption,
-                rule("CapacityReservationInterrupt"),
-            ),
-        ],
-    )
+/// Terraform's `name_prefix` id: 26 digits (a timestamp and a counter), stable per rule here.
+fn name_prefix_id(cluster: &str, kind: &str) -> String {
+    let seed = cluster
+        .bytes()
+        .chain(kind.bytes())
+        .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    format!("2026111812000000{:010}", seed % 10_000_000_000)
 }
 
-/// The controller role a Terraform module makes for `cluster`.
-pub fn terraform_role(cluster: &str) -> String {
-    format!("KarpenterController-{cluster}")
-}
-
-/// A Terraform-style set-up for `cluster`, made through the APIs; the queue's name.
-pub async fn terraform_style(aws: &Aws, cluster: &str) -> Result<String> {
-    let (queue, rules) = terraform_names(cluster);
+/// A set-up made through the APIs as Terraform (or a person) makes it: the queue, a policy that
+/// lets EventBridge send, a rule per kind of `flavour`, a controller role with a policy on the
+/// queue and the cluster.
+async fn made_through_apis(
+    aws: &Aws,
+    cluster: &str,
+    flavour: Flavour,
+    spec: Spec<'_>,
+) -> Result<Made> {
+    let queue = spec.queue.as_str();
     let url = aws
         .sqs
         .create_queue()
-        .queue_name(&queue)
+        .queue_name(queue)
         .attributes(QueueAttributeName::MessageRetentionPeriod, "300")
         .attributes(QueueAttributeName::SqsManagedSseEnabled, "true")
         .send()
@@ -168,14 +184,26 @@ pub async fn terraform_style(aws: &Aws, cluster: &str) -> Result<String> {
         .unwrap_or_default()
         .to_owned();
     let arn = queue_arn(aws, &url).await?;
-    set_events_policy(aws, &queue).await?;
-    for (kind, rule) in rules {
+    set_policy(aws, queue, false).await?;
+    for kind in flavour.kinds() {
+        let short = match kind {
+            Kind::ScheduledChange => "HealthEvent",
+            Kind::SpotInterruption => "SpotInterrupt",
+            Kind::RebalanceRecommendation => "InstanceRebalance",
+            Kind::StateChange => "InstanceStateChange",
+            Kind::CapacityReservationInterruption => "CRInterruption",
+        };
+        let rule = (spec.rule)(short);
         let pattern = json!({"source": [kind.source()], "detail-type": [kind.detail_type()]});
-        aws.events
+        let mut put = aws
+            .events
             .put_rule()
             .name(&rule)
-            .event_pattern(pattern.to_string())
-            .send()
+            .event_pattern(pattern.to_string());
+        if spec.tagged {
+            put = put.tags(Tag::builder().key("ClusterName").value(cluster).build()?);
+        }
+        put.send()
             .await
             .with_context(|| format!("PutRule {rule}"))?;
         aws.events
@@ -183,7 +211,7 @@ pub async fn terraform_style(aws: &Aws, cluster: &str) -> Result<String> {
             .rule(&rule)
             .targets(
                 aws_sdk_eventbridge::types::Target::builder()
-                    .id("KarpenterInterruptionQueueTarget")
+                    .id(spec.target_id)
                     .arn(&arn)
                     .build()?,
             )
@@ -191,7 +219,7 @@ pub async fn terraform_style(aws: &Aws, cluster: &str) -> Result<String> {
             .await
             .with_context(|| format!("PutTargets {rule}"))?;
     }
-    let role = terraform_role(cluster);
+    let role = spec.role;
     crate::sandbox::create_karpenter_role(&aws.iam, &role).await?;
     let account = crate::aws::arn_account(&arn).unwrap_or_default();
     let region = &aws.region;
@@ -210,11 +238,15 @@ pub async fn terraform_style(aws: &Aws, cluster: &str) -> Result<String> {
         .send()
         .await
         .with_context(|| format!("PutRolePolicy {role}"))?;
-    Ok(queue)
+    Ok(Made {
+        queue: queue.to_owned(),
+        role,
+    })
 }
 
-/// The policy both set-ups give their queue: EventBridge (and SQS) may send to it.
-async fn set_events_policy(aws: &Aws, queue: &str) -> Result<()> {
+/// The policy the set-ups give their queue: EventBridge (and SQS) may send; the getting-started
+/// stack's also denies plain HTTP.
+async fn set_policy(aws: &Aws, queue: &str, deny_http: bool) -> Result<()> {
     let url = aws
         .sqs
         .get_queue_url()
@@ -226,9 +258,17 @@ async fn set_events_policy(aws: &Aws, queue: &str) -> Result<()> {
         .unwrap_or_default()
         .to_owned();
     let arn = queue_arn(aws, &url).await?;
-    let policy = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+    let mut statements = vec![json!({"Sid": "SendEventsToQueue", "Effect": "Allow",
         "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]},
-        "Action": "sqs:SendMessage", "Resource": arn}]});
+        "Action": "sqs:SendMessage", "Resource": arn})];
+    if deny_http {
+        statements.push(
+            json!({"Sid": "DenyHTTP", "Effect": "Deny", "Principal": "*",
+            "Action": "sqs:*", "Resource": arn,
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}}}),
+        );
+    }
+    let policy = json!({"Version": "2012-10-17", "Statement": statements});
     aws.sqs
         .set_queue_attributes()
         .queue_url(&url)
@@ -252,39 +292,25 @@ async fn queue_arn(aws: &Aws, url: &str) -> Result<String> {
         .with_context(|| format!("{url} has no QueueArn"))
 }
 
+async fn account(aws: &Aws) -> Result<String> {
+    let me = aws
+        .sts
+        .get_caller_identity()
+        .send()
+        .await
+        .context("GetCallerIdentity")?;
+    me.account().map(str::to_owned).context("no account")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::template::Template;
 
     #[test]
-    fn retiring_removes_the_rules_then_the_queue_and_keeps_the_controller_policy() {
-        let without_rules = without(GETTING_STARTED_TEMPLATE, Retire::Rules);
-        let template = Template::parse("rules", &without_rules).expect("still a template");
-        let resources: Vec<&str> = template.resources().map(|(id, _)| id).collect();
-        assert_eq!(
-            resources,
-            [
-                "KarpenterInterruptionQueue",
-                "KarpenterInterruptionQueuePolicy",
-                "KarpenterControllerPolicy"
-            ],
-            "{without_rules}"
-        );
-        assert!(without_rules.contains("AllowInterruptionQueueActions"));
-
-        let retired = without(GETTING_STARTED_TEMPLATE, Retire::Queue);
-        let template = Template::parse("retired", &retired).expect("still a template");
-        let resources: Vec<&str> = template.resources().map(|(id, _)| id).collect();
-        assert_eq!(resources, ["KarpenterControllerPolicy"], "{retired}");
-        assert!(
-            !retired.contains("AllowInterruptionQueueActions"),
-            "{retired}"
-        );
-        assert!(
-            retired.contains("AllowAPIServerEndpointDiscovery"),
-            "{retired}"
-        );
-        assert!(!retired.contains("KarpenterInterruptionQueue"), "{retired}");
+    fn name_prefix_ids_are_terraforms_26_digits() {
+        let id = name_prefix_id("beta", "SpotInterrupt");
+        assert_eq!(id.len(), 26);
+        assert!(id.bytes().all(|b| b.is_ascii_digit()), "{id}");
+        assert_ne!(id, name_prefix_id("beta", "HealthEvent"));
     }
 }

@@ -1,4 +1,4 @@
-//! `function`, `function:environment`, `function:routing-mode`, `function:invoke-permission`,
+//! `function`, `function:environment`, `function:invoke-permission`,
 //! `function:on-failure-destination`, `router-role`, `router-role:assume-spoke-roles`: the router
 //! function is Active and runs as the stack's role, its environment passes the router's own
 //! [`Config::from_lookup`] and agrees with the stack, Direct mode's invoke permissions and
@@ -9,7 +9,7 @@
 use aws_sdk_lambda::operation::get_function_configuration::GetFunctionConfigurationOutput;
 use interruption_router::{
     accounts::Served,
-    config::{Config, DEFAULT_SPOKE_ROLE_NAME, RoutingMode},
+    config::{Config, DEFAULT_SPOKE_ROLE_NAME},
 };
 
 use super::{
@@ -472,25 +472,6 @@ fn check_router_role(role: &Role, dlq: Option<&str>, ingest: Option<&str>) -> Ch
         }
     }
     f.into_check("router-role")
-}
-
-/// `function:routing-mode`: loud in shadow mode, where the router forwards nothing.
-pub(super) fn check_routing_mode(config: &Config, base: &Base) -> Check {
-    const NAME: &str = "function:routing-mode";
-    match config.routing_mode {
-        RoutingMode::Forward => pass(NAME, "forwards (RoutingMode=Forward)"),
-        RoutingMode::Shadow => fail(
-            NAME,
-            "SHADOW MODE: the router forwards nothing; no cluster's Karpenter gets an event from \
-             it. It counts what it would send (WouldForward.<cluster>) for comparison with the \
-             clusters' own interruption queues",
-            format!(
-                "when the counts match, route for real: make deploy-base ... STACK_NAME={} \
-                 PARAMS=RoutingMode=Forward (then switch clusters one by one: routerctl adopt)",
-                base.name
-            ),
-        ),
-    }
 }
 
 /// An account id standing for "any account" when the router serves `*`.

@@ -17,8 +17,7 @@
 //! * `stack.rs`: `stack`, the base stack and the outputs everything else is found by;
 //! * `rules.rs`: `rule:<name>`, the five rules (and their central-bus copies);
 //! * `queues.rs`: `ingest-queue`, `dead-letter-queue`, their `:policy`, `event-source-mapping`;
-//! * `function.rs`: `function`, `function:environment`, `function:routing-mode` (loud in shadow
-//!   mode), Direct mode's `function:invoke-permission`
+//! * `function.rs`: `function`, `function:environment`, Direct mode's `function:invoke-permission`
 //!   and `function:on-failure-destination`, `router-role`, `router-role:assume-spoke-roles`;
 //! * `monitoring.rs`: `dashboard`, `alarm:<name>` (late forwards, access denied, unreachable
 //!   accounts, missing metric documents), `function:metrics`;
@@ -135,9 +134,6 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
     let timeout = function.as_ref().ok().and_then(|f| f.timeout());
     queues::check(aws, &base, &rule_arns, timeout, checks).await;
     let config = function::check(aws, &base, &function, &rule_arns, checks).await;
-    if let Some(config) = &config {
-        checks.push(function::check_routing_mode(config, &base));
-    }
     let role = function::check_role(aws, &base, config.as_ref(), checks).await;
     monitoring::check(aws, &base, config.as_ref(), checks).await;
     let template = tenants::template(&base, config.as_ref(), checks);

@@ -14,7 +14,8 @@
 //!   no stranger;
 //! * `role-trust`: the spoke role trusts the hub's router role and nothing else;
 //! * `role-permissions`: the spoke role may exactly ec2:DescribeInstances, tag:GetResources,
-//!   sqs:GetQueueUrl and sqs:SendMessage to `<QueuePrefix>*`, and nothing broader;
+//!   sqs:GetQueueUrl, sqs:SendMessage, sqs:ListQueueTags and sqs:GetQueueAttributes on
+//!   `<QueuePrefix>*`, and nothing broader;
 //! * `tenant:<cluster>:encryption`, `:queue-policy`, `:spoke-role`: every cluster queue in the
 //!   account is encrypted, admits the spoke role as its only sender, and the role may send to it.
 
@@ -34,7 +35,7 @@ use super::{
     role::{Role, load_role},
     rules::{RULES, bus_name, describe_rule, state_bus_and_pattern},
     stack::{self, Base},
-    tenants::{Sender, check_tenant_policy, discover_clusters},
+    tenants::{Sender, check_ownership, check_read, check_tenant_policy, discover_clusters},
 };
 use crate::{
     aws::{Aws, describe},
@@ -795,6 +796,9 @@ pub fn spoke_role_policy(partition: &str, account: &str, queue_prefix: &str) -> 
          "Action": ["ec2:DescribeInstances", "tag:GetResources"], "Resource": "*"},
         {"Sid": "SendToClusterQueues", "Effect": "Allow",
          "Action": ["sqs:GetQueueUrl", "sqs:SendMessage"],
+         "Resource": format!("arn:{partition}:sqs:*:{account}:{queue_prefix}*")},
+        {"Sid": "ReadClusterQueueOwnership", "Effect": "Allow",
+         "Action": ["sqs:ListQueueTags", "sqs:GetQueueAttributes"],
          "Resource": format!("arn:{partition}:sqs:*:{account}:{queue_prefix}*")}]})
 }
 
@@ -909,6 +913,9 @@ fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &Role) -> Ch
         ("tag:GetResources", "*"),
         ("sqs:GetQueueUrl", cluster_queue.as_str()),
         ("sqs:SendMessage", cluster_queue.as_str()),
+        // Whether a queue with a cluster's name is a tenant queue (router/src/tenancy.rs).
+        ("sqs:ListQueueTags", cluster_queue.as_str()),
+        ("sqs:GetQueueAttributes", cluster_queue.as_str()),
     ];
     let outside = queue("routerctl-verify-probe");
     let broader = [
@@ -935,8 +942,8 @@ fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &Role) -> Ch
         .collect();
     if missing.is_empty() {
         f.ok(format!(
-            "{} may ec2:DescribeInstances and tag:GetResources, sqs:GetQueueUrl and \
-             sqs:SendMessage on {}*",
+            "{} may ec2:DescribeInstances and tag:GetResources, sqs:GetQueueUrl, \
+             sqs:SendMessage, sqs:ListQueueTags and sqs:GetQueueAttributes on {}*",
             role.name(),
             hub.queue_prefix
         ));
@@ -1034,6 +1041,19 @@ async fn check_tenants(
                 continue;
             }
         };
+        let owned = check_ownership(
+            aws,
+            &queue,
+            cluster,
+            Some(&hub.spoke_role_arn),
+            &hub.name(&prefix),
+        )
+        .await;
+        let foreign = !owned.passed;
+        checks.push(owned);
+        if foreign {
+            continue;
+        }
         let mut f = Findings::default();
         encryption(&queue, &mut f, region);
         checks.push(f.into_check(hub.name(&format!("{prefix}:encryption"))));
@@ -1084,6 +1104,7 @@ async fn check_tenants(
                 )
             });
         }
+        checks.push(check_read(aws, &queue, cluster, None, &hub.name(&prefix)).await);
     }
 }
 

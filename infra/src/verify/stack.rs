@@ -8,6 +8,7 @@ use super::report::{Check, Findings, Mode, fail};
 use crate::aws::{Aws, describe};
 
 /// The base stack as CloudFormation describes it.
+#[derive(Clone)]
 pub(crate) struct Base {
     pub name: String,
     pub mode: Mode,

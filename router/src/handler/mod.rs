@@ -42,7 +42,7 @@ pub use self::{
 };
 use crate::{
     accounts::Accounts,
-    config::{Config, RoutingMode},
+    config::Config,
     forward::Forwarder,
     logging::Level,
     metrics::InvocationMetrics,
@@ -64,8 +64,6 @@ pub struct Router {
     metrics_namespace: String,
     /// The level the EMF documents carry, so Lambda's log filter keeps them ([`crate::logging`]).
     metrics_level: Level,
-    /// Forward, or only report (shadow mode).
-    routing_mode: RoutingMode,
     function_name: String,
     cold_start: AtomicBool,
 }
@@ -113,13 +111,13 @@ impl Router {
                 accounts.clone(),
                 config.queue_names.clone(),
                 config.dead_letter_queue_url.clone(),
+                config.router_role_arn.clone(),
                 &config.cache,
             ),
             redeliver: Redeliver::new(accounts.home().sqs.clone()),
             accounts,
             metrics_namespace: config.metrics_namespace.clone(),
             metrics_level: Level::Info,
-            routing_mode: config.routing_mode,
             function_name,
             cold_start: AtomicBool::new(true),
         }
@@ -138,7 +136,6 @@ impl Router {
         let finish_by = work_deadline(event.context.deadline, SystemTime::now());
         let mut metrics = InvocationMetrics {
             cold_start: self.cold_start.swap(false, Ordering::Relaxed),
-            shadow: self.routing_mode == RoutingMode::Shadow,
             ..Default::default()
         };
         let assumed_before = self.accounts.assume_role_calls();

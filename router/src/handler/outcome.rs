@@ -22,8 +22,6 @@ pub enum Outcome {
     DeadLettered(DeadLetterReason),
     /// Not done; hand it back for a retry.
     Failed(Failure),
-    /// Shadow mode: it would have been dead-lettered with this reason; nothing was sent.
-    WouldDeadLetter(DeadLetterReason),
 }
 
 impl Outcome {
@@ -33,7 +31,6 @@ impl Outcome {
             Outcome::Ignored(_) => "ignored",
             Outcome::DeadLettered(_) => "dead-lettered",
             Outcome::Failed(_) => "failed",
-            Outcome::WouldDeadLetter(_) => "would-dead-letter",
         }
     }
 }
@@ -147,8 +144,7 @@ pub fn forward_outcome(
             Destination::DeadLetter => String::new(),
         };
         match delivery {
-            // Shadow mode: as good as sent (counted as what would be forwarded).
-            Delivery::Sent | Delivery::Shadowed => {}
+            Delivery::Sent => {}
             Delivery::Failed { error } => {
                 return Ok(Outcome::Failed(Failure::new(
                     Cause::Send,
@@ -297,6 +293,7 @@ mod tests {
         // neighbour's copy makes the record forwarded.
         let not_onboarded = Delivery::NoTenantQueue {
             queue: "karpenter-b".into(),
+            foreign: None,
         };
         assert_eq!(
             forward_outcome(

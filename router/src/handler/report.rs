@@ -39,6 +39,7 @@ pub(super) fn forwarded(
         event_id: interruption.id.as_deref().unwrap_or_default().to_owned(),
         instances: join(&interruption.instances),
         age_ms,
+        kind: interruption.kind.label(),
     });
     tracing::info!(
         event_id = interruption.id.as_deref().unwrap_or_default(),
@@ -50,27 +51,6 @@ pub(super) fn forwarded(
         age_ms,
         outcome = "forwarded",
         "forwarded"
-    );
-}
-
-/// Shadow mode: a copy would have reached `cluster`'s queue.
-pub(super) fn would_forward(
-    interruption: &Interruption,
-    scope: &Scope,
-    cluster: &str,
-    label: &str,
-    metrics: &mut InvocationMetrics,
-) {
-    *metrics.would_forward.entry(label.to_owned()).or_default() += 1;
-    tracing::info!(
-        event_id = interruption.id.as_deref().unwrap_or_default(),
-        kind = %interruption.kind,
-        instances = %join(&interruption.instances),
-        account = scope.account.as_deref().unwrap_or_default(),
-        region = scope.region.as_deref().unwrap_or_default(),
-        cluster = %cluster,
-        outcome = "would-forward",
-        "would forward (shadow mode)"
     );
 }
 
@@ -105,10 +85,6 @@ pub(super) fn record_outcome(
                 _ => {}
             }
             tracing::warn!(record = record.id, event_id, kind, instances, account, outcome = "dead-lettered", reason = %reason, "dead-lettered");
-        }
-        Outcome::WouldDeadLetter(reason) => {
-            *metrics.would_dead_letter.entry(reason.label()).or_default() += 1;
-            tracing::info!(record = record.id, event_id, kind, instances, account, outcome = "would-dead-letter", reason = %reason, "would dead-letter (shadow mode)");
         }
         Outcome::Failed(failure) => {
             metrics.failed += 1;

@@ -30,7 +30,6 @@ use super::{
 };
 use crate::{
     accounts::Refused,
-    config::RoutingMode,
     event::{self, Classified, IgnoreReason, InstanceId, Interruption, Kind},
     forward::{Delivery, Destination, ForwardStats, Message},
     metrics::InvocationMetrics,
@@ -292,6 +291,7 @@ impl Router {
         metrics.stale_answers += lookups.stale_answers.into_inner();
         metrics.send_message_batch_calls += sends.send_message_batch_calls.into_inner();
         metrics.get_queue_url_calls += sends.get_queue_url_calls.into_inner();
+        metrics.queue_ownership_calls += sends.queue_ownership_calls.into_inner();
     }
 
     /// A lookup job: one chunk of keys of one scope, after `delay`.
@@ -370,10 +370,7 @@ impl Router {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            let deliveries = match self.routing_mode {
-                RoutingMode::Forward => self.forwarder.deliver(&messages, deadline, stats).await,
-                RoutingMode::Shadow => vec![Delivery::Shadowed; messages.len()],
-            };
+            let deliveries = self.forwarder.deliver(&messages, deadline, stats).await;
             Done::Sent {
                 copies,
                 deliveries,
@@ -409,10 +406,6 @@ impl Router {
                     Delivery::NoTenantQueue { .. } => {
                         let label = self.cluster_label(scope, cluster);
                         *metrics.no_tenant_queue.entry(label).or_default() += 1;
-                    }
-                    Delivery::Shadowed => {
-                        let label = self.cluster_label(scope, cluster);
-                        report::would_forward(interruption, scope, cluster, &label, metrics);
                     }
                     _ => {}
                 }
@@ -454,17 +447,6 @@ impl Router {
         budget: &Budget,
         metrics: &mut InvocationMetrics,
     ) {
-        if self.routing_mode == RoutingMode::Shadow {
-            // Nothing is sent in shadow mode, not even to the dead-letter queue (a shadow router
-            // must not page anyone): say what would have been dead-lettered.
-            self.give_up(entries, budget).await;
-            for entry in entries.iter_mut() {
-                if let State::DeadLetter(d) = &entry.state {
-                    entry.state = State::Decided(Outcome::WouldDeadLetter(d.reason));
-                }
-            }
-            return;
-        }
         if !self.forwarder.has_dead_letter_queue() {
             for entry in entries.iter_mut() {
                 if let State::DeadLetter(d) = &entry.state {

@@ -46,11 +46,10 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
         ("base.yaml", "Queue mode", base()),
         (
             "base.yaml",
-            "Direct mode, alarm topic, shadow mode",
+            "Direct mode, alarm topic",
             base()
                 .parameter("IngestMode", "Direct")
-                .parameter("AlarmTopicArn", "arn:aws:sns:us-east-1:123456789012:alarms")
-                .parameter("RoutingMode", "Shadow"),
+                .parameter("AlarmTopicArn", "arn:aws:sns:us-east-1:123456789012:alarms"),
         ),
         (
             "base.yaml",
@@ -80,7 +79,8 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
             tenant()
                 .parameter("RouterRoleArn", ROUTER_ROLE)
                 .parameter("QueuePrefix", "karpenter-")
-                .parameter("KarpenterRoleName", "KarpenterControllerRole-alpha"),
+                .parameter("KarpenterRoleName", "KarpenterControllerRole-alpha")
+                .parameter("AlarmTopicArn", "arn:aws:sns:us-east-1:123456789012:alarms"),
         ),
         ("spoke.yaml", "creating the spoke role", spoke()),
         (

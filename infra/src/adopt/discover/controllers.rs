@@ -16,7 +16,7 @@ use crate::{
 };
 
 /// A role that looks like Karpenter's controller, and the clusters it may describe.
-pub(super) struct Controller {
+pub(crate) struct Controller {
     pub role: Role,
     pub clusters: Vec<String>,
 }

@@ -4,12 +4,14 @@
 //! EventBridge would against an event of each kind), the Karpenter controller roles that may read
 //! those queues and the cluster each role serves (its `eks:DescribeCluster` grant on
 //! `cluster/<name>`, as Karpenter's controller policy has it), and which stack made each resource.
-//! The router's own rules, queues and tenant queues are told apart by the base stack.
+//! The router's own rules and queues are told apart by the base stack, its tenant queues by what
+//! the router itself reads ([`interruption_router::tenancy`]: the tenant tag, or a policy that
+//! admits the router alone). A queue that only carries a tenant queue's name (EKS Blueprints
+//! names its own `karpenter-<cluster>`) is an old set-up like any other.
 //!
 //! The readers are verify's where verify has one (the base stack, a queue, a role, a tenant
 //! queue's policy); what is new here is listing the default bus and the roles.
 
-mod consumption;
 mod controllers;
 mod owners;
 mod rules;
@@ -24,17 +26,17 @@ use aws_sdk_ec2::types::Filter;
 use interruption_router::{
     config::QueueNameTemplate,
     event::{Kind, rfc3339_unix_millis},
+    tenancy::{self, Ownership},
 };
 
-pub use self::{
-    consumption::{CONSUMING_WINDOW, deleted_since},
-    owners::Owner,
-};
+pub(crate) use self::controllers::Controller;
+pub use self::owners::Owner;
 use self::{
-    controllers::{Controller, controller_roles},
+    controllers::controller_roles,
     owners::StackOwners,
     rules::{interruption_rules, rule_tags},
 };
+use super::evidence::{EVIDENCE_TAG, Round, VERIFIED_TAG};
 use crate::{
     aws::{Aws, arn_name, describe},
     verify::{
@@ -91,8 +93,6 @@ pub struct OldSetup {
     pub clusters: Vec<(String, Evidence)>,
     /// The Karpenter controller roles that may read it.
     pub readers: Vec<String>,
-    /// Messages deleted from it over [`CONSUMING_WINDOW`] (SQS's metric), when CloudWatch said.
-    pub deleted_recently: Option<f64>,
 }
 
 impl OldSetup {
@@ -124,36 +124,24 @@ pub struct Cluster {
     pub setups: Vec<usize>,
     /// Its tenant queue, when it has one.
     pub tenant: Option<Queue>,
+    /// A queue with the tenant queue's name that the tenant stack did not make, and why it is not
+    /// the router's (EKS Blueprints names its own queue `karpenter-<cluster>`).
+    pub name_taken: Option<(Queue, String)>,
     /// Karpenter's controller role: from `--karpenter-role`, else a role that reads its old queue.
     pub controller: Option<String>,
-    /// Where it stands after `--rollback` and `--resume`.
-    pub switch: Switch,
-    /// When `--apply` last sent a probe through the router to its queue ([`PROBE_TAG`]).
-    pub probed: Option<SystemTime>,
+    /// When `--rollback` last ran for it ([`ROLLBACK_TAG`]).
+    pub rolled_back: Option<SystemTime>,
+    /// The evidence round under way ([`EVIDENCE_TAG`]): the probe and sentinels `--apply` sent.
+    pub round: Option<Round>,
+    /// When `--apply` last read evidence that held ([`VERIFIED_TAG`]).
+    pub verified: Option<SystemTime>,
 }
 
-/// Where a cluster stands after rollbacks, from [`ROLLBACK_TAG`] and [`RESUME_TAG`] on its
-/// tenant queue.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Switch {
-    /// Never rolled back: any deletion from the new queue is Karpenter's.
-    #[default]
-    Initial,
-    /// Rolled back at this time and not resumed: Karpenter may still be reading the new queue
-    /// until the operator points it back, so no deletion from it counts.
-    RolledBack(SystemTime),
-    /// Resumed at this time (the operator pointed Karpenter at the new queue again): deletions
-    /// count from then on.
-    Resumed(SystemTime),
-}
-
-impl Switch {
-    fn from_tags(rolled_back: Option<SystemTime>, resumed: Option<SystemTime>) -> Self {
-        match (rolled_back, resumed) {
-            (Some(rb), Some(rs)) if rs > rb => Switch::Resumed(rs),
-            (Some(rb), _) => Switch::RolledBack(rb),
-            _ => Switch::Initial,
-        }
+impl Cluster {
+    /// Rolled back, and not verified on the new queue since.
+    pub fn is_rolled_back(&self) -> bool {
+        self.rolled_back
+            .is_some_and(|at| self.verified.is_none_or(|v| v <= at))
     }
 }
 
@@ -167,6 +155,8 @@ pub struct Landscape {
     pub setups: Vec<OldSetup>,
     /// Rules whose pattern uses a filter adopt does not evaluate: reported, never touched.
     pub unreadable: Vec<(String, String)>,
+    /// Every role that looks like a Karpenter controller, and the clusters it names.
+    pub controllers: Vec<Controller>,
 }
 
 impl Landscape {
@@ -185,37 +175,40 @@ impl Landscape {
             .filter(|s| s.clusters.is_empty())
             .collect()
     }
-
-    /// The router's routing mode (base.yaml's RoutingMode): in `Shadow` it sends nothing.
-    pub fn shadow(&self) -> bool {
-        self.base.parameter("RoutingMode") == Some("Shadow")
-    }
 }
 
-/// The tag `--rollback` puts on a cluster's tenant queue (RFC 3339): from then on no deletion
-/// from the new queue counts as Karpenter reading it, until `--resume`.
+/// The tag `--rollback` puts on a cluster's tenant queue (RFC 3339) before it changes anything:
+/// evidence from before it no longer counts, and the cluster moves again only on new evidence.
 pub const ROLLBACK_TAG: &str = "interruption-router:adopt-rolled-back";
-
-/// The tag `--resume` puts on a cluster's tenant queue (RFC 3339) once the operator has pointed
-/// Karpenter at the new queue again: deletions count from then on.
-pub const RESUME_TAG: &str = "interruption-router:adopt-resumed";
-
-/// The tag `--apply` puts on a cluster's tenant queue (RFC 3339) when it sends a probe, so that
-/// running it again waits for the probe instead of sending another.
-pub const PROBE_TAG: &str = "interruption-router:adopt-probed";
 
 /// The tag adopt puts on an old queue before it deletes the rules that fed it, so the queue is
 /// still found (and deleted once empty) when nothing else ties it to the cluster.
 pub const RETIRED_TAG: &str = "interruption-router:retired-for";
 
-fn is_router_queue(base: &Base, names: &QueueNameTemplate, name: &str) -> bool {
-    let own = ["IngestQueueArn", "DeadLetterQueueArn"]
+/// The base stack's own queues (ingest, dead-letter).
+fn is_stack_queue(base: &Base, name: &str) -> bool {
+    ["IngestQueueArn", "DeadLetterQueueArn"]
         .iter()
         .filter_map(|o| base.output(o))
-        .any(|arn| arn_name(arn) == name);
-    own || name
-        .strip_prefix(names.prefix())
-        .is_some_and(|c| !c.is_empty() && names.queue_name(c).as_deref() == Some(name))
+        .any(|arn| arn_name(arn) == name)
+}
+
+/// Whose a queue with a tenant queue's name is, as the router judges it: its tenant tag for
+/// `cluster`, else a policy admitting the router alone.
+pub(crate) fn ownership(
+    queue: &Queue,
+    tags: &BTreeMap<String, String>,
+    cluster: &str,
+    router_role: Option<&str>,
+) -> Ownership {
+    tenancy::by_tag(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), cluster).unwrap_or_else(
+        || {
+            tenancy::by_policy(
+                queue.attributes.get("Policy").map(String::as_str),
+                router_role,
+            )
+        },
+    )
 }
 
 /// Reads the account and region `aws` points at, around the router's base stack `base`.
@@ -247,7 +240,11 @@ pub async fn read(
     let local = format!("arn:{}:sqs:{region}:{account}:", base.partition);
     let mut by_queue: BTreeMap<String, Vec<OldRule>> = BTreeMap::new();
     for (queue_arn, mut rule) in rules {
-        rule.owner = owners.owner(&[&rule.name, &rule.arn], &rule_tags(aws, &rule.arn).await);
+        rule.owner = owners.owner(
+            &[&rule.name, &rule.arn],
+            &rule.name,
+            &rule_tags(aws, &rule.arn).await,
+        );
         by_queue.entry(queue_arn).or_default().push(rule);
     }
     for controller in &controllers {
@@ -261,16 +258,24 @@ pub async fn read(
         by_queue.entry(arn).or_default();
     }
 
+    let router_role = base.output("RouterRoleArn").map(str::to_owned);
     let mut setups = Vec::new();
     for (arn, rules) in by_queue {
         // A queue in another account or region is not this account's to adopt.
-        if !arn.starts_with(&local) || is_router_queue(&base, &queue_names, arn_name(&arn)) {
+        if !arn.starts_with(&local) || is_stack_queue(&base, arn_name(&arn)) {
             continue;
         }
         let Ok(queue) = load_queue(aws, arn_name(&arn)).await else {
             continue;
         };
         let tags = queue_tags(aws, &queue.url).await;
+        // The router's own tenant queues are no old set-up, whatever feeds them.
+        let tenant_of = crate::verify::cluster_of(&queue_names, &queue.name);
+        if tenant_of
+            .is_some_and(|c| ownership(&queue, &tags, &c, router_role.as_deref()).is_routers())
+        {
+            continue;
+        }
         // CloudFormation's physical id of a queue is its URL, whose host depends on the
         // endpoint the client used: matched by its path, /<account>/<name>.
         let path = format!("/{account}/{}", queue.name);
@@ -280,7 +285,20 @@ pub async fn read(
             .find(|id| id.starts_with("http") && id.ends_with(&path))
             .cloned()
             .unwrap_or_else(|| queue.url.clone());
-        let owner = owners.owner(&[&url, &queue.name, &queue.arn], &tags);
+        let mut owner = owners.owner(&[&url, &queue.name, &queue.arn], &queue.name, &tags);
+        // A queue with no mark of its own is its rules' tool's (Terraform's modules mark only
+        // their rules): never taken for hand-made while they say otherwise.
+        if owner == Owner::Unmarked
+            && let Some(Owner::Tool { tool, marks }) = rules
+                .iter()
+                .map(|r| &r.owner)
+                .find(|o| matches!(o, Owner::Tool { .. }))
+        {
+            owner = Owner::Tool {
+                tool: tool.clone(),
+                marks: format!("its rules' marks: {marks}"),
+            };
+        }
         let readers: Vec<&Controller> = controllers
             .iter()
             .filter(|c| c.role.may("sqs:ReceiveMessage", &queue.arn).is_allowed())
@@ -310,14 +328,12 @@ pub async fn read(
         if rules.is_empty() && !tags.contains_key(RETIRED_TAG) && readers.is_empty() {
             continue;
         }
-        let deleted = deleted_since(aws, &queue.name, None).await.ok();
         setups.push(OldSetup {
             readers: readers.iter().map(|c| c.role.name().to_owned()).collect(),
             queue,
             owner,
             rules,
             clusters,
-            deleted_recently: deleted,
         });
     }
 
@@ -346,8 +362,23 @@ pub async fn read(
         clusters.entry(cluster.clone()).or_default().controller = Some(role.clone());
     }
     for (name, cluster) in clusters.iter_mut() {
-        if let Some(queue) = queue_names.queue_name(name) {
-            cluster.tenant = load_queue(aws, &queue).await.ok();
+        if let Some(queue) = queue_names.queue_name(name)
+            && let Ok(queue) = load_queue(aws, &queue).await
+        {
+            let tags = queue_tags(aws, &queue.url).await;
+            match ownership(&queue, &tags, name, router_role.as_deref()) {
+                Ownership::Foreign(why) => cluster.name_taken = Some((queue, why)),
+                _ => {
+                    let at = |tag: &str| {
+                        let ms = rfc3339_unix_millis(tags.get(tag)?)?;
+                        Some(UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).ok()?))
+                    };
+                    cluster.rolled_back = at(ROLLBACK_TAG);
+                    cluster.verified = at(VERIFIED_TAG);
+                    cluster.round = tags.get(EVIDENCE_TAG).and_then(|t| Round::parse(t));
+                    cluster.tenant = Some(queue);
+                }
+            }
         }
         // Once the old queue is gone, the role that reads the new one (and names the cluster).
         if let (None, Some(tenant)) = (&cluster.controller, &cluster.tenant) {
@@ -359,15 +390,6 @@ pub async fn read(
                 })
                 .map(|c| c.role.name().to_owned());
         }
-        if let Some(queue) = &cluster.tenant {
-            let tags = queue_tags(aws, &queue.url).await;
-            let at = |tag: &str| {
-                let ms = rfc3339_unix_millis(tags.get(tag)?)?;
-                Some(UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).ok()?))
-            };
-            cluster.switch = Switch::from_tags(at(ROLLBACK_TAG), at(RESUME_TAG));
-            cluster.probed = at(PROBE_TAG);
-        }
     }
     Ok(Landscape {
         account,
@@ -377,6 +399,7 @@ pub async fn read(
         clusters,
         setups,
         unreadable,
+        controllers,
     })
 }
 

@@ -110,7 +110,7 @@ pub(super) async fn interruption_rules(
                         .filter(|a| **a != queue)
                         .map(|a| a.to_string())
                         .collect(),
-                    owner: Owner::Unknown { tool_hint: None },
+                    owner: Owner::Unmarked,
                 },
             ));
         }

@@ -1,0 +1,29 @@
+"""Loaded into the moto server as `sitecustomize` (its directory on PYTHONPATH): where moto 5.2.5
+answers otherwise than AWS, and a stand-in of the project's depends on AWS's answer, it answers as
+AWS does. Each fix says what AWS does and where moto differs.
+
+* AWS::IAM::ManagedPolicy with a PolicyDocument given as a JSON string. CloudFormation takes a
+  policy document as an object or as a JSON string (its Json type); Karpenter's getting-started
+  template writes every controller policy as a `!Sub |` JSON string. moto json.dumps the string a
+  second time and refuses the result ("Syntax errors in policy"), so that template cannot be
+  deployed. Parsed here into the object moto expects.
+"""
+
+import json
+
+try:
+    from moto.iam import models as _iam
+except Exception:  # not the moto server (sitecustomize runs in every interpreter on the path)
+    _iam = None
+
+if _iam is not None:
+    _create = _iam.ManagedPolicy.create_from_cloudformation_json.__func__
+
+    def _create_with_string_document(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        properties = cloudformation_json.get("Properties", {})
+        document = properties.get("PolicyDocument")
+        if isinstance(document, str):
+            properties["PolicyDocument"] = json.loads(document)
+        return _create(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+
+    _iam.ManagedPolicy.create_from_cloudformation_json = classmethod(_create_with_string_document)

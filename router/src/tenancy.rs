@@ -1,0 +1,199 @@
+//! Tenancy: whether a queue that carries a cluster's queue name is the router's to write.
+//!
+//! A name is not enough. Other tools name their queues as the router does: EKS Blueprints'
+//! Karpenter addon makes `karpenter-<cluster>`, the router's default name, and feeds it with rules
+//! of its own, so a router that wrote into it would hand that Karpenter every event twice. The
+//! router writes only into queues its tenant stack made:
+//!
+//! * tenant.yaml tags its queue [`TENANT_TAG`]`=<cluster>`: read once with the queue's URL
+//!   (ListQueueTags) and cached with it;
+//! * tenant queues made before that tag existed are recognised by what they have had from the
+//!   start: a policy that admits exactly one sender, the router, and denies every other
+//!   ([`admits_only`], one GetQueueAttributes). So upgrading only the base stack silences none.
+//!
+//! Anything else with the name is [`Ownership::Foreign`]: its cluster counts as not onboarded
+//! (its own set-up still delivers to it), which `routerctl verify` and `adopt` explain.
+
+use serde_json::Value;
+
+/// The tag tenant.yaml puts on its queue; the value is the cluster's name.
+pub const TENANT_TAG: &str = "interruption-router:tenant";
+
+/// How long "this queue is not the router's" is believed: SQS will not let a deleted queue's
+/// name be taken again for 60 s, so a tenant queue cannot replace a look-alike any sooner.
+pub const FOREIGN_RECHECK: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whose a queue with a cluster's queue name is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// Tagged by the tenant stack for this cluster.
+    Tenant,
+    /// Made by a tenant stack before the tag existed: its policy admits only the router.
+    LegacyTenant,
+    /// Not made by the router's tenant stack, and why.
+    Foreign(String),
+}
+
+impl Ownership {
+    pub fn is_routers(&self) -> bool {
+        matches!(self, Ownership::Tenant | Ownership::LegacyTenant)
+    }
+}
+
+/// What the queue's tags say: `Some` when they settle it (the tag names this cluster, or another
+/// one), `None` when the queue has no tenant tag.
+pub fn by_tag<'a>(
+    tags: impl IntoIterator<Item = (&'a str, &'a str)>,
+    cluster: &str,
+) -> Option<Ownership> {
+    let (_, value) = tags.into_iter().find(|(k, _)| *k == TENANT_TAG)?;
+    Some(if value == cluster {
+        Ownership::Tenant
+    } else {
+        Ownership::Foreign(format!(
+            "it is tagged {TENANT_TAG}={value}, another cluster's queue"
+        ))
+    })
+}
+
+/// Judges a queue with no tenant tag by its policy (`None`: it has none).
+pub fn by_policy(policy: Option<&str>, sender: Option<&str>) -> Ownership {
+    match policy {
+        Some(policy) if admits_only(policy, sender) => Ownership::LegacyTenant,
+        Some(_) => Ownership::Foreign(format!(
+            "it has no {TENANT_TAG} tag and its policy does not admit the router as its only \
+             sender, so another tool made it"
+        )),
+        None => Ownership::Foreign(format!(
+            "it has no {TENANT_TAG} tag and no policy, so another tool made it"
+        )),
+    }
+}
+
+/// Whether `policy` admits one sender only, `sender` (any one principal when the router does not
+/// know its own role ARN): an Allow of `sqs:SendMessage` to it, and a Deny of `sqs:SendMessage` to
+/// every principal whose `aws:PrincipalArn` is not it. That is tenant.yaml's policy from its first
+/// version; no other tool's set-up writes it.
+pub fn admits_only(policy: &str, sender: Option<&str>) -> bool {
+    let Ok(document) = serde_json::from_str::<Value>(policy) else {
+        return false;
+    };
+    let statements: Vec<&Value> = match &document["Statement"] {
+        Value::Array(list) => list.iter().collect(),
+        one @ Value::Object(_) => vec![one],
+        _ => return false,
+    };
+    let allowed: Vec<&str> = statements
+        .iter()
+        .filter(|s| s["Effect"] == "Allow" && sends(s))
+        .flat_map(|s| strings(&s["Principal"]["AWS"]))
+        .collect();
+    let [principal] = allowed.as_slice() else {
+        return false;
+    };
+    if sender.is_some_and(|sender| sender != *principal) {
+        return false;
+    }
+    statements.iter().any(|s| {
+        s["Effect"] == "Deny"
+            && sends(s)
+            && (s["Principal"] == "*" || s["Principal"]["AWS"] == "*")
+            && condition(s, "ArnNotEquals", "aws:PrincipalArn") == [*principal]
+    })
+}
+
+/// Whether a statement's actions include sending.
+fn sends(statement: &Value) -> bool {
+    strings(&statement["Action"])
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case("sqs:SendMessage") || a.eq_ignore_ascii_case("sqs:*"))
+}
+
+/// The values of `operator` → `key` in a statement's condition (keys compare case-insensitively,
+/// as IAM's do).
+fn condition<'a>(statement: &'a Value, operator: &str, key: &str) -> Vec<&'a str> {
+    statement["Condition"][operator]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.eq_ignore_ascii_case(key))
+        .flat_map(|(_, v)| strings(v))
+        .collect()
+}
+
+/// A policy element that is a string or a list of strings.
+fn strings(value: &Value) -> Vec<&str> {
+    match value {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(list) => list.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const ROUTER: &str = "arn:aws:iam::111111111111:role/interruption-router-RouterRole-X";
+
+    /// tenant.yaml's policy as CloudFormation renders it.
+    fn tenant_policy(sender: &str) -> String {
+        let queue = "arn:aws:sqs:us-east-1:111111111111:karpenter-alpha";
+        json!({"Version": "2012-10-17", "Statement": [
+            {"Sid": "AllowRouterToSend", "Effect": "Allow", "Principal": {"AWS": sender},
+             "Action": "sqs:SendMessage", "Resource": queue},
+            {"Sid": "DenySendersOtherThanRouter", "Effect": "Deny", "Principal": "*",
+             "Action": "sqs:SendMessage", "Resource": queue,
+             "Condition": {"ArnNotEquals": {"aws:PrincipalArn": sender}}},
+            {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*",
+             "Action": "sqs:*", "Resource": queue,
+             "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]})
+        .to_string()
+    }
+
+    #[test]
+    fn the_tenant_tag_settles_it() {
+        assert_eq!(
+            by_tag([(TENANT_TAG, "alpha"), ("team", "x")], "alpha"),
+            Some(Ownership::Tenant)
+        );
+        let other = by_tag([(TENANT_TAG, "beta")], "alpha").unwrap();
+        assert!(!other.is_routers(), "{other:?}");
+        assert_eq!(by_tag([("ClusterName", "alpha")], "alpha"), None);
+    }
+
+    #[test]
+    fn a_tenant_queue_from_before_the_tag_is_known_by_its_policy() {
+        assert!(admits_only(&tenant_policy(ROUTER), Some(ROUTER)));
+        assert!(admits_only(&tenant_policy(ROUTER), None));
+        assert_eq!(
+            by_policy(Some(&tenant_policy(ROUTER)), Some(ROUTER)),
+            Ownership::LegacyTenant
+        );
+        // Another sender's queue of the same shape is not the router's.
+        let other = "arn:aws:iam::111111111111:role/someone-else";
+        assert!(!admits_only(&tenant_policy(other), Some(ROUTER)));
+    }
+
+    #[test]
+    fn other_tools_queues_are_foreign() {
+        // EKS Blueprints' Karpenter addon: EventBridge may send, nothing is denied.
+        let blueprints = json!({"Version": "2012-10-17", "Statement": [
+            {"Sid": "SendEventsToQueue", "Effect": "Allow",
+             "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]},
+             "Action": "sqs:SendMessage",
+             "Resource": "arn:aws:sqs:us-east-1:111111111111:karpenter-alpha"}]})
+        .to_string();
+        assert!(!admits_only(&blueprints, Some(ROUTER)));
+        assert!(!by_policy(Some(&blueprints), Some(ROUTER)).is_routers());
+        assert!(!by_policy(None, Some(ROUTER)).is_routers());
+        // Allowing the router without denying the others is not the tenant stack's policy.
+        let open = json!({"Statement": [{"Effect": "Allow", "Principal": {"AWS": ROUTER},
+            "Action": ["sqs:SendMessage"], "Resource": "*"}]})
+        .to_string();
+        assert!(!admits_only(&open, Some(ROUTER)));
+        assert!(!admits_only("not json", None));
+    }
+}
