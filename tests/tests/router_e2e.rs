@@ -532,23 +532,34 @@ async fn a_close_deadline_hands_back_undone_records_instead_of_timing_out() -> R
     Ok(())
 }
 
-#[tokio::test]
-async fn a_bad_configuration_stops_start_up_naming_the_variable_and_the_fix() -> Result<()> {
-    let world = World::start().await?;
-    let env = world.router_env(&[("QUEUE_NAME_TEMPLATE", "karpenter-queue")]);
-    let mut function = Function::start(&router_binary()?, &env).await?;
+/// Starts the router with `env`, which it must refuse: it exits, having reported a configuration
+/// error to `/init/error`; the function and that error's message.
+async fn refused_start(env: &[(String, String)]) -> Result<(Function, String)> {
+    let mut function = Function::start(&router_binary()?, env).await?;
     let status = function
         .wait_exit(std::time::Duration::from_secs(30))
         .await
         .expect("the process exits");
     assert!(!status.success());
-    let reported = function
-        .api()
-        .init_error()
-        .expect("reported to /init/error");
-    let reported: Value = serde_json::from_str(&reported)?;
+    let reported: Value = serde_json::from_str(
+        &function
+            .api()
+            .init_error()
+            .expect("reported to /init/error"),
+    )?;
     assert_eq!(reported["errorType"], "Runtime.ConfigError");
-    let message = reported["errorMessage"].as_str().unwrap();
+    let message = reported["errorMessage"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    Ok((function, message))
+}
+
+#[tokio::test]
+async fn a_bad_configuration_stops_start_up_naming_the_variable_and_the_fix() -> Result<()> {
+    let world = World::start().await?;
+    let env = world.router_env(&[("QUEUE_NAME_TEMPLATE", "karpenter-queue")]);
+    let (function, message) = refused_start(&env).await?;
     assert!(
         message.contains("QUEUE_NAME_TEMPLATE=\"karpenter-queue\""),
         "{message}"
@@ -999,19 +1010,7 @@ async fn clusters_not_onboarded_are_counted_per_cluster_and_shadow_mode_does_not
     let mut shadow = estate.router_config();
     shadow.push(("ROUTING_MODE", "shadow"));
     let env = estate.world.router_env(&shadow);
-    let mut function = Function::start(&router_binary()?, &env).await?;
-    let status = function
-        .wait_exit(std::time::Duration::from_secs(30))
-        .await
-        .expect("the process exits");
-    assert!(!status.success());
-    let reported: Value = serde_json::from_str(
-        &function
-            .api()
-            .init_error()
-            .expect("reported to /init/error"),
-    )?;
-    let message = reported["errorMessage"].as_str().unwrap();
+    let (_, message) = refused_start(&env).await?;
     assert!(message.contains("ROUTING_MODE"), "{message}");
     assert!(message.contains("NoTenantQueue.<cluster>"), "{message}");
     Ok(())

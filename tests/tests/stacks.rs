@@ -241,6 +241,14 @@ async fn attached_policy(aws: &Clients, role: &str, name: &str) -> Result<Value>
     Ok(serde_json::from_str(&text)?)
 }
 
+/// A role no stack writes an inline policy on (tools that own a role's inline policies delete
+/// foreign ones).
+async fn assert_no_inline_policy(aws: &Clients, role: &str) -> Result<()> {
+    let inline = aws.iam.list_role_policies().role_name(role).send().await?;
+    assert_eq!(inline.policy_names(), Vec::<String>::new(), "{role}");
+    Ok(())
+}
+
 fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -453,13 +461,7 @@ async fn queue_mode_stacks_create_what_the_templates_declare() -> Result<()> {
     // tenant stack attaches (no inline policy: tools that own a role's inline policies delete
     // foreign ones).
     let karpenter = attached_policy(&aws, KARPENTER_ROLE, "KarpenterQueueAccess").await?;
-    let inline = aws
-        .iam
-        .list_role_policies()
-        .role_name(KARPENTER_ROLE)
-        .send()
-        .await?;
-    assert_eq!(inline.policy_names(), Vec::<String>::new());
+    assert_no_inline_policy(&aws, KARPENTER_ROLE).await?;
     assert_eq!(
         karpenter["Statement"],
         json!([{
@@ -981,13 +983,7 @@ async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_message
     stacks::update(&aws.cfn, &tenant.name, TENANT_TEMPLATE, &[]).await?;
     // Karpenter's grant moved from an inline policy to a managed one attached to its role.
     attached_policy(&aws, KARPENTER_ROLE, "KarpenterQueueAccess").await?;
-    let inline = aws
-        .iam
-        .list_role_policies()
-        .role_name(KARPENTER_ROLE)
-        .send()
-        .await?;
-    assert_eq!(inline.policy_names(), Vec::<String>::new());
+    assert_no_inline_policy(&aws, KARPENTER_ROLE).await?;
 
     let (base_after, tenant_after) = (physical(&base.name).await?, physical(&tenant.name).await?);
     // Queues, roles, the function, its log group and the event source mapping stay what they

@@ -244,15 +244,7 @@ pub async fn run(aws: &Aws, options: &Options) -> Result<Report> {
     };
     // After a change, the plan shows the account as it is now.
     let land = match outcome {
-        Outcome::Applied { .. } | Outcome::RolledBack { .. } => {
-            discover::read(
-                aws,
-                land.base,
-                &options.managed_tag,
-                &options.karpenter_roles,
-            )
-            .await?
-        }
+        Outcome::Applied { .. } | Outcome::RolledBack { .. } => reread(aws, &land, options).await?,
         _ => land,
     };
     let mut clusters = Vec::new();
@@ -332,13 +324,7 @@ async fn apply_next(
             }
             let seen = reading.facts.join("; ");
             // Step 5 on this evidence, read from the account as it is now.
-            let land = discover::read(
-                aws,
-                land.base.clone(),
-                &options.managed_tag,
-                &options.karpenter_roles,
-            )
-            .await?;
+            let land = reread(aws, land, options).await?;
             let steps = steps::evaluate(aws, &land, cluster, options, Evidence::JustRead).await;
             match steps.iter().find(|s| s.number == 5).map(|s| &s.action) {
                 Some(Action::Apply(change @ Change::DisableRules(_))) => Outcome::Applied {
@@ -377,6 +363,17 @@ async fn apply_next(
             ),
         },
     })
+}
+
+/// The account read again, around the same base stack.
+async fn reread(aws: &Aws, land: &Landscape, options: &Options) -> Result<Landscape> {
+    discover::read(
+        aws,
+        land.base.clone(),
+        &options.managed_tag,
+        &options.karpenter_roles,
+    )
+    .await
 }
 
 /// `--stack-template`: the template of the stack that owns what step 6 or 7 retires, edited.

@@ -432,16 +432,33 @@ mod tests {
         RULES.iter().map(|r| r.to_string()).collect()
     }
 
-    #[test]
-    fn step_6_takes_the_rules_out_and_nothing_else() {
-        let edit = retire(
-            GETTING_STARTED_TEMPLATE,
+    /// Step 6's edit: the rules out.
+    fn without_rules(template: &str) -> Edit {
+        retire(
+            template,
             &Retire {
                 rules: &rules(),
                 queue: None,
             },
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// Step 7's edit after step 6's: the queue out, the router's queue granted instead.
+    fn without_queue(template: &str) -> Edit {
+        retire(
+            &without_rules(template).template,
+            &Retire {
+                rules: &rules(),
+                queue: Some(("KarpenterInterruptionQueue", "karpenter-alpha")),
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn step_6_takes_the_rules_out_and_nothing_else() {
+        let edit = without_rules(GETTING_STARTED_TEMPLATE);
         let t = Template::parse("edited", &edit.template).unwrap();
         let left: Vec<&str> = t.resources().map(|(id, _)| id).collect();
         assert_eq!(
@@ -469,22 +486,7 @@ mod tests {
 
     #[test]
     fn step_7_takes_the_queue_and_its_policy_out_and_grants_the_routers_queue_instead() {
-        let after_6 = retire(
-            GETTING_STARTED_TEMPLATE,
-            &Retire {
-                rules: &rules(),
-                queue: None,
-            },
-        )
-        .unwrap();
-        let edit = retire(
-            &after_6.template,
-            &Retire {
-                rules: &rules(),
-                queue: Some(("KarpenterInterruptionQueue", "karpenter-alpha")),
-            },
-        )
-        .unwrap();
+        let edit = without_queue(GETTING_STARTED_TEMPLATE);
         let t = Template::parse("edited", &edit.template).unwrap();
         let left: Vec<&str> = t.resources().map(|(id, _)| id).collect();
         assert_eq!(left, ["EKSIntegrationPolicy", "InterruptionPolicy"]);
@@ -567,22 +569,7 @@ Resources:
         };
         let text = std::fs::read_to_string(&path).unwrap();
         let before = Template::parse("real", &text).unwrap().resources().count();
-        let after_6 = retire(
-            &text,
-            &Retire {
-                rules: &rules(),
-                queue: None,
-            },
-        )
-        .unwrap();
-        let edit = retire(
-            &after_6.template,
-            &Retire {
-                rules: &rules(),
-                queue: Some(("KarpenterInterruptionQueue", "karpenter-alpha")),
-            },
-        )
-        .unwrap();
+        let edit = without_queue(&text);
         let t = Template::parse("edited", &edit.template).unwrap();
         assert_eq!(t.resources().count(), before - 7, "{}", edit.template);
         assert_eq!(edit.retargeted, ["InterruptionPolicy"]);
