@@ -608,7 +608,7 @@ async fn main() -> Result<()> {
     let (i, i0, i1) = spread(init.iter().map(|d| ms(*d)));
     let (f, f0, f1) = spread(first.iter().map(|d| ms(*d)));
     line(format!(
-        "\n## Cold start ({} runs)\n\n| figure | median | min | max |\n|---|---|---|---|\n| process start to first Runtime API poll | {i:.1} ms | {i0:.1} ms | {i1:.1} ms |\n| first invocation (1 spot warning, cold cache: DescribeInstances, GetQueueUrl, SendMessageBatch) | {f:.1} ms | {f0:.1} ms | {f1:.1} ms |",
+        "\n## Cold start ({} runs)\n\n| figure | median | min | max |\n|---|---|---|---|\n| process start to first Runtime API poll | {i:.1} ms | {i0:.1} ms | {i1:.1} ms |\n| first invocation (1 spot warning, cold cache: DescribeInstances, GetQueueUrl, ListQueueTags, SendMessageBatch) | {f:.1} ms | {f0:.1} ms | {f1:.1} ms |",
         o.cold_starts
     ));
     line(format!(
