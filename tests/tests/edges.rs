@@ -66,6 +66,18 @@ async fn resolver(world: &World) -> Resolver {
     resolver_with(world, &[]).await
 }
 
+/// Message `n` for `cluster`'s queue, in the emulator's account and region.
+fn to(cluster: &str, n: usize) -> Message {
+    Message {
+        destination: Destination::Cluster {
+            scope: home(),
+            cluster: Arc::from(cluster),
+        },
+        body: format!("{{\"n\":{n}}}"),
+        attributes: Vec::new(),
+    }
+}
+
 fn forwarder(accounts: Arc<Accounts>) -> Forwarder {
     let config = Config::from_lookup(|_| None).unwrap();
     Forwarder::new(accounts, config.queue_names, None, None, &config.cache)
@@ -206,14 +218,6 @@ async fn forwarder_batches_per_queue_and_reports_a_missing_queue_per_message() -
     let alpha = world.create_tenant_queue("alpha").await?;
     let beta = world.create_tenant_queue("beta").await?;
     let forwarder = forwarder(accounts(&world).await);
-    let to = |cluster: &str, n: usize| Message {
-        destination: Destination::Cluster {
-            scope: home(),
-            cluster: Arc::from(cluster),
-        },
-        body: format!("{{\"n\":{n}}}"),
-        attributes: Vec::new(),
-    };
     let mut messages: Vec<Message> = (0..23).map(|n| to("alpha", n)).collect();
     messages.extend((0..4).map(|n| to("beta", n)));
     messages.push(to("nowhere", 0));
@@ -256,14 +260,7 @@ async fn a_queue_deleted_after_it_was_used_is_reported_missing() -> Result<()> {
     let world = World::start().await?;
     let alpha = world.create_tenant_queue("alpha").await?;
     let forwarder = forwarder(accounts(&world).await);
-    let message = Message {
-        destination: Destination::Cluster {
-            scope: home(),
-            cluster: Arc::from("alpha"),
-        },
-        body: "{}".into(),
-        attributes: Vec::new(),
-    };
+    let message = to("alpha", 0);
     let deadline = || Instant::now() + Duration::from_secs(60);
     let stats = ForwardStats::default();
     assert_eq!(
@@ -467,14 +464,6 @@ async fn the_forwarder_writes_only_queues_the_tenant_stack_made() -> Result<()> 
         Some(ROUTER_ROLE.to_owned()),
         &config.cache,
     );
-    let to = |cluster: &str, n: usize| Message {
-        destination: Destination::Cluster {
-            scope: home(),
-            cluster: Arc::from(cluster),
-        },
-        body: format!("{{\"n\":{n}}}"),
-        attributes: Vec::new(),
-    };
     let messages: Vec<Message> = ["alpha", "beta", "gamma", "delta"]
         .iter()
         .flat_map(|c| [to(c, 0), to(c, 1)])
@@ -532,14 +521,7 @@ async fn a_sender_that_may_not_read_the_tags_writes_as_before() -> Result<()> {
         .proxy
         .set_plan(FaultPlan::none().with_outage("ListQueueTags", 10, Fault::Denied));
     let forwarder = forwarder(accounts(&world).await);
-    let message = Message {
-        destination: Destination::Cluster {
-            scope: home(),
-            cluster: Arc::from("alpha"),
-        },
-        body: "{}".into(),
-        attributes: Vec::new(),
-    };
+    let message = to("alpha", 0);
     let deliveries = forwarder
         .deliver(
             &[message],
