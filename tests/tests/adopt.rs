@@ -71,6 +71,44 @@ async fn rule_states(aws: &Aws, prefix: &str) -> Result<Vec<RuleState>> {
         .collect())
 }
 
+/// A Karpenter controller role for `cluster` (its `eks:DescribeCluster` grant names it) that may
+/// read `queues` (names; `*` as IAM reads it), in the emulator's account and region.
+async fn controller_role(aws: &Aws, role: &str, cluster: &str, queues: &[&str]) -> Result<()> {
+    routerctl::sandbox::create_karpenter_role(&aws.iam, role).await?;
+    let arns: Vec<String> = queues
+        .iter()
+        .map(|q| format!("arn:aws:sqs:us-east-1:123456789012:{q}"))
+        .collect();
+    aws.iam
+        .put_role_policy()
+        .role_name(role)
+        .policy_name("controller")
+        .policy_document(
+            json!({"Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage",
+                    "sqs:GetQueueUrl"], "Resource": arns},
+                {"Effect": "Allow", "Action": "eks:DescribeCluster",
+                 "Resource": format!("arn:aws:eks:us-east-1:123456789012:cluster/{cluster}")}]})
+            .to_string(),
+        )
+        .send()
+        .await?;
+    Ok(())
+}
+
+/// `routerctl verify --cluster <cluster>` against the scene's base stack.
+async fn verify_cluster(aws: &Aws, cluster: &str) -> verify::Report {
+    verify::run(
+        aws,
+        &verify::Options {
+            stack: STACK.into(),
+            clusters: vec![cluster.into()],
+            ..verify::Options::default()
+        },
+    )
+    .await
+}
+
 /// Waits until `cluster`'s round can be read.
 async fn until_ripe() {
     tokio::time::sleep(QUIET_WINDOW + Duration::from_secs(1)).await;
@@ -357,23 +395,13 @@ async fn a_gitops_revert_or_a_helm_command_in_another_context_leaves_the_old_rul
     // and may read every karpenter-* queue.
     let zeta_queue = "zeta-interruptions";
     aws.sqs.create_queue().queue_name(zeta_queue).send().await?;
-    routerctl::sandbox::create_karpenter_role(&aws.iam, "eks-zeta-controller").await?;
-    aws.iam
-        .put_role_policy()
-        .role_name("eks-zeta-controller")
-        .policy_name("controller")
-        .policy_document(
-            json!({"Version": "2012-10-17", "Statement": [
-                {"Effect": "Allow", "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage",
-                    "sqs:GetQueueUrl"],
-                 "Resource": ["arn:aws:sqs:us-east-1:123456789012:karpenter-*",
-                    format!("arn:aws:sqs:us-east-1:123456789012:{zeta_queue}")]},
-                {"Effect": "Allow", "Action": "eks:DescribeCluster",
-                 "Resource": "arn:aws:eks:us-east-1:123456789012:cluster/zeta"}]})
-            .to_string(),
-        )
-        .send()
-        .await?;
+    controller_role(
+        &aws,
+        "eks-zeta-controller",
+        "zeta",
+        &["karpenter-*", zeta_queue],
+    )
+    .await?;
     let mut zeta = Karpenter::start(&aws, zeta_queue, Behaviour::default()).await?;
 
     // The helm command runs; then Argo CD's self-heal puts the old value back.
@@ -401,15 +429,7 @@ async fn a_gitops_revert_or_a_helm_command_in_another_context_leaves_the_old_rul
         vec![RuleState::Enabled; 5]
     );
     // Nobody has read the router's queue since the revert: verify says so, with the reader.
-    let checked = verify::run(
-        &aws,
-        &verify::Options {
-            stack: STACK.into(),
-            clusters: vec!["alpha".into()],
-            ..verify::Options::default()
-        },
-    )
-    .await;
+    let checked = verify_cluster(&aws, "alpha").await;
     let read = checked
         .check("tenant:alpha:read")
         .context("no read check")?;
@@ -446,21 +466,7 @@ async fn a_gitops_revert_or_a_helm_command_in_another_context_leaves_the_old_rul
     );
 
     // A role that says Karpenter and may read karpenter-* blocks step 2 until it is scoped.
-    routerctl::sandbox::create_karpenter_role(&aws.iam, "KarpenterController-omega").await?;
-    aws.iam
-        .put_role_policy()
-        .role_name("KarpenterController-omega")
-        .policy_name("controller")
-        .policy_document(
-            json!({"Version": "2012-10-17", "Statement": [
-                {"Effect": "Allow", "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage"],
-                 "Resource": "arn:aws:sqs:us-east-1:123456789012:karpenter-*"},
-                {"Effect": "Allow", "Action": "eks:DescribeCluster",
-                 "Resource": "arn:aws:eks:us-east-1:123456789012:cluster/omega"}]})
-            .to_string(),
-        )
-        .send()
-        .await?;
+    controller_role(&aws, "KarpenterController-omega", "omega", &["karpenter-*"]).await?;
     let plan = estate
         .adopt(&adopt::Options::plan_of(STACK, "alpha"))
         .await?;
@@ -594,15 +600,7 @@ async fn a_blueprints_queue_with_the_routers_name_is_an_old_set_up_not_a_tenant(
         "{}",
         refused.render()
     );
-    let checked = verify::run(
-        &estate.aws,
-        &verify::Options {
-            stack: STACK.into(),
-            clusters: vec!["bp".into()],
-            ..verify::Options::default()
-        },
-    )
-    .await;
+    let checked = verify_cluster(&estate.aws, "bp").await;
     let queue = checked
         .check("tenant:bp:queue")
         .context("no tenant:bp:queue")?;
@@ -647,22 +645,7 @@ async fn shared_queues_unclaimed_set_ups_and_unreadable_rules_are_reported_and_l
     }
     // One set-up made by hand, then a second controller role that reads the same queue.
     let made = old_setups::stand_up(&aws, Flavour::ByHand, "epsilon").await?;
-    let shared_arn = format!("arn:aws:sqs:us-east-1:123456789012:{}", made.queue);
-    routerctl::sandbox::create_karpenter_role(&aws.iam, "KarpenterController-zeta").await?;
-    aws.iam
-        .put_role_policy()
-        .role_name("KarpenterController-zeta")
-        .policy_name("KarpenterController")
-        .policy_document(
-            json!({"Version": "2012-10-17", "Statement": [
-                {"Effect": "Allow", "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage",
-                    "sqs:GetQueueUrl"], "Resource": shared_arn},
-                {"Effect": "Allow", "Action": "eks:DescribeCluster",
-                 "Resource": "arn:aws:eks:us-east-1:123456789012:cluster/zeta"}]})
-            .to_string(),
-        )
-        .send()
-        .await?;
+    controller_role(&aws, "KarpenterController-zeta", "zeta", &[&made.queue]).await?;
     // A queue fed with spot warnings that no Karpenter role reads, and a rule adopt cannot read.
     aws.sqs
         .create_queue()
