@@ -92,9 +92,14 @@ test: tools
 	$(MAKE) demo
 
 # Builds the router binary first: the end-to-end tests run it as a real process.
+# The integration tests spend most of their time waiting as AWS makes them wait (visibility
+# timeouts, adopt's 65-s quiet window and rule settle, EventBridge's late rule changes), not on
+# the CPU, so they run TEST_THREADS at a time in their one binary; the storm scenarios, which do
+# load the CPU, still take a lock and run one at a time.
+TEST_THREADS ?= 8
 unit:
 	$(CARGO) build --workspace --bins
-	$(CARGO) test --workspace
+	RUST_TEST_THREADS=$(TEST_THREADS) $(CARGO) test --workspace
 
 # ------------------------------------------------------------------ static checks
 lint: $(VENV)/.installed $(CHECKOV_VENV)/.installed fmt-check clippy policy-lint
@@ -105,7 +110,9 @@ lint: $(VENV)/.installed $(CHECKOV_VENV)/.installed fmt-check clippy policy-lint
 # Every IAM and resource policy of the templates, rendered for deployments that take every branch
 # of their conditions, through two linters that know AWS's actions, resources and condition keys.
 policy-lint: $(VENV)/.lint-installed
-	$(CARGO) run --quiet -p e2e-tests --bin policy-documents | $(VENV)/bin/python tools/lint_policies.py
+	@# The same build as `unit` and `demo` (cargo run -p would resolve features for one package).
+	$(CARGO) build --quiet --workspace --bins
+	$(TARGET_DIR)/debug/policy-documents | $(VENV)/bin/python tools/lint_policies.py
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -117,7 +124,7 @@ clippy:
 # The fault scenarios at 3,000 events (five minutes of storm each) instead of make test's 300.
 soak: $(VENV)/.installed
 	$(CARGO) build --workspace --bins
-	FAULT_SCENARIO_EVENTS=3000 $(CARGO) test --workspace --test faults -- --nocapture
+	FAULT_SCENARIO_EVENTS=3000 $(CARGO) test --workspace --test e2e -- faults:: --nocapture
 
 FUZZ_SECONDS ?= 120
 # cargo-fuzz passes nightly-only -Z flags (sanitizers); RUSTC_BOOTSTRAP lets this stable toolchain

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints the command that points cluster CLUSTER's Karpenter at QUEUE (for `make deploy-tenant`;
-# routerctl adopt prints the same text, from infra/src/adopt/helm.rs, and a test keeps the two
+# routerctl adopt prints the same text, from routerctl/src/adopt/helm.rs, and a test keeps the two
 # equal). routerctl never edits a cluster: run it yourself, against the cluster.
 #
 # What the printed command guarantees: it runs in the cluster's own kube-context (named, never

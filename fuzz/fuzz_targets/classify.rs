@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 
 // The parser module on its own: it depends only on serde, so the fuzz build does not have to
 // compile (and instrument) the AWS SDK the rest of the router needs.
-#[path = "../../router/src/event.rs"]
+#[path = "../../router/src/event/mod.rs"]
 #[allow(dead_code)]
 mod event;
 

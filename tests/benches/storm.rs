@@ -15,16 +15,16 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail, ensure};
+use aws_model::events::{Origin, Synthetic, rfc3339};
 use e2e_tests::{
     World, karpenter_tags,
-    local::{
-        function::{Function, router_binary},
-        moto::{ACCOUNT, REGION},
-    },
     organisation::{Organisation, member_places},
     sqs_event,
 };
-use routerctl::events::{Origin, Synthetic, rfc3339};
+use local_aws::{
+    function::{Function, router_binary},
+    moto::{ACCOUNT, REGION},
+};
 
 /// Nodes per cluster in the organisation storm (accounts × clusters × this = events per storm).
 const ORG_NODES: i32 = 10;
@@ -252,7 +252,7 @@ fn bodies(storm: &[Synthetic]) -> Vec<String> {
 /// The naive per-event strategy: DescribeInstances + GetQueueUrl + SendMessage for every event,
 /// no cache, no batching (what a simple per-event router does), through the same proxy.
 async fn naive(estate: &Estate, storm: &[Synthetic]) -> Result<Pass> {
-    let sdk = e2e_tests::local::moto::sdk_config_for(&estate.world.proxy.endpoint()).await;
+    let sdk = local_aws::moto::sdk_config_for(&estate.world.proxy.endpoint()).await;
     let (ec2, sqs) = (
         aws_sdk_ec2::Client::new(&sdk),
         aws_sdk_sqs::Client::new(&sdk),
@@ -311,7 +311,7 @@ impl EmulatorCosts {
     const SAMPLES: usize = 30;
 
     async fn measure(estate: &Estate, storm: &[Synthetic]) -> Result<Self> {
-        let sdk = e2e_tests::local::moto::sdk_config_for(&estate.world.proxy.endpoint()).await;
+        let sdk = local_aws::moto::sdk_config_for(&estate.world.proxy.endpoint()).await;
         let (ec2, sqs) = (
             aws_sdk_ec2::Client::new(&sdk),
             aws_sdk_sqs::Client::new(&sdk),
@@ -744,7 +744,7 @@ fn machine() -> String {
         .unwrap_or_default();
     format!(
         "{cpu}, {cores} cores, {memory}, {rustc}, moto {}",
-        e2e_tests::local::moto::MOTO_VERSION
+        local_aws::moto::MOTO_VERSION
     )
 }
 

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName,
 };
-use routerctl::local::{
+use local_aws::{
     function::{Function, router_binary},
     moto::MotoServer,
     proxy::AwsProxy,
@@ -17,7 +17,7 @@ use routerctl::local::{
 };
 use serde_json::{Value, json};
 
-pub use routerctl::local::{self, moto::karpenter_tags};
+pub use local_aws::{self, moto::karpenter_tags};
 
 pub mod organisation;
 pub mod policy;
@@ -61,7 +61,7 @@ impl World {
 
     /// Launches `count` instances with `tags` (none: untagged) in one call; returns their ids.
     pub async fn launch_many(&self, tags: &[(String, String)], count: i32) -> Result<Vec<String>> {
-        local::moto::launch(&self.ec2, tags, count).await
+        local_aws::moto::launch(&self.ec2, tags, count).await
     }
 
     pub async fn create_queue(&self, name: &str) -> Result<String> {
@@ -77,7 +77,7 @@ impl World {
 
     /// `cluster`'s tenant queue `karpenter-<cluster>`, tagged as tenant.yaml tags it.
     pub async fn create_tenant_queue(&self, cluster: &str) -> Result<String> {
-        local::moto::create_tenant_queue(&self.sqs, cluster).await
+        local_aws::moto::create_tenant_queue(&self.sqs, cluster).await
     }
 
     pub async fn queue_url(&self, name: &str) -> Result<String> {
@@ -158,7 +158,7 @@ impl World {
 
     /// The environment for a router process that talks to AWS through the proxy.
     pub fn router_env(&self, config: &[(&str, &str)]) -> Vec<(String, String)> {
-        let mut env = local::moto::env_for(&self.proxy.endpoint());
+        let mut env = local_aws::moto::env_for(&self.proxy.endpoint());
         env.extend(config.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         env
     }
@@ -253,8 +253,8 @@ pub fn fixture(name: &str) -> Value {
 pub fn ec2_event(name: &str, instance: &str, id: &str) -> Value {
     let mut event = fixture(name);
     event["id"] = json!(id);
-    event["account"] = json!(local::moto::ACCOUNT);
-    event["region"] = json!(local::moto::REGION);
+    event["account"] = json!(local_aws::moto::ACCOUNT);
+    event["region"] = json!(local_aws::moto::REGION);
     event["detail"]["instance-id"] = json!(instance);
     event["resources"] = json!([format!(
         "arn:aws:ec2:us-east-1:123456789012:instance/{instance}"

@@ -11,10 +11,8 @@ use std::collections::{BTreeMap, HashMap, hash_map::Entry};
 use anyhow::{Result, ensure};
 use serde_json::{Value, json};
 
-use crate::{
-    Received, World, drain, ec2_event, karpenter_tags,
-    local::moto::{self, ACCOUNT, REGION},
-};
+use crate::{Received, World, drain, ec2_event, karpenter_tags};
+use local_aws::moto::{self, ACCOUNT, REGION};
 
 /// The role name the router assumes in a member account (spoke.yaml's default).
 pub const SPOKE_ROLE: &str = "interruption-router-spoke";

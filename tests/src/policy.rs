@@ -6,7 +6,7 @@
 //! templates and state those guarantees directly; `tests/tests/policy.rs` shows each one failing
 //! on a deliberately broken copy.
 //!
-//! Templates are parsed by [`Template::parse`] (`infra/src/template.rs`, which says why it uses
+//! Templates are parsed by [`Template::parse`] (`aws-model/src/template.rs`, which says why it uses
 //! `serde_norway`): CloudFormation's short-form tags (`!Sub`, `!GetAtt`, `!If`, …) are rewritten
 //! to the long form (`Fn::Sub`, …) so a check sees one shape whichever form the template uses.
 //!
@@ -17,7 +17,7 @@ use std::{collections::BTreeSet, fmt};
 
 use serde_json::{Map, Value, json};
 
-pub use routerctl::template::Template;
+pub use aws_model::template::Template;
 
 /// Every value `v` can take, one per branch of its `Fn::If`s; `None` where it is absent
 /// (`AWS::NoValue`, or not set at all).
@@ -1056,7 +1056,7 @@ const SPOKE_ROLES: &str = "arn:${AWS::Partition}:iam::*:role/${SpokeRoleName}";
 /// Whether a parameter's AllowedPattern admits only names: `^[class]{m,n}$` or `^[class]+$`
 /// with m >= 1 and no `*` or `?` (IAM wildcards) and no escape in the class. Anything else
 /// cannot be shown to exclude a wildcard.
-fn pattern_admits_only_names(pattern: &str) -> bool {
+pub fn pattern_admits_only_names(pattern: &str) -> bool {
     let Some(body) = pattern.strip_prefix("^[").and_then(|p| p.strip_suffix('$')) else {
         return false;
     };
@@ -1263,68 +1263,4 @@ fn spoke_role_exact_permissions(t: &Template) -> Found {
         ));
     }
     found
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn short_forms_become_long_forms() {
-        let t = Template::parse(
-            "t",
-            r#"
-Resources:
-  R:
-    Type: X
-    Properties:
-      A: !GetAtt Q.Arn
-      B: !Sub "${AWS::StackName}-x"
-      C: !If [Cond, !Ref P, !Ref AWS::NoValue]
-      D: !ImportValue { "Fn::Sub": "${S}-y" }
-      E: { "Fn::ImportValue": !Sub "${S}-z" }
-      F: !Equals [!Ref P, ""]
-"#,
-        )
-        .unwrap();
-        let p = &t.doc["Resources"]["R"]["Properties"];
-        assert_eq!(p["A"], json!({"Fn::GetAtt": ["Q", "Arn"]}));
-        assert_eq!(p["B"], json!({"Fn::Sub": "${AWS::StackName}-x"}));
-        assert_eq!(
-            p["C"],
-            json!({"Fn::If": ["Cond", {"Ref": "P"}, {"Ref": "AWS::NoValue"}]})
-        );
-        assert_eq!(p["D"], json!({"Fn::ImportValue": {"Fn::Sub": "${S}-y"}}));
-        assert_eq!(p["E"], json!({"Fn::ImportValue": {"Fn::Sub": "${S}-z"}}));
-        assert_eq!(p["F"], json!({"Fn::Equals": [{"Ref": "P"}, ""]}));
-        assert_eq!(alternatives(&p["C"]), [&json!({"Ref": "P"})]);
-    }
-
-    #[test]
-    fn unknown_tags_are_refused() {
-        let err = Template::parse("t", "Resources: { R: { Type: !Subb x } }").unwrap_err();
-        assert!(format!("{err:#}").contains("unknown tag !Subb"), "{err:#}");
-    }
-
-    #[test]
-    fn action_globs() {
-        assert!(action_matches("*", "sqs:SendMessage"));
-        assert!(action_matches("sqs:*", "sqs:SendMessage"));
-        assert!(action_matches("SQS:send*", "sqs:SendMessage"));
-        assert!(action_matches("sqs:?endMessage", "sqs:SendMessage"));
-        assert!(!action_matches("sqs:Send*", "sqs:ReceiveMessage"));
-        assert!(!action_matches("sqs:SendMessage", "sqs:SendMessageBatch"));
-        assert!(!action_matches("s3:*", "sqs:SendMessage"));
-    }
-
-    #[test]
-    fn name_patterns() {
-        assert!(pattern_admits_only_names("^[A-Za-z0-9+=,.@_-]{1,64}$"));
-        assert!(pattern_admits_only_names("^[a-z]+$"));
-        assert!(!pattern_admits_only_names("^[A-Za-z0-9*-]{1,64}$"));
-        assert!(!pattern_admits_only_names("^[a-z]{0,64}$"));
-        assert!(!pattern_admits_only_names("^.+$"));
-        assert!(!pattern_admits_only_names("^[a-z]{1,64}$|^\\*$"));
-        assert!(!pattern_admits_only_names(""));
-    }
 }

@@ -19,6 +19,7 @@
 //! log lines and per-record metrics in [`report`].
 
 pub mod outcome;
+mod records;
 mod report;
 pub mod route;
 
@@ -268,7 +269,7 @@ fn work_deadline(deadline_ms: u64, now: SystemTime) -> Instant {
 }
 
 fn unix_millis(t: SystemTime) -> i64 {
-    route::unix_millis(t)
+    records::unix_millis(t)
 }
 
 #[cfg(test)]

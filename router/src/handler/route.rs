@@ -15,7 +15,7 @@
 //! allows. So records that succeed are never held back by ones that fail.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::HashMap,
     sync::Arc,
     time::{Duration, SystemTime},
 };
@@ -25,12 +25,13 @@ use tokio::time::Instant;
 
 use super::{
     Record, Router,
-    outcome::{Cause, DeadLetterReason, Failure, Outcome, dead_letter_outcome, forward_outcome},
+    outcome::{Cause, DeadLetterReason, Failure, Outcome, dead_letter_outcome},
+    records::{answer, dead_letter_message, keys_by_record, plan_copies, settle, unix_millis},
     report,
 };
 use crate::{
     accounts::Refused,
-    event::{self, Classified, IgnoreReason, InstanceId, Interruption, Kind},
+    event::{self, Classified, InstanceId, Interruption},
     forward::{Delivery, Destination, ForwardStats, Message},
     metrics::InvocationMetrics,
     redeliver::{HandBack, HandBackStats},
@@ -54,8 +55,6 @@ const MAX_RESERVE: Duration = Duration::from_secs(2);
 pub const DENIAL_GRACE: Duration = Duration::from_secs(60);
 /// Longest wait for the ingest queue's redrive policy in one invocation.
 const MAX_POLICY_READ: Duration = Duration::from_secs(1);
-/// Longest `detail` attribute put on a dead-lettered message.
-const MAX_DETAIL: usize = 1024;
 
 /// How the records came, which decides how long retrying inside the invocation is worth it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,12 +126,12 @@ pub(super) struct DeadLetter {
 /// A record being delivered: the owners found so far, then one copy per owning cluster.
 #[derive(Default)]
 pub(super) struct Routing {
-    owners: HashMap<InstanceId, Owner>,
+    pub(super) owners: HashMap<InstanceId, Owner>,
     /// The last failure of a lookup this record still waits for.
-    unresolved: Option<Failure>,
-    planned: bool,
-    copies: Vec<Message>,
-    deliveries: Vec<Delivery>,
+    pub(super) unresolved: Option<Failure>,
+    pub(super) planned: bool,
+    pub(super) copies: Vec<Message>,
+    pub(super) deliveries: Vec<Delivery>,
 }
 
 /// A job of the delivery loop, finished.
@@ -586,174 +585,9 @@ fn policy_read_deadline(finish_by: Instant) -> Instant {
     now + MAX_POLICY_READ.min(left / 2)
 }
 
-/// Every instance key of the records being routed, with the records that need it.
-fn keys_by_record(entries: &[Entry<'_>]) -> HashMap<InstanceKey, Vec<usize>> {
-    let mut waiting: HashMap<InstanceKey, Vec<usize>> = HashMap::new();
-    for (r, entry) in entries.iter().enumerate() {
-        let (State::Routing(_), Some(interruption)) = (&entry.state, &entry.interruption) else {
-            continue;
-        };
-        for id in &interruption.instances {
-            let key = InstanceKey {
-                scope: interruption.scope.clone(),
-                instance: id.clone(),
-            };
-            let records = waiting.entry(key).or_default();
-            if records.last() != Some(&r) {
-                records.push(r);
-            }
-        }
-    }
-    waiting
-}
-
-/// Gives each waiting record the owners found; returns the keys whose lookup failed.
-fn answer(
-    entries: &mut [Entry<'_>],
-    waiting: &HashMap<InstanceKey, Vec<usize>>,
-    answers: impl IntoIterator<Item = (InstanceKey, Result<Owner, Arc<ResolveError>>)>,
-) -> Vec<InstanceKey> {
-    let mut failed = Vec::new();
-    for (key, result) in answers {
-        let Some(records) = waiting.get(&key) else {
-            continue;
-        };
-        for &r in records {
-            let State::Routing(routing) = &mut entries[r].state else {
-                continue;
-            };
-            match &result {
-                Ok(owner) => {
-                    routing.owners.insert(key.instance.clone(), owner.clone());
-                }
-                Err(error) => {
-                    let cause = match **error {
-                        ResolveError::Unreachable(_) => Cause::AccountUnreachable,
-                        ResolveError::Failed(_) => Cause::Lookup,
-                    };
-                    routing.unresolved = Some(Failure::new(cause, error.to_string()));
-                }
-            }
-        }
-        if result.is_err() {
-            failed.push(key);
-        }
-    }
-    failed
-}
-
-/// One copy per owning cluster: the original body, or for a Health event the copy naming only
-/// that cluster's instances.
-fn plan_copies(
-    interruption: &Interruption,
-    body: &str,
-    routing: &mut Routing,
-) -> Result<(), event::Malformed> {
-    routing.planned = true;
-    routing.unresolved = None;
-    let mut by_cluster: BTreeMap<Arc<str>, Vec<InstanceId>> = BTreeMap::new();
-    for id in &interruption.instances {
-        if let Some(Owner::Cluster(cluster)) = routing.owners.get(id) {
-            by_cluster
-                .entry(cluster.clone())
-                .or_default()
-                .push(id.clone());
-        }
-    }
-    for (cluster, ids) in by_cluster {
-        let body = match interruption.kind {
-            Kind::ScheduledChange => event::health_body_for(body, &ids)?,
-            _ => body.to_owned(),
-        };
-        routing.copies.push(Message {
-            destination: Destination::Cluster {
-                scope: interruption.scope.clone(),
-                cluster,
-            },
-            body,
-            attributes: Vec::new(),
-        });
-    }
-    routing.deliveries = vec![Delivery::Unfinished; routing.copies.len()];
-    Ok(())
-}
-
-/// Step 3: each routed record's outcome from its deliveries, or its permanent failure.
-fn settle(entries: &mut [Entry<'_>]) {
-    for entry in entries.iter_mut() {
-        let State::Routing(routing) = &entry.state else {
-            continue;
-        };
-        let unresolved = (!routing.planned).then(|| {
-            routing.unresolved.clone().unwrap_or_else(|| {
-                Failure::new(
-                    Cause::Deadline,
-                    "deadline reached before the instance lookup finished",
-                )
-            })
-        });
-        let ignored = routing.owners.values().find_map(|o| match o {
-            Owner::NotOurs(reason) => Some(*reason),
-            Owner::Cluster(_) => None,
-        });
-        entry.state = match forward_outcome(
-            &routing.copies,
-            &routing.deliveries,
-            unresolved.as_ref(),
-            ignored.or(Some(IgnoreReason::UnknownInstance)),
-        ) {
-            Ok(outcome) => State::Decided(outcome),
-            Err((reason, detail, clusters)) => State::DeadLetter(DeadLetter {
-                reason,
-                detail,
-                clusters: Some(clusters),
-            }),
-        };
-    }
-}
-
-/// The original payload, bound for the dead-letter queue with its reason.
-fn dead_letter_message(record: &Record<'_>, d: &DeadLetter) -> Message {
-    let mut attributes = vec![
-        ("reason", d.reason.label().to_owned()),
-        ("detail", truncate(&d.detail, MAX_DETAIL).to_owned()),
-    ];
-    if let Some(clusters) = &d.clusters {
-        attributes.push(("clusters", clusters.clone()));
-    }
-    Message {
-        destination: Destination::DeadLetter,
-        body: record.body.to_owned(),
-        attributes,
-    }
-}
-
-pub(super) fn unix_millis(t: SystemTime) -> i64 {
-    t.duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn truncate_respects_char_boundaries() {
-        assert_eq!(truncate("héllo", 2), "h");
-        assert_eq!(truncate("héllo", 3), "hé");
-        assert_eq!(truncate("abc", 10), "abc");
-    }
 
     #[test]
     fn a_batch_retries_for_its_window_a_direct_invocation_until_its_reserve() {

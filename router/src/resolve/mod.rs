@@ -40,7 +40,6 @@ pub use self::{
 };
 use crate::{
     accounts::{Accounts, Clients, Unreachable},
-    config::CacheConfig,
     event::{IgnoreReason, InstanceId, Scope},
 };
 
@@ -48,6 +47,17 @@ use crate::{
 pub const EC2_COOLDOWN: Duration = Duration::from_secs(30);
 /// How long a positive answer stays available as a stale answer after it expired.
 pub const LAST_KNOWN_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How long the resolver (and the forwarder's queue URLs) trust an answer; `Config::cache`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// How long "instance i-… belongs to cluster c" is trusted. Ownership never changes during an
+    /// instance's life, so this only bounds memory for instances that are long gone.
+    pub ttl: Duration,
+    /// How long "not ours" is trusted: short, because tags may land just after launch.
+    pub negative_ttl: Duration,
+    pub max_entries: u64,
+}
 
 /// An instance as seen from an event's account and region.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

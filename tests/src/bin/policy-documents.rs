@@ -2,7 +2,7 @@
 //! that between them take every branch of every condition a policy depends on, one JSON object
 //! per line: what `make lint` hands the IAM policy linters (tools/lint_policies.py).
 //!
-//! Rendering uses the project's own template reader (`routerctl::template`), so the linters see
+//! Rendering uses the project's own template reader (`aws_model::template`), so the linters see
 //! the documents CloudFormation would create, with real ARNs in place of intrinsic functions.
 //! A condition that keeps one value in every scenario below would leave a branch unlinted: that
 //! stops the program, naming the condition, rather than passing in silence.
@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result, bail};
-use routerctl::{
+use aws_model::{
     stacks::{BASE_TEMPLATE, FIS_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE},
     template::{Deployment, Stage, Template},
 };

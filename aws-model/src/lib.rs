@@ -1,0 +1,18 @@
+//! What interruption-router's tooling knows about AWS and about the project's own stacks, shared by
+//! the operator CLI (`routerctl`) and the local AWS stand-ins (`local-aws`). Nothing here runs in
+//! the Lambda, and nothing here pretends to be AWS: it is AWS's rules and formats, written down.
+//!
+//! * [`stacks`]: the CloudFormation templates, compiled in, and a small deployer;
+//! * [`template`]: what a template means for one deployment (intrinsics, conditions, `Rules`),
+//!   as CloudFormation evaluates it;
+//! * [`policy`]: IAM's evaluation of identity and resource policies, for `verify`'s checks;
+//! * [`patterns`]: EventBridge's matching of an event pattern;
+//! * [`events`]: interruption events in the exact shapes EC2, AWS Health and FIS produce;
+//! * [`aws`]: the SDK clients for one account and region, and error text that names what AWS said.
+
+pub mod aws;
+pub mod events;
+pub mod patterns;
+pub mod policy;
+pub mod stacks;
+pub mod template;

@@ -1,0 +1,210 @@
+//! EventBridge's default bus as AWS runs it, played from the rules the emulator holds: each event
+//! goes to the SQS targets of every rule that is ENABLED as far as delivery goes and whose
+//! pattern matches it, and to nothing else.
+//!
+//! moto 5.2.5 stores rules faithfully but also delivers to DISABLED ones, and drops the event's
+//! `account` from what it delivers. `routerctl adopt` disables old rules to cut an old queue off,
+//! so a test of it through moto's delivery would pass even if adopt disabled them too early.
+//! This stand-in reads the rules (ListRules, ListTargetsByRule) on every event and matches
+//! patterns with [`aws_model::patterns`], EventBridge's matching.
+//!
+//! A rule's state change (EnableRule, DisableRule, a new or deleted rule) reaches delivery only
+//! `delay` after the stand-in first sees it: EventBridge says such changes "might not take effect
+//! immediately; allow a short period of time" (API reference, EnableRule and DisableRule), so a
+//! command that counts on a rule the moment it was changed misses events here as it would there.
+//! Targets that transform the input, and targets other than SQS queues, are refused rather than
+//! delivered differently from AWS.
+
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use aws_sdk_eventbridge::types::RuleState;
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+use aws_model::{
+    aws::{Aws, arn_name, default_bus_rules, describe},
+    patterns::{Matched, matches},
+};
+
+pub struct DefaultBus {
+    aws: Aws,
+    /// Queue ARN → URL.
+    urls: Mutex<HashMap<String, String>>,
+    delay: Duration,
+    /// Per rule: whether delivery treats it as enabled, and a change on its way (the new state,
+    /// and when the stand-in first saw it).
+    states: Mutex<HashMap<String, RuleDelivery>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RuleDelivery {
+    enabled: bool,
+    pending: Option<(bool, Instant)>,
+}
+
+impl DefaultBus {
+    /// A bus on which rule state changes take effect after `delay`. The rules that exist now
+    /// take effect as they are.
+    pub async fn new(aws: &Aws, delay: Duration) -> Result<Self> {
+        let states = default_bus_rules(aws)
+            .await?
+            .iter()
+            .filter_map(|r| {
+                let enabled = r.state() == Some(&RuleState::Enabled);
+                Some((
+                    r.name()?.to_owned(),
+                    RuleDelivery {
+                        enabled,
+                        pending: None,
+                    },
+                ))
+            })
+            .collect();
+        Ok(Self {
+            aws: aws.clone(),
+            urls: Mutex::default(),
+            delay,
+            states: Mutex::new(states),
+        })
+    }
+
+    /// Whether delivery treats each rule as enabled now, given what ListRules says (a rule not
+    /// listed is deleted): a change counts `delay` after it was first seen.
+    async fn delivering(
+        &self,
+        rules: &[aws_sdk_eventbridge::types::Rule],
+    ) -> HashMap<String, bool> {
+        let now = Instant::now();
+        let mut states = self.states.lock().await;
+        let listed: HashMap<String, bool> = rules
+            .iter()
+            .filter_map(|r| Some((r.name()?.to_owned(), r.state() == Some(&RuleState::Enabled))))
+            .collect();
+        let names: Vec<String> = states.keys().chain(listed.keys()).cloned().collect();
+        for name in names {
+            let wanted = listed.get(&name).copied().unwrap_or(false);
+            let seen = states.entry(name).or_insert(RuleDelivery {
+                enabled: false,
+                pending: None,
+            });
+            if wanted == seen.enabled {
+                seen.pending = None;
+                continue;
+            }
+            let since = match seen.pending {
+                Some((target, since)) if target == wanted => since,
+                _ => {
+                    seen.pending = Some((wanted, now));
+                    now
+                }
+            };
+            if now.duration_since(since) >= self.delay {
+                seen.enabled = wanted;
+                seen.pending = None;
+            }
+        }
+        states.iter().map(|(n, s)| (n.clone(), s.enabled)).collect()
+    }
+
+    /// Delivers `event` as the default bus would; the queues (ARNs) it reached, one per
+    /// matching rule target.
+    pub async fn put(&self, event: &Value) -> Result<Vec<String>> {
+        let mut delivered = Vec::new();
+        let rules = default_bus_rules(&self.aws).await?;
+        let delivering = self.delivering(&rules).await;
+        for rule in rules {
+            let name = rule.name().unwrap_or_default();
+            if !delivering.get(name).copied().unwrap_or(false) {
+                continue;
+            }
+            let (Some(name), Some(pattern)) = (rule.name(), rule.event_pattern()) else {
+                continue;
+            };
+            let pattern: Value = serde_json::from_str(pattern)
+                .with_context(|| format!("rule {name}: pattern is not JSON"))?;
+            match matches(&pattern, event) {
+                Matched::Yes => {}
+                Matched::No => continue,
+                Matched::Unknown(why) => bail!("rule {name}: {why}"),
+            }
+            let targets = self
+                .aws
+                .events
+                .list_targets_by_rule()
+                .rule(name)
+                .send()
+                .await
+                .map_err(|e| anyhow::anyhow!("ListTargetsByRule {name}: {}", describe(&e)))?;
+            for target in targets.targets() {
+                if target.input().is_some()
+                    || target.input_path().is_some()
+                    || target.input_transformer().is_some()
+                {
+                    bail!("rule {name}: the stand-in does not transform input");
+                }
+                if !target.arn().contains(":sqs:") {
+                    bail!("rule {name}: the stand-in delivers to SQS queues only");
+                }
+                if self.send(target.arn(), event).await? {
+                    delivered.push(target.arn().to_owned());
+                }
+            }
+        }
+        Ok(delivered)
+    }
+
+    /// Sends `event` to the queue; `false` when the queue no longer exists (EventBridge then
+    /// retries and finally drops the event, or sends it to the rule's dead-letter queue).
+    async fn send(&self, queue_arn: &str, event: &Value) -> Result<bool> {
+        let url = {
+            let mut urls = self.urls.lock().await;
+            match urls.get(queue_arn) {
+                Some(url) => url.clone(),
+                None => {
+                    let found = self
+                        .aws
+                        .sqs
+                        .get_queue_url()
+                        .queue_name(arn_name(queue_arn))
+                        .send()
+                        .await;
+                    let url = match found {
+                        Ok(out) => out.queue_url().unwrap_or_default().to_owned(),
+                        Err(e)
+                            if e.as_service_error()
+                                .is_some_and(|s| s.is_queue_does_not_exist()) =>
+                        {
+                            return Ok(false);
+                        }
+                        Err(e) => bail!("GetQueueUrl {queue_arn}: {}", describe(&e)),
+                    };
+                    urls.insert(queue_arn.to_owned(), url.clone());
+                    url
+                }
+            }
+        };
+        let sent = self
+            .aws
+            .sqs
+            .send_message()
+            .queue_url(&url)
+            .message_body(event.to_string())
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_queue_does_not_exist()) =>
+            {
+                self.urls.lock().await.remove(queue_arn);
+                Ok(false)
+            }
+            Err(e) => bail!("SendMessage {queue_arn}: {}", describe(&e)),
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! Karpenter's interruption controller, as far as its queue goes: how `routerctl adopt`'s tests
+//! and demo play each cluster's Karpenter, with the timing that matters kept in.
+//!
+//! * It long-polls the one queue its settings name (`settings.interruptionQueue`), 20 s at a time
+//!   and up to 10 messages, as Karpenter's SQS provider does ([`Behaviour::receive_wait`]); a long
+//!   poll returns as soon as a message arrives. It records every event it reads (id, instances)
+//!   and deletes every message, its cluster's or not, parsable or not, as Karpenter does.
+//! * [`Karpenter::point_at`] is a helm upgrade that sets `settings.interruptionQueue` (or a GitOps
+//!   controller setting it back, or one run in the wrong kube-context): the running leader
+//!   finishes the receive it is in, reads what the old queue held when it was told (what was sent
+//!   until then), and stops; the new leader starts on the new queue [`Behaviour::handover`] after
+//!   the change (it takes the lease). `point_at` returns once the old leader has stopped, as
+//!   `kubectl rollout status` would.
+//! * SQS reports `NumberOfMessagesDeleted` to CloudWatch per minute and minutes late, so the
+//!   stand-in publishes its deletions the same way: summed per minute, each minute
+//!   [`Behaviour::metric_delay`] after it ends (moto reports no SQS metric itself). adopt must not
+//!   depend on them; a test that reads them sees what AWS would show.
+//!
+//! [`Karpenter::reading_at`] says which queue it was pointed at when an event was sent, so a test
+//! can tell whether each event reached the queue Karpenter was reading.
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::{Result, bail};
+use aws_sdk_cloudwatch::{
+    primitives::DateTime,
+    types::{Dimension, MetricDatum, StandardUnit},
+};
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+use aws_model::aws::{Aws, describe};
+
+/// One event Karpenter read.
+#[derive(Debug, Clone)]
+pub struct Read {
+    pub id: String,
+    pub queue: String,
+    pub instances: Vec<String>,
+}
+
+/// Karpenter's timing.
+#[derive(Debug, Clone, Copy)]
+pub struct Behaviour {
+    /// One long poll (Karpenter: 20 s).
+    pub receive_wait: Duration,
+    /// From a settings change to the new leader's first receive.
+    pub handover: Duration,
+    /// From the end of a minute to SQS's datapoint for it in CloudWatch.
+    pub metric_delay: Duration,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Self {
+            receive_wait: Duration::from_secs(20),
+            handover: Duration::from_secs(2),
+            metric_delay: Duration::from_secs(150),
+        }
+    }
+}
+
+struct Reader {
+    queue: String,
+    stop: Arc<AtomicBool>,
+    task: JoinHandle<Result<()>>,
+}
+
+/// Deletions per (queue, minute start in Unix seconds), not yet published.
+type Deletions = Arc<Mutex<BTreeMap<(String, u64), usize>>>;
+
+pub struct Karpenter {
+    aws: Aws,
+    behaviour: Behaviour,
+    reads: Arc<Mutex<Vec<Read>>>,
+    current: Option<Reader>,
+    /// When it was pointed at each queue, in order.
+    switches: Vec<(Instant, String)>,
+    deletions: Deletions,
+    publisher: JoinHandle<()>,
+}
+
+impl Karpenter {
+    /// A Karpenter reading `queue` (a name) from now on.
+    pub async fn start(aws: &Aws, queue: &str, behaviour: Behaviour) -> Result<Self> {
+        let deletions: Deletions = Arc::default();
+        let publisher = tokio::spawn(publish(
+            aws.clone(),
+            deletions.clone(),
+            behaviour.metric_delay,
+        ));
+        let mut karpenter = Self {
+            aws: aws.clone(),
+            behaviour,
+            reads: Arc::default(),
+            current: None,
+            switches: Vec::new(),
+            deletions,
+            publisher,
+        };
+        karpenter.start_reader(queue, Duration::ZERO).await?;
+        Ok(karpenter)
+    }
+
+    /// `settings.interruptionQueue` set to `queue` (a helm upgrade, or a GitOps controller): the
+    /// old leader stops once it has read what was sent before now, the new one starts on `queue`
+    /// after the handover.
+    pub async fn point_at(&mut self, queue: &str) -> Result<()> {
+        let previous = self.current.take();
+        self.start_reader(queue, self.behaviour.handover).await?;
+        if let Some(previous) = previous {
+            previous.stop.store(true, Ordering::SeqCst);
+            previous.task.await??;
+        }
+        Ok(())
+    }
+
+    async fn start_reader(&mut self, queue: &str, after: Duration) -> Result<()> {
+        let url = self
+            .aws
+            .sqs
+            .get_queue_url()
+            .queue_name(queue)
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("Karpenter cannot find queue {queue}: {}", describe(&e)))?
+            .queue_url()
+            .unwrap_or_default()
+            .to_owned();
+        self.switches.push((Instant::now(), queue.to_owned()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = Leader {
+            aws: self.aws.clone(),
+            queue: queue.to_owned(),
+            url,
+            reads: self.reads.clone(),
+            deletions: self.deletions.clone(),
+            stop: stop.clone(),
+            wait: self.behaviour.receive_wait,
+        };
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            reader.run().await
+        });
+        self.current = Some(Reader {
+            queue: queue.to_owned(),
+            stop,
+            task,
+        });
+        Ok(())
+    }
+
+    /// The queue it reads now.
+    pub fn reading(&self) -> Option<&str> {
+        self.current.as_ref().map(|r| r.queue.as_str())
+    }
+
+    /// The queue it was pointed at, at `at`.
+    pub fn reading_at(&self, at: Instant) -> Option<&str> {
+        self.switches
+            .iter()
+            .rev()
+            .find(|(since, _)| *since <= at)
+            .map(|(_, queue)| queue.as_str())
+    }
+
+    pub fn reads(&self) -> Vec<Read> {
+        self.reads.lock().unwrap().clone()
+    }
+
+    /// Stops reading once the current queue holds nothing sent before now.
+    pub async fn stop(&mut self) -> Result<()> {
+        if let Some(reader) = self.current.take() {
+            reader.stop.store(true, Ordering::SeqCst);
+            reader.task.await??;
+        }
+        self.publisher.abort();
+        Ok(())
+    }
+}
+
+/// The leader's interruption controller on one queue.
+struct Leader {
+    aws: Aws,
+    queue: String,
+    url: String,
+    reads: Arc<Mutex<Vec<Read>>>,
+    deletions: Deletions,
+    stop: Arc<AtomicBool>,
+    wait: Duration,
+}
+
+impl Leader {
+    /// Reads until stopped and the queue holds nothing sent before the stop: after the stop, a
+    /// receive that comes back empty, or with only messages sent after it (those it leaves to
+    /// whoever reads next, as a stopping pod that no longer reconciles would).
+    async fn run(self) -> Result<()> {
+        let mut stopped_at: Option<u64> = None;
+        loop {
+            if stopped_at.is_none() && self.stop.load(Ordering::SeqCst) {
+                stopped_at = Some(unix_millis(SystemTime::now()));
+            }
+            // Stopping, it no longer waits for new messages.
+            let wait = if stopped_at.is_some() {
+                Duration::from_secs(1)
+            } else {
+                self.wait
+            };
+            let received = self
+                .aws
+                .sqs
+                .receive_message()
+                .queue_url(&self.url)
+                .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
+                .max_number_of_messages(10)
+                .visibility_timeout(20)
+                .wait_time_seconds(wait.as_secs() as i32)
+                .send()
+                .await;
+            let out = match received {
+                Ok(out) => out,
+                // Deleted under it: Karpenter logs errors and reads nothing more from it.
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_queue_does_not_exist()) =>
+                {
+                    return Ok(());
+                }
+                Err(e) => bail!("ReceiveMessage {}: {}", self.queue, describe(&e)),
+            };
+            let sent_before_stop = |m: &aws_sdk_sqs::types::Message| {
+                let sent = m
+                    .attributes()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
+                    .and_then(|t| t.parse::<u64>().ok());
+                match (sent, stopped_at) {
+                    (Some(sent), Some(at)) => sent <= at + 1000,
+                    _ => true,
+                }
+            };
+            let mine: Vec<_> = out
+                .messages()
+                .iter()
+                .filter(|m| sent_before_stop(m))
+                .collect();
+            if stopped_at.is_some() && mine.is_empty() {
+                self.release(out.messages()).await;
+                return Ok(());
+            }
+            if mine.len() < out.messages().len() {
+                let later: Vec<_> = out
+                    .messages()
+                    .iter()
+                    .filter(|m| !sent_before_stop(m))
+                    .cloned()
+                    .collect();
+                self.release(&later).await;
+            }
+            if mine.is_empty() {
+                continue;
+            }
+            let mut entries = Vec::new();
+            for (n, message) in mine.iter().enumerate() {
+                let body: Value =
+                    serde_json::from_str(message.body().unwrap_or_default()).unwrap_or(Value::Null);
+                self.reads.lock().unwrap().push(Read {
+                    id: body["id"].as_str().unwrap_or_default().to_owned(),
+                    queue: self.queue.clone(),
+                    instances: instances(&body),
+                });
+                entries.push(
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(n.to_string())
+                        .set_receipt_handle(message.receipt_handle().map(str::to_owned))
+                        .build()?,
+                );
+            }
+            let deleted = self
+                .aws
+                .sqs
+                .delete_message_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!("DeleteMessageBatch {}: {}", self.queue, describe(&e))
+                })?;
+            let minute = unix_millis(SystemTime::now()) / 60_000 * 60;
+            *self
+                .deletions
+                .lock()
+                .unwrap()
+                .entry((self.queue.clone(), minute))
+                .or_default() += deleted.successful().len();
+        }
+    }
+
+    /// Makes messages a stopping leader received but leaves to the next reader visible again.
+    async fn release(&self, messages: &[aws_sdk_sqs::types::Message]) {
+        for message in messages {
+            if let Some(handle) = message.receipt_handle() {
+                let _ = self
+                    .aws
+                    .sqs
+                    .change_message_visibility()
+                    .queue_url(&self.url)
+                    .receipt_handle(handle)
+                    .visibility_timeout(0)
+                    .send()
+                    .await;
+            }
+        }
+    }
+}
+
+/// Publishes each finished minute's deletions `delay` after it ends, as SQS's datapoint.
+async fn publish(aws: Aws, deletions: Deletions, delay: Duration) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = unix_millis(SystemTime::now()) / 1000;
+        let due: Vec<((String, u64), usize)> = {
+            let mut pending = deletions.lock().unwrap();
+            let ready: Vec<(String, u64)> = pending
+                .keys()
+                .filter(|(_, minute)| minute + 60 + delay.as_secs() <= now)
+                .cloned()
+                .collect();
+            ready
+                .into_iter()
+                .filter_map(|k| pending.remove(&k).map(|n| (k, n)))
+                .collect()
+        };
+        for ((queue, minute), count) in due {
+            let _ = report_deleted(
+                &aws,
+                &queue,
+                count,
+                UNIX_EPOCH + Duration::from_secs(minute),
+            )
+            .await;
+        }
+    }
+}
+
+/// SQS's datapoint for `count` messages deleted from `queue` in the minute starting `minute`.
+pub async fn report_deleted(
+    aws: &Aws,
+    queue: &str,
+    count: usize,
+    minute: SystemTime,
+) -> Result<()> {
+    if count == 0 {
+        return Ok(());
+    }
+    aws.cloudwatch
+        .put_metric_data()
+        .namespace("AWS/SQS")
+        .metric_data(
+            MetricDatum::builder()
+                .metric_name("NumberOfMessagesDeleted")
+                .dimensions(Dimension::builder().name("QueueName").value(queue).build())
+                .timestamp(DateTime::from(minute))
+                .value(count as f64)
+                .unit(StandardUnit::Count)
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("PutMetricData AWS/SQS: {}", describe(&e)))?;
+    Ok(())
+}
+
+fn unix_millis(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+/// The instances an event names, where Karpenter looks for them: `detail.instance-id`, or a
+/// Health event's `detail.affectedEntities[].entityValue`.
+pub fn instances(event: &Value) -> Vec<String> {
+    let detail = &event["detail"];
+    match detail["instance-id"].as_str() {
+        Some(id) => vec![id.to_owned()],
+        None => detail["affectedEntities"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["entityValue"].as_str().map(str::to_owned))
+            .collect(),
+    }
+}

@@ -1,0 +1,365 @@
+//! A moto server on a free loopback port: the local AWS that tests, the demo and the benchmarks
+//! talk to through the real SDK (`AWS_ENDPOINT_URL`), started and stopped with this value.
+//!
+//! moto is found in this order: `$MOTO_SERVER`; `moto_server` on `PATH` (the Makefile puts its
+//! pinned venv first); a venv this module made earlier under the user's cache directory. If none
+//! exists it installs the pinned `moto[server]` from PyPI into that cache venv, so `routerctl demo`
+//! also works on a fresh machine without the Makefile.
+
+use std::{
+    collections::BTreeSet,
+    net::{Ipv4Addr, SocketAddr, TcpListener},
+    path::{Path, PathBuf},
+    process::Stdio,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+    process::{Child, Command},
+};
+
+/// The moto release everything here is tested with (also pinned in tools/requirements.txt).
+pub const MOTO_VERSION: &str = "5.2.5";
+/// Region and dummy credentials for the emulator.
+pub const REGION: &str = "us-east-1";
+pub const ACCOUNT: &str = "123456789012";
+
+pub struct MotoServer {
+    child: Child,
+    endpoint: String,
+    _port: Reserved,
+}
+
+impl MotoServer {
+    /// Starts a server and waits until it answers.
+    pub async fn start() -> Result<Self> {
+        let program = locate_or_install().await?;
+        let fixes = install_fixes()?;
+        let mut last_error = None;
+        // A freed port can be taken before moto binds it; try a few.
+        for _ in 0..3 {
+            let port = free_port()?;
+            let mut child = Command::new(&program)
+                .args(["-H", "127.0.0.1", "-p", &port.0.to_string()])
+                // moto_fixes.py, loaded as sitecustomize: where moto answers otherwise than AWS.
+                .env("PYTHONPATH", &fixes)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .with_context(|| format!("starting {}", program.display()))?;
+            let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port.0));
+            match wait_ready(addr, &mut child).await {
+                Ok(()) => {
+                    return Ok(Self {
+                        child,
+                        endpoint: format!("http://{addr}"),
+                        _port: port,
+                    });
+                }
+                Err(e) => last_error = Some(e),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| anyhow::anyhow!("moto did not start")))
+    }
+
+    /// `http://127.0.0.1:<port>`, the value for `AWS_ENDPOINT_URL`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Environment that points an SDK-using process at this server.
+    pub fn env(&self) -> Vec<(String, String)> {
+        env_for(&self.endpoint)
+    }
+
+    /// An SDK configuration for this server.
+    pub async fn sdk_config(&self) -> aws_config::SdkConfig {
+        sdk_config_for(&self.endpoint).await
+    }
+
+    /// Wipes all state.
+    pub async fn reset(&self) -> Result<()> {
+        let status = http_request(self.addr(), "POST", "/moto-api/reset", b"").await?;
+        if status != 200 {
+            bail!("moto reset answered {status}");
+        }
+        Ok(())
+    }
+
+    /// Creates `bucket` if needed and stores `body` at `key` (plain path-style S3 over HTTP; moto
+    /// does not check signatures, and this saves the harness an S3 client).
+    pub async fn put_object(&self, bucket: &str, key: &str, body: &[u8]) -> Result<()> {
+        let created = http_request(self.addr(), "PUT", &format!("/{bucket}"), b"").await?;
+        let stored = http_request(self.addr(), "PUT", &format!("/{bucket}/{key}"), body).await?;
+        if created != 200 || stored != 200 {
+            bail!("moto S3 answered {created}/{stored} storing s3://{bucket}/{key}");
+        }
+        Ok(())
+    }
+
+    fn addr(&self) -> &str {
+        self.endpoint.trim_start_matches("http://")
+    }
+
+    /// Stops the server now (it also stops when this value is dropped).
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// Instance tags Karpenter puts on a node it launches for `cluster`.
+pub fn karpenter_tags(cluster: &str) -> Vec<(String, String)> {
+    vec![
+        ("eks:eks-cluster-name".into(), cluster.into()),
+        (format!("kubernetes.io/cluster/{cluster}"), "owned".into()),
+        ("karpenter.sh/nodepool".into(), "default".into()),
+    ]
+}
+
+/// `cluster`'s queue `karpenter-<cluster>` as tenant.yaml makes it, as far as the router looks:
+/// tagged for the cluster ([`interruption_router::tenancy::TENANT_TAG`]). Returns its URL.
+pub async fn create_tenant_queue(sqs: &aws_sdk_sqs::Client, cluster: &str) -> Result<String> {
+    let name = format!("karpenter-{cluster}");
+    let out = sqs
+        .create_queue()
+        .queue_name(&name)
+        .tags(interruption_router::tenancy::TENANT_TAG, cluster)
+        .send()
+        .await
+        .with_context(|| format!("CreateQueue {name}"))?;
+    Ok(out.queue_url().context("no queue url")?.to_owned())
+}
+
+/// Launches `count` instances with `tags` (none: untagged) in one RunInstances call; returns
+/// their ids. What stands in for Karpenter launching nodes.
+pub async fn launch(
+    ec2: &aws_sdk_ec2::Client,
+    tags: &[(String, String)],
+    count: i32,
+) -> Result<Vec<String>> {
+    use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
+    let mut request = ec2
+        .run_instances()
+        .image_id("ami-12c6146b")
+        .instance_type(InstanceType::M5Large)
+        .min_count(count)
+        .max_count(count);
+    if !tags.is_empty() {
+        let tags = tags
+            .iter()
+            .map(|(k, v)| Tag::builder().key(k).value(v).build())
+            .collect();
+        request = request.tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Instance)
+                .set_tags(Some(tags))
+                .build(),
+        );
+    }
+    let out = request.send().await.context("RunInstances")?;
+    Ok(out
+        .instances()
+        .iter()
+        .filter_map(|i| i.instance_id().map(str::to_owned))
+        .collect())
+}
+
+/// Environment variables that point an SDK-using process at `endpoint` with dummy credentials.
+pub fn env_for(endpoint: &str) -> Vec<(String, String)> {
+    [
+        ("AWS_ENDPOINT_URL", endpoint),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_SESSION_TOKEN", "testing"),
+        ("AWS_REGION", REGION),
+        ("AWS_DEFAULT_REGION", REGION),
+        // Keep the SDK away from ~/.aws and the instance metadata service.
+        ("AWS_CONFIG_FILE", "/dev/null"),
+        ("AWS_SHARED_CREDENTIALS_FILE", "/dev/null"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+/// An SDK configuration for the emulator at `endpoint` (which may be a proxy in front of moto).
+pub async fn sdk_config_for(endpoint: &str) -> aws_config::SdkConfig {
+    let credentials = aws_config::Region::new(REGION);
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(credentials)
+        .endpoint_url(endpoint)
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+            "testing", "testing", None, None, "moto",
+        ))
+        .load()
+        .await
+}
+
+/// Ports this process gave a moto server that has not stopped. The OS hands a freed port out
+/// again as soon as nothing is bound to it, and moto binds its port only a second or two after it
+/// starts: without this, two emulators started at once (tests run concurrently) can get the same
+/// port, and the one that loses the bind would be reported ready because the other one answers.
+static RESERVED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// A port reserved in [`RESERVED`] until dropped.
+struct Reserved(u16);
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        RESERVED.lock().unwrap().remove(&self.0);
+    }
+}
+
+/// A loopback port nothing is bound to and no other moto server of this process was given.
+fn free_port() -> Result<Reserved> {
+    loop {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+            .local_addr()?
+            .port();
+        if RESERVED.lock().unwrap().insert(port) {
+            return Ok(Reserved(port));
+        }
+    }
+}
+
+async fn wait_ready(addr: SocketAddr, child: &mut Child) -> Result<()> {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
+        if let Some(status) = child.try_wait()? {
+            bail!(
+                "moto_server exited with {status} before it was ready (port {} taken?)",
+                addr.port()
+            );
+        }
+        if http_request(&addr.to_string(), "GET", "/moto-api/", b"")
+            .await
+            .is_ok_and(|s| s == 200)
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("moto_server on {addr} did not answer within 30 s")
+}
+
+/// A bare HTTP/1.1 request; returns the status code. Enough for moto's control API and S3.
+async fn http_request(addr: &str, method: &str, path: &str, body: &[u8]) -> Result<u16> {
+    let mut stream = TcpStream::connect(addr).await?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body).await?;
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await??;
+    let head = String::from_utf8_lossy(&response[..response.len().min(64)]).to_string();
+    head.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .with_context(|| format!("not an HTTP response: {head:?}"))
+}
+
+async fn locate_or_install() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("MOTO_SERVER") {
+        return Ok(PathBuf::from(path));
+    }
+    if let Some(path) = on_path("moto_server") {
+        return Ok(path);
+    }
+    let venv = cache_dir().join(format!("moto-{MOTO_VERSION}"));
+    let program = venv.join("bin/moto_server");
+    if program.exists() {
+        return Ok(program);
+    }
+    install(&venv).await?;
+    Ok(program)
+}
+
+/// The fixes moto is started with ([`MOTO_FIXES`]), as `sitecustomize.py` in a directory of
+/// their own; that directory.
+fn install_fixes() -> Result<PathBuf> {
+    let dir = cache_dir().join("moto-fixes");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let file = dir.join("sitecustomize.py");
+    if std::fs::read_to_string(&file).ok().as_deref() != Some(MOTO_FIXES) {
+        // Written whole then renamed: another test's moto may be starting from it right now.
+        let temp = dir.join(format!("sitecustomize.py.{}", std::process::id()));
+        std::fs::write(&temp, MOTO_FIXES).with_context(|| format!("writing {}", temp.display()))?;
+        std::fs::rename(&temp, &file).with_context(|| format!("writing {}", file.display()))?;
+    }
+    Ok(dir)
+}
+
+/// Where moto answers otherwise than AWS and a stand-in depends on AWS's answer
+/// (`moto_fixes.py` says which and why).
+const MOTO_FIXES: &str = include_str!("moto_fixes.py");
+
+async fn install(venv: &Path) -> Result<()> {
+    eprintln!(
+        "moto_server not found: installing moto[server]=={MOTO_VERSION} from PyPI into {}",
+        venv.display()
+    );
+    let python = on_path("python3")
+        .context("python3 is needed to install moto (pip install 'moto[server]')")?;
+    run(Command::new(&python).args(["-m", "venv"]).arg(venv)).await?;
+    run(Command::new(venv.join("bin/pip")).args([
+        "install",
+        "--quiet",
+        &format!("moto[server]=={MOTO_VERSION}"),
+    ]))
+    .await
+}
+
+async fn run(command: &mut Command) -> Result<()> {
+    let status = command
+        .status()
+        .await
+        .with_context(|| format!("running {command:?}"))?;
+    if !status.success() {
+        bail!("{command:?} failed with {status}");
+    }
+    Ok(())
+}
+
+fn on_path(program: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+}
+
+fn cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("interruption-router")
+}
+
+/// An SDK configuration acting as `account` in `region` on the emulator at `endpoint`: the
+/// credentials AssumeRole returns for `arn:aws:iam::<account>:role/<role>` (moto isolates accounts
+/// by them, and enforces no trust policy, so the role need not exist).
+pub async fn sdk_config_as(
+    endpoint: &str,
+    account: &str,
+    region: &str,
+    role: &str,
+) -> Result<aws_config::SdkConfig> {
+    let base = sdk_config_for(endpoint)
+        .await
+        .to_builder()
+        .region(Some(aws_config::Region::new(region.to_owned())))
+        .build();
+    let assumed = aws_model::aws::Aws::new(&base)?
+        .assume_role(&format!("arn:aws:iam::{account}:role/{role}"), "routerctl")
+        .await
+        .with_context(|| format!("acting as account {account} on the emulator"))?;
+    Ok(assumed.config)
+}

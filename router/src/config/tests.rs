@@ -1,0 +1,271 @@
+//! Every variable's default, its validation, and the message that names the variable and the fix.
+
+use std::{collections::HashMap, time::Duration};
+
+use super::{Config, ConfigError, QueueNameTemplate};
+use crate::{
+    accounts::Served,
+    resolve::{CacheConfig, ClusterTagKey},
+};
+
+fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let map: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Config::from_lookup(|k| map.get(k).cloned())
+}
+
+#[test]
+fn empty_environment_gives_documented_defaults() {
+    let c = config(&[]).unwrap();
+    assert_eq!(
+        c.queue_names.queue_name("prod").as_deref(),
+        Some("karpenter-prod")
+    );
+    assert_eq!(
+        c.tags.cluster_keys,
+        vec![
+            ClusterTagKey::Value("eks:eks-cluster-name".into()),
+            ClusterTagKey::Prefix("kubernetes.io/cluster/".into()),
+            ClusterTagKey::Value("aws:eks:cluster-name".into()),
+        ]
+    );
+    assert_eq!(c.tags.managed_key.as_deref(), Some("karpenter.sh/nodepool"));
+    assert_eq!(c.dead_letter_queue_url, None);
+    assert_eq!(
+        c.cache,
+        CacheConfig {
+            ttl: Duration::from_secs(3600),
+            negative_ttl: Duration::from_secs(60),
+            max_entries: 100_000
+        }
+    );
+    assert_eq!(c.metrics_namespace, "InterruptionRouter");
+    assert_eq!(c.served, Served::Own);
+    assert_eq!(c.spoke_role_name, "interruption-router-spoke");
+    assert_eq!(c.router_role_arn, None);
+}
+
+#[test]
+fn a_function_still_set_for_shadow_mode_does_not_start() {
+    assert!(config(&[("ROUTING_MODE", "forward")]).is_ok());
+    assert!(config(&[("ROUTING_MODE", "")]).is_ok());
+    for value in ["Shadow", "dry-run"] {
+        let error = config(&[("ROUTING_MODE", value)]).unwrap_err();
+        assert_eq!(error.var, "ROUTING_MODE");
+        assert!(error.problem.contains("removed"), "{error}");
+        assert!(error.fix.contains("NoTenantQueue"), "{error}");
+    }
+}
+
+#[test]
+fn the_router_role_is_a_role_arn() {
+    let c = config(&[(
+        "ROUTER_ROLE_ARN",
+        "arn:aws:iam::111111111111:role/interruption-router-RouterRole-X",
+    )])
+    .unwrap();
+    assert_eq!(
+        c.router_role_arn.as_deref(),
+        Some("arn:aws:iam::111111111111:role/interruption-router-RouterRole-X")
+    );
+    let error = config(&[("ROUTER_ROLE_ARN", "RouterRole")]).unwrap_err();
+    assert_eq!(error.var, "ROUTER_ROLE_ARN");
+}
+
+#[test]
+fn served_accounts_are_a_list_a_star_or_nothing() {
+    assert_eq!(
+        config(&[("SERVED_ACCOUNTS", " ")]).unwrap().served,
+        Served::Own
+    );
+    assert_eq!(
+        config(&[("SERVED_ACCOUNTS", "*")]).unwrap().served,
+        Served::Any
+    );
+    assert_eq!(
+        config(&[("SERVED_ACCOUNTS", "111111111111, 222222222222")])
+            .unwrap()
+            .served,
+        Served::Listed(["111111111111".into(), "222222222222".into()].into())
+    );
+    for bad in [
+        "o-abc123",
+        "11111111111",
+        "111111111111,,222222222222",
+        "all",
+    ] {
+        let err = config(&[("SERVED_ACCOUNTS", bad)]).unwrap_err();
+        assert_eq!(err.var, "SERVED_ACCOUNTS", "{bad:?}");
+        assert!(err.to_string().contains("Fix: "), "{err}");
+    }
+}
+
+#[test]
+fn spoke_role_name_is_a_role_name_not_an_arn() {
+    assert_eq!(
+        config(&[("SPOKE_ROLE_NAME", "ir-spoke")])
+            .unwrap()
+            .spoke_role_name,
+        "ir-spoke"
+    );
+    assert_eq!(
+        config(&[("SPOKE_ROLE_NAME", "arn:aws:iam::111111111111:role/x")])
+            .unwrap_err()
+            .var,
+        "SPOKE_ROLE_NAME"
+    );
+}
+
+#[test]
+fn empty_managed_tag_key_routes_any_cluster_tagged_instance() {
+    assert_eq!(
+        config(&[("MANAGED_TAG_KEY", "")]).unwrap().tags.managed_key,
+        None
+    );
+}
+
+#[test]
+fn template_without_placeholder_names_variable_and_fix() {
+    let err = config(&[("QUEUE_NAME_TEMPLATE", "karpenter-queue")]).unwrap_err();
+    assert_eq!(err.var, "QUEUE_NAME_TEMPLATE");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("QUEUE_NAME_TEMPLATE=\"karpenter-queue\""),
+        "{msg}"
+    );
+    assert!(msg.contains("does not contain {cluster}"), "{msg}");
+    assert!(msg.contains("Fix: "), "{msg}");
+}
+
+#[test]
+fn template_rejects_characters_sqs_refuses_and_double_placeholders() {
+    assert_eq!(
+        config(&[("QUEUE_NAME_TEMPLATE", "kp.{cluster}")])
+            .unwrap_err()
+            .var,
+        "QUEUE_NAME_TEMPLATE"
+    );
+    assert_eq!(
+        config(&[("QUEUE_NAME_TEMPLATE", "{cluster}-{cluster}")])
+            .unwrap_err()
+            .var,
+        "QUEUE_NAME_TEMPLATE"
+    );
+    let c = config(&[("QUEUE_NAME_TEMPLATE", "{cluster}_interruptions")]).unwrap();
+    assert_eq!(
+        c.queue_names.queue_name("a").as_deref(),
+        Some("a_interruptions")
+    );
+}
+
+#[test]
+fn queue_name_refuses_cluster_names_sqs_cannot_hold() {
+    let t = QueueNameTemplate::parse("karpenter-{cluster}").unwrap();
+    assert_eq!(t.queue_name(""), None);
+    assert_eq!(t.queue_name("a/b"), None);
+    assert_eq!(
+        t.queue_name(&"x".repeat(70)),
+        Some(format!("karpenter-{}", "x".repeat(70)))
+    );
+    assert_eq!(t.queue_name(&"x".repeat(71)), None);
+}
+
+#[test]
+fn bad_numbers_and_inverted_ttls_fail() {
+    assert_eq!(
+        config(&[("CACHE_TTL_SECONDS", "1h")]).unwrap_err().var,
+        "CACHE_TTL_SECONDS"
+    );
+    assert_eq!(
+        config(&[("CACHE_TTL_SECONDS", "0")]).unwrap_err().var,
+        "CACHE_TTL_SECONDS"
+    );
+    assert_eq!(
+        config(&[("CACHE_MAX_ENTRIES", "-5")]).unwrap_err().var,
+        "CACHE_MAX_ENTRIES"
+    );
+    assert_eq!(
+        config(&[
+            ("CACHE_TTL_SECONDS", "30"),
+            ("NEGATIVE_CACHE_TTL_SECONDS", "60")
+        ])
+        .unwrap_err()
+        .var,
+        "NEGATIVE_CACHE_TTL_SECONDS"
+    );
+    assert!(config(&[("NEGATIVE_CACHE_TTL_SECONDS", "0")]).is_ok());
+}
+
+#[test]
+fn cluster_tag_keys_are_validated() {
+    for bad in ["", "a,,b", "*", "a*b", "kubernetes.io/*/x*"] {
+        assert_eq!(
+            config(&[("CLUSTER_TAG_KEYS", bad)]).unwrap_err().var,
+            "CLUSTER_TAG_KEYS",
+            "{bad:?}"
+        );
+    }
+    let c = config(&[("CLUSTER_TAG_KEYS", " team/cluster , k8s.io/cluster/* ")]).unwrap();
+    assert_eq!(
+        c.tags.cluster_keys,
+        vec![
+            ClusterTagKey::Value("team/cluster".into()),
+            ClusterTagKey::Prefix("k8s.io/cluster/".into())
+        ]
+    );
+}
+
+#[test]
+fn dead_letter_queue_url_must_be_a_url() {
+    assert_eq!(
+        config(&[("DEAD_LETTER_QUEUE_URL", "router-dlq")])
+            .unwrap_err()
+            .var,
+        "DEAD_LETTER_QUEUE_URL"
+    );
+    assert_eq!(
+        config(&[(
+            "DEAD_LETTER_QUEUE_URL",
+            "arn:aws:sqs:us-east-1:123456789012:dlq"
+        )])
+        .unwrap_err()
+        .var,
+        "DEAD_LETTER_QUEUE_URL"
+    );
+    assert_eq!(
+        config(&[("DEAD_LETTER_QUEUE_URL", "")])
+            .unwrap()
+            .dead_letter_queue_url,
+        None
+    );
+    let url = "https://sqs.us-east-1.amazonaws.com/123456789012/router-dlq";
+    assert_eq!(
+        config(&[("DEAD_LETTER_QUEUE_URL", url)])
+            .unwrap()
+            .dead_letter_queue_url
+            .as_deref(),
+        Some(url)
+    );
+}
+
+#[test]
+fn metrics_namespace_is_validated() {
+    assert_eq!(
+        config(&[("METRICS_NAMESPACE", "")]).unwrap_err().var,
+        "METRICS_NAMESPACE"
+    );
+    assert_eq!(
+        config(&[("METRICS_NAMESPACE", "AWS/Lambda")])
+            .unwrap_err()
+            .var,
+        "METRICS_NAMESPACE"
+    );
+    assert_eq!(
+        config(&[("METRICS_NAMESPACE", "Platform/Router")])
+            .unwrap()
+            .metrics_namespace,
+        "Platform/Router"
+    );
+}

@@ -1,0 +1,100 @@
+//! What one copy for one cluster's queue is, and how copies are packed into SendMessageBatch
+//! calls within SQS's limits (10 entries, 256 KiB per call).
+
+use std::{collections::HashMap, sync::Arc};
+
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+
+use crate::event::Scope;
+
+/// SendMessageBatch limits.
+pub const MAX_BATCH_ENTRIES: usize = 10;
+pub const MAX_BATCH_BYTES: usize = 256 * 1024;
+
+/// Where a message goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Destination {
+    /// The Karpenter queue of `cluster`, as seen from `scope`.
+    Cluster { scope: Scope, cluster: Arc<str> },
+    /// `DEAD_LETTER_QUEUE_URL`.
+    DeadLetter,
+}
+
+/// One SQS message to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub destination: Destination,
+    pub body: String,
+    /// String message attributes (`reason` and context on dead-lettered messages).
+    pub attributes: Vec<(&'static str, String)>,
+}
+
+impl Message {
+    /// The size SQS counts against the 256 KiB limit: body plus attribute names, types and values.
+    pub fn size(&self) -> usize {
+        self.body.len()
+            + self
+                .attributes
+                .iter()
+                .map(|(k, v)| k.len() + "String".len() + v.len())
+                .sum::<usize>()
+    }
+}
+
+/// Groups messages into SendMessageBatch calls: same destination, at most [`MAX_BATCH_ENTRIES`]
+/// entries and [`MAX_BATCH_BYTES`] per call, message order kept within a destination. A message
+/// larger than the limit on its own gets a batch of its own (SQS will refuse it, per entry).
+pub fn plan_batches(messages: &[Message]) -> Vec<Vec<usize>> {
+    let mut order: Vec<&Destination> = Vec::new();
+    let mut by_destination: HashMap<&Destination, Vec<usize>> = HashMap::new();
+    for (i, m) in messages.iter().enumerate() {
+        by_destination
+            .entry(&m.destination)
+            .or_insert_with(|| {
+                order.push(&m.destination);
+                Vec::new()
+            })
+            .push(i);
+    }
+    let mut batches = Vec::with_capacity(messages.len().div_ceil(MAX_BATCH_ENTRIES));
+    for destination in order {
+        let mut batch: Vec<usize> = Vec::with_capacity(MAX_BATCH_ENTRIES);
+        let mut bytes = 0;
+        for i in by_destination.remove(destination).unwrap_or_default() {
+            let size = messages[i].size();
+            if !batch.is_empty()
+                && (batch.len() == MAX_BATCH_ENTRIES || bytes + size > MAX_BATCH_BYTES)
+            {
+                batches.push(std::mem::take(&mut batch));
+                bytes = 0;
+            }
+            batch.push(i);
+            bytes += size;
+        }
+        if !batch.is_empty() {
+            batches.push(batch);
+        }
+    }
+    batches
+}
+
+pub(super) fn entry(
+    position: usize,
+    message: &Message,
+) -> Result<SendMessageBatchRequestEntry, String> {
+    let mut attributes = HashMap::with_capacity(message.attributes.len());
+    for (name, value) in &message.attributes {
+        let value = MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(value)
+            .build()
+            .map_err(|e| e.to_string())?;
+        attributes.insert((*name).to_owned(), value);
+    }
+    SendMessageBatchRequestEntry::builder()
+        .id(position.to_string())
+        .message_body(&message.body)
+        .set_message_attributes((!attributes.is_empty()).then_some(attributes))
+        .build()
+        .map_err(|e| e.to_string())
+}

@@ -1,0 +1,372 @@
+//! What `--apply` and `--rollback` change in the account: one [`Change`] at a time, each checked
+//! again against the account just before it is made (a queue that filled up since the plan is
+//! not deleted), and each safe to run twice (a rule already disabled stays disabled; a stack that
+//! already exists is reported, not re-created).
+//!
+//! EventBridge applies EnableRule and DisableRule "after a short period" (its API reference), so
+//! both wait for the rules to read back in their new state and then [`Options::settle`] more
+//! before returning: a command adopt prints the moment it returns (the helm command after a
+//! rollback) misses nothing.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use aws_sdk_eventbridge::types::RuleState;
+use aws_sdk_sqs::types::QueueAttributeName;
+
+use super::{
+    Options,
+    discover::{Landscape, RETIRED_TAG, ROLLBACK_TAG},
+    evidence::{self, EVIDENCE_TAG, Reading, Start},
+    helm,
+    steps::Change,
+};
+use aws_model::{
+    aws::{Aws, describe},
+    events::rfc3339,
+    stacks,
+};
+
+impl Change {
+    /// What applying it does, in a sentence (the plan's "next" line).
+    pub fn describe(&self) -> String {
+        match self {
+            Change::DeployTenant {
+                stack,
+                karpenter_role,
+            } => format!(
+                "deploys tenant stack {stack} (cloudformation/tenant.yaml) granting \
+                 {karpenter_role} its queue"
+            ),
+            Change::GrantKarpenter {
+                stack,
+                karpenter_role,
+            } => format!("updates tenant stack {stack} with KarpenterRoleName={karpenter_role}"),
+            Change::StartRound { node } => format!(
+                "checks that Karpenter moved: a probe through the router (a rebalance \
+                 recommendation for {node}, which Karpenter reads and deletes without acting on \
+                 it) and a sentinel in each old queue, read {} s later",
+                evidence::QUIET_WINDOW.as_secs()
+            ),
+            Change::ReadRound => "reads the probe and the sentinels; if they hold, disables the \
+                 old rules in the same run"
+                .to_owned(),
+            Change::DisableRules(rules) => format!("disables {}", rules.join(", ")),
+            Change::DeleteRules { rules, .. } => format!(
+                "deletes {}",
+                rules
+                    .iter()
+                    .map(|(r, _)| r.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Change::DeleteQueue { url } => format!("deletes {url}"),
+        }
+    }
+}
+
+/// Makes `change` for `cluster`; what was done, in a sentence.
+pub async fn perform(
+    aws: &Aws,
+    land: &Landscape,
+    cluster: &str,
+    options: &Options,
+    change: &Change,
+) -> Result<String> {
+    match change {
+        Change::DeployTenant {
+            stack,
+            karpenter_role,
+        } => {
+            if stack_exists(aws, stack).await? {
+                bail!(
+                    "stack {stack} exists but its queue is not there: look at its events \
+                     (aws cloudformation describe-stack-events --stack-name {stack}), delete it \
+                     if it failed, and run adopt again"
+                );
+            }
+            let mut parameters = vec![
+                ("ClusterName", cluster),
+                ("KarpenterRoleName", karpenter_role.as_str()),
+            ];
+            // The queue imports <RouterName>:… from the stack that connects this region.
+            if let Some(router) = land.base.parameter("RouterName") {
+                parameters.push(("RouterName", router));
+            }
+            if let Some(topic) = land
+                .base
+                .parameter("AlarmTopicArn")
+                .filter(|t| !t.is_empty())
+            {
+                parameters.push(("AlarmTopicArn", topic));
+            }
+            let created =
+                stacks::create(&aws.cfn, stack, stacks::TENANT_TEMPLATE, &parameters).await?;
+            Ok(format!(
+                "deployed {stack}: queue {}, which the router writes and {karpenter_role} may read",
+                created.output("QueueName").unwrap_or("?")
+            ))
+        }
+        Change::GrantKarpenter {
+            stack,
+            karpenter_role,
+        } => {
+            if !stack_exists(aws, stack).await? {
+                bail!(
+                    "the tenant queue was not made by stack {stack}: grant {karpenter_role} \
+                     sqs:ReceiveMessage, sqs:DeleteMessage, sqs:GetQueueUrl and \
+                     sqs:GetQueueAttributes on it where the queue is defined, then run adopt again"
+                );
+            }
+            stacks::update(
+                &aws.cfn,
+                stack,
+                stacks::TENANT_TEMPLATE,
+                &[("KarpenterRoleName", karpenter_role)],
+            )
+            .await?;
+            Ok(format!(
+                "updated {stack}: {karpenter_role} may read the new queue"
+            ))
+        }
+        Change::StartRound { node } => {
+            let view = &land.clusters[cluster];
+            let tenant = view.tenant.as_ref().context("no tenant queue")?;
+            let function = land.base.output("FunctionName").with_context(|| {
+                format!("base stack {} has no FunctionName output", land.base.name)
+            })?;
+            let old: Vec<_> = view.setups.iter().map(|i| &land.setups[*i].queue).collect();
+            evidence::start(
+                aws,
+                &Start {
+                    cluster,
+                    account: &land.account,
+                    region: &land.region,
+                    function,
+                    node,
+                    tenant,
+                    old: &old,
+                },
+            )
+            .await
+        }
+        Change::ReadRound => bail!("the round is read by adopt::run, which then makes step 5"),
+        Change::DisableRules(rules) => {
+            for rule in rules {
+                aws.events
+                    .disable_rule()
+                    .name(rule)
+                    .send()
+                    .await
+                    .map_err(|e| anyhow::anyhow!("DisableRule {rule}: {}", describe(&e)))?;
+            }
+            let waited = settle(aws, rules, RuleState::Disabled, options.settle).await?;
+            Ok(format!(
+                "disabled {} (and waited {} s for EventBridge to apply it): the old queue gets no \
+                 new event; routerctl adopt --cluster {cluster} --rollback re-enables them",
+                rules.join(", "),
+                waited.as_secs()
+            ))
+        }
+        Change::DeleteRules { rules, queues } => {
+            // Marked first: with its rules gone, only the mark may tie a queue to the cluster.
+            for url in queues {
+                evidence::tag(aws, url, RETIRED_TAG, cluster).await?;
+            }
+            let mut deleted = Vec::new();
+            for (rule, target) in rules {
+                aws.events
+                    .remove_targets()
+                    .rule(rule)
+                    .ids(target)
+                    .send()
+                    .await
+                    .map_err(|e| anyhow::anyhow!("RemoveTargets {rule}: {}", describe(&e)))?;
+                let left = aws
+                    .events
+                    .list_targets_by_rule()
+                    .rule(rule)
+                    .send()
+                    .await
+                    .map_err(|e| anyhow::anyhow!("ListTargetsByRule {rule}: {}", describe(&e)))?;
+                if left.targets().is_empty() {
+                    aws.events
+                        .delete_rule()
+                        .name(rule)
+                        .send()
+                        .await
+                        .map_err(|e| anyhow::anyhow!("DeleteRule {rule}: {}", describe(&e)))?;
+                    deleted.push(rule.as_str());
+                }
+            }
+            Ok(format!("deleted {}", deleted.join(", ")))
+        }
+        Change::DeleteQueue { url } => {
+            let out = aws
+                .sqs
+                .get_queue_attributes()
+                .queue_url(url)
+                .attribute_names(QueueAttributeName::All)
+                .send()
+                .await
+                .map_err(|e| anyhow::anyhow!("GetQueueAttributes {url}: {}", describe(&e)))?;
+            let held: u64 = [
+                QueueAttributeName::ApproximateNumberOfMessages,
+                QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+                QueueAttributeName::ApproximateNumberOfMessagesDelayed,
+            ]
+            .iter()
+            .filter_map(|a| out.attributes()?.get(a)?.parse::<u64>().ok())
+            .sum();
+            if held > 0 {
+                bail!("{url} holds {held} message(s) again: not deleted; run adopt again");
+            }
+            aws.sqs
+                .delete_queue()
+                .queue_url(url)
+                .send()
+                .await
+                .map_err(|e| anyhow::anyhow!("DeleteQueue {url}: {}", describe(&e)))?;
+            Ok(format!("deleted {url}"))
+        }
+    }
+}
+
+/// Reads `cluster`'s ripe round ([`evidence::read`]).
+pub async fn read_round(aws: &Aws, land: &Landscape, cluster: &str) -> Result<Reading> {
+    let view = &land.clusters[cluster];
+    let (Some(tenant), Some(round)) = (&view.tenant, &view.round) else {
+        bail!("{cluster} has no round of evidence under way");
+    };
+    let old: Vec<_> = view.setups.iter().map(|i| &land.setups[*i].queue).collect();
+    evidence::read(aws, cluster, round, tenant, &old).await
+}
+
+/// What `--rollback` did.
+#[derive(Debug, Clone)]
+pub struct RolledBack {
+    /// The old rules it re-enabled.
+    pub enabled: Vec<String>,
+    /// How long it waited for EventBridge to apply that.
+    pub waited: Duration,
+    /// The helm command that points Karpenter back at its old queue.
+    pub helm: String,
+}
+
+/// Marks the tenant queue first (if that fails, nothing has changed), voids any round under way,
+/// re-enables `cluster`'s disabled old rules, and returns once EventBridge applies them: from
+/// then on the old queue gets every event, and the helm command it returns points Karpenter back.
+/// Refused when nothing is left to go back to (the old rules are deleted).
+pub async fn rollback(
+    aws: &Aws,
+    land: &Landscape,
+    cluster: &str,
+    options: &Options,
+) -> Result<RolledBack> {
+    let view = &land.clusters[cluster];
+    let setups: Vec<_> = view.setups.iter().map(|i| &land.setups[*i]).collect();
+    let Some(old) = setups.iter().find(|s| !s.rules.is_empty()) else {
+        bail!(
+            "{cluster} has no old rule left to re-enable (deleted at step 6, or it never had \
+             any): keep Karpenter on the router's queue"
+        );
+    };
+    if let Some(tenant) = &view.tenant {
+        evidence::tag(
+            aws,
+            &tenant.url,
+            ROLLBACK_TAG,
+            &rfc3339(std::time::SystemTime::now()),
+        )
+        .await
+        .context("marking the rollback (nothing changed)")?;
+        if view.round.is_some() {
+            evidence::untag(aws, &tenant.url, EVIDENCE_TAG).await?;
+        }
+    }
+    let mut enabled = Vec::new();
+    for rule in setups.iter().flat_map(|s| &s.rules).filter(|r| !r.enabled) {
+        aws.events
+            .enable_rule()
+            .name(&rule.name)
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("EnableRule {}: {}", rule.name, describe(&e)))?;
+        enabled.push(rule.name.clone());
+    }
+    let waited = settle(aws, &enabled, RuleState::Enabled, options.settle).await?;
+    Ok(RolledBack {
+        enabled,
+        waited,
+        helm: helm::snippet(&helm::Target {
+            cluster,
+            account: &land.account,
+            region: &land.region,
+            queue: &old.queue.name,
+        }),
+    })
+}
+
+/// Waits until every rule reads back in `state`, and `settle` since the change: EventBridge
+/// applies rule changes "after a short period", which ListRules does not show. Nothing changed,
+/// nothing to wait for. How long it waited.
+async fn settle(
+    aws: &Aws,
+    rules: &[String],
+    state: RuleState,
+    settle: Duration,
+) -> Result<Duration> {
+    let started = Instant::now();
+    if rules.is_empty() {
+        return Ok(Duration::ZERO);
+    }
+    eprintln!(
+        "waiting {} s for EventBridge to apply the change to {} (it takes effect \"after a short \
+         period\")",
+        settle.as_secs(),
+        rules.join(", ")
+    );
+    loop {
+        let mut pending = Vec::new();
+        for rule in rules {
+            let described = aws
+                .events
+                .describe_rule()
+                .name(rule)
+                .send()
+                .await
+                .map_err(|e| anyhow::anyhow!("DescribeRule {rule}: {}", describe(&e)))?;
+            if described.state() != Some(&state) {
+                pending.push(rule.as_str());
+            }
+        }
+        if pending.is_empty() && started.elapsed() >= settle {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > settle + Duration::from_secs(120) {
+            bail!(
+                "{} still not {} two minutes after the change: check them (aws events \
+                 describe-rule --name …) before going on",
+                pending.join(", "),
+                state.as_str()
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn stack_exists(aws: &Aws, stack: &str) -> Result<bool> {
+    match aws.cfn.describe_stacks().stack_name(stack).send().await {
+        Ok(out) => Ok(out.stacks().iter().any(|s| {
+            s.stack_status()
+                .is_some_and(|st| st.as_str() != "DELETE_COMPLETE")
+        })),
+        Err(e)
+            if aws_sdk_cloudformation::error::ProvideErrorMetadata::message(&e)
+                .is_some_and(|m| m.contains("does not exist")) =>
+        {
+            Ok(false)
+        }
+        Err(e) => bail!("DescribeStacks {stack}: {}", describe(&e)),
+    }
+}

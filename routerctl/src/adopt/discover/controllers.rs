@@ -1,0 +1,55 @@
+//! Karpenter's controller roles: roles whose name mentions Karpenter, and those the operator
+//! names, read fully (identity policies and boundary, as verify reads a role), with the clusters
+//! their `eks:DescribeCluster` grants name (`cluster/<name>`, as Karpenter's controller policy has
+//! it). A role that may read an old queue and names one cluster ties that queue to the cluster.
+
+use std::collections::BTreeSet;
+
+use anyhow::Result;
+
+use crate::verify::{
+    role::{Role, load_role},
+    stack::Base,
+};
+use aws_model::aws::{Aws, describe};
+
+/// A role that looks like Karpenter's controller, and the clusters it may describe.
+pub(crate) struct Controller {
+    pub role: Role,
+    pub clusters: Vec<String>,
+}
+
+/// Roles whose name mentions Karpenter, plus those named with `--karpenter-role`: read fully
+/// (identity policies), with the clusters their eks:DescribeCluster grants name.
+pub(super) async fn controller_roles(
+    aws: &Aws,
+    base: &Base,
+    given: &[(String, String)],
+) -> Result<Vec<Controller>> {
+    let mut names: BTreeSet<String> = given.iter().map(|(_, r)| r.clone()).collect();
+    let mut pages = aws.iam.list_roles().into_paginator().send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| anyhow::anyhow!("ListRoles: {}", describe(&e)))?;
+        names.extend(
+            page.roles()
+                .iter()
+                .map(|r| r.role_name().to_owned())
+                .filter(|n| n.to_ascii_lowercase().contains("karpenter")),
+        );
+    }
+    let mut controllers = Vec::new();
+    for name in names {
+        let arn = format!("arn:{}:iam::{}:role/{name}", base.partition, base.account);
+        let Ok(role) = load_role(aws, &arn).await else {
+            continue;
+        };
+        let clusters = role
+            .allowed_resources("eks:DescribeCluster")
+            .iter()
+            .filter_map(|r| r.rsplit_once(":cluster/").map(|(_, c)| c.to_owned()))
+            .filter(|c| !c.contains('*') && !c.is_empty())
+            .collect();
+        controllers.push(Controller { role, clusters });
+    }
+    Ok(controllers)
+}

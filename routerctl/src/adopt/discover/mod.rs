@@ -1,0 +1,546 @@
+//! What an account and region run today, found by what the resources do rather than by their
+//! names: the Karpenter clusters (instances carrying the managed tag), the default-bus rules whose
+//! patterns select Karpenter's kinds and whose targets are SQS queues (each rule matched as
+//! EventBridge would against an event of each kind), the Karpenter controller roles that may read
+//! those queues and the cluster each role serves (its `eks:DescribeCluster` grant on
+//! `cluster/<name>`, as Karpenter's controller policy has it), and which stack made each resource.
+//! The router's own rules and queues are told apart by the base stack, its tenant queues by what
+//! the router itself reads ([`interruption_router::tenancy`]: the tenant tag, or a policy that
+//! admits the router alone). A queue that only carries a tenant queue's name (EKS Blueprints
+//! names its own `karpenter-<cluster>`) is an old set-up like any other.
+//!
+//! The readers are verify's where verify has one (the base stack, a queue, a role, a tenant
+//! queue's policy); what is new here is listing the default bus and the roles.
+
+mod controllers;
+mod owners;
+mod rules;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::{Context, Result};
+use aws_sdk_ec2::types::Filter;
+use interruption_router::{
+    config::QueueNameTemplate,
+    event::{Kind, rfc3339_unix_millis},
+    tenancy::{self, Ownership},
+};
+
+pub(crate) use self::controllers::Controller;
+pub use self::owners::Owner;
+use self::{
+    controllers::controller_roles,
+    owners::StackOwners,
+    rules::{interruption_rules, rule_tags},
+};
+use super::evidence::{EVIDENCE_TAG, Round, VERIFIED_TAG};
+use crate::verify::{
+    queues::{Queue, load_queue},
+    stack::Base,
+};
+use aws_model::aws::{Aws, arn_name, describe};
+
+/// A default-bus rule that sends Karpenter's kinds to a queue the router does not own.
+#[derive(Debug, Clone)]
+pub struct OldRule {
+    pub name: String,
+    pub arn: String,
+    pub enabled: bool,
+    pub kinds: Vec<Kind>,
+    /// The target id of the old queue in this rule.
+    pub target_id: String,
+    /// The rule's other targets (ARNs): disabling or deleting it would cut them off too.
+    pub other_targets: Vec<String>,
+    pub owner: Owner,
+}
+
+/// How a queue was tied to a cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Evidence {
+    /// A Karpenter controller role that may read the queue, and DescribeCluster this cluster.
+    ControllerRole(String),
+    /// adopt marked it when it deleted the rules that fed it ([`RETIRED_TAG`]).
+    Retired,
+    /// Only the queue's name (Karpenter's getting-started names it after the cluster).
+    Name,
+}
+
+impl std::fmt::Display for Evidence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Evidence::ControllerRole(role) => write!(
+                f,
+                "its Karpenter may read it ({role}, whose policy names the cluster)"
+            ),
+            Evidence::Retired => f.write_str("adopt marked it when it deleted its rules"),
+            Evidence::Name => f.write_str("tied to the cluster by its name only"),
+        }
+    }
+}
+
+/// An interruption set-up of the Karpenter kind: a queue and the rules that feed it.
+#[derive(Debug, Clone)]
+pub struct OldSetup {
+    pub queue: Queue,
+    pub owner: Owner,
+    pub rules: Vec<OldRule>,
+    /// The clusters whose Karpenter reads it, and how that is known.
+    pub clusters: Vec<(String, Evidence)>,
+    /// The Karpenter controller roles that may read it.
+    pub readers: Vec<String>,
+}
+
+impl OldSetup {
+    /// Every kind some rule sends it.
+    pub fn kinds(&self) -> BTreeSet<&'static str> {
+        self.rules
+            .iter()
+            .flat_map(|r| r.kinds.iter().map(|k| k.label()))
+            .collect()
+    }
+
+    pub fn depth(&self) -> u64 {
+        [
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+        ]
+        .iter()
+        .filter_map(|a| self.queue.attributes.get(*a)?.parse::<u64>().ok())
+        .sum()
+    }
+}
+
+/// One cluster as adopt sees it.
+#[derive(Debug, Clone, Default)]
+pub struct Cluster {
+    /// Running or pending instances with the managed tag.
+    pub nodes: Vec<String>,
+    /// Indexes into [`Landscape::setups`] of the set-ups its Karpenter reads.
+    pub setups: Vec<usize>,
+    /// Its tenant queue, when it has one.
+    pub tenant: Option<Queue>,
+    /// A queue with the tenant queue's name that the tenant stack did not make, and why it is not
+    /// the router's (EKS Blueprints names its own queue `karpenter-<cluster>`).
+    pub name_taken: Option<(Queue, String)>,
+    /// Karpenter's controller role: from `--karpenter-role`, else a role that reads its old queue.
+    pub controller: Option<String>,
+    /// When `--rollback` last ran for it ([`ROLLBACK_TAG`]).
+    pub rolled_back: Option<SystemTime>,
+    /// The evidence round under way ([`EVIDENCE_TAG`]): the probe and sentinels `--apply` sent.
+    pub round: Option<Round>,
+    /// When `--apply` last read evidence that held ([`VERIFIED_TAG`]).
+    pub verified: Option<SystemTime>,
+}
+
+impl Cluster {
+    /// Rolled back, and not verified on the new queue since.
+    pub fn is_rolled_back(&self) -> bool {
+        self.rolled_back
+            .is_some_and(|at| self.verified.is_none_or(|v| v <= at))
+    }
+}
+
+/// Everything adopt read.
+pub struct Landscape {
+    pub account: String,
+    pub region: String,
+    pub base: Base,
+    pub queue_names: QueueNameTemplate,
+    pub clusters: BTreeMap<String, Cluster>,
+    pub setups: Vec<OldSetup>,
+    /// Rules whose pattern uses a filter adopt does not evaluate: reported, never touched.
+    pub unreadable: Vec<(String, String)>,
+    /// Every role that looks like a Karpenter controller, and the clusters it names.
+    pub controllers: Vec<Controller>,
+}
+
+impl Landscape {
+    /// The set-ups read by several clusters' Karpenters (each deletes the others' messages).
+    pub fn shared(&self) -> Vec<&OldSetup> {
+        self.setups
+            .iter()
+            .filter(|s| s.clusters.len() > 1)
+            .collect()
+    }
+
+    /// Set-ups no cluster could be tied to.
+    pub fn unclaimed(&self) -> Vec<&OldSetup> {
+        self.setups
+            .iter()
+            .filter(|s| s.clusters.is_empty())
+            .collect()
+    }
+}
+
+/// The tag `--rollback` puts on a cluster's tenant queue (RFC 3339) before it changes anything:
+/// evidence from before it no longer counts, and the cluster moves again only on new evidence.
+pub const ROLLBACK_TAG: &str = "interruption-router:adopt-rolled-back";
+
+/// The tag adopt puts on an old queue before it deletes the rules that fed it, so the queue is
+/// still found (and deleted once empty) when nothing else ties it to the cluster.
+pub const RETIRED_TAG: &str = "interruption-router:retired-for";
+
+/// The base stack's own queues (ingest, dead-letter).
+fn is_stack_queue(base: &Base, name: &str) -> bool {
+    ["IngestQueueArn", "DeadLetterQueueArn"]
+        .iter()
+        .filter_map(|o| base.output(o))
+        .any(|arn| arn_name(arn) == name)
+}
+
+/// Whose a queue with a tenant queue's name is, as the router judges it: its tenant tag for
+/// `cluster`, else a policy admitting the router alone.
+pub(crate) fn ownership(
+    queue: &Queue,
+    tags: &BTreeMap<String, String>,
+    cluster: &str,
+    router_role: Option<&str>,
+) -> Ownership {
+    tenancy::by_tag(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), cluster).unwrap_or_else(
+        || {
+            tenancy::by_policy(
+                queue.attributes.get("Policy").map(String::as_str),
+                router_role,
+            )
+        },
+    )
+}
+
+/// Reads the account and region `aws` points at, around the router's base stack `base`.
+pub async fn read(
+    aws: &Aws,
+    base: Base,
+    managed_tag: &str,
+    karpenter_roles: &[(String, String)],
+) -> Result<Landscape> {
+    let account = base.account.clone();
+    let region = aws.region.clone();
+    let queue_names = QueueNameTemplate::parse(&format!(
+        "{}{{cluster}}",
+        base.output("QueuePrefix").unwrap_or("karpenter-")
+    ))
+    .map_err(anyhow::Error::msg)?;
+    let router_targets: BTreeSet<String> = ["IngestQueueArn", "DeadLetterQueueArn"]
+        .iter()
+        .filter_map(|o| base.output(o).map(str::to_owned))
+        .collect();
+
+    let nodes = karpenter_nodes(aws, managed_tag).await?;
+    let owners = StackOwners::read(aws).await;
+    let (rules, unreadable) = interruption_rules(aws, &account, &region, &router_targets).await?;
+    let controllers = controller_roles(aws, &base, karpenter_roles).await?;
+
+    // One set-up per old queue: those the rules feed, those a Karpenter controller role may
+    // read (its rules may be gone already), and those adopt marked when it deleted their rules.
+    let local = format!("arn:{}:sqs:{region}:{account}:", base.partition);
+    let mut by_queue: BTreeMap<String, Vec<OldRule>> = BTreeMap::new();
+    for (queue_arn, mut rule) in rules {
+        rule.owner = owners.owner(
+            &[&rule.name, &rule.arn],
+            &rule.name,
+            &rule_tags(aws, &rule.arn).await,
+        );
+        by_queue.entry(queue_arn).or_default().push(rule);
+    }
+    for controller in &controllers {
+        for arn in controller.role.allowed_resources("sqs:ReceiveMessage") {
+            if arn.starts_with(&local) && !arn.contains(['*', '?']) {
+                by_queue.entry(arn).or_default();
+            }
+        }
+    }
+    for arn in retired_queues(aws, &local, nodes.keys()).await {
+        by_queue.entry(arn).or_default();
+    }
+
+    let router_role = base.output("RouterRoleArn").map(str::to_owned);
+    let mut setups = Vec::new();
+    for (arn, rules) in by_queue {
+        // A queue in another account or region is not this account's to adopt.
+        if !arn.starts_with(&local) || is_stack_queue(&base, arn_name(&arn)) {
+            continue;
+        }
+        let Ok(queue) = load_queue(aws, arn_name(&arn)).await else {
+            continue;
+        };
+        let tags = queue_tags(aws, &queue.url).await;
+        // The router's own tenant queues are no old set-up, whatever feeds them.
+        let tenant_of = crate::verify::cluster_of(&queue_names, &queue.name);
+        if tenant_of
+            .is_some_and(|c| ownership(&queue, &tags, &c, router_role.as_deref()).is_routers())
+        {
+            continue;
+        }
+        // CloudFormation's physical id of a queue is its URL, whose host depends on the
+        // endpoint the client used: matched by its path, /<account>/<name>.
+        let path = format!("/{account}/{}", queue.name);
+        let url = owners
+            .by_physical
+            .keys()
+            .find(|id| id.starts_with("http") && id.ends_with(&path))
+            .cloned()
+            .unwrap_or_else(|| queue.url.clone());
+        let mut owner = owners.owner(&[&url, &queue.name, &queue.arn], &queue.name, &tags);
+        // A queue with no mark of its own is its rules' tool's (Terraform's modules mark only
+        // their rules): never taken for hand-made while they say otherwise.
+        if owner == Owner::Unmarked
+            && let Some(Owner::Tool { tool, marks }) = rules
+                .iter()
+                .map(|r| &r.owner)
+                .find(|o| matches!(o, Owner::Tool { .. }))
+        {
+            owner = Owner::Tool {
+                tool: tool.clone(),
+                marks: format!("its rules' marks: {marks}"),
+            };
+        }
+        let readers: Vec<&Controller> = controllers
+            .iter()
+            .filter(|c| c.role.may("sqs:ReceiveMessage", &queue.arn).is_allowed())
+            .collect();
+        let mut clusters: Vec<(String, Evidence)> = readers
+            .iter()
+            .flat_map(|c| {
+                c.clusters.iter().map(|cluster| {
+                    (
+                        cluster.clone(),
+                        Evidence::ControllerRole(c.role.name().to_owned()),
+                    )
+                })
+            })
+            .collect();
+        clusters.sort_by(|a, b| a.0.cmp(&b.0));
+        clusters.dedup_by(|a, b| a.0 == b.0);
+        if clusters.is_empty() {
+            if let Some(cluster) = tags.get(RETIRED_TAG) {
+                clusters.push((cluster.clone(), Evidence::Retired));
+            } else if let Some(cluster) = named_after(&queue.name, nodes.keys()) {
+                clusters.push((cluster, Evidence::Name));
+            }
+        }
+        // A queue only a role reads, with no rule and no mark of adopt's, is not an
+        // interruption set-up adopt knows how to retire.
+        if rules.is_empty() && !tags.contains_key(RETIRED_TAG) && readers.is_empty() {
+            continue;
+        }
+        setups.push(OldSetup {
+            readers: readers.iter().map(|c| c.role.name().to_owned()).collect(),
+            queue,
+            owner,
+            rules,
+            clusters,
+        });
+    }
+
+    let mut clusters: BTreeMap<String, Cluster> = nodes
+        .into_iter()
+        .map(|(name, nodes)| {
+            (
+                name,
+                Cluster {
+                    nodes,
+                    ..Default::default()
+                },
+            )
+        })
+        .collect();
+    for (i, setup) in setups.iter().enumerate() {
+        for (cluster, evidence) in &setup.clusters {
+            let entry = clusters.entry(cluster.clone()).or_default();
+            entry.setups.push(i);
+            if let (None, Evidence::ControllerRole(role)) = (&entry.controller, evidence) {
+                entry.controller = Some(role.clone());
+            }
+        }
+    }
+    for (cluster, role) in karpenter_roles {
+        clusters.entry(cluster.clone()).or_default().controller = Some(role.clone());
+    }
+    for (name, cluster) in clusters.iter_mut() {
+        if let Some(queue) = queue_names.queue_name(name)
+            && let Ok(queue) = load_queue(aws, &queue).await
+        {
+            let tags = queue_tags(aws, &queue.url).await;
+            match ownership(&queue, &tags, name, router_role.as_deref()) {
+                Ownership::Foreign(why) => cluster.name_taken = Some((queue, why)),
+                _ => {
+                    let at = |tag: &str| {
+                        let ms = rfc3339_unix_millis(tags.get(tag)?)?;
+                        Some(UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).ok()?))
+                    };
+                    cluster.rolled_back = at(ROLLBACK_TAG);
+                    cluster.verified = at(VERIFIED_TAG);
+                    cluster.round = tags.get(EVIDENCE_TAG).and_then(|t| Round::parse(t));
+                    cluster.tenant = Some(queue);
+                }
+            }
+        }
+        // Once the old queue is gone, the role that reads the new one (and names the cluster).
+        if let (None, Some(tenant)) = (&cluster.controller, &cluster.tenant) {
+            cluster.controller = controllers
+                .iter()
+                .find(|c| {
+                    c.clusters.contains(name)
+                        && c.role.may("sqs:ReceiveMessage", &tenant.arn).is_allowed()
+                })
+                .map(|c| c.role.name().to_owned());
+        }
+    }
+    Ok(Landscape {
+        account,
+        region,
+        base,
+        queue_names,
+        clusters,
+        setups,
+        unreadable,
+        controllers,
+    })
+}
+
+/// Queues named after a known cluster that carry [`RETIRED_TAG`], as ARNs (`local` is the
+/// account and region's SQS ARN prefix).
+async fn retired_queues<'a>(
+    aws: &Aws,
+    local: &str,
+    clusters: impl Iterator<Item = &'a String> + Clone,
+) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut pages = aws
+        .sqs
+        .list_queues()
+        .max_results(1000)
+        .into_paginator()
+        .send();
+    while let Some(Ok(page)) = pages.next().await {
+        for url in page.queue_urls() {
+            let name = url.rsplit('/').next().unwrap_or_default();
+            if named_after(name, clusters.clone()).is_none() {
+                continue;
+            }
+            if queue_tags(aws, url).await.contains_key(RETIRED_TAG) {
+                found.push(format!("{local}{name}"));
+            }
+        }
+    }
+    found
+}
+
+/// Clusters with running Karpenter nodes: instances with the managed tag, by their
+/// `eks:eks-cluster-name` (or `kubernetes.io/cluster/<name>`) tag.
+async fn karpenter_nodes(aws: &Aws, managed_tag: &str) -> Result<BTreeMap<String, Vec<String>>> {
+    let mut nodes: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut pages = aws
+        .ec2
+        .describe_instances()
+        .filters(
+            Filter::builder()
+                .name("tag-key")
+                .values(managed_tag)
+                .build(),
+        )
+        .filters(
+            Filter::builder()
+                .name("instance-state-name")
+                .values("pending")
+                .values("running")
+                .build(),
+        )
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| anyhow::anyhow!("DescribeInstances: {}", describe(&e)))?;
+        for instance in page.reservations().iter().flat_map(|r| r.instances()) {
+            let tags = instance.tags();
+            let cluster = tags
+                .iter()
+                .find(|t| t.key() == Some("eks:eks-cluster-name"))
+                .and_then(|t| t.value())
+                .map(str::to_owned)
+                .or_else(|| {
+                    tags.iter()
+                        .find_map(|t| t.key()?.strip_prefix("kubernetes.io/cluster/"))
+                        .map(str::to_owned)
+                });
+            if let (Some(cluster), Some(id)) = (cluster, instance.instance_id()) {
+                nodes.entry(cluster).or_default().push(id.to_owned());
+            }
+        }
+    }
+    for ids in nodes.values_mut() {
+        ids.sort();
+    }
+    Ok(nodes)
+}
+
+/// A known cluster a queue is named after: `<cluster>` (Karpenter's getting-started stack),
+/// `Karpenter-<cluster>`, `KarpenterInterruptionQueue-<cluster>`, `<cluster>-karpenter`.
+fn named_after<'a>(queue: &str, clusters: impl Iterator<Item = &'a String>) -> Option<String> {
+    let lower = queue.to_ascii_lowercase();
+    clusters
+        .filter(|c| {
+            let c = c.to_ascii_lowercase();
+            lower == c
+                || lower
+                    .strip_suffix(&c)
+                    .is_some_and(|p| p.ends_with('-') && p.contains("karpenter"))
+                || lower
+                    .strip_prefix(&c)
+                    .is_some_and(|s| s.starts_with('-') && s.contains("karpenter"))
+        })
+        .max_by_key(|c| c.len())
+        .cloned()
+}
+
+async fn queue_tags(aws: &Aws, url: &str) -> BTreeMap<String, String> {
+    aws.sqs
+        .list_queue_tags()
+        .queue_url(url)
+        .send()
+        .await
+        .ok()
+        .and_then(|out| out.tags().cloned())
+        .map(|tags| tags.into_iter().collect())
+        .unwrap_or_default()
+}
+
+/// Reads the router's base stack (what verify reads), or says why it cannot.
+pub async fn base(aws: &Aws, stack: &str) -> Result<Base> {
+    crate::verify::stack::load(aws, stack)
+        .await
+        .map(|(base, _)| base)
+        .map_err(|check| {
+            anyhow::anyhow!(
+                "{}{}",
+                check.detail,
+                check.fix.map(|f| format!(". Fix: {f}")).unwrap_or_default()
+            )
+        })
+        .context("reading the router's base stack")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queues_named_after_a_cluster() {
+        let clusters = ["alpha".to_owned(), "prod-eu".to_owned(), "prod".to_owned()];
+        let find = |q: &str| named_after(q, clusters.iter());
+        assert_eq!(find("alpha").as_deref(), Some("alpha"));
+        assert_eq!(find("Karpenter-prod-eu").as_deref(), Some("prod-eu"));
+        assert_eq!(
+            find("KarpenterInterruptionQueue-prod").as_deref(),
+            Some("prod")
+        );
+        assert_eq!(find("prod-karpenter").as_deref(), Some("prod"));
+        assert_eq!(
+            find("orders-prod"),
+            None,
+            "a name alone is not a Karpenter queue"
+        );
+    }
+}

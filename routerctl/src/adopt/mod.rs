@@ -1,0 +1,647 @@
+//! `routerctl adopt`: moves clusters that already run Karpenter with their own interruption
+//! set-up (Karpenter's getting-started stack, a Terraform module, EKS Blueprints, or by hand) onto
+//! the router, one checked and reversible step at a time, without a moment in which an
+//! interruption reaches no queue that Karpenter reads.
+//!
+//! * [`discover`] reads what the account runs today, by what resources do rather than by names;
+//! * [`steps`] evaluates each cluster's ordered steps against that reading;
+//! * [`evidence`] is how adopt knows Karpenter moved: a probe through the router and a sentinel in
+//!   the old queue, read by the `--apply` that disables the old rules;
+//! * [`apply`] makes the next step's change (`--apply`), or re-enables the old rules
+//!   (`--rollback`), waiting for EventBridge to apply rule changes;
+//! * [`helm`] is the command the operator runs to point Karpenter at a queue;
+//! * [`stack_edit`] edits the template of a stack that owns an old set-up (`--stack-template`).
+//!
+//! A plan changes nothing. `--apply` makes only the first unfinished step's change, and only when
+//! that step is adopt's to make and not blocked or waiting; running it again after a failure
+//! resumes, because every step is read back from the account rather than remembered.
+
+mod apply;
+mod discover;
+pub mod evidence;
+pub mod helm;
+pub mod stack_edit;
+pub mod steps;
+
+use std::{fmt::Write, time::Duration};
+
+pub use discover::{Owner, RETIRED_TAG, ROLLBACK_TAG};
+
+use anyhow::{Context, Result, bail};
+
+use self::{
+    discover::{Evidence as Tie, Landscape, OldSetup},
+    steps::{Action, Change, Evidence, State, Step},
+};
+use aws_model::aws::{Aws, describe};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Plan,
+    Apply,
+    Rollback,
+    /// Print the owning stack's template edited for step 6 or 7 ([`stack_edit`]).
+    StackTemplate,
+}
+
+/// How long adopt waits, by default, after EventBridge reads a rule change back before it counts
+/// on it: EventBridge documents no figure ("allow a short period of time"). Waiting costs nothing
+/// while both queues are fed; returning too early after a rollback loses what comes meanwhile.
+pub const DEFAULT_SETTLE: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The router's base stack.
+    pub stack: String,
+    /// One cluster (required by apply and rollback); a plan covers all without it.
+    pub cluster: Option<String>,
+    pub verb: Verb,
+    /// `(cluster, role name)`: Karpenter controller roles adopt cannot find by their policies.
+    pub karpenter_roles: Vec<(String, String)>,
+    /// The tag key that marks Karpenter's nodes (the router's MANAGED_TAG_KEY).
+    pub managed_tag: String,
+    /// The operator says the old rules and queue adopt finds no tool's mark on were made by hand:
+    /// adopt may delete them (steps 6 and 7).
+    pub delete_hand_made: bool,
+    /// How long after a rule change reads back adopt waits before counting on it.
+    pub settle: Duration,
+}
+
+impl Options {
+    pub fn plan(stack: &str) -> Self {
+        Self {
+            stack: stack.to_owned(),
+            cluster: None,
+            verb: Verb::Plan,
+            karpenter_roles: Vec::new(),
+            managed_tag: interruption_router::config::DEFAULT_MANAGED_TAG_KEY.to_owned(),
+            delete_hand_made: false,
+            settle: DEFAULT_SETTLE,
+        }
+    }
+
+    /// A plan of one cluster.
+    pub fn plan_of(stack: &str, cluster: &str) -> Self {
+        Self {
+            cluster: Some(cluster.to_owned()),
+            ..Self::plan(stack)
+        }
+    }
+
+    pub fn apply(stack: &str, cluster: &str) -> Self {
+        Self {
+            cluster: Some(cluster.to_owned()),
+            verb: Verb::Apply,
+            ..Self::plan(stack)
+        }
+    }
+
+    pub fn rollback(stack: &str, cluster: &str) -> Self {
+        Self {
+            cluster: Some(cluster.to_owned()),
+            verb: Verb::Rollback,
+            ..Self::plan(stack)
+        }
+    }
+
+    pub fn stack_template(stack: &str, cluster: &str) -> Self {
+        Self {
+            cluster: Some(cluster.to_owned()),
+            verb: Verb::StackTemplate,
+            ..Self::plan(stack)
+        }
+    }
+
+    pub fn settle(self, settle: Duration) -> Self {
+        Self { settle, ..self }
+    }
+
+    pub fn delete_hand_made(self) -> Self {
+        Self {
+            delete_hand_made: true,
+            ..self
+        }
+    }
+}
+
+/// One cluster's part of the plan.
+#[derive(Debug, Clone)]
+pub struct ClusterPlan {
+    pub name: String,
+    pub nodes: usize,
+    /// What it runs today, one line per fact.
+    pub today: Vec<String>,
+    pub steps: Vec<Step>,
+    /// Rolled back, and not seen on the new queue since.
+    pub rolled_back: bool,
+}
+
+impl ClusterPlan {
+    pub fn step(&self, number: u8) -> &Step {
+        &self.steps[usize::from(number) - 1]
+    }
+
+    /// The first step not finished, if any.
+    pub fn next(&self) -> Option<&Step> {
+        steps::next(&self.steps)
+    }
+}
+
+/// What the command did.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Planned,
+    /// `--apply` made step `step`'s change.
+    Applied {
+        step: u8,
+        did: String,
+    },
+    /// `--apply` found nothing it may do now.
+    Refused {
+        step: u8,
+        why: String,
+    },
+    /// Every step is finished.
+    Finished,
+    /// `--rollback` re-enabled these rules and waited for EventBridge; the helm command points
+    /// Karpenter back.
+    RolledBack {
+        enabled: Vec<String>,
+        waited: Duration,
+        helm: String,
+    },
+    /// `--stack-template`: the owning stack's template, edited for the next step.
+    Template {
+        stack: String,
+        step: u8,
+        edit: stack_edit::Edit,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub account: String,
+    pub region: String,
+    pub stack: String,
+    /// The clusters planned, after any change was made.
+    pub clusters: Vec<ClusterPlan>,
+    /// Queues several clusters' Karpenters read.
+    pub shared: Vec<String>,
+    /// Interruption queues no cluster could be tied to.
+    pub unclaimed: Vec<String>,
+    /// Rules whose pattern adopt could not evaluate, and why.
+    pub unreadable: Vec<(String, String)>,
+    pub outcome: Outcome,
+}
+
+impl Report {
+    /// Exit status 0: a plan, a change made, nothing left to do, or a rollback.
+    pub fn passed(&self) -> bool {
+        !matches!(self.outcome, Outcome::Refused { .. })
+    }
+
+    pub fn cluster(&self, name: &str) -> Option<&ClusterPlan> {
+        self.clusters.iter().find(|c| c.name == name)
+    }
+}
+
+pub async fn run(aws: &Aws, options: &Options) -> Result<Report> {
+    let base = discover::base(aws, &options.stack).await?;
+    let land = discover::read(aws, base, &options.managed_tag, &options.karpenter_roles).await?;
+    let cluster = match (&options.cluster, options.verb) {
+        (Some(cluster), _) => {
+            if !land.clusters.contains_key(cluster) {
+                bail!(
+                    "{cluster} is not a cluster adopt sees in {} {}: it has no running instance \
+                     tagged {} and no interruption queue tied to it (names: {})",
+                    land.account,
+                    land.region,
+                    options.managed_tag,
+                    land.clusters.keys().cloned().collect::<Vec<_>>().join(", ")
+                );
+            }
+            Some(cluster.as_str())
+        }
+        (None, Verb::Plan) => None,
+        (None, _) => {
+            bail!("--apply, --rollback and --stack-template act on one cluster: pass --cluster")
+        }
+    };
+    let outcome = match (options.verb, cluster) {
+        (Verb::Apply, Some(cluster)) => apply_next(aws, &land, cluster, options).await?,
+        (Verb::Rollback, Some(cluster)) => {
+            let done = apply::rollback(aws, &land, cluster, options).await?;
+            Outcome::RolledBack {
+                enabled: done.enabled,
+                waited: done.waited,
+                helm: done.helm,
+            }
+        }
+        (Verb::StackTemplate, Some(cluster)) => {
+            stack_template(aws, &land, cluster, options).await?
+        }
+        _ => Outcome::Planned,
+    };
+    // After a change, the plan shows the account as it is now.
+    let land = match outcome {
+        Outcome::Applied { .. } | Outcome::RolledBack { .. } => reread(aws, &land, options).await?,
+        _ => land,
+    };
+    let mut clusters = Vec::new();
+    for (name, view) in &land.clusters {
+        if cluster.is_some_and(|c| c != name) {
+            continue;
+        }
+        clusters.push(ClusterPlan {
+            name: name.clone(),
+            nodes: view.nodes.len(),
+            today: today(&land, name),
+            steps: steps::evaluate(aws, &land, name, options, Evidence::Recorded).await,
+            rolled_back: view.is_rolled_back(),
+        });
+    }
+    let queue_list = |setups: Vec<&OldSetup>| -> Vec<String> {
+        setups
+            .iter()
+            .map(|s| {
+                let readers: Vec<&str> = s.clusters.iter().map(|(c, _)| c.as_str()).collect();
+                if readers.is_empty() {
+                    let roles = match s.readers.as_slice() {
+                        [] => String::new(),
+                        roles => format!(
+                            "; readable by {}, whose policies name no cluster",
+                            roles.join(", ")
+                        ),
+                    };
+                    format!("{} ({}; {}{roles})", s.queue.name, rules_line(s), s.owner)
+                } else {
+                    format!("{} read by {}", s.queue.name, readers.join(", "))
+                }
+            })
+            .collect()
+    };
+    Ok(Report {
+        account: land.account.clone(),
+        region: land.region.clone(),
+        stack: land.base.name.clone(),
+        clusters,
+        shared: queue_list(land.shared()),
+        unclaimed: queue_list(land.unclaimed()),
+        unreadable: land.unreadable.clone(),
+        outcome,
+    })
+}
+
+/// `--apply`: the first unfinished step's change, if it is adopt's to make. Reading a round of
+/// evidence is followed, in the same run and only then, by step 5.
+async fn apply_next(
+    aws: &Aws,
+    land: &Landscape,
+    cluster: &str,
+    options: &Options,
+) -> Result<Outcome> {
+    let steps = steps::evaluate(aws, land, cluster, options, Evidence::Recorded).await;
+    let Some(step) = steps::next(&steps) else {
+        return Ok(Outcome::Finished);
+    };
+    Ok(match &step.action {
+        Action::Apply(Change::ReadRound) => {
+            let reading = apply::read_round(aws, land, cluster).await?;
+            if !reading.held() {
+                return Ok(Outcome::Refused {
+                    step: 4,
+                    why: format!(
+                        "step 4's evidence does not hold, nothing changed: {}{}. Run --apply \
+                         again once that is fixed: it starts a new check",
+                        reading.problems.join("; "),
+                        if reading.facts.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (and: {})", reading.facts.join("; "))
+                        }
+                    ),
+                });
+            }
+            let seen = reading.facts.join("; ");
+            // Step 5 on this evidence, read from the account as it is now.
+            let land = reread(aws, land, options).await?;
+            let steps = steps::evaluate(aws, &land, cluster, options, Evidence::JustRead).await;
+            match steps.iter().find(|s| s.number == 5).map(|s| &s.action) {
+                Some(Action::Apply(change @ Change::DisableRules(_))) => Outcome::Applied {
+                    step: 5,
+                    did: format!(
+                        "{seen}; so {}",
+                        apply::perform(aws, &land, cluster, options, change).await?
+                    ),
+                },
+                _ => Outcome::Applied {
+                    step: 4,
+                    did: match steps.iter().find(|s| s.number == 5) {
+                        Some(five) if five.state == State::Blocked => {
+                            format!("{seen}; step 5 is blocked: {}", five.detail)
+                        }
+                        _ => seen,
+                    },
+                },
+            }
+        }
+        Action::Apply(change) => Outcome::Applied {
+            step: step.number,
+            did: apply::perform(aws, land, cluster, options, change).await?,
+        },
+        Action::Operator(what) => Outcome::Refused {
+            step: step.number,
+            why: format!("step {} is yours: {what}", step.number),
+        },
+        Action::Nothing => Outcome::Refused {
+            step: step.number,
+            why: format!(
+                "step {} is {}: {}",
+                step.number,
+                step.state.label(),
+                step.detail
+            ),
+        },
+    })
+}
+
+/// The account read again, around the same base stack.
+async fn reread(aws: &Aws, land: &Landscape, options: &Options) -> Result<Landscape> {
+    discover::read(
+        aws,
+        land.base.clone(),
+        &options.managed_tag,
+        &options.karpenter_roles,
+    )
+    .await
+}
+
+/// `--stack-template`: the template of the stack that owns what step 6 or 7 retires, edited.
+async fn stack_template(
+    aws: &Aws,
+    land: &Landscape,
+    cluster: &str,
+    options: &Options,
+) -> Result<Outcome> {
+    let steps = steps::evaluate(aws, land, cluster, options, Evidence::Recorded).await;
+    let next = steps::next(&steps).map_or(0, |s| s.number);
+    if !matches!(next, 6 | 7) {
+        bail!(
+            "{cluster}'s next step is {}: the stack's template is edited at steps 6 (the rules) \
+             and 7 (the queue)",
+            if next == 0 {
+                "none".to_owned()
+            } else {
+                next.to_string()
+            }
+        );
+    }
+    let view = &land.clusters[cluster];
+    let setups: Vec<&OldSetup> = view.setups.iter().map(|i| &land.setups[*i]).collect();
+    let owned = |owner: &Owner| match owner {
+        Owner::Stack { stack, logical } => Some((stack.clone(), logical.clone())),
+        _ => None,
+    };
+    let rules: Vec<(String, String)> = setups
+        .iter()
+        .flat_map(|s| &s.rules)
+        .filter_map(|r| owned(&r.owner))
+        .collect();
+    let queue = setups.iter().find_map(|s| owned(&s.owner));
+    let Some(stack) = rules
+        .first()
+        .map(|(s, _)| s.clone())
+        .or_else(|| queue.as_ref().map(|(s, _)| s.clone()))
+    else {
+        bail!("no stack owns {cluster}'s old rules or queue: --stack-template has nothing to edit");
+    };
+    let body = aws
+        .cfn
+        .get_template()
+        .stack_name(&stack)
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("GetTemplate {stack}: {}", describe(&e)))?
+        .template_body()
+        .map(str::to_owned)
+        .with_context(|| format!("stack {stack} returned no template"))?;
+    let rule_ids: Vec<String> = rules
+        .into_iter()
+        .filter(|(s, _)| *s == stack)
+        .map(|(_, id)| id)
+        .collect();
+    let new_queue = land.queue_names.queue_name(cluster).unwrap_or_default();
+    let queue_id = queue
+        .filter(|(s, _)| next == 7 && *s == stack)
+        .map(|(_, id)| id);
+    let edit = stack_edit::retire(
+        &body,
+        &stack_edit::Retire {
+            rules: &rule_ids,
+            queue: queue_id.as_deref().map(|id| (id, new_queue.as_str())),
+        },
+    )
+    .with_context(|| format!("editing stack {stack}'s template"))?;
+    Ok(Outcome::Template {
+        stack,
+        step: next,
+        edit,
+    })
+}
+
+/// What a cluster runs today, one fact per line.
+fn today(land: &Landscape, name: &str) -> Vec<String> {
+    let view = &land.clusters[name];
+    let mut lines = Vec::new();
+    if let Some(tenant) = &view.tenant {
+        lines.push(format!("the router's queue {} exists", tenant.name));
+    }
+    if let Some((queue, why)) = &view.name_taken {
+        lines.push(format!(
+            "{} has the router's queue name but the tenant stack did not make it ({why}): the \
+             router does not write it",
+            queue.name
+        ));
+    }
+    if view.setups.is_empty() && view.tenant.is_none() {
+        lines.push(
+            "no interruption set-up found: no default-bus rule sends Karpenter's events to a \
+             queue its Karpenter may read, so it handles no interruption today"
+                .to_owned(),
+        );
+    }
+    for setup in view.setups.iter().map(|i| &land.setups[*i]) {
+        let how = setup
+            .clusters
+            .iter()
+            .find(|(c, _)| c == name)
+            .map(|(_, tie)| tie.clone())
+            .unwrap_or(Tie::Name);
+        lines.push(format!(
+            "old queue {}, made by {}; {how}",
+            setup.queue.name, setup.owner
+        ));
+        lines.push(format!("{} fed by {}", setup.queue.name, rules_line(setup)));
+    }
+    match &view.controller {
+        Some(role) => lines.push(format!("Karpenter's controller role: {role}")),
+        None => lines.push(
+            "Karpenter's controller role: not found (pass --karpenter-role <cluster>=<role>)"
+                .to_owned(),
+        ),
+    }
+    lines
+}
+
+/// `5 rules (kinds), 5 enabled, by <owner>: names` for a set-up.
+fn rules_line(setup: &OldSetup) -> String {
+    if setup.rules.is_empty() {
+        return "no rule".to_owned();
+    }
+    let enabled = setup.rules.iter().filter(|r| r.enabled).count();
+    let owners: Vec<String> = {
+        let mut owners: Vec<String> = setup
+            .rules
+            .iter()
+            .map(|r| match &r.owner {
+                Owner::Stack { stack, .. } => format!("stack {stack}"),
+                other => other.to_string(),
+            })
+            .collect();
+        owners.sort();
+        owners.dedup();
+        owners
+    };
+    format!(
+        "{} rule(s) made by {} ({enabled} enabled): {}",
+        setup.rules.len(),
+        owners.join("; "),
+        setup.kinds().into_iter().collect::<Vec<_>>().join(", "),
+    )
+}
+
+impl Report {
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "routerctl adopt: account {}, {}, router stack {}\n",
+            self.account, self.region, self.stack,
+        );
+        for cluster in &self.clusters {
+            let _ = writeln!(
+                out,
+                "\n{}: {} Karpenter node(s)",
+                cluster.name, cluster.nodes
+            );
+            for (n, line) in cluster.today.iter().enumerate() {
+                let _ = writeln!(out, "  {} {line}", if n == 0 { "today:" } else { "      " });
+            }
+            for step in &cluster.steps {
+                let _ = writeln!(
+                    out,
+                    "  {}. [{:<7}] {}: {}",
+                    step.number,
+                    step.state.label(),
+                    step.title,
+                    step.detail
+                );
+            }
+            let next = cluster.next();
+            let line = match next {
+                None => "nothing: it is on the router and its old set-up is gone".to_owned(),
+                Some(step) => match &step.action {
+                    Action::Apply(change) => format!(
+                        "{}routerctl adopt --cluster {} --apply {}",
+                        if step.snippet.is_some() {
+                            "yours first, the helm command below; then "
+                        } else {
+                            ""
+                        },
+                        cluster.name,
+                        change.describe()
+                    ),
+                    Action::Operator(what) => format!("yours: {what}"),
+                    Action::Nothing if step.state == State::Waiting => {
+                        format!("wait: {}", step.detail)
+                    }
+                    Action::Nothing => format!("step {} is blocked: {}", step.number, step.detail),
+                },
+            };
+            let _ = writeln!(out, "  next: {line}");
+            if let Some(snippet) = next.and_then(|s| s.snippet.as_deref()) {
+                for line in snippet.lines() {
+                    let _ = writeln!(out, "    {line}");
+                }
+            }
+        }
+        if !self.shared.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nqueues several clusters read (each Karpenter deletes the others' messages, so \
+                 each cluster misses interruptions):"
+            );
+            for q in &self.shared {
+                let _ = writeln!(out, "  {q}");
+            }
+        }
+        if !self.unclaimed.is_empty() {
+            let _ = writeln!(
+                out,
+                "\ninterruption queues no cluster could be tied to (name one's Karpenter role \
+                 with --karpenter-role <cluster>=<role>; adopt leaves them alone):"
+            );
+            for q in &self.unclaimed {
+                let _ = writeln!(out, "  {q}");
+            }
+        }
+        if !self.unreadable.is_empty() {
+            let _ = writeln!(out, "\nrules adopt could not evaluate (left alone):");
+            for (rule, why) in &self.unreadable {
+                let _ = writeln!(out, "  {rule}: {why}");
+            }
+        }
+        match &self.outcome {
+            Outcome::Planned => {}
+            Outcome::Applied { step, did } => {
+                let _ = writeln!(out, "\napplied step {step}: {did}");
+            }
+            Outcome::Refused { why, .. } => {
+                let _ = writeln!(out, "\nnothing applied: {why}");
+            }
+            Outcome::Finished => {
+                let _ = writeln!(out, "\nnothing to apply: every step is done");
+            }
+            Outcome::Template { stack, step, edit } => {
+                let _ = writeln!(
+                    out,
+                    "\nstack {stack}'s template for step {step} (printed on stdout): {}",
+                    edit.summary()
+                );
+            }
+            Outcome::RolledBack {
+                enabled,
+                waited,
+                helm,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "\nrolled back: {}; the old queue gets every event from now on. No old rule \
+                     is disabled again until --apply sees Karpenter on the router's queue anew. \
+                     Point Karpenter back at its old queue now:",
+                    if enabled.is_empty() {
+                        "the old rules were still enabled".to_owned()
+                    } else {
+                        format!(
+                            "re-enabled {} and waited {} s for EventBridge to apply it",
+                            enabled.join(", "),
+                            waited.as_secs()
+                        )
+                    }
+                );
+                for line in helm.lines() {
+                    let _ = writeln!(out, "    {line}");
+                }
+            }
+        }
+        out
+    }
+}

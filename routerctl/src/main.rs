@@ -1,0 +1,420 @@
+//! `routerctl`: run the router locally, and check and exercise a real deployment.
+
+use std::{path::PathBuf, process::ExitCode, time::Duration};
+
+use aws_model::aws::Aws;
+use clap::{Parser, Subcommand};
+use routerctl::{adopt, fis, simulate, verify};
+
+#[derive(Parser)]
+#[command(
+    name = "routerctl",
+    version,
+    about = "Operator CLI for interruption-router",
+    after_help = "Exit status: 0 when all is well, 1 when a check or verdict failed, 2 when the command could not run."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the whole system on a local AWS emulator and check every event reached its cluster.
+    Demo {
+        /// Number of clusters (each gets a tenant stack and its own queue); at least 2, so one
+        /// Health event can span two clusters.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(2..=64))]
+        clusters: u16,
+        /// Karpenter nodes per cluster, each interrupted by a simulated FIS spot experiment.
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=100))]
+        instances: u16,
+        /// Records per invocation (default: the base stack's event source mapping BatchSize).
+        #[arg(long)]
+        batch_size: Option<usize>,
+        /// Leave the emulator running and print how to point the aws CLI at it.
+        #[arg(long)]
+        keep: bool,
+        /// The router binary (default: next to routerctl, from the same cargo build).
+        #[arg(long)]
+        router_bin: Option<PathBuf>,
+        /// Accounts, the hub included: with 2 or more, the hub serves member accounts through
+        /// its central bus and spoke stacks, each with a cluster named `prod`.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=20))]
+        accounts: u16,
+        /// Regions each member account has clusters in (with --accounts).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4))]
+        regions: u16,
+        /// Instead, move clusters that run Karpenter's getting-started and Terraform-style
+        /// interruption set-ups onto the router with `routerctl adopt`, while events keep coming.
+        #[arg(long, conflicts_with_all = ["clusters", "instances", "batch_size", "keep", "accounts", "regions"])]
+        adopt: bool,
+    },
+
+    /// Send synthetic interruption events for a cluster's running instances to the ingest queue
+    /// or the router function (not through EventBridge: AWS refuses aws.* sources there).
+    /// Karpenter acts on them: a simulated spot warning drains a real node.
+    Simulate {
+        /// The cluster: the value of the instances' cluster tag.
+        #[arg(long)]
+        cluster: String,
+        /// What to send; `health` is one event naming every selected instance, `fis` four per
+        /// instance (rebalance, warning, stopping, terminated).
+        #[arg(long, value_enum)]
+        kind: simulate::SimKind,
+        /// How many running instances to pick (lowest ids first).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100), conflicts_with = "instances")]
+        count: u16,
+        /// Pick this instance instead (repeatable); it must carry the cluster tag.
+        #[arg(long = "instance", value_name = "ID")]
+        instances: Vec<String>,
+        /// The ingest queue URL (Queue mode) or the router function's name or ARN (Direct mode).
+        #[arg(long, value_name = "QUEUE_URL|FUNCTION")]
+        to: String,
+        /// The state of `--kind state` events.
+        #[arg(long, default_value = "terminated")]
+        state: String,
+        /// The tag naming the cluster; `kubernetes.io/cluster/*` selects by that key instead.
+        #[arg(long, default_value = "eks:eks-cluster-name")]
+        cluster_tag: String,
+        /// Pick only instances with this tag key (the router's MANAGED_TAG_KEY); '' for any.
+        #[arg(long, default_value = interruption_router::config::DEFAULT_MANAGED_TAG_KEY)]
+        managed_tag: String,
+        /// The cluster's region (its instances, and the events' `region`).
+        #[arg(long)]
+        region: Option<String>,
+        /// The cluster's account, when it is a member account of a hub: its instances are
+        /// picked there (through --spoke-role unless the caller is in that account) and the
+        /// events carry it.
+        #[arg(long, value_name = "ACCOUNT_ID")]
+        account: Option<String>,
+        /// The role assumed in --account.
+        #[arg(long, default_value = "interruption-router-spoke")]
+        spoke_role: String,
+        /// The region of --to, when the hub is not in the cluster's region.
+        #[arg(long)]
+        hub_region: Option<String>,
+    },
+
+    /// Check a live deployment: rules, queues and their policies, the event source mapping, the
+    /// function's environment and role, the dashboard and alarms, and every cluster's queue; with
+    /// --account, also a member account's spoke stack, spoke role and queues, and the central
+    /// bus's policy for it. Exit status 1 on any failure.
+    Verify {
+        /// The base stack's name.
+        #[arg(long, default_value = verify::DEFAULT_STACK)]
+        stack: String,
+        /// A cluster whose queue to check (repeatable); default: every queue the router's naming
+        /// template matches.
+        #[arg(long = "cluster")]
+        clusters: Vec<String>,
+        /// Also check this member account (12 digits), reached by assuming its spoke role with
+        /// your credentials, or with --profile.
+        #[arg(long, value_parser = verify::parse_account_id)]
+        account: Option<String>,
+        /// The member account's spoke stack (cloudformation/spoke.yaml), in the same region.
+        #[arg(long, default_value = verify::DEFAULT_SPOKE_STACK, requires = "account")]
+        spoke_stack: String,
+        /// Reach the member account with this profile instead of assuming the spoke role (which
+        /// trusts only the hub's router role, and may not read CloudFormation, EventBridge or IAM).
+        #[arg(long, requires = "account")]
+        profile: Option<String>,
+        /// The organisation the central bus's policy admits (aws:PrincipalOrgID), o-…; without it
+        /// an organisation-wide bus policy is reported as undetermined.
+        #[arg(long, value_parser = verify::parse_org_id, requires = "account")]
+        org_id: Option<String>,
+        /// Karpenter's controller role for a cluster whose tenant stack does not name it
+        /// (KarpenterRoleName), as <cluster>=<role name>; repeatable.
+        #[arg(long = "karpenter-role", value_parser = verify::parse_cluster_role)]
+        karpenter_roles: Vec<(String, String)>,
+        #[arg(long)]
+        region: Option<String>,
+    },
+
+    /// Move clusters that run Karpenter with their own interruption queue and rules onto the
+    /// router, one checked step at a time. Without --apply or --rollback it only prints, per
+    /// cluster, what it runs today and the steps left; nothing changes. Exit status 1 when
+    /// --apply finds no step it may take now (the reason is printed).
+    Adopt {
+        /// The router's base stack.
+        #[arg(long, default_value = verify::DEFAULT_STACK)]
+        stack: String,
+        /// The cluster to plan, apply or roll back (default for a plan: every cluster).
+        #[arg(long, required_if_eq_any = [("apply", "true"), ("rollback", "true"), ("stack_template", "true")])]
+        cluster: Option<String>,
+        /// Make the next step's AWS-side change, if it is adopt's to make and safe now.
+        #[arg(long, conflicts_with_all = ["rollback", "stack_template"])]
+        apply: bool,
+        /// Re-enable the cluster's old rules, wait for EventBridge to apply that, and print the
+        /// helm command back to its old queue.
+        #[arg(long, conflicts_with = "stack_template")]
+        rollback: bool,
+        /// Print the template of the stack that owns the cluster's old rules or queue, edited for
+        /// step 6 or 7 (deploy it with aws cloudformation deploy).
+        #[arg(long)]
+        stack_template: bool,
+        /// With --apply: the old rules and queue that carry no tool's mark were made by hand, and
+        /// adopt may delete them at steps 6 and 7.
+        #[arg(long, requires = "apply")]
+        delete_hand_made: bool,
+        /// Seconds to wait after a rule change reads back before counting on it (EventBridge
+        /// applies rule changes "after a short period").
+        #[arg(long, default_value_t = adopt::DEFAULT_SETTLE.as_secs())]
+        rule_settle: u64,
+        /// Karpenter's controller role for a cluster adopt cannot find it for, as
+        /// <cluster>=<role name>; repeatable.
+        #[arg(long = "karpenter-role", value_parser = verify::parse_cluster_role)]
+        karpenter_roles: Vec<(String, String)>,
+        /// The tag key on Karpenter's nodes (the router's MANAGED_TAG_KEY).
+        #[arg(long, default_value = interruption_router::config::DEFAULT_MANAGED_TAG_KEY)]
+        managed_tag: String,
+        #[arg(long)]
+        region: Option<String>,
+    },
+
+    /// Start a cluster's FIS spot-interruption experiment (cloudformation/fis.yaml), wait for it,
+    /// and report from the router's logs which clusters received its events. Exit status 1
+    /// unless the target cluster received them and no other cluster did. Interrupts real nodes.
+    #[command(group = clap::ArgGroup::new("experiment").required(true).multiple(true).args(["cluster", "template_id", "experiment_id"]))]
+    Fis {
+        /// The target cluster; its template is the one tagged cluster=<name>.
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Start this experiment template instead of looking it up.
+        #[arg(long)]
+        template_id: Option<String>,
+        /// Report on an experiment that already ran; starts nothing.
+        #[arg(long, conflicts_with = "template_id")]
+        experiment_id: Option<String>,
+        /// The base stack, whose RouterLogGroup holds the router's logs.
+        #[arg(long, default_value = "interruption-router")]
+        stack: String,
+        /// Read the router's logs from this log group instead.
+        #[arg(long)]
+        log_group: Option<String>,
+        /// How long after the experiment to keep collecting (e.g. 3m); default: the template's
+        /// durationBeforeInterruption plus 60 s.
+        #[arg(long, value_parser = fis::parse_duration)]
+        settle: Option<Duration>,
+        /// Give up waiting for the experiment after this long.
+        #[arg(long, default_value = "30m", value_parser = fis::parse_duration)]
+        timeout: Duration,
+        /// Also fail if another cluster received any event during the window.
+        #[arg(long)]
+        strict: bool,
+        /// The tag the router routes by (its MANAGED_TAG_KEY): the template must select by it.
+        #[arg(long, default_value = interruption_router::config::DEFAULT_MANAGED_TAG_KEY)]
+        managed_tag: String,
+        /// Confirm starting the experiment (it interrupts real spot instances).
+        #[arg(long)]
+        yes: bool,
+        #[arg(long)]
+        region: Option<String>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo {
+            adopt: true,
+            router_bin,
+            ..
+        } => routerctl::demo::adoption::run(router_bin).await,
+        Command::Demo {
+            instances,
+            router_bin,
+            accounts,
+            regions,
+            ..
+        } if accounts > 1 || regions > 1 => {
+            let options = routerctl::demo::organisation::Options {
+                accounts: accounts.max(2).into(),
+                regions: regions.into(),
+                instances: instances.into(),
+                router_bin,
+            };
+            routerctl::demo::organisation::run(options)
+                .await
+                .map(|report| report.passed())
+        }
+        Command::Demo {
+            clusters,
+            instances,
+            batch_size,
+            keep,
+            router_bin,
+            ..
+        } => {
+            let options = routerctl::demo::Options {
+                clusters: clusters.into(),
+                instances: instances.into(),
+                batch_size,
+                keep,
+                router_bin,
+            };
+            routerctl::demo::run(options)
+                .await
+                .map(|report| report.passed())
+        }
+        Command::Simulate {
+            cluster,
+            kind,
+            count,
+            instances,
+            to,
+            state,
+            cluster_tag,
+            managed_tag,
+            region,
+            account,
+            spoke_role,
+            hub_region,
+        } => {
+            let options = simulate::Options {
+                cluster,
+                kind,
+                count: count.into(),
+                instances,
+                to,
+                state,
+                cluster_tag,
+                managed_tag,
+            };
+            // The cluster's account and region pick the instances; the hub's clients send.
+            let run = async {
+                let site = match &account {
+                    Some(account) => {
+                        Aws::load_in_account(region.clone(), account, &spoke_role).await?
+                    }
+                    None => Aws::load(region.clone()).await?,
+                };
+                let hub = match (&account, hub_region) {
+                    (None, None) => site.clone(),
+                    (_, hub_region) => Aws::load(hub_region.or(region)).await?,
+                };
+                let report = simulate::run_from(&hub, &site, &options).await?;
+                print!("{}", report.render());
+                Ok(report.failed() == 0)
+            };
+            run.await
+        }
+        Command::Verify {
+            stack,
+            clusters,
+            account,
+            spoke_stack,
+            profile,
+            org_id,
+            karpenter_roles,
+            region,
+        } => {
+            let options = verify::Options {
+                stack,
+                clusters,
+                account,
+                spoke_stack,
+                profile,
+                org_id,
+                karpenter_roles,
+            };
+            let run = async {
+                let report = verify::run(&Aws::load(region).await?, &options).await;
+                print!("{}", report.render());
+                Ok(report.passed())
+            };
+            run.await
+        }
+        Command::Adopt {
+            stack,
+            cluster,
+            apply,
+            rollback,
+            stack_template,
+            delete_hand_made,
+            rule_settle,
+            karpenter_roles,
+            managed_tag,
+            region,
+        } => {
+            let options = adopt::Options {
+                stack,
+                cluster,
+                verb: match (apply, rollback, stack_template) {
+                    (true, _, _) => adopt::Verb::Apply,
+                    (_, true, _) => adopt::Verb::Rollback,
+                    (_, _, true) => adopt::Verb::StackTemplate,
+                    _ => adopt::Verb::Plan,
+                },
+                karpenter_roles,
+                managed_tag,
+                delete_hand_made,
+                settle: std::time::Duration::from_secs(rule_settle),
+            };
+            let run = async {
+                let report = adopt::run(&Aws::load(region).await?, &options).await?;
+                match &report.outcome {
+                    // The template alone on stdout, to redirect into a file.
+                    adopt::Outcome::Template { edit, .. } => {
+                        eprint!("{}", report.render());
+                        print!("{}", edit.template);
+                    }
+                    _ => print!("{}", report.render()),
+                }
+                Ok(report.passed())
+            };
+            run.await
+        }
+        Command::Fis {
+            cluster,
+            template_id,
+            experiment_id,
+            stack,
+            log_group,
+            settle,
+            timeout,
+            strict,
+            managed_tag,
+            yes,
+            region,
+        } => {
+            if experiment_id.is_none() && !yes {
+                eprintln!(
+                    "error: this starts a FIS experiment that interrupts running spot instances of the \
+                     cluster; pass --yes to go ahead (or --experiment-id to report on one that ran)"
+                );
+                return ExitCode::from(2);
+            }
+            let options = fis::Options {
+                cluster,
+                template_id,
+                experiment_id,
+                stack,
+                log_group,
+                settle,
+                poll: Duration::from_secs(5),
+                timeout,
+                strict,
+                managed_tag,
+            };
+            match Aws::load(region).await {
+                Ok(aws) => fis::run(&aws, &options, |what| eprintln!("  … {what}"))
+                    .await
+                    .map(|report| {
+                        print!("{}", report.render());
+                        report.passed()
+                    }),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

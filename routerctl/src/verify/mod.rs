@@ -1,0 +1,171 @@
+//! `routerctl verify`: checks a live deployment of the base stack (and its tenant queues, and with
+//! `--account` one member account's spoke stack) against what the router needs to deliver every
+//! interruption, and says how to fix each failure.
+//!
+//! Everything is read from AWS, not from the template: drift (a rule disabled by hand, a queue
+//! re-created unencrypted, an event source mapping edited) is what this exists to catch. Expected
+//! rule patterns come from the router's own [`Kind`](interruption_router::event::Kind) list, and
+//! the function's environment is validated with the router's own
+//! [`Config::from_lookup`](interruption_router::config::Config::from_lookup), so verify and the
+//! router cannot disagree. Permissions are evaluated with [`aws_model::policy`] (queue, function and
+//! bus policies, roles' inline and managed policies, permission boundaries and trust policies);
+//! SCPs are not.
+//!
+//! Every check has a stable name and, when it fails, a fix. One file per family of checks, in the
+//! order [`run`] reports them:
+//!
+//! * `stack.rs`: `stack`, the base stack and the outputs everything else is found by;
+//! * `rules.rs`: `rule:<name>`, the five rules (and their central-bus copies);
+//! * `queues.rs`: `ingest-queue`, `dead-letter-queue`, their `:policy`, `event-source-mapping`;
+//! * `function.rs`: `function`, `function:environment`, Direct mode's `function:invoke-permission`
+//!   and `function:on-failure-destination`, `router-role`, `router-role:assume-spoke-roles`;
+//! * `monitoring.rs`: `dashboard`, `alarm:<name>` (late forwards, access denied, unreachable
+//!   accounts, missing metric documents), `function:metrics`;
+//! * `tenants.rs`: `tenant:<cluster>:queue`, `:encryption`, `:queue-policy`, `:router-role`;
+//! * `spokes.rs`: `spoke:<account>:…`, one member account (`--account`): what it forwards to the
+//!   hub's bus, whether the bus admits it, the spoke role's trust and permissions, its tenant
+//!   queues.
+//!
+//! Shared: `report.rs` (the report and how a check gathers findings), `role.rs` (a role's policies
+//! read once).
+
+mod function;
+mod monitoring;
+pub(crate) mod queues;
+mod report;
+pub(crate) mod role;
+pub(crate) mod rules;
+mod spokes;
+pub(crate) mod stack;
+pub(crate) mod tenants;
+
+pub use monitoring::{ALARMS, Monitored};
+pub use queues::events_queue_policy;
+pub use report::{Check, Mode, Report};
+pub use rules::{HUB_RULES, RULES};
+pub use spokes::{
+    hub_bus_policy, parse_account_id, parse_org_id, spoke_role_policy, spoke_trust_policy,
+};
+pub use tenants::{cluster_of, tenant_queue_policy};
+
+use aws_model::aws::Aws;
+
+/// The base stack's name unless `--stack` says otherwise.
+pub const DEFAULT_STACK: &str = "interruption-router";
+/// A member account's spoke stack unless `--spoke-stack` says otherwise.
+pub const DEFAULT_SPOKE_STACK: &str = "interruption-router-spoke";
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub stack: String,
+    /// Clusters whose queues to check; empty checks every queue named by the router's template.
+    pub clusters: Vec<String>,
+    /// A member account to check as well (its spoke stack, the spoke role, the hub bus's policy
+    /// for it, and its tenant queues).
+    pub account: Option<String>,
+    /// The member account's spoke stack.
+    pub spoke_stack: String,
+    /// Reach the member account with this profile's credentials instead of assuming its spoke
+    /// role.
+    pub profile: Option<String>,
+    /// The organisation the hub bus's policy admits (aws:PrincipalOrgID), when it names one.
+    pub org_id: Option<String>,
+    /// Karpenter's controller role per cluster (`--karpenter-role <cluster>=<role>`), for clusters
+    /// whose tenant stack does not name it.
+    pub karpenter_roles: Vec<(String, String)>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            stack: DEFAULT_STACK.to_owned(),
+            clusters: Vec::new(),
+            account: None,
+            spoke_stack: DEFAULT_SPOKE_STACK.to_owned(),
+            profile: None,
+            org_id: None,
+            karpenter_roles: Vec::new(),
+        }
+    }
+}
+
+/// `--karpenter-role <cluster>=<role name>`.
+pub fn parse_cluster_role(value: &str) -> Result<(String, String), String> {
+    let (cluster, role) = value
+        .split_once('=')
+        .ok_or_else(|| format!("{value:?} is not <cluster>=<role name>"))?;
+    let role_name = |r: &str| {
+        !r.is_empty()
+            && r.len() <= 64
+            && r.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+=,.@_-".contains(c))
+    };
+    if cluster.is_empty() || !role_name(role) {
+        return Err(format!(
+            "{value:?}: give a cluster name and an IAM role name (not an ARN), e.g. alpha=KarpenterController-alpha"
+        ));
+    }
+    Ok((cluster.to_owned(), role.to_owned()))
+}
+
+/// Runs every check. AWS errors (a missing resource, a denied read) become failed checks with
+/// their fix, so there is no error to return.
+pub async fn run(aws: &Aws, options: &Options) -> Report {
+    let mut report = Report {
+        stack: options.stack.clone(),
+        region: aws.region.clone(),
+        mode: None,
+        spoke: options
+            .account
+            .as_ref()
+            .map(|a| (a.clone(), options.spoke_stack.clone())),
+        checks: Vec::new(),
+    };
+    let checks = &mut report.checks;
+
+    // The base stack: everything else is found through its outputs and resources.
+    let Some(base) = stack::check(aws, &options.stack, checks).await else {
+        return report;
+    };
+    // Rules first: the queue and function policies are checked against their ARNs.
+    let function = function::load(aws, &base).await;
+    let function_arn = function.as_ref().ok().and_then(|f| f.function_arn());
+    let rule_arns = rules::check(aws, &base, function_arn, checks).await;
+    let timeout = function.as_ref().ok().and_then(|f| f.timeout());
+    queues::check(aws, &base, &rule_arns, timeout, checks).await;
+    let config = function::check(aws, &base, &function, &rule_arns, checks).await;
+    let role = function::check_role(aws, &base, config.as_ref(), checks).await;
+    monitoring::check(aws, &base, config.as_ref(), checks).await;
+    let template = tenants::template(&base, config.as_ref(), checks);
+    if let Some(template) = &template {
+        tenants::check(
+            aws,
+            &base,
+            template,
+            role.as_ref(),
+            &options.clusters,
+            &options.karpenter_roles,
+            checks,
+        )
+        .await;
+    }
+    if let Some(account) = &options.account {
+        let member = spokes::Member {
+            account,
+            spoke_stack: &options.spoke_stack,
+            profile: options.profile.as_deref(),
+            org_id: options.org_id.as_deref(),
+        };
+        spokes::check(
+            aws,
+            &base,
+            config.as_ref(),
+            template.as_ref(),
+            &member,
+            checks,
+        )
+        .await;
+    }
+    report.mode = Some(base.mode);
+    report
+}

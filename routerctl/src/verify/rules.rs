@@ -1,0 +1,358 @@
+//! `rule:<name>`: the base stack's five rules on the default bus (and, with its central bus, their
+//! five copies there) exist, are ENABLED, carry exactly the pattern the router handles (from its
+//! own [`Kind`] list, compared as EventBridge reads patterns; on a default bus only the rule's own
+//! account's events, [`Kind::event_pattern_in`]) and target the ingest queue (Queue mode) or the
+//! function (Direct mode) with the DLQ as dead-letter config. The state, bus and pattern part is
+//! shared with the spoke stacks' rules (`spokes.rs`).
+
+use aws_sdk_eventbridge::{operation::describe_rule::DescribeRuleOutput, types::RuleState};
+use interruption_router::event::Kind;
+use serde_json::Value;
+
+use super::{
+    report::{Check, Findings, Mode, fail},
+    stack::Base,
+};
+use aws_model::aws::{Aws, describe};
+
+/// The base stack's rules, by logical id, and the kind each must pass.
+pub const RULES: [(&str, Kind); 5] = [
+    ("SpotInterruptionRule", Kind::SpotInterruption),
+    ("RebalanceRecommendationRule", Kind::RebalanceRecommendation),
+    ("StateChangeRule", Kind::StateChange),
+    ("ScheduledChangeRule", Kind::ScheduledChange),
+    (
+        "CapacityReservationInterruptionRule",
+        Kind::CapacityReservationInterruption,
+    ),
+];
+
+/// Their copies on the central bus (CentralBus=Enabled), by logical id.
+pub const HUB_RULES: [(&str, Kind); 5] = [
+    ("HubSpotInterruptionRule", Kind::SpotInterruption),
+    (
+        "HubRebalanceRecommendationRule",
+        Kind::RebalanceRecommendation,
+    ),
+    ("HubStateChangeRule", Kind::StateChange),
+    ("HubScheduledChangeRule", Kind::ScheduledChange),
+    (
+        "HubCapacityReservationInterruptionRule",
+        Kind::CapacityReservationInterruption,
+    ),
+];
+
+/// Checks every rule of the base stack; the ARNs of those that exist, which the queue and function
+/// policies must admit.
+pub(super) async fn check(
+    aws: &Aws,
+    base: &Base,
+    function_arn: Option<&str>,
+    checks: &mut Vec<Check>,
+) -> Vec<String> {
+    let dlq = base.output("DeadLetterQueueArn");
+    let target = match base.mode {
+        Mode::Queue => base.output("IngestQueueArn"),
+        Mode::Direct => function_arn,
+    };
+    let hub_bus = base.hub_bus_arn().map(bus_name);
+    let rules = RULES.iter().map(|(logical, kind)| (*logical, *kind, None));
+    let hub_rules = HUB_RULES
+        .iter()
+        .filter(|_| hub_bus.is_some())
+        .map(|(logical, kind)| (*logical, *kind, hub_bus));
+    let mut arns = Vec::new();
+    for (logical, kind, bus) in rules.chain(hub_rules) {
+        let (check, arn) = check_rule(aws, base, logical, kind, bus, target, dlq).await;
+        checks.push(check);
+        arns.extend(arn);
+    }
+    arns
+}
+
+/// The name of an event bus from its ARN (`…:event-bus/<name>`).
+pub(super) fn bus_name(arn: &str) -> &str {
+    arn.split_once(":event-bus/").map_or(arn, |(_, name)| name)
+}
+
+/// Arrays in an event pattern are sets: order does not matter.
+pub(super) fn normalized(value: &Value) -> Value {
+    match value {
+        Value::Array(items) => {
+            let mut items: Vec<Value> = items.iter().map(normalized).collect();
+            items.sort_by_key(|v| v.to_string());
+            Value::Array(items)
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), normalized(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// ` --event-bus-name <bus>` for a rule on a bus other than the default one.
+fn bus_arg(bus: Option<&str>) -> String {
+    bus.map(|b| format!(" --event-bus-name {b}"))
+        .unwrap_or_default()
+}
+
+/// DescribeRule; a problem text on failure (a deleted rule says so).
+pub(super) async fn describe_rule(
+    aws: &Aws,
+    name: &str,
+    bus: Option<&str>,
+) -> Result<DescribeRuleOutput, String> {
+    aws.events
+        .describe_rule()
+        .name(name)
+        .set_event_bus_name(bus.map(str::to_owned))
+        .send()
+        .await
+        .map_err(|e| {
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_not_found_exception())
+            {
+                format!("rule {name} does not exist (deleted outside CloudFormation)")
+            } else {
+                format!("DescribeRule {name}: {}", describe(&e))
+            }
+        })
+}
+
+/// The rule is ENABLED, on `bus` (`None`: the default bus, where EC2 and Health send) and
+/// matches exactly what the router handles for `kind`.
+pub(super) fn state_bus_and_pattern(
+    rule: &DescribeRuleOutput,
+    name: &str,
+    kind: Kind,
+    bus: Option<&str>,
+    region: &str,
+    f: &mut Findings,
+) {
+    match rule.state() {
+        Some(RuleState::Enabled) => f.ok(format!("{name} ENABLED")),
+        state => f.problem(
+            format!(
+                "{name} is {}: its events never reach the router",
+                state.map_or("in no state", |s| s.as_str())
+            ),
+            format!(
+                "aws events enable-rule --name {name} --region {region}{}",
+                bus_arg(bus)
+            ),
+        ),
+    }
+    let on = rule.event_bus_name().unwrap_or("default");
+    match bus {
+        None if on != "default" => f.problem(
+            format!("{name} is on event bus {on}; EC2 and Health send to the default bus"),
+            "re-create the rule on the default event bus, as the template does",
+        ),
+        Some(expected) if on != expected => f.problem(
+            format!("{name} is on event bus {on}, not the central bus {expected}"),
+            format!("re-create the rule on event bus {expected}, as base.yaml does"),
+        ),
+        _ => {}
+    }
+    // On a default bus, the rule's own account only: a default bus can also receive other
+    // accounts' events (EventBridge: "rules with an account field do not match any events sent
+    // from other accounts").
+    let own_account = rule.arn().and_then(aws_model::aws::arn_account);
+    let expected = match (bus, own_account) {
+        (None, Some(account)) => kind.event_pattern_in(account),
+        _ => kind.event_pattern(),
+    };
+    let found: Option<Value> = rule
+        .event_pattern()
+        .and_then(|p| serde_json::from_str(p).ok());
+    if found.as_ref().map(normalized) == Some(normalized(&expected)) {
+        f.ok("pattern as the router expects");
+    } else {
+        let every_account =
+            bus.is_none() && found.as_ref().is_some_and(|p| p.get("account").is_none());
+        let consequence = if every_account {
+            " (without `account` it matches every account's events the default bus receives: \
+             each foreign interruption is dead-lettered account-not-served and pages, or arrives \
+             twice through the central bus)"
+        } else {
+            ""
+        };
+        f.problem(
+            format!(
+                "pattern {} differs from what the router handles: {expected}{consequence}",
+                rule.event_pattern().unwrap_or("(none)")
+            ),
+            format!(
+                "aws events put-rule --name {name} --region {region}{} --state ENABLED --event-pattern '{expected}'",
+                bus_arg(bus)
+            ),
+        );
+    }
+}
+
+async fn check_rule(
+    aws: &Aws,
+    base: &Base,
+    logical: &str,
+    kind: Kind,
+    bus: Option<&str>,
+    target: Option<&str>,
+    dlq: Option<&str>,
+) -> (Check, Option<String>) {
+    let check_name = format!("rule:{logical}");
+    let region = &aws.region;
+    let Some(name) = base.resources.get(logical) else {
+        return (
+            fail(
+                &check_name,
+                format!("the stack has no {logical}"),
+                "update the stack with this project's cloudformation/base.yaml",
+            ),
+            None,
+        );
+    };
+    let rule = match describe_rule(aws, name, bus).await {
+        Ok(rule) => rule,
+        Err(problem) => {
+            return (
+                fail(
+                    &check_name,
+                    problem,
+                    format!(
+                        "CloudFormation does not re-create deleted resources on its own: re-create \
+                         the rule as base.yaml defines it, or delete and re-deploy the stack {}",
+                        base.name
+                    ),
+                ),
+                None,
+            );
+        }
+    };
+    let arn = rule.arn().map(str::to_owned).unwrap_or_else(|| {
+        let path = bus.map(|b| format!("{b}/")).unwrap_or_default();
+        format!(
+            "arn:{}:events:{region}:{}:rule/{path}{name}",
+            base.partition, base.account
+        )
+    });
+    let mut f = Findings::default();
+    state_bus_and_pattern(&rule, name, kind, bus, region, &mut f);
+
+    let listed = aws
+        .events
+        .list_targets_by_rule()
+        .rule(name)
+        .set_event_bus_name(bus.map(str::to_owned))
+        .send()
+        .await;
+    match listed {
+        Ok(out) => {
+            let (what, target_id) = match base.mode {
+                Mode::Queue => ("the ingest queue", "ingest"),
+                Mode::Direct => ("the router function", "router"),
+            };
+            match (
+                target,
+                out.targets().iter().find(|t| Some(t.arn()) == target),
+            ) {
+                (None, _) => f.problem(
+                    format!("cannot tell whether it targets {what}: its ARN is unknown"),
+                    "fix the ingest-queue or function check first",
+                ),
+                (Some(target), None) => {
+                    let found: Vec<&str> = out.targets().iter().map(|t| t.arn()).collect();
+                    f.problem(
+                        format!("does not target {what} {target} (targets: {found:?})"),
+                        put_targets(name, bus, target_id, target, dlq, region),
+                    )
+                }
+                (Some(_), Some(t)) => match t.dead_letter_config().and_then(|d| d.arn()) {
+                    Some(arn) if Some(arn) == dlq => f.ok(format!("→ {what}, DLQ set")),
+                    other => f.problem(
+                        format!(
+                            "its target has dead-letter queue {other:?}, not the stack's DLQ: \
+                                 deliveries EventBridge gives up on are lost"
+                        ),
+                        put_targets(name, bus, target_id, t.arn(), dlq, region),
+                    ),
+                },
+            }
+        }
+        Err(e) => f.problem(
+            format!("ListTargetsByRule {name}: {}", describe(&e)),
+            "run verify with events:ListTargetsByRule",
+        ),
+    }
+    (f.into_check(check_name), Some(arn))
+}
+
+fn put_targets(
+    rule: &str,
+    bus: Option<&str>,
+    id: &str,
+    arn: &str,
+    dlq: Option<&str>,
+    region: &str,
+) -> String {
+    format!(
+        "aws events put-targets --rule {rule} --region {region}{} --targets \
+         'Id={id},Arn={arn},DeadLetterConfig={{Arn={}}},RetryPolicy={{MaximumRetryAttempts=185,MaximumEventAgeInSeconds=3600}}'",
+        bus_arg(bus),
+        dlq.unwrap_or("<DeadLetterQueueArn output>")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn patterns_compare_as_eventbridge_reads_them() {
+        // Order inside a list does not matter to EventBridge.
+        let shuffled = json!({"detail-type": ["EC2 Instance State-change Notification"],
+            "source": ["aws.ec2"], "detail": {"state": ["terminated", "stopping", "shutting-down", "stopped"]}});
+        assert_eq!(
+            normalized(&shuffled),
+            normalized(&Kind::StateChange.event_pattern())
+        );
+        let narrower = json!({"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
+            "detail": {"state": ["terminated"]}});
+        assert_ne!(
+            normalized(&narrower),
+            normalized(&Kind::StateChange.event_pattern())
+        );
+    }
+
+    #[test]
+    fn every_rule_pattern_is_in_the_compiled_in_template() {
+        // base.yaml writes each pattern in flow style; the router's kinds must all appear there,
+        // for the default bus's rules and the central bus's copies alike.
+        for (logical, kind) in RULES.into_iter().chain(HUB_RULES) {
+            let section = aws_model::stacks::BASE_TEMPLATE
+                .split(&format!("  {logical}:\n"))
+                .nth(1)
+                .unwrap_or_else(|| panic!("{logical} not in base.yaml"));
+            assert!(
+                section.contains(&format!("detail-type: [{}]", kind.detail_type())),
+                "{logical}"
+            );
+            assert!(
+                section.contains(&format!("source: [{}]", kind.source())),
+                "{logical}"
+            );
+        }
+    }
+
+    #[test]
+    fn bus_names_come_from_their_arns() {
+        assert_eq!(
+            bus_name("arn:aws:events:us-east-1:123456789012:event-bus/ir-hub"),
+            "ir-hub"
+        );
+        assert_eq!(bus_name("ir-hub"), "ir-hub");
+    }
+}

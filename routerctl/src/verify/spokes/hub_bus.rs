@@ -1,0 +1,172 @@
+//! `spoke:<account>:hub-bus-policy`: the hub bus's resource policy admits the account and no
+//! stranger.
+
+use serde_json::{Value, json};
+
+use super::{Hub, Member};
+use crate::verify::{
+    report::{Check, Findings, fail},
+    rules::bus_name,
+};
+use aws_model::{
+    aws::{Aws, describe},
+    policy::{Decision, Policy, Principal, Request, evaluate},
+};
+
+/// base.yaml's HubEventBus policy: the organisation, or the listed accounts.
+pub fn hub_bus_policy(bus_arn: &str, served_accounts: &str, organization: Option<&str>) -> Value {
+    let statement = match organization.filter(|o| !o.is_empty()) {
+        Some(org) => json!({"Sid": "AllowOrganizationToPutEvents", "Effect": "Allow",
+            "Principal": "*", "Action": "events:PutEvents", "Resource": bus_arn,
+            "Condition": {"StringEquals": {"aws:PrincipalOrgID": org}}}),
+        None => {
+            let accounts: Vec<&str> = served_accounts.split(',').collect();
+            json!({"Sid": "AllowServedAccountsToPutEvents", "Effect": "Allow",
+                "Principal": {"AWS": accounts}, "Action": "events:PutEvents", "Resource": bus_arn})
+        }
+    };
+    json!({"Version": "2012-10-17", "Statement": [statement]})
+}
+
+/// An account no hub serves, and an organisation that is not the hub's.
+pub(super) const STRANGER: &str = "999999999999";
+const STRANGER_ORG: &str = "o-routerctlprobe";
+
+pub(super) async fn check_bus_policy(
+    hub_aws: &Aws,
+    hub: &Hub<'_>,
+    member: &Member<'_>,
+    forwarder: Option<&str>,
+) -> Check {
+    let name = hub.name("hub-bus-policy");
+    let base = hub.base;
+    let account = member.account;
+    let Some(bus) = hub.bus else {
+        return fail(
+            &name,
+            format!(
+                "the base stack {} has no central bus (CentralBus=Disabled): the spoke's rules \
+                 have nowhere to forward",
+                base.name
+            ),
+            format!(
+                "update the base stack {} with CentralBus=Enabled and ServedAccounts={account} \
+                 (or OrganizationId with ServedAccounts=*)",
+                base.name
+            ),
+        );
+    };
+    let organization = base.parameter("OrganizationId").filter(|o| !o.is_empty());
+    let served = base.parameter("ServedAccounts").unwrap_or(account);
+    let restore = format!(
+        "update the base stack {} (HubEventBus's policy comes from OrganizationId or \
+         ServedAccounts), or put it back: aws events put-permission --region {} --event-bus-name \
+         {} --policy '{}'",
+        base.name,
+        hub.region,
+        bus_name(bus),
+        hub_bus_policy(bus, served, organization)
+    );
+    let described = hub_aws
+        .events
+        .describe_event_bus()
+        .name(bus_name(bus))
+        .send()
+        .await;
+    let text = match described {
+        Ok(out) => out.policy().map(str::to_owned),
+        Err(e) => {
+            return fail(
+                &name,
+                format!("DescribeEventBus {}: {}", bus_name(bus), describe(&e)),
+                format!(
+                    "re-create the central bus: delete and re-deploy the base stack {} (it was \
+                     deleted outside CloudFormation), or check events:DescribeEventBus",
+                    base.name
+                ),
+            );
+        }
+    };
+    let Some(text) = text else {
+        return fail(
+            &name,
+            format!(
+                "{} has no resource policy: no other account may put events on it",
+                bus_name(bus)
+            ),
+            restore,
+        );
+    };
+    let policy = match Policy::parse("bus policy", &text) {
+        Ok(p) => p,
+        Err(e) => return fail(&name, e, restore),
+    };
+    let decide = |principal: &str, account: &str, org: Option<&str>| {
+        let mut context = vec![
+            ("aws:PrincipalAccount", account),
+            ("aws:PrincipalArn", principal),
+        ];
+        if let Some(org) = org {
+            context.push(("aws:PrincipalOrgID", org));
+        }
+        evaluate(
+            std::slice::from_ref(&policy),
+            &Request {
+                principal: Principal::Aws(principal),
+                action: "events:PutEvents",
+                resource: bus,
+                context: &context,
+            },
+        )
+    };
+    let root = format!("arn:{}:iam::{account}:root", base.partition);
+    let principal = forwarder.unwrap_or(&root);
+    let mut f = Findings::default();
+    match decide(principal, account, member.org_id) {
+        d @ Decision::Allowed { .. } => f.ok(format!(
+            "{account} may events:PutEvents on {} ({d})",
+            bus_name(bus)
+        )),
+        d @ Decision::Undetermined { .. } if member.org_id.is_none() => f.problem(
+            format!(
+                "whether {account} may events:PutEvents on {} is {d}",
+                bus_name(bus)
+            ),
+            "pass the organisation's id with --org-id (aws organizations describe-organization \
+             --query Organization.Id --output text)",
+        ),
+        d => f.problem(
+            format!(
+                "{account} may not events:PutEvents on {} ({d}): its interruptions never reach \
+                 the router",
+                bus_name(bus)
+            ),
+            if organization.is_some() {
+                format!(
+                    "the bus admits organisation {}: move {account} into it, or {restore}",
+                    organization.unwrap_or_default()
+                )
+            } else {
+                format!(
+                    "add {account} to the base stack's ServedAccounts ({served},{account}): \
+                     {restore}"
+                )
+            },
+        ),
+    }
+    let stranger = format!("arn:{}:iam::{STRANGER}:root", base.partition);
+    if account != STRANGER {
+        match decide(&stranger, STRANGER, Some(STRANGER_ORG)) {
+            Decision::Allowed { by } => f.problem(
+                format!(
+                    "any account may put events on {} (allowed by {by}): anyone can inject \
+                     interruptions for the router to act on",
+                    bus_name(bus)
+                ),
+                restore,
+            ),
+            _ => f.ok("no other account may"),
+        }
+    }
+    f.into_check(name)
+}

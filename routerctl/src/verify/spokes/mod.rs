@@ -1,0 +1,321 @@
+//! `spoke:<account>:…` (with `--account`): a member account the hub serves through its central
+//! bus and a spoke.yaml stack.
+//!
+//! * `served`: the router's SERVED_ACCOUNTS includes the account (or is `*`);
+//! * `access`: verify reaches the account, by assuming its spoke role from the caller's
+//!   credentials, or with `--profile`;
+//! * `stack`: the spoke stack is complete, forwards to this hub's bus, and exports the QueuePrefix
+//!   the router names queues with and the role the router assumes (tenant.yaml imports both);
+//! * `rule:<name>` (5): on the member's default bus, ENABLED, the router's pattern (as the hub's
+//!   rules, `rules.rs`), targeting the hub bus with a role EventBridge may assume for that rule and
+//!   that may events:PutEvents on the bus;
+//! * `hub-bus-policy`: the hub bus's resource policy admits the account (with
+//!   aws:PrincipalOrgID from `--org-id`; without it an organisation condition is undetermined) and
+//!   no stranger;
+//! * `role-trust`: the spoke role trusts the hub's router role and nothing else;
+//! * `role-permissions`: the spoke role may exactly ec2:DescribeInstances, tag:GetResources,
+//!   sqs:GetQueueUrl, sqs:SendMessage, sqs:ListQueueTags and sqs:GetQueueAttributes on
+//!   `<QueuePrefix>*`, and nothing broader;
+//! * `tenant:<cluster>:encryption`, `:queue-policy`, `:spoke-role`: every cluster queue in the
+//!   account is encrypted, admits the spoke role as its only sender, and the role may send to it.
+
+mod forwarding_rules;
+mod hub_bus;
+mod spoke_role;
+mod spoke_stack;
+mod tenant_queues;
+#[cfg(test)]
+mod tests;
+
+use interruption_router::{
+    accounts::Served,
+    config::{Config, DEFAULT_SPOKE_ROLE_NAME, QueueNameTemplate},
+};
+
+use super::{
+    report::{Check, fail, pass},
+    role::load_role,
+    stack::Base,
+};
+use aws_model::aws::Aws;
+
+use self::forwarding_rules::check_rules;
+use self::hub_bus::check_bus_policy;
+pub use self::hub_bus::hub_bus_policy;
+use self::spoke_role::{check_role_permissions, check_role_trust};
+pub use self::spoke_role::{spoke_role_policy, spoke_trust_policy};
+use self::spoke_stack::check_spoke_stack;
+use self::tenant_queues::check_tenants;
+/// The member account to check, and how.
+pub(super) struct Member<'a> {
+    pub account: &'a str,
+    pub spoke_stack: &'a str,
+    pub profile: Option<&'a str>,
+    pub org_id: Option<&'a str>,
+}
+
+/// What the hub says about the member, worked out once.
+struct Hub<'a> {
+    base: &'a Base,
+    region: &'a str,
+    bus: Option<&'a str>,
+    router_role: Option<&'a str>,
+    spoke_role_name: &'a str,
+    /// The role the router assumes in the member account.
+    spoke_role_arn: String,
+    queue_prefix: String,
+    /// The check names' common prefix, `spoke:<account>`.
+    prefix: String,
+}
+
+impl Hub<'_> {
+    fn name(&self, check: &str) -> String {
+        format!("{}:{check}", self.prefix)
+    }
+
+    fn deploy_spoke(&self, member: &Member<'_>) -> String {
+        format!(
+            "deploy cloudformation/spoke.yaml in account {} ({}): aws cloudformation deploy \
+             --region {} --stack-name {} --template-file cloudformation/spoke.yaml --capabilities \
+             CAPABILITY_NAMED_IAM --parameter-overrides HubEventBusArn={} RouterRoleArn={} \
+             QueuePrefix={} SpokeRoleName={} (CreateSpokeRole=false in every region but one)",
+            member.account,
+            self.region,
+            self.region,
+            member.spoke_stack,
+            self.bus.unwrap_or("<the base stack's HubEventBusArn>"),
+            self.router_role
+                .unwrap_or("<the base stack's RouterRoleArn>"),
+            self.queue_prefix,
+            self.spoke_role_name,
+        )
+    }
+}
+
+/// A 12-digit account id (the `--account` value parser).
+pub fn parse_account_id(value: &str) -> Result<String, String> {
+    if value.len() == 12 && value.bytes().all(|b| b.is_ascii_digit()) {
+        Ok(value.to_owned())
+    } else {
+        Err("an AWS account id is 12 digits".to_owned())
+    }
+}
+
+/// An AWS Organizations id, `o-` and 10 to 32 lowercase letters or digits (`--org-id`).
+pub fn parse_org_id(value: &str) -> Result<String, String> {
+    let rest = value.strip_prefix("o-").unwrap_or_default();
+    let ok = (10..=32).contains(&rest.len())
+        && rest
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    if ok {
+        Ok(value.to_owned())
+    } else {
+        Err(
+            "an organisation id looks like o-abcd123456 (aws organizations describe-organization)"
+                .to_owned(),
+        )
+    }
+}
+
+pub(super) async fn check(
+    hub_aws: &Aws,
+    base: &Base,
+    config: Option<&Config>,
+    template: Option<&QueueNameTemplate>,
+    member: &Member<'_>,
+    checks: &mut Vec<Check>,
+) {
+    let spoke_role_name = config
+        .map(|c| c.spoke_role_name.as_str())
+        .or_else(|| base.parameter("SpokeRoleName"))
+        .unwrap_or(DEFAULT_SPOKE_ROLE_NAME);
+    let hub = Hub {
+        base,
+        region: &hub_aws.region,
+        bus: base.hub_bus_arn(),
+        router_role: base.output("RouterRoleArn"),
+        spoke_role_name,
+        spoke_role_arn: format!(
+            "arn:{}:iam::{}:role/{spoke_role_name}",
+            base.partition, member.account
+        ),
+        queue_prefix: template
+            .map(|t| t.prefix().to_owned())
+            .or_else(|| base.output("QueuePrefix").map(str::to_owned))
+            .unwrap_or_else(|| "karpenter-".to_owned()),
+        prefix: format!("spoke:{}", member.account),
+    };
+
+    if member.account == base.account {
+        checks.push(fail(
+            &hub.name("served"),
+            format!(
+                "{} is the hub's own account: its events reach the router through the base \
+                 stack's default-bus rules, and a spoke stack here would deliver each twice",
+                member.account
+            ),
+            "run verify --account with a member account's id",
+        ));
+        return;
+    }
+    if let Some(config) = config {
+        checks.push(check_served(&hub, config, member));
+    }
+    let aws = match reach(hub_aws, &hub, member).await {
+        Ok((aws, check)) => {
+            checks.push(check);
+            aws
+        }
+        Err(check) => {
+            checks.push(check);
+            checks.push(check_bus_policy(hub_aws, &hub, member, None).await);
+            return;
+        }
+    };
+    let Some(spoke) = check_spoke_stack(&aws, &hub, member, checks).await else {
+        checks.push(check_bus_policy(hub_aws, &hub, member, None).await);
+        return;
+    };
+    let forwarders = check_rules(&aws, &hub, member, &spoke, checks).await;
+    checks.push(
+        check_bus_policy(
+            hub_aws,
+            &hub,
+            member,
+            forwarders.first().map(String::as_str),
+        )
+        .await,
+    );
+    let role = match load_role(&aws, &hub.spoke_role_arn).await {
+        Ok(role) => {
+            checks.push(check_role_trust(&hub, member, &role));
+            checks.push(check_role_permissions(&hub, member, &role));
+            Some(role)
+        }
+        Err((problem, fix)) => {
+            let missing = problem.contains("NoSuchEntity");
+            checks.push(fail(
+                &hub.name("role-trust"),
+                if missing {
+                    format!(
+                        "the spoke role {} does not exist: the router cannot reach {}",
+                        hub.spoke_role_arn, member.account
+                    )
+                } else {
+                    problem
+                },
+                if missing {
+                    format!(
+                        "update the spoke stack {} in the region that creates the role with \
+                         CreateSpokeRole=true and SpokeRoleName={}",
+                        member.spoke_stack, hub.spoke_role_name
+                    )
+                } else {
+                    fix
+                },
+            ));
+            None
+        }
+    };
+    if let Some(template) = template {
+        check_tenants(&aws, &hub, member, template, role.as_ref(), checks).await;
+    }
+}
+
+fn check_served(hub: &Hub<'_>, config: &Config, member: &Member<'_>) -> Check {
+    let name = hub.name("served");
+    let account = member.account;
+    let fix = |listed: &str| {
+        format!(
+            "update the base stack {} with ServedAccounts={listed} (the central bus's policy then \
+             admits it too)",
+            hub.base.name
+        )
+    };
+    match &config.served {
+        Served::Any => pass(
+            &name,
+            "SERVED_ACCOUNTS=*: every account the central bus admits is served",
+        ),
+        Served::Listed(accounts) if accounts.contains(account) => pass(
+            &name,
+            format!("{account} is in the router's SERVED_ACCOUNTS"),
+        ),
+        Served::Listed(accounts) => {
+            let mut list: Vec<&str> = accounts.iter().map(String::as_str).collect();
+            list.push(account);
+            fail(
+                &name,
+                format!(
+                    "{account} is not in the router's SERVED_ACCOUNTS ({}): its events are \
+                     dropped as not served",
+                    accounts.iter().cloned().collect::<Vec<_>>().join(",")
+                ),
+                fix(&list.join(",")),
+            )
+        }
+        Served::Own => fail(
+            &name,
+            format!(
+                "the router serves only its own account (SERVED_ACCOUNTS is empty): events from \
+                 {account} are dropped as not served"
+            ),
+            format!("{} and CentralBus=Enabled", fix(account)),
+        ),
+    }
+}
+
+/// Clients acting in the member account: its spoke role assumed, or `--profile`.
+async fn reach(hub_aws: &Aws, hub: &Hub<'_>, member: &Member<'_>) -> Result<(Aws, Check), Check> {
+    let name = hub.name("access");
+    let account = member.account;
+    let (aws, how) = match member.profile {
+        Some(profile) => {
+            let aws = Aws::load_profile(profile, hub.region).await.map_err(|e| {
+                fail(
+                    &name,
+                    format!("profile {profile}: {e:#}"),
+                    "check the profile's name (aws configure list-profiles)",
+                )
+            })?;
+            (aws, format!("profile {profile}"))
+        }
+        None => {
+            let aws = hub_aws
+                .assume_role(&hub.spoke_role_arn, "routerctl-verify")
+                .await
+                .map_err(|e| {
+                    fail(
+                        &name,
+                        format!("{e:#}"),
+                        format!(
+                            "the spoke role trusts only the hub's router role, so other \
+                             credentials may not assume it: pass --profile with a profile for \
+                             account {account} allowed to read CloudFormation, EventBridge, IAM \
+                             and SQS there"
+                        ),
+                    )
+                })?;
+            (aws, format!("assumed {}", hub.spoke_role_arn))
+        }
+    };
+    match aws.caller().await {
+        Ok((acting, arn)) if acting == account => Ok((aws, pass(&name, format!("{how}: {arn}")))),
+        Ok((acting, arn)) => Err(fail(
+            &name,
+            format!("{how} acts as {arn} in account {acting}, not {account}"),
+            format!("pass --profile with a profile for account {account}"),
+        )),
+        Err(e) => Err(fail(
+            &name,
+            format!("{how}: {e:#}"),
+            "check the credentials (aws sts get-caller-identity)",
+        )),
+    }
+}
+
+/// The spoke stack as CloudFormation describes it in the member account.
+struct Spoke {
+    resources: std::collections::BTreeMap<String, String>,
+}

@@ -1,0 +1,215 @@
+//! `spoke:<account>:role-trust` and `:role-permissions`: the spoke role trusts only the hub's
+//! router role and may exactly what the router needs in the account.
+
+use serde_json::{Value, json};
+
+use super::hub_bus::STRANGER;
+use super::{Hub, Member};
+use crate::verify::{
+    report::{Check, Findings, fail},
+    role::Role,
+};
+use aws_model::policy::{Decision, Principal, Request, evaluate};
+
+/// spoke.yaml's SpokeRole trust policy.
+pub fn spoke_trust_policy(router_role_arn: &str) -> Value {
+    json!({"Version": "2012-10-17", "Statement": [{"Sid": "OnlyTheHubRouter", "Effect": "Allow",
+        "Principal": {"AWS": router_role_arn}, "Action": "sts:AssumeRole"}]})
+}
+
+/// spoke.yaml's SpokeRole inline policy interruption-router-spoke.
+pub fn spoke_role_policy(partition: &str, account: &str, queue_prefix: &str) -> Value {
+    json!({"Version": "2012-10-17", "Statement": [
+        {"Sid": "ResolveInstanceTags", "Effect": "Allow",
+         "Action": ["ec2:DescribeInstances", "tag:GetResources"], "Resource": "*"},
+        {"Sid": "SendToClusterQueues", "Effect": "Allow",
+         "Action": ["sqs:GetQueueUrl", "sqs:SendMessage"],
+         "Resource": format!("arn:{partition}:sqs:*:{account}:{queue_prefix}*")},
+        {"Sid": "ReadClusterQueueOwnership", "Effect": "Allow",
+         "Action": ["sqs:ListQueueTags", "sqs:GetQueueAttributes"],
+         "Resource": format!("arn:{partition}:sqs:*:{account}:{queue_prefix}*")}]})
+}
+
+pub(super) fn check_role_trust(hub: &Hub<'_>, member: &Member<'_>, role: &Role) -> Check {
+    let name = hub.name("role-trust");
+    let base = hub.base;
+    let Some(router) = hub.router_role else {
+        return fail(
+            &name,
+            "the base stack has no RouterRoleArn output: the role the spoke must trust is unknown",
+            "update the base stack with this project's cloudformation/base.yaml",
+        );
+    };
+    let restore = format!(
+        "update the spoke stack {} in account {} with RouterRoleArn={router} (in the region that \
+         creates the role), or put the trust back: aws iam update-assume-role-policy --role-name \
+         {} --policy-document '{}'",
+        member.spoke_stack,
+        member.account,
+        role.name(),
+        spoke_trust_policy(router)
+    );
+    let trust = match &role.trust {
+        Ok(t) => t,
+        Err(e) => return fail(&name, e.clone(), restore),
+    };
+    let decide = |principal: Principal<'_>| {
+        let (arn, account) = match principal {
+            Principal::Aws(arn) => (arn, aws_model::aws::arn_account(arn).unwrap_or_default()),
+            _ => ("", ""),
+        };
+        let context = [("aws:PrincipalArn", arn), ("aws:PrincipalAccount", account)];
+        evaluate(
+            std::slice::from_ref(trust),
+            &Request {
+                principal,
+                action: "sts:AssumeRole",
+                resource: &role.arn,
+                context: if arn.is_empty() { &[] } else { &context },
+            },
+        )
+    };
+    let mut f = Findings::default();
+    match decide(Principal::Aws(router)) {
+        d @ Decision::Allowed { .. } => f.ok(format!("the hub's router role may assume it ({d})")),
+        d => f.problem(
+            format!(
+                "the hub's router role {router} may not assume {} ({d}): the router cannot reach \
+                 {}",
+                role.name(),
+                member.account
+            ),
+            restore.clone(),
+        ),
+    }
+    let probe = |account: &str| {
+        format!(
+            "arn:{}:iam::{account}:role/routerctl-verify-probe",
+            base.partition
+        )
+    };
+    let others = [
+        (probe(&base.account), "another role of the hub account"),
+        (probe(member.account), "a role of this account"),
+        (probe(STRANGER), "a role of another account"),
+    ];
+    let mut admitted = Vec::new();
+    for (arn, what) in &others {
+        let d = decide(Principal::Aws(arn));
+        if !matches!(d, Decision::NotAllowed | Decision::Denied { .. }) {
+            admitted.push(format!("{what} ({d})"));
+        }
+    }
+    for service in ["lambda.amazonaws.com", "ec2.amazonaws.com"] {
+        let d = decide(Principal::Service(service));
+        if !matches!(d, Decision::NotAllowed | Decision::Denied { .. }) {
+            admitted.push(format!("{service} ({d})"));
+        }
+    }
+    if admitted.is_empty() {
+        f.ok("no other principal may");
+    } else {
+        f.problem(
+            format!(
+                "it also admits {}: they could look up instances and write fake interruptions \
+                 to this account's clusters",
+                admitted.join(", ")
+            ),
+            restore,
+        );
+    }
+    f.into_check(name)
+}
+
+pub(super) fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &Role) -> Check {
+    let name = hub.name("role-permissions");
+    let base = hub.base;
+    let account = member.account;
+    let queue = |name: &str| format!("arn:{}:sqs:{}:{account}:{name}", base.partition, hub.region);
+    let cluster_queue = queue(&format!("{}routerctl-verify-probe", hub.queue_prefix));
+    let restore = format!(
+        "update the spoke stack that creates the role (CreateSpokeRole=true) in account {account}, \
+         and remove policies that grant more (aws iam list-role-policies / \
+         list-attached-role-policies --role-name {role_name}); or put the policy back: aws iam \
+         put-role-policy --role-name {role_name} --policy-name interruption-router-spoke \
+         --policy-document '{}'",
+        spoke_role_policy(&base.partition, account, &hub.queue_prefix),
+        role_name = role.name()
+    );
+    let needed = [
+        ("ec2:DescribeInstances", "*"),
+        ("tag:GetResources", "*"),
+        ("sqs:GetQueueUrl", cluster_queue.as_str()),
+        ("sqs:SendMessage", cluster_queue.as_str()),
+        // Whether a queue with a cluster's name is a tenant queue (router/src/tenancy.rs).
+        ("sqs:ListQueueTags", cluster_queue.as_str()),
+        ("sqs:GetQueueAttributes", cluster_queue.as_str()),
+    ];
+    let outside = queue("routerctl-verify-probe");
+    let broader = [
+        ("sqs:ReceiveMessage", cluster_queue.as_str()),
+        ("sqs:DeleteMessage", cluster_queue.as_str()),
+        ("sqs:PurgeQueue", cluster_queue.as_str()),
+        ("sqs:SetQueueAttributes", cluster_queue.as_str()),
+        ("sqs:SendMessage", outside.as_str()),
+        ("ec2:TerminateInstances", "*"),
+        ("ec2:RunInstances", "*"),
+        ("ec2:CreateTags", "*"),
+        ("tag:TagResources", "*"),
+        ("iam:PassRole", "*"),
+        ("sts:AssumeRole", "*"),
+        ("s3:GetObject", "*"),
+    ];
+    let mut f = Findings::default();
+    let missing: Vec<String> = needed
+        .iter()
+        .filter_map(|(action, resource)| {
+            let d = role.may(action, resource);
+            (!d.is_allowed()).then(|| format!("{action} on {resource} ({d})"))
+        })
+        .collect();
+    if missing.is_empty() {
+        f.ok(format!(
+            "{} may ec2:DescribeInstances and tag:GetResources, sqs:GetQueueUrl, \
+             sqs:SendMessage, sqs:ListQueueTags and sqs:GetQueueAttributes on {}*",
+            role.name(),
+            hub.queue_prefix
+        ));
+    } else {
+        f.problem(
+            format!(
+                "{} may not {}: the router cannot route this account's events",
+                role.name(),
+                missing.join(", ")
+            ),
+            restore.clone(),
+        );
+    }
+    let extra: Vec<String> = broader
+        .iter()
+        .filter_map(|(action, resource)| {
+            let d = role.may(action, resource);
+            d.is_allowed().then(|| {
+                let on = if *resource == "*" {
+                    String::new()
+                } else {
+                    format!(" on {}", aws_model::aws::arn_name(resource))
+                };
+                format!("{action}{on} ({d})")
+            })
+        })
+        .collect();
+    if extra.is_empty() {
+        f.ok("nothing broader");
+    } else {
+        f.problem(
+            format!(
+                "{} may also {}: more than the router needs, to a role another account assumes",
+                role.name(),
+                extra.join(", ")
+            ),
+            restore,
+        );
+    }
+    f.into_check(name)
+}

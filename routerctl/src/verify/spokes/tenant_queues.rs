@@ -1,0 +1,135 @@
+//! `spoke:<account>:tenant:<cluster>:…`: every cluster queue in the member account is encrypted,
+//! admits the spoke role as its only sender, and the role may send to it.
+
+use interruption_router::config::QueueNameTemplate;
+
+use super::{Hub, Member};
+use crate::verify::{
+    queues::{encryption, load_queue},
+    report::{Check, Findings, fail, pass},
+    role::Role,
+    tenants::{Sender, check_ownership, check_read, check_tenant_policy, discover_clusters},
+};
+use aws_model::aws::Aws;
+
+pub(super) async fn check_tenants(
+    aws: &Aws,
+    hub: &Hub<'_>,
+    member: &Member<'_>,
+    template: &QueueNameTemplate,
+    role: Option<&Role>,
+    checks: &mut Vec<Check>,
+) {
+    let account = member.account;
+    let region = hub.region;
+    let deploy = format!(
+        "deploy cloudformation/tenant.yaml per cluster in account {account}, region {region} \
+         (make deploy-tenant CLUSTER=<name> REGION={region} with that account's credentials): it \
+         imports the spoke role and QueuePrefix the spoke stack {} exports for the region",
+        member.spoke_stack
+    );
+    let clusters = match discover_clusters(aws, template, &[]).await {
+        Ok(found) if found.is_empty() => {
+            checks.push(fail(
+                &hub.name("tenants"),
+                format!(
+                    "no queue named {}… in account {account}, {region}: the router has nowhere \
+                     to deliver this account's events",
+                    template.prefix()
+                ),
+                deploy,
+            ));
+            return;
+        }
+        Ok(found) => found,
+        Err(problem) => {
+            checks.push(fail(
+                &hub.name("tenants"),
+                problem,
+                "run verify with sqs:ListQueues in the member account",
+            ));
+            return;
+        }
+    };
+    for cluster in &clusters {
+        let prefix = format!("tenant:{cluster}");
+        let Some(queue_name) = template.queue_name(cluster) else {
+            continue;
+        };
+        let queue = match load_queue(aws, &queue_name).await {
+            Ok(q) => q,
+            Err(problem) => {
+                checks.push(fail(
+                    &hub.name(&format!("{prefix}:queue")),
+                    problem,
+                    &deploy,
+                ));
+                continue;
+            }
+        };
+        let owned = check_ownership(
+            aws,
+            &queue,
+            cluster,
+            Some(&hub.spoke_role_arn),
+            &hub.name(&prefix),
+        )
+        .await;
+        let foreign = !owned.passed;
+        checks.push(owned);
+        if foreign {
+            continue;
+        }
+        let mut f = Findings::default();
+        encryption(&queue, &mut f, region);
+        checks.push(f.into_check(hub.name(&format!("{prefix}:encryption"))));
+        let sender = Sender {
+            label: "spoke role",
+            role_arn: &hub.spoke_role_arn,
+            account,
+            partition: &hub.base.partition,
+            wrong_role_fix: format!(
+                "the policy must name the spoke role: update the tenant stack with BaseStackName \
+                 empty (it then imports the spoke role the spoke stack {} exports for the region) \
+                 or RouterRoleArn={}",
+                member.spoke_stack, hub.spoke_role_arn
+            ),
+        };
+        checks.push(check_tenant_policy(
+            &queue,
+            &sender,
+            region,
+            &hub.name(&format!("{prefix}:queue-policy")),
+            &format!(
+                "re-deploy the tenant stack of {cluster} in account {account} with BaseStackName \
+                 empty (it imports what the spoke stack {} exports for the region)",
+                member.spoke_stack
+            ),
+        ));
+        if let Some(role) = role {
+            let d = role.may("sqs:SendMessage", &queue.arn);
+            let name = hub.name(&format!("{prefix}:spoke-role"));
+            checks.push(if d.is_allowed() {
+                pass(
+                    &name,
+                    format!("{} may send to {queue_name} ({d})", role.name()),
+                )
+            } else {
+                fail(
+                    &name,
+                    format!(
+                        "{} may not sqs:SendMessage to {queue_name}: {d}",
+                        role.name()
+                    ),
+                    format!(
+                        "the spoke role may send to <QueuePrefix>* only: deploy the tenant stack \
+                         with BaseStackName empty, so it imports the spoke stack {}'s QueuePrefix \
+                         ({}), or restore the role's SendToClusterQueues statement",
+                        member.spoke_stack, hub.queue_prefix
+                    ),
+                )
+            });
+        }
+        checks.push(check_read(aws, &queue, cluster, None, &hub.name(&prefix)).await);
+    }
+}

@@ -1,0 +1,147 @@
+//! `stack`: the base stack is complete and has the outputs everything else is found by. What it
+//! reads ([`Base`]: mode, account, outputs, parameters, resources) is what the other checks start
+//! from.
+
+use std::collections::BTreeMap;
+
+use super::report::{Check, Findings, Mode, fail};
+use aws_model::aws::{Aws, describe};
+
+/// The base stack as CloudFormation describes it.
+#[derive(Clone)]
+pub(crate) struct Base {
+    pub name: String,
+    pub mode: Mode,
+    pub account: String,
+    pub partition: String,
+    pub outputs: BTreeMap<String, String>,
+    pub parameters: BTreeMap<String, String>,
+    /// Logical id → physical id.
+    pub resources: BTreeMap<String, String>,
+}
+
+impl Base {
+    pub fn output(&self, key: &str) -> Option<&str> {
+        self.outputs.get(key).map(String::as_str)
+    }
+
+    pub fn parameter(&self, key: &str) -> Option<&str> {
+        self.parameters.get(key).map(String::as_str)
+    }
+
+    /// The central event bus's ARN, when the stack has one (CentralBus=Enabled).
+    pub fn hub_bus_arn(&self) -> Option<&str> {
+        self.output("HubEventBusArn")
+    }
+}
+
+/// Any of these is a stack whose resources exist and can be checked.
+const USABLE: [&str; 3] = ["CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE"];
+
+/// Reads the base stack; its check on the report, and `None` when nothing else can be checked.
+pub(super) async fn check(aws: &Aws, name: &str, checks: &mut Vec<Check>) -> Option<Base> {
+    match load(aws, name).await {
+        Ok((base, check)) => {
+            checks.push(check);
+            Some(base)
+        }
+        Err(check) => {
+            checks.push(check);
+            None
+        }
+    }
+}
+
+pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> {
+    let not_found_fix = format!(
+        "deploy it (make deploy-base BUCKET=… REGION={} STACK_NAME={name}), or pass the base \
+         stack's name with --stack (aws cloudformation list-stacks --region {})",
+        aws.region, aws.region
+    );
+    let described = aws
+        .cfn
+        .describe_stacks()
+        .stack_name(name)
+        .send()
+        .await
+        .map_err(|e| fail("stack", format!("{name}: {}", describe(&e)), &not_found_fix))?;
+    let Some(stack) = described.stacks().first() else {
+        return Err(fail(
+            "stack",
+            format!("{name} does not exist"),
+            not_found_fix,
+        ));
+    };
+    let mut f = Findings::default();
+    let status = stack
+        .stack_status()
+        .map(|s| s.as_str())
+        .unwrap_or("unknown");
+    let outputs: BTreeMap<String, String> = stack
+        .outputs()
+        .iter()
+        .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
+        .collect();
+    let parameters = aws_model::stacks::parameters(stack);
+    let mode = match parameters.get("IngestMode").map(String::as_str) {
+        Some("Direct") => Mode::Direct,
+        _ => Mode::Queue,
+    };
+    match status {
+        s if USABLE.contains(&s) => f.ok(format!("{name}: {status}, IngestMode={mode:?}")),
+        "UPDATE_ROLLBACK_COMPLETE" => f.ok(format!(
+            "{name}: UPDATE_ROLLBACK_COMPLETE (the last update failed; the previous version runs), IngestMode={mode:?}"
+        )),
+        s if s.ends_with("_IN_PROGRESS") => f.problem(
+            format!("{name} is {s}"),
+            "wait for the operation to finish and run verify again",
+        ),
+        s => f.problem(
+            format!("{name} is {s}"),
+            format!(
+                "see why: aws cloudformation describe-stack-events --stack-name {name} --region {}",
+                aws.region
+            ),
+        ),
+    }
+    for key in [
+        "RouterRoleArn",
+        "FunctionName",
+        "DeadLetterQueueArn",
+        "QueuePrefix",
+    ] {
+        if !outputs.contains_key(key) {
+            f.problem(
+                format!("output {key} is missing"),
+                "update the stack with this project's cloudformation/base.yaml",
+            );
+        }
+    }
+    let resources = resources(aws, name).await.map_err(|problem| {
+        fail(
+            "stack",
+            problem,
+            "check your cloudformation:DescribeStackResources permission",
+        )
+    })?;
+    let stack_id = stack.stack_id().unwrap_or_default();
+    let base = Base {
+        name: name.to_owned(),
+        mode,
+        account: aws_model::aws::arn_account(stack_id)
+            .unwrap_or_default()
+            .to_owned(),
+        partition: stack_id.split(':').nth(1).unwrap_or("aws").to_owned(),
+        outputs,
+        parameters,
+        resources,
+    };
+    Ok((base, f.into_check("stack")))
+}
+
+/// A stack's resources: logical id → physical id.
+pub(super) async fn resources(aws: &Aws, stack: &str) -> Result<BTreeMap<String, String>, String> {
+    aws_model::aws::stack_resources(&aws.cfn, stack)
+        .await
+        .map_err(|e| format!("{e:#}"))
+}

@@ -1,0 +1,1696 @@
+//! `routerctl simulate`, `verify` and `fis` against the real stacks deployed into moto.
+//!
+//! The stacks come from [`Sandbox::deploy`]: base.yaml and tenant.yaml through CloudFormation,
+//! plus what moto skips (queue policies, the FIS template, Direct mode's EventInvokeConfig) set
+//! through the service APIs with the templates' documents. Events simulate sends are carried by
+//! the real router binary under the local Lambda Runtime API, fed by the local event source
+//! mapping (Queue mode) or the local Invoke API (Direct mode).
+
+use std::{
+    path::PathBuf,
+    process::Output,
+    sync::Arc,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::{Context, Result};
+use aws_model::aws::Aws;
+use aws_sdk_sqs::types::QueueAttributeName;
+use e2e_tests::{INVOKE_BUDGET, World, karpenter_tags, managed_nodegroup_tags};
+use local_aws::{
+    esm::{EventSourceMapping, Stop},
+    function::Function,
+    invoke_api::InvokeApi,
+    moto::{ACCOUNT, env_for, sdk_config_for},
+    proxy::{Fault, FaultPlan},
+    runtime_api::Invocation,
+};
+use routerctl::{
+    demo::sandbox::Sandbox,
+    fis,
+    simulate::{self, SimKind},
+    verify,
+};
+use serde_json::Value;
+
+/// The real stacks for clusters alpha and beta, three Karpenter nodes of alpha, two of beta, and
+/// a managed-node-group node of alpha that simulate must never pick (the router ignores it).
+struct Estate {
+    world: World,
+    sandbox: Sandbox,
+    alpha: Vec<String>,
+    beta: Vec<String>,
+    managed: String,
+}
+
+impl Estate {
+    async fn deploy() -> Result<Self> {
+        let world = World::start().await?;
+        let sandbox = Sandbox::deploy(&world.moto, "ir", &["alpha", "beta"]).await?;
+        let mut alpha = Vec::new();
+        for _ in 0..3 {
+            alpha.push(world.launch(&karpenter_tags("alpha")).await?);
+        }
+        let mut beta = Vec::new();
+        for _ in 0..2 {
+            beta.push(world.launch(&karpenter_tags("beta")).await?);
+        }
+        let managed = world.launch(&managed_nodegroup_tags("alpha")).await?;
+        alpha.sort();
+        beta.sort();
+        Ok(Self {
+            world,
+            sandbox,
+            alpha,
+            beta,
+            managed,
+        })
+    }
+
+    fn aws(&self) -> &Aws {
+        &self.sandbox.aws
+    }
+
+    /// The router binary with the deployed function's environment (through the counting proxy).
+    async fn start_router(&self) -> Result<Function> {
+        let env = self.sandbox.function_environment().await?;
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        self.world.start_router(&pairs).await
+    }
+
+    /// Takes over moto's event source mapping, which would otherwise consume what simulate sends
+    /// (and, without Docker, dead-letter it).
+    async fn take_over_mapping(&self) -> Result<EventSourceMapping> {
+        EventSourceMapping::take_over(
+            &self.aws().lambda,
+            &self.aws().sqs,
+            self.sandbox.function_name()?,
+            Duration::from_secs(30),
+        )
+        .await
+    }
+
+    /// The event ids in a queue, read and deleted as Karpenter does, sorted.
+    async fn ids_in(&self, queue: &str) -> Result<Vec<String>> {
+        let url = self.sandbox.queue_url(queue).await?;
+        let mut ids: Vec<String> = self
+            .world
+            .drain(&url)
+            .await?
+            .iter()
+            .map(|m| m.json()["id"].as_str().unwrap_or("(no id)").to_owned())
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+}
+
+fn sorted(ids: Vec<&str>) -> Vec<String> {
+    let mut ids: Vec<String> = ids.into_iter().map(str::to_owned).collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test]
+async fn simulate_into_the_ingest_queue_reaches_exactly_the_clusters_queue() -> Result<()> {
+    let estate = Estate::deploy().await?;
+    let aws = estate.aws();
+    let esm = estate.take_over_mapping().await?;
+    let ingest = estate.sandbox.ingest_queue_url().await?;
+
+    let mut alpha_ids = Vec::new();
+    for (kind, events) in [
+        (SimKind::Spot, 2),
+        (SimKind::Rebalance, 2),
+        (SimKind::State, 2),
+        (SimKind::Capacity, 2),
+        (SimKind::Health, 1),
+        (SimKind::Fis, 8),
+    ] {
+        let options = simulate::Options {
+            count: 2,
+            ..simulate::Options::new("alpha", kind, &ingest)
+        };
+        let report = simulate::run(aws, &options).await?;
+        assert_eq!(report.failed(), 0, "{}", report.render());
+        assert_eq!(report.sent.len(), events, "{kind:?}: {}", report.render());
+        // Lowest ids first, and never the managed node group's instance.
+        assert_eq!(report.instances, estate.alpha[..2], "{kind:?}");
+        assert!(!report.instances.contains(&estate.managed));
+        assert_eq!(
+            report.account, ACCOUNT,
+            "the account comes from the instances' owner"
+        );
+        alpha_ids.extend(report.event_ids().into_iter().map(str::to_owned));
+    }
+    let beta = simulate::run(aws, &simulate::Options::new("beta", SimKind::Spot, &ingest)).await?;
+    assert_eq!(beta.instances, estate.beta[..1]);
+    let rendered = beta.render();
+    assert!(
+        rendered.contains(beta.sent[0].event.id.as_str()) && rendered.contains("message "),
+        "{rendered}"
+    );
+
+    let sent = (alpha_ids.len() + 1) as u64;
+    let router = estate.start_router().await?;
+    let stop = Stop {
+        handled: Some(sent),
+        idle: Duration::from_secs(20),
+    };
+    let drained = esm.drain(&aws.sqs, &router, stop, |_| {}).await?;
+    assert_eq!(drained.handled, sent, "{drained:?}");
+
+    assert_eq!(
+        estate.ids_in("karpenter-alpha").await?,
+        sorted(alpha_ids.iter().map(String::as_str).collect()),
+        "alpha's queue holds exactly the events simulated for alpha, once each"
+    );
+    assert_eq!(
+        estate.ids_in("karpenter-beta").await?,
+        sorted(beta.event_ids())
+    );
+    assert_eq!(estate.world.depth(&ingest).await?, 0);
+    let dlq = estate.sandbox.queue_url("ir-dlq").await?;
+    assert_eq!(estate.world.depth(&dlq).await?, 0, "nothing dead-lettered");
+    Ok(())
+}
+
+#[tokio::test]
+async fn simulate_refuses_what_would_not_reach_the_cluster_and_says_why() -> Result<()> {
+    let estate = Estate::deploy().await?;
+    let aws = estate.aws();
+    let ingest = estate.sandbox.ingest_queue_url().await?;
+    let missing_queue = format!("{}/{ACCOUNT}/missing-ingest", estate.world.moto.endpoint());
+    let spot = |cluster: &str, to: &str| simulate::Options::new(cluster, SimKind::Spot, to);
+    let cases = [
+        (
+            spot("nope", &ingest),
+            "no running instances tagged eks:eks-cluster-name=nope in us-east-1",
+        ),
+        (
+            simulate::Options {
+                count: 4,
+                ..spot("alpha", &ingest)
+            },
+            "--count 4: only 3 running Karpenter instances are tagged eks:eks-cluster-name=alpha",
+        ),
+        (
+            simulate::Options {
+                instances: vec![estate.beta[0].clone()],
+                ..spot("alpha", &ingest)
+            },
+            "is not tagged eks:eks-cluster-name=alpha (it has eks:eks-cluster-name=beta)",
+        ),
+        (
+            simulate::Options {
+                instances: vec![estate.managed.clone()],
+                ..spot("alpha", &ingest)
+            },
+            "has no karpenter.sh/nodepool tag: the router forwards events only for instances tagged",
+        ),
+        (
+            spot("alpha", &missing_queue),
+            "missing-ingest does not exist in us-east-1: pass the base stack's IngestQueueUrl output",
+        ),
+        (
+            simulate::Options {
+                state: "running".into(),
+                ..simulate::Options::new("alpha", SimKind::State, &ingest)
+            },
+            "--state running: the rules and the router only pass stopping, stopped, shutting-down, terminated",
+        ),
+    ];
+    for (options, expected) in cases {
+        let error = simulate::run(aws, &options)
+            .await
+            .expect_err(expected)
+            .to_string();
+        assert!(error.contains(expected), "{error}\nexpected: {expected}");
+    }
+    assert_eq!(estate.world.depth(&ingest).await?, 0, "nothing was sent");
+    Ok(())
+}
+
+/// In AWS the base stack's ingest queue denies every sender but its own rules: simulate reports
+/// the refusal and names the path that works (the function).
+#[tokio::test]
+async fn simulate_refused_by_the_ingest_queue_says_to_send_to_the_function() -> Result<()> {
+    let estate = Estate::deploy().await?;
+    let ingest = estate.sandbox.ingest_queue_url().await?;
+    estate.world.proxy.set_plan(FaultPlan::none().with_window(
+        "SendMessageBatch",
+        Duration::ZERO..Duration::from_secs(3600),
+        Fault::Denied,
+    ));
+    let aws = Aws {
+        sqs: aws_sdk_sqs::Client::new(&sdk_config_for(&estate.world.proxy.endpoint()).await),
+        ..estate.aws().clone()
+    };
+    let report = simulate::run(
+        &aws,
+        &simulate::Options::new("alpha", SimKind::Spot, &ingest),
+    )
+    .await?;
+    assert_eq!(report.failed(), 1, "{}", report.render());
+    let error = report.sent[0].result.as_ref().unwrap_err();
+    assert!(
+        error.contains("AccessDenied")
+            && error.contains("DenySendersOtherThanTheseRules")
+            && error.contains("--to <the stack's FunctionName output>"),
+        "{error}"
+    );
+    assert_eq!(estate.world.depth(&ingest).await?, 0);
+    Ok(())
+}
+
+/// What a rule does in Direct mode: one asynchronous Invoke per event. (moto cannot deploy
+/// base.yaml in Direct mode; the function and the router process are the same in both modes.)
+#[tokio::test]
+async fn simulate_invokes_the_function_asynchronously_as_a_direct_mode_rule_does() -> Result<()> {
+    let estate = Estate::deploy().await?;
+
+    // Lambda's Invoke API in front of the router process: the real path of an async invoke.
+    let router = Arc::new(estate.start_router().await?);
+    let function = estate.sandbox.function_name()?;
+    let api = InvokeApi::start(router.clone(), function, INVOKE_BUDGET).await?;
+    let aws = Aws {
+        lambda: aws_sdk_lambda::Client::new(&sdk_config_for(&api.endpoint()).await),
+        ..estate.aws().clone()
+    };
+    let options = simulate::Options {
+        count: 2,
+        ..simulate::Options::new("alpha", SimKind::Fis, function)
+    };
+    let report = simulate::run(&aws, &options).await?;
+    assert_eq!(report.sent.len(), 8, "{}", report.render());
+    for sent in &report.sent {
+        assert_eq!(sent.result.as_deref(), Ok("accepted (202)"));
+    }
+    let finished = api.wait_finished(8, Duration::from_secs(60)).await;
+    assert_eq!(finished.len(), 8);
+    assert!(
+        finished
+            .iter()
+            .all(|i| matches!(i, Invocation::Response(_))),
+        "{finished:?}"
+    );
+    assert_eq!(
+        estate.ids_in("karpenter-alpha").await?,
+        sorted(report.event_ids())
+    );
+    assert!(estate.ids_in("karpenter-beta").await?.is_empty());
+
+    let error = simulate::run(
+        &aws,
+        &simulate::Options::new("alpha", SimKind::Spot, "not-the-router"),
+    )
+    .await
+    .expect_err("no such function")
+    .to_string();
+    assert!(
+        error.contains("function not-the-router not found in us-east-1"),
+        "{error}"
+    );
+    Ok(())
+}
+
+/// Runs verify and asserts that exactly `failing` checks fail, each with a fix.
+async fn verify_fails(
+    estate: &Estate,
+    clusters: &[&str],
+    failing: &[&str],
+) -> Result<verify::Report> {
+    let options = verify::Options {
+        stack: estate.sandbox.stack().to_owned(),
+        clusters: clusters.iter().map(|c| c.to_string()).collect(),
+        ..verify::Options::default()
+    };
+    // Boxed: verify's future is large, and the tests await it many times.
+    let report = Box::pin(verify::run(estate.aws(), &options)).await;
+    let failed: Vec<&str> = report.failures().iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(failed, failing, "{}", report.render());
+    for check in report.failures() {
+        assert!(
+            check.fix.as_deref().is_some_and(|f| !f.is_empty()),
+            "{} has no fix",
+            check.name
+        );
+    }
+    Ok(report)
+}
+
+/// Deletes the sandbox's alarm whose name starts with `prefix` (`<stack>-<logical id>`).
+async fn delete_alarm(aws: &Aws, prefix: &str) -> Result<()> {
+    let alarms = aws
+        .cloudwatch
+        .describe_alarms()
+        .alarm_name_prefix(prefix)
+        .send()
+        .await?;
+    let alarm = alarms.metric_alarms()[0].alarm_name().unwrap().to_owned();
+    aws.cloudwatch
+        .delete_alarms()
+        .alarm_names(&alarm)
+        .send()
+        .await?;
+    Ok(())
+}
+
+/// Asserts that check `name`'s fix says `text`.
+fn assert_fix(report: &verify::Report, name: &str, text: &str) {
+    let fix = report.check(name).and_then(|c| c.fix.as_deref());
+    assert!(
+        fix.is_some_and(|f| f.contains(text)),
+        "{name}'s fix should say {text:?}:\n{}",
+        report.render()
+    );
+}
+
+/// Asserts that `report`'s check `name` exists and its detail says `text`.
+fn assert_detail(report: &verify::Report, name: &str, text: &str) {
+    let check = report.check(name);
+    assert!(
+        check.is_some_and(|c| c.detail.contains(text)),
+        "{name} should say {text:?}:\n{}",
+        report.render()
+    );
+}
+
+#[tokio::test]
+async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Result<()> {
+    let estate = Estate::deploy().await?;
+    let aws = estate.aws();
+    let sandbox = &estate.sandbox;
+
+    let report = verify_fails(&estate, &[], &[]).await?;
+    let names: Vec<&str> = report.checks.iter().map(|c| c.name.as_str()).collect();
+    for expected in [
+        "stack",
+        "rule:SpotInterruptionRule",
+        "rule:RebalanceRecommendationRule",
+        "rule:StateChangeRule",
+        "rule:ScheduledChangeRule",
+        "rule:CapacityReservationInterruptionRule",
+        "ingest-queue",
+        "ingest-queue:policy",
+        "event-source-mapping",
+        "dead-letter-queue",
+        "dead-letter-queue:policy",
+        "function",
+        "function:environment",
+        "router-role",
+        "dashboard",
+        "alarm:LateForwardsAlarm",
+        // Found without --cluster: every queue the router's template names.
+        "tenant:alpha:queue",
+        "tenant:alpha:encryption",
+        "tenant:alpha:queue-policy",
+        "tenant:alpha:router-role",
+        "tenant:beta:queue",
+    ] {
+        assert!(names.contains(&expected), "{expected} missing: {names:?}");
+    }
+    let role_check = &report.check("router-role").unwrap().detail;
+    for action in ["tag:GetResources", "sqs:ChangeMessageVisibility"] {
+        assert!(role_check.contains(action), "{role_check}");
+    }
+    // One account served: no spoke roles to assume.
+    assert!(
+        !names.contains(&"router-role:assume-spoke-roles"),
+        "{names:?}"
+    );
+
+    // A rule disabled by hand.
+    let state_rule = sandbox.resource("StateChangeRule").await?;
+    aws.events.disable_rule().name(&state_rule).send().await?;
+    let report = verify_fails(&estate, &[], &["rule:StateChangeRule"]).await?;
+    let check = report.check("rule:StateChangeRule").unwrap();
+    assert!(check.detail.contains("is DISABLED"), "{}", check.detail);
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains(&format!("aws events enable-rule --name {state_rule}")),
+        "{check:?}"
+    );
+    aws.events.enable_rule().name(&state_rule).send().await?;
+
+    // A pattern narrowed to terminated only: stopping instances would never be drained.
+    let original = aws.events.describe_rule().name(&state_rule).send().await?;
+    let original = original.event_pattern().unwrap().to_owned();
+    aws.events
+        .put_rule()
+        .name(&state_rule)
+        .event_pattern(r#"{"source":["aws.ec2"],"detail-type":["EC2 Instance State-change Notification"],"detail":{"state":["terminated"]}}"#)
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["rule:StateChangeRule"]).await?;
+    assert_detail(
+        &report,
+        "rule:StateChangeRule",
+        "differs from what the router handles",
+    );
+    aws.events
+        .put_rule()
+        .name(&state_rule)
+        .event_pattern(original)
+        .send()
+        .await?;
+
+    // A rule whose target was removed.
+    let spot_rule = sandbox.resource("SpotInterruptionRule").await?;
+    let targets = aws
+        .events
+        .list_targets_by_rule()
+        .rule(&spot_rule)
+        .send()
+        .await?;
+    let target = targets.targets()[0].clone();
+    aws.events
+        .remove_targets()
+        .rule(&spot_rule)
+        .ids(target.id())
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["rule:SpotInterruptionRule"]).await?;
+    let check = report.check("rule:SpotInterruptionRule").unwrap();
+    assert!(
+        check.detail.contains("does not target the ingest queue"),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("aws events put-targets")
+    );
+    aws.events
+        .put_targets()
+        .rule(&spot_rule)
+        .targets(target)
+        .send()
+        .await?;
+
+    // The ingest queue's policy as it was before it denied other senders: any principal of the
+    // account whose identity policy allows sqs:SendMessage could forge an interruption.
+    let ingest = sandbox.ingest_queue_url().await?;
+    let policy = queue_policy(aws, &ingest).await?;
+    let mut undenied = policy.clone();
+    undenied["Statement"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|s| s["Sid"] != "DenySendersOtherThanTheseRules");
+    set_queue_policy(aws, &ingest, &undenied).await?;
+    let report = verify_fails(&estate, &[], &["ingest-queue:policy"]).await?;
+    assert_detail(
+        &report,
+        "ingest-queue:policy",
+        "it does not deny other senders",
+    );
+    assert_fix(
+        &report,
+        "ingest-queue:policy",
+        "DenySendersOtherThanTheseRules",
+    );
+
+    // ... and opened to every rule as well (no aws:SourceArn).
+    let mut open = undenied.clone();
+    open["Statement"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("Condition");
+    set_queue_policy(aws, &ingest, &open).await?;
+    let report = verify_fails(&estate, &[], &["ingest-queue:policy"]).await?;
+    assert_detail(
+        &report,
+        "ingest-queue:policy",
+        "lets any EventBridge rule send",
+    );
+    set_queue_policy(aws, &ingest, &policy).await?;
+
+    // The event source mapping without ReportBatchItemFailures.
+    let mapping = aws
+        .lambda
+        .list_event_source_mappings()
+        .function_name(sandbox.function_name()?)
+        .send()
+        .await?;
+    let uuid = mapping.event_source_mappings()[0]
+        .uuid()
+        .unwrap()
+        .to_owned();
+    aws.lambda
+        .update_event_source_mapping()
+        .uuid(&uuid)
+        .set_function_response_types(Some(vec![]))
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["event-source-mapping"]).await?;
+    assert_detail(
+        &report,
+        "event-source-mapping",
+        "lacks ReportBatchItemFailures",
+    );
+    aws.lambda
+        .update_event_source_mapping()
+        .uuid(&uuid)
+        .function_response_types(
+            aws_sdk_lambda::types::FunctionResponseType::ReportBatchItemFailures,
+        )
+        .send()
+        .await?;
+
+    // A QUEUE_NAME_TEMPLATE the router would refuse to start with: the router's own validation.
+    let function = sandbox.function_name()?;
+    let env: std::collections::HashMap<String, String> =
+        sandbox.function_environment().await?.into_iter().collect();
+    let mut broken = env.clone();
+    broken.insert("QUEUE_NAME_TEMPLATE".into(), "karpenter-queue".into());
+    set_environment(aws, function, broken).await?;
+    let report = verify_fails(&estate, &[], &["function:environment"]).await?;
+    let check = report.check("function:environment").unwrap();
+    assert!(
+        check
+            .detail
+            .contains(r#"QUEUE_NAME_TEMPLATE="karpenter-queue": it does not contain {cluster}"#),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("karpenter-{cluster}")
+    );
+    set_environment(aws, function, env).await?;
+
+    // A tenant queue re-created (or edited) without encryption.
+    let alpha = sandbox.queue_url("karpenter-alpha").await?;
+    set_attribute(
+        aws,
+        &alpha,
+        QueueAttributeName::SqsManagedSseEnabled,
+        "false",
+    )
+    .await?;
+    let report = verify_fails(&estate, &[], &["tenant:alpha:encryption"]).await?;
+    assert!(
+        report
+            .check("tenant:alpha:encryption")
+            .unwrap()
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("SqsManagedSseEnabled=true"),
+        "{}",
+        report.render()
+    );
+    set_attribute(
+        aws,
+        &alpha,
+        QueueAttributeName::SqsManagedSseEnabled,
+        "true",
+    )
+    .await?;
+
+    // A tenant queue policy written for another router role: it denies the real one.
+    let alpha_policy = queue_policy(aws, &alpha).await?;
+    let stale = serde_json::to_string(&alpha_policy)?.replace(
+        sandbox.router_role_arn()?,
+        "arn:aws:iam::123456789012:role/old-router",
+    );
+    set_queue_policy(aws, &alpha, &serde_json::from_str(&stale)?).await?;
+    let report = verify_fails(&estate, &[], &["tenant:alpha:queue-policy"]).await?;
+    assert_detail(
+        &report,
+        "tenant:alpha:queue-policy",
+        "DenySendersOtherThanRouter",
+    );
+    set_queue_policy(aws, &alpha, &alpha_policy).await?;
+
+    // The role's send permission narrowed to beta's queue.
+    let role = sandbox
+        .router_role_arn()?
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let document = aws
+        .iam
+        .get_role_policy()
+        .role_name(&role)
+        .policy_name("interruption-router")
+        .send()
+        .await?
+        .policy_document()
+        .to_owned();
+    let document = aws_model::policy::decode_iam_document(&document).map_err(anyhow::Error::msg)?;
+    let narrowed = document.replace("karpenter-*", "karpenter-beta");
+    assert_ne!(narrowed, document);
+    put_role_policy(aws, &role, &narrowed).await?;
+    let report = verify_fails(&estate, &[], &["tenant:alpha:router-role"]).await?;
+    assert_detail(
+        &report,
+        "tenant:alpha:router-role",
+        "may not sqs:GetQueueUrl (",
+    );
+    assert_detail(&report, "tenant:alpha:router-role", "sqs:ListQueueTags (");
+    assert_detail(&report, "tenant:alpha:router-role", "on karpenter-alpha");
+    put_role_policy(aws, &role, &document).await?;
+
+    // The role without the Tagging API lookup path and without the hand-back of records.
+    let narrowed = document
+        .replace("\"tag:GetResources\"", "\"tag:GetTagKeys\"")
+        .replace("\"sqs:ChangeMessageVisibility\"", "\"sqs:ListQueues\"");
+    assert_ne!(narrowed, document);
+    put_role_policy(aws, &role, &narrowed).await?;
+    let report = verify_fails(&estate, &[], &["router-role"]).await?;
+    let check = report.check("router-role").unwrap();
+    assert!(
+        check.detail.contains("may not tag:GetResources on *")
+            && check
+                .detail
+                .contains("sqs:ChangeMessageVisibility on ir-ingest"),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("statements ResolveInstanceTagsByArn, ConsumeIngestQueue"),
+        "{check:?}"
+    );
+    put_role_policy(aws, &role, &document).await?;
+
+    // The late-forwards alarm deleted: nobody hears of interruptions forwarded too late.
+    delete_alarm(aws, "ir-LateForwardsAlarm").await?;
+    let report = verify_fails(&estate, &[], &["alarm:LateForwardsAlarm"]).await?;
+    assert_detail(
+        &report,
+        "alarm:LateForwardsAlarm",
+        "no alarm watches InterruptionRouter LateForwards",
+    );
+    assert_fix(
+        &report,
+        "alarm:LateForwardsAlarm",
+        "aws cloudwatch put-metric-alarm --region us-east-1 --alarm-name ir-LateForwardsAlarm",
+    );
+    sandbox.create_alarm("LateForwardsAlarm").await?;
+
+    // The dashboard deleted by hand.
+    let dashboard = aws
+        .cloudwatch
+        .get_dashboard()
+        .dashboard_name("ir")
+        .send()
+        .await?;
+    aws.cloudwatch
+        .delete_dashboards()
+        .dashboard_names("ir")
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["dashboard"]).await?;
+    assert_detail(&report, "dashboard", "dashboard ir does not exist");
+    aws.cloudwatch
+        .put_dashboard()
+        .dashboard_name("ir")
+        .dashboard_body(dashboard.dashboard_body().unwrap())
+        .send()
+        .await?;
+
+    // A default-bus rule without `account`: every foreign event its bus receives would be
+    // dead-lettered account-not-served and page (or arrive twice through the central bus).
+    let spot_rule = sandbox.resource("SpotInterruptionRule").await?;
+    let scoped = aws
+        .events
+        .describe_rule()
+        .name(&spot_rule)
+        .send()
+        .await?
+        .event_pattern()
+        .unwrap()
+        .to_owned();
+    aws.events
+        .put_rule()
+        .name(&spot_rule)
+        .event_pattern(
+            r#"{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}"#,
+        )
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["rule:SpotInterruptionRule"]).await?;
+    assert_detail(
+        &report,
+        "rule:SpotInterruptionRule",
+        "it matches every account's events",
+    );
+    assert_fix(
+        &report,
+        "rule:SpotInterruptionRule",
+        r#""account":["123456789012"]"#,
+    );
+    aws.events
+        .put_rule()
+        .name(&spot_rule)
+        .event_pattern(scoped)
+        .send()
+        .await?;
+
+    // The metrics-missing alarm deleted: documents Lambda's log filter drops would leave every
+    // router alarm silent, and nothing would say so.
+    delete_alarm(aws, "ir-RouterMetricsMissingAlarm").await?;
+    let report = verify_fails(&estate, &[], &["alarm:RouterMetricsMissingAlarm"]).await?;
+    assert_detail(
+        &report,
+        "alarm:RouterMetricsMissingAlarm",
+        "metric documents",
+    );
+    assert_fix(&report, "alarm:RouterMetricsMissingAlarm", "--metrics");
+    sandbox.create_alarm("RouterMetricsMissingAlarm").await?;
+
+    // Lambda counted invocations, and the log group holds only lines without metric documents
+    // (a router build whose documents Lambda's filter dropped at LogLevel=WARN).
+    let function = sandbox.function_name()?.to_owned();
+    aws.cloudwatch
+        .put_metric_data()
+        .namespace("AWS/Lambda")
+        .metric_data(
+            aws_sdk_cloudwatch::types::MetricDatum::builder()
+                .metric_name("Invocations")
+                .dimensions(
+                    aws_sdk_cloudwatch::types::Dimension::builder()
+                        .name("FunctionName")
+                        .value(&function)
+                        .build(),
+                )
+                .value(3.0)
+                .build(),
+        )
+        .send()
+        .await?;
+    sandbox
+        .ship_logs(&[r#"{"level":"WARN","timestamp":"2026-11-23T00:00:00Z","fields":{"message":"failed, will be retried"}}"#.to_owned()])
+        .await?;
+    let report = verify_fails(&estate, &[], &["function:metrics"]).await?;
+    assert_detail(&report, "function:metrics", "holds no metric document");
+    // The router as built now, run at WARN under Lambda's filter: its documents reach the logs.
+    let router = estate
+        .world
+        .start_router(&[("AWS_LAMBDA_LOG_LEVEL", "WARN")])
+        .await?;
+    router
+        .invoke(e2e_tests::sqs_event(&[]).to_string(), INVOKE_BUDGET)
+        .await;
+    let kept = router.stdout_lines();
+    assert!(
+        kept.iter().any(|l| l.contains("CloudWatchMetrics")),
+        "{kept:?}"
+    );
+    sandbox.ship_logs(&kept).await?;
+    router.stop().await;
+    verify_fails(&estate, &[], &[]).await?;
+
+    // Karpenter's controller role lost its access to alpha's queue (its getting-started policy
+    // names only the queue Karpenter created itself).
+    let karpenter = routerctl::demo::sandbox::karpenter_role_name("alpha");
+    let attached = aws
+        .iam
+        .list_attached_role_policies()
+        .role_name(&karpenter)
+        .send()
+        .await?;
+    let grants: Vec<String> = attached
+        .attached_policies()
+        .iter()
+        .filter_map(|p| p.policy_arn().map(str::to_owned))
+        .collect();
+    assert_eq!(grants.len(), 1, "the tenant stack's grant: {grants:?}");
+    aws.iam
+        .detach_role_policy()
+        .role_name(&karpenter)
+        .policy_arn(&grants[0])
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["tenant:alpha:karpenter-role"]).await?;
+    assert_detail(
+        &report,
+        "tenant:alpha:karpenter-role",
+        "may not sqs:GetQueueUrl",
+    );
+    assert_fix(
+        &report,
+        "tenant:alpha:karpenter-role",
+        &format!("KARPENTER_ROLE={karpenter}"),
+    );
+    aws.iam
+        .attach_role_policy()
+        .role_name(&karpenter)
+        .policy_arn(&grants[0])
+        .send()
+        .await?;
+
+    // All repaired.
+    verify_fails(&estate, &[], &[]).await?;
+
+    // A tenant queue deleted: only a named cluster can be missed.
+    aws.sqs
+        .delete_queue()
+        .queue_url(sandbox.queue_url("karpenter-beta").await?)
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &["alpha", "beta"], &["tenant:beta:queue"]).await?;
+    let check = report.check("tenant:beta:queue").unwrap();
+    assert!(
+        check.detail.contains("queue karpenter-beta does not exist"),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("make deploy-tenant CLUSTER=beta"),
+        "{check:?}"
+    );
+
+    // A stack name that is not deployed.
+    let report = verify::run(
+        aws,
+        &verify::Options {
+            stack: "nope".into(),
+            ..verify::Options::default()
+        },
+    )
+    .await;
+    assert_eq!(report.failures().len(), 1);
+    assert_eq!(report.failures()[0].name, "stack");
+    assert!(
+        report.failures()[0]
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("make deploy-base")
+    );
+    Ok(())
+}
+
+const MEMBER: &str = "111111111111";
+
+/// A hub (base.yaml with its central bus serving MEMBER) and, in MEMBER, spoke.yaml and two
+/// tenant stacks importing from it; verify reaches MEMBER by assuming its spoke role (moto hands
+/// out the member's credentials without enforcing trust).
+#[tokio::test]
+async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> {
+    let world = World::start().await?;
+    let hub = Sandbox::deploy_hub(&world.moto, "ir", &["alpha"], &[MEMBER]).await?;
+    let spoke = hub
+        .deploy_spoke(&world.moto, MEMBER, &["prod", "web"])
+        .await?;
+    let options = verify::Options {
+        stack: "ir".into(),
+        account: Some(MEMBER.into()),
+        ..verify::Options::default()
+    };
+    let verify_fails = async |options: &verify::Options, failing: &[&str]| {
+        let report = Box::pin(verify::run(&hub.aws, options)).await;
+        let failed: Vec<&str> = report.failures().iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(failed, failing, "{}", report.render());
+        for check in report.failures() {
+            assert!(
+                check.fix.as_deref().is_some_and(|f| !f.is_empty()),
+                "{} has no fix",
+                check.name
+            );
+        }
+        report
+    };
+
+    let report = verify_fails(&options, &[]).await;
+    let names: Vec<&str> = report.checks.iter().map(|c| c.name.as_str()).collect();
+    for expected in [
+        "rule:HubStateChangeRule",
+        "router-role:assume-spoke-roles",
+        "spoke:111111111111:served",
+        "spoke:111111111111:access",
+        "spoke:111111111111:stack",
+        "spoke:111111111111:rule:SpotInterruptionRule",
+        "spoke:111111111111:rule:StateChangeRule",
+        "spoke:111111111111:rule:CapacityReservationInterruptionRule",
+        "spoke:111111111111:hub-bus-policy",
+        "spoke:111111111111:role-trust",
+        "spoke:111111111111:role-permissions",
+        "spoke:111111111111:tenant:prod:encryption",
+        "spoke:111111111111:tenant:prod:queue-policy",
+        "spoke:111111111111:tenant:prod:spoke-role",
+        "spoke:111111111111:tenant:web:queue-policy",
+    ] {
+        assert!(names.contains(&expected), "{expected} missing: {names:?}");
+    }
+    assert!(
+        report
+            .render()
+            .starts_with("verify ir in us-east-1, Queue mode, member account 111111111111"),
+        "{}",
+        report.render()
+    );
+    let spoke_aws = &spoke.aws;
+    let spoke_role = spoke.role_arn()?.rsplit('/').next().unwrap().to_owned();
+    let member = |check: &str| format!("spoke:{MEMBER}:{check}");
+
+    // The router role's AssumeRole unscoped (the statement before it named the accounts): the
+    // account gate would be the router's code alone.
+    let router_role = hub
+        .router_role_arn()?
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let scoped = hub
+        .aws
+        .iam
+        .get_role_policy()
+        .role_name(&router_role)
+        .policy_name("interruption-router")
+        .send()
+        .await?
+        .policy_document()
+        .to_owned();
+    let scoped = aws_model::policy::decode_iam_document(&scoped).map_err(anyhow::Error::msg)?;
+    let mut unscoped: Value = serde_json::from_str(&scoped)?;
+    for statement in unscoped["Statement"].as_array_mut().unwrap() {
+        if statement["Sid"] == "AssumeSpokeRoles" {
+            statement.as_object_mut().unwrap().remove("Condition");
+        }
+    }
+    put_role_policy(&hub.aws, &router_role, &unscoped.to_string()).await?;
+    let report = verify_fails(&options, &["router-role:assume-spoke-roles"]).await;
+    let check = report.check("router-role:assume-spoke-roles").unwrap();
+    assert!(
+        check.detail.contains("an account it does not serve"),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("aws:ResourceAccount"),
+        "{check:?}"
+    );
+    put_role_policy(&hub.aws, &router_role, &scoped).await?;
+
+    // The spoke role's queue permission widened to sqs:*.
+    let original = spoke_aws
+        .iam
+        .get_role_policy()
+        .role_name(&spoke_role)
+        .policy_name("interruption-router-spoke")
+        .send()
+        .await?
+        .policy_document()
+        .to_owned();
+    let original = aws_model::policy::decode_iam_document(&original).map_err(anyhow::Error::msg)?;
+    let mut widened = verify::spoke_role_policy("aws", MEMBER, "karpenter-");
+    widened["Statement"][1]["Action"] = serde_json::json!("sqs:*");
+    let put_spoke_policy = async |document: &str| {
+        spoke_aws
+            .iam
+            .put_role_policy()
+            .role_name(&spoke_role)
+            .policy_name("interruption-router-spoke")
+            .policy_document(document)
+            .send()
+            .await
+    };
+    put_spoke_policy(&widened.to_string()).await?;
+    let report = verify_fails(&options, &[&member("role-permissions")]).await;
+    let check = report.check(&member("role-permissions")).unwrap();
+    assert!(
+        check.detail.contains("may also sqs:ReceiveMessage")
+            && check.detail.contains("sqs:PurgeQueue"),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("aws iam put-role-policy --role-name interruption-router-spoke"),
+        "{check:?}"
+    );
+    put_spoke_policy(&original).await?;
+
+    // A spoke rule disabled by hand.
+    let rule = "interruption-router-state-change";
+    spoke_aws.events.disable_rule().name(rule).send().await?;
+    let report = verify_fails(&options, &[&member("rule:StateChangeRule")]).await;
+    let check = report.check(&member("rule:StateChangeRule")).unwrap();
+    assert!(check.detail.contains("is DISABLED"), "{}", check.detail);
+    assert!(
+        check.fix.as_deref().unwrap().contains(&format!(
+            "aws events enable-rule --name {rule} --region us-east-1"
+        )),
+        "{check:?}"
+    );
+    spoke_aws.events.enable_rule().name(rule).send().await?;
+
+    // The hub bus's policy no longer lists the member.
+    let bus = hub.base.output("HubEventBusArn")?.to_owned();
+    let put_bus_policy = async |policy: serde_json::Value| {
+        hub.aws
+            .events
+            .put_permission()
+            .event_bus_name("ir-hub")
+            .policy(policy.to_string())
+            .send()
+            .await
+    };
+    put_bus_policy(verify::hub_bus_policy(&bus, "222222222222", None)).await?;
+    let report = verify_fails(&options, &[&member("hub-bus-policy")]).await;
+    let check = report.check(&member("hub-bus-policy")).unwrap();
+    assert!(
+        check
+            .detail
+            .contains("111111111111 may not events:PutEvents on ir-hub"),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check.fix.as_deref().unwrap().contains("ServedAccounts"),
+        "{check:?}"
+    );
+
+    // An organisation-wide bus policy: undetermined without --org-id, a pass with it.
+    put_bus_policy(verify::hub_bus_policy(&bus, "*", Some("o-abcd123456"))).await?;
+    let report = verify_fails(&options, &[&member("hub-bus-policy")]).await;
+    let check = report.check(&member("hub-bus-policy")).unwrap();
+    assert!(check.detail.contains("undetermined"), "{}", check.detail);
+    assert!(
+        check.fix.as_deref().unwrap().contains("--org-id"),
+        "{check:?}"
+    );
+    let with_org = verify::Options {
+        org_id: Some("o-abcd123456".into()),
+        ..options.clone()
+    };
+    verify_fails(&with_org, &[]).await;
+    put_bus_policy(verify::hub_bus_policy(&bus, MEMBER, None)).await?;
+
+    // The spoke role trusting the whole hub account instead of the router role.
+    let router = hub.router_role_arn()?.to_owned();
+    let open = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"AWS": "arn:aws:iam::123456789012:root"}, "Action": "sts:AssumeRole"}]});
+    spoke_aws
+        .iam
+        .update_assume_role_policy()
+        .role_name(&spoke_role)
+        .policy_document(open.to_string())
+        .send()
+        .await?;
+    let report = verify_fails(&options, &[&member("role-trust")]).await;
+    let check = report.check(&member("role-trust")).unwrap();
+    assert!(
+        check.detail.contains("another role of the hub account"),
+        "{}",
+        check.detail
+    );
+    spoke_aws
+        .iam
+        .update_assume_role_policy()
+        .role_name(&spoke_role)
+        .policy_document(verify::spoke_trust_policy(&router).to_string())
+        .send()
+        .await?;
+
+    // A tenant queue whose policy admits the hub's router role, not the spoke role.
+    let prod = spoke_aws
+        .sqs
+        .get_queue_url()
+        .queue_name("karpenter-prod")
+        .send()
+        .await?
+        .queue_url()
+        .unwrap()
+        .to_owned();
+    let prod_arn = format!("arn:aws:sqs:us-east-1:{MEMBER}:karpenter-prod");
+    set_queue_policy(
+        spoke_aws,
+        &prod,
+        &verify::tenant_queue_policy(&prod_arn, &router),
+    )
+    .await?;
+    let report = verify_fails(&options, &[&member("tenant:prod:queue-policy")]).await;
+    let check = report.check(&member("tenant:prod:queue-policy")).unwrap();
+    assert!(
+        check.detail.contains(
+            "the spoke role arn:aws:iam::111111111111:role/interruption-router-spoke is denied"
+        ),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("BaseStackName empty"),
+        "{check:?}"
+    );
+    set_queue_policy(
+        spoke_aws,
+        &prod,
+        &verify::tenant_queue_policy(&prod_arn, spoke.role_arn()?),
+    )
+    .await?;
+
+    // All repaired, and the binary says so, reaching the member account the same way.
+    verify_fails(&options, &[]).await;
+    let mut command = std::process::Command::new(routerctl_binary());
+    command
+        .env_clear()
+        .envs(env_for(world.moto.endpoint()))
+        .args(["verify", "--stack", "ir", "--account", MEMBER]);
+    let out = tokio::task::spawn_blocking(move || command.output()).await??;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("  PASS  spoke:111111111111:role-permissions"),
+        "{stdout}"
+    );
+    Ok(())
+}
+
+async fn queue_policy(aws: &Aws, url: &str) -> Result<Value> {
+    let out = aws
+        .sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::Policy)
+        .send()
+        .await?;
+    let text = out
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::Policy))
+        .context("no policy")?;
+    Ok(serde_json::from_str(text)?)
+}
+
+async fn set_queue_policy(aws: &Aws, url: &str, policy: &Value) -> Result<()> {
+    set_attribute(aws, url, QueueAttributeName::Policy, &policy.to_string()).await
+}
+
+/// Sets one attribute. moto drops a queue's Policy on any SetQueueAttributes that does not carry
+/// one (AWS keeps it), so the current policy is sent along.
+async fn set_attribute(aws: &Aws, url: &str, name: QueueAttributeName, value: &str) -> Result<()> {
+    let mut request = aws.sqs.set_queue_attributes().queue_url(url);
+    if name != QueueAttributeName::Policy {
+        request = request.attributes(
+            QueueAttributeName::Policy,
+            queue_policy(aws, url).await?.to_string(),
+        );
+    }
+    request.attributes(name, value).send().await?;
+    Ok(())
+}
+
+async fn set_environment(
+    aws: &Aws,
+    function: &str,
+    variables: std::collections::HashMap<String, String>,
+) -> Result<()> {
+    aws.lambda
+        .update_function_configuration()
+        .function_name(function)
+        .environment(
+            aws_sdk_lambda::types::Environment::builder()
+                .set_variables(Some(variables))
+                .build(),
+        )
+        .send()
+        .await?;
+    Ok(())
+}
+
+async fn put_role_policy(aws: &Aws, role: &str, document: &str) -> Result<()> {
+    aws.iam
+        .put_role_policy()
+        .role_name(role)
+        .policy_name("interruption-router")
+        .policy_document(document)
+        .send()
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn fis_reports_from_the_routers_logs_which_clusters_got_the_experiments_events() -> Result<()>
+{
+    let estate = Estate::deploy().await?;
+    let aws = estate.aws();
+    let template = estate.sandbox.create_fis_template("alpha").await?;
+    let esm = estate.take_over_mapping().await?;
+    let ingest = estate.sandbox.ingest_queue_url().await?;
+    let router = estate.start_router().await?;
+
+    // moto runs the experiment but sends nothing: what FIS makes EC2 send is simulated while it
+    // runs, alongside normal traffic for beta, and carried by the real router.
+    let experiment = fis::start(aws, &template).await?;
+    let spot = simulate::run(
+        aws,
+        &simulate::Options {
+            count: 2,
+            ..simulate::Options::new("alpha", SimKind::Fis, &ingest)
+        },
+    )
+    .await?;
+    let background =
+        simulate::run(aws, &simulate::Options::new("beta", SimKind::Spot, &ingest)).await?;
+    let stop = Stop {
+        handled: Some(9),
+        idle: Duration::from_secs(20),
+    };
+    esm.drain(&aws.sqs, &router, stop, |_| {}).await?;
+    // What Lambda does with the function's stdout.
+    let lines = router.stdout_lines();
+    estate.sandbox.ship_logs(&lines).await?;
+
+    let options = fis::Options {
+        cluster: None,
+        template_id: None,
+        experiment_id: Some(experiment.clone()),
+        stack: "ir".into(),
+        log_group: None,
+        settle: Some(Duration::from_secs(2)),
+        poll: Duration::from_millis(20),
+        timeout: Duration::from_secs(30),
+        strict: false,
+        managed_tag: "karpenter.sh/nodepool".into(),
+    };
+    // moto's FIS resolves no tag-selected target and writes no experiment log: alpha received
+    // events, but nothing says they are about the instance the experiment interrupted. No PASS.
+    let unknown = fis::run(aws, &options, |_| {}).await?;
+    assert!(!unknown.passed(), "{}", unknown.render());
+    assert_eq!(unknown.instance_source, fis::InstanceSource::Unknown);
+    assert!(
+        unknown.render().contains("FIS named no instance"),
+        "{}",
+        unknown.render()
+    );
+
+    // What FIS writes to the experiment's log when it resolves the target.
+    estate
+        .sandbox
+        .log_fis_target_resolution(&template, &experiment, &spot.instances)
+        .await?;
+    let report = fis::run(aws, &options, |_| {}).await?;
+    let rendered = report.render();
+    assert!(report.passed(), "{rendered}");
+    assert_eq!(report.experiment.status, "completed");
+    assert_eq!(
+        report.template.cluster.as_deref(),
+        Some("alpha"),
+        "the target comes from the template"
+    );
+    assert_eq!(
+        report.template.duration_before_interruption,
+        Some(Duration::from_secs(120))
+    );
+    assert_eq!(report.log_group, "/aws/lambda/ir-router");
+    assert_eq!(report.instance_source, fis::InstanceSource::ExperimentLog);
+    assert_eq!(
+        report.instances,
+        spot.instances.iter().cloned().collect(),
+        "the instances FIS logged, not every instance of the cluster"
+    );
+    let alpha = &report.verdict.clusters["alpha"];
+    assert_eq!((alpha.experiment, alpha.other), (8, 0), "{rendered}");
+    assert_eq!(alpha.ages_ms.len(), 8, "every delivery carries its age");
+    assert_eq!(
+        report.verdict.clusters["beta"],
+        fis::ClusterTally {
+            experiment: 0,
+            other: 1,
+            ages_ms: vec![],
+            kinds: Default::default(),
+        }
+    );
+    // The metric documents say each delivery's kind: the warning itself reached alpha.
+    assert_eq!(
+        alpha.kinds,
+        [
+            "rebalance-recommendation",
+            "spot-interruption",
+            "state-change"
+        ]
+        .map(str::to_owned)
+        .into(),
+        "{rendered}"
+    );
+    assert!(
+        rendered.contains("PASS: 8 events about the experiment's instances reached alpha"),
+        "{rendered}"
+    );
+
+    // --strict counts beta's unrelated spot warning against isolation.
+    let strict = fis::run(
+        aws,
+        &fis::Options {
+            strict: true,
+            settle: Some(Duration::ZERO),
+            ..options.clone()
+        },
+        |_| {},
+    )
+    .await?;
+    assert!(!strict.passed());
+    assert!(
+        strict
+            .render()
+            .contains("beta received 1 other event(s) during the window (--strict)")
+    );
+
+    // The verdict on the router's real log lines, one of them rewritten to a misroute.
+    let now = now_ms();
+    let window = fis::window(now - 60_000, now, Duration::ZERO);
+    let deliveries: Vec<fis::Delivery> = lines
+        .iter()
+        .filter_map(|l| fis::parse_delivery(l, now))
+        .collect();
+    assert_eq!(deliveries.len(), 9, "one line per delivery: {lines:#?}");
+    let beta_delivery = deliveries.iter().find(|d| d.cluster == "beta").unwrap();
+    assert_eq!(beta_delivery.event_id, background.sent[0].event.id);
+    assert_eq!(beta_delivery.kind, "spot-interruption");
+    assert_eq!(beta_delivery.instances, background.instances);
+    let verdict = fis::tally("alpha", &report.instances, &deliveries, window, false);
+    assert!(verdict.passed(), "{:?}", verdict.problems());
+    // The same run without the warnings (only the rebalance recommendations and state changes
+    // arrived) is no evidence: FAIL.
+    let without_warning: Vec<fis::Delivery> = deliveries
+        .iter()
+        .filter(|d| d.kind != "spot-interruption")
+        .cloned()
+        .collect();
+    let verdict = fis::tally("alpha", &report.instances, &without_warning, window, false);
+    assert!(!verdict.passed());
+    assert!(
+        verdict.problems()[0].contains("no spot interruption warning"),
+        "{:?}",
+        verdict.problems()
+    );
+
+    let misrouted: Vec<fis::Delivery> = lines
+        .iter()
+        .map(|line| {
+            let mut value: Value = serde_json::from_str(line).unwrap_or_default();
+            if value["fields"]["event_id"]
+                .as_str()
+                .is_some_and(|id| id.ends_with("-0-fis-warning"))
+            {
+                value["fields"]["cluster"] = "beta".into();
+            }
+            value.to_string()
+        })
+        .filter_map(|l| fis::parse_delivery(&l, now))
+        .collect();
+    let verdict = fis::tally("alpha", &report.instances, &misrouted, window, false);
+    assert_eq!(verdict.leaks.len(), 1, "{:?}", verdict.problems());
+    assert!(
+        verdict.problems()[0].starts_with("beta received event routerctl-"),
+        "{:?}",
+        verdict.problems()
+    );
+
+    let nothing: Vec<fis::Delivery> = deliveries
+        .iter()
+        .filter(|d| d.cluster == "beta")
+        .cloned()
+        .collect();
+    let verdict = fis::tally("alpha", &report.instances, &nothing, window, false);
+    assert!(verdict.problems()[0].starts_with("alpha received none of the experiment's events"));
+
+    // At LogLevel WARN Lambda drops the per-event lines; the metric documents' Deliveries stay,
+    // and the verdict rests on them.
+    let env = estate.sandbox.function_environment().await?;
+    let mut pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    pairs.push(("AWS_LAMBDA_LOG_LEVEL", "WARN"));
+    let quiet = estate.world.start_router(&pairs).await?;
+    let second = fis::start(aws, &template).await?;
+    estate
+        .sandbox
+        .log_fis_target_resolution(&template, &second, &spot.instances)
+        .await?;
+    let again = simulate::run(
+        aws,
+        &simulate::Options {
+            count: 2,
+            ..simulate::Options::new("alpha", SimKind::Fis, &ingest)
+        },
+    )
+    .await?;
+    assert_eq!(again.instances, spot.instances);
+    let stop = Stop {
+        handled: Some(8),
+        idle: Duration::from_secs(20),
+    };
+    esm.drain(&aws.sqs, &quiet, stop, |_| {}).await?;
+    let kept = quiet.stdout_lines();
+    assert!(
+        kept.iter().all(|l| fis::parse_delivery(l, 0).is_none()),
+        "no forwarded line survives WARN: {kept:#?}"
+    );
+    estate
+        .sandbox
+        .ship_logs_to("/aws/lambda/ir-router-at-warn", &kept)
+        .await?;
+    let at_warn = fis::run(
+        aws,
+        &fis::Options {
+            experiment_id: Some(second),
+            log_group: Some("/aws/lambda/ir-router-at-warn".into()),
+            ..options.clone()
+        },
+        |_| {},
+    )
+    .await?;
+    assert!(at_warn.passed(), "{}", at_warn.render());
+    assert_eq!(at_warn.verdict.clusters["alpha"].experiment, 8);
+    Ok(())
+}
+
+#[tokio::test]
+async fn fis_never_starts_a_template_that_could_interrupt_another_clusters_or_an_unrouted_node()
+-> Result<()> {
+    let estate = Estate::deploy().await?;
+    let aws = estate.aws();
+    let started = async || -> Result<usize> {
+        Ok(aws.fis.list_experiments().send().await?.experiments().len())
+    };
+    let run = |template: &str, cluster: &str, log_group: Option<&str>| fis::Options {
+        cluster: Some(cluster.into()),
+        template_id: Some(template.into()),
+        experiment_id: None,
+        stack: "ir".into(),
+        log_group: log_group.map(str::to_owned),
+        settle: Some(Duration::ZERO),
+        poll: Duration::from_millis(20),
+        timeout: Duration::from_secs(30),
+        strict: false,
+        managed_tag: "karpenter.sh/nodepool".into(),
+    };
+
+    // Beta's template, asked to run against alpha: refused before StartExperiment.
+    let beta = estate.sandbox.create_fis_template("beta").await?;
+    let error = fis::run(aws, &run(&beta, "alpha", None), |_| {})
+        .await
+        .err()
+        .context("beta's template must not run for alpha")?;
+    assert!(
+        error
+            .to_string()
+            .contains("interrupts instances of beta, not alpha: not started"),
+        "{error:#}"
+    );
+    assert_eq!(started().await?, 0, "nothing was started");
+    let (code, _, err) = routerctl(
+        &estate,
+        &["fis", "--template-id", &beta, "--cluster", "alpha", "--yes"],
+    )
+    .await?;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not started"), "{err}");
+    assert_eq!(started().await?, 0);
+
+    // The template as fis.yaml wrote it before it selected by the managed tag: it could pick a
+    // managed node group's spot node, which the router does not route and nobody drains.
+    let old = estate
+        .sandbox
+        .create_fis_template_from(&e2e_tests::previous_template("fis.yaml"), "alpha")
+        .await?;
+    let error = fis::run(aws, &run(&old, "alpha", None), |_| {})
+        .await
+        .err()
+        .context("a template without the managed tag must not run")?;
+    assert!(
+        error
+            .to_string()
+            .contains("does not select by karpenter.sh/nodepool"),
+        "{error:#}"
+    );
+    assert_eq!(started().await?, 0);
+
+    // Once an experiment runs, a later failure names it and how to stop it.
+    let alpha = estate.sandbox.create_fis_template("alpha").await?;
+    let error = fis::run(aws, &run(&alpha, "alpha", Some("/no/such/group")), |_| {})
+        .await
+        .err()
+        .context("reading a log group that does not exist fails")?;
+    let text = format!("{error:#}");
+    assert_eq!(started().await?, 1);
+    assert!(
+        text.contains("was started and may still be interrupting nodes")
+            && text.contains("aws fis stop-experiment --region us-east-1 --id"),
+        "{text}"
+    );
+    Ok(())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// The routerctl binary of this build: next to the test executable's directory, or $ROUTERCTL_BIN.
+fn routerctl_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("ROUTERCTL_BIN") {
+        return path.into();
+    }
+    let exe = std::env::current_exe().expect("test executable");
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join("routerctl"))
+        .find(|p| p.is_file())
+        .expect("routerctl not built: cargo build --workspace --bins")
+}
+
+/// Runs the binary against the emulator with nothing but the emulator's environment.
+async fn routerctl(estate: &Estate, args: &[&str]) -> Result<(Option<i32>, String, String)> {
+    let mut command = std::process::Command::new(routerctl_binary());
+    command
+        .env_clear()
+        .envs(env_for(estate.world.moto.endpoint()))
+        .args(args);
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = tokio::task::spawn_blocking(move || command.output()).await??;
+    Ok((
+        status.code(),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    ))
+}
+
+#[tokio::test]
+async fn the_binary_prints_reports_and_exits_by_verdict() -> Result<()> {
+    let estate = Estate::deploy().await?;
+    estate.sandbox.create_fis_template("alpha").await?;
+
+    let (code, out, _) = routerctl(&estate, &["verify", "--stack", "ir"]).await?;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.starts_with("verify ir in us-east-1, Queue mode\n"),
+        "{out}"
+    );
+    assert!(out.contains("  PASS  tenant:beta:router-role"), "{out}");
+    assert!(out.lines().last().unwrap().starts_with("PASS: "), "{out}");
+
+    let rule = estate.sandbox.resource("StateChangeRule").await?;
+    estate
+        .aws()
+        .events
+        .disable_rule()
+        .name(&rule)
+        .send()
+        .await?;
+    let (code, out, _) =
+        routerctl(&estate, &["verify", "--stack", "ir", "--cluster", "alpha"]).await?;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("  FAIL  rule:StateChangeRule"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "fix: aws events enable-rule --name {rule} --region us-east-1"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.ends_with("FAIL: 1 of 25 checks failed: rule:StateChangeRule\n"),
+        "{out}"
+    );
+
+    let ingest = estate.sandbox.ingest_queue_url().await?;
+    let (code, _, err) = routerctl(
+        &estate,
+        &[
+            "simulate",
+            "--cluster",
+            "nope",
+            "--kind",
+            "spot",
+            "--to",
+            &ingest,
+        ],
+    )
+    .await?;
+    assert_eq!(code, Some(2));
+    assert!(
+        err.starts_with("error: no running instances tagged eks:eks-cluster-name=nope"),
+        "{err}"
+    );
+
+    // FIS: refused without --yes; then started, and failed because nothing reached alpha (the
+    // emulator sends no events for an experiment).
+    let (code, _, err) =
+        routerctl(&estate, &["fis", "--cluster", "alpha", "--stack", "ir"]).await?;
+    assert_eq!(code, Some(2));
+    assert!(err.contains("pass --yes"), "{err}");
+    let (code, _, err) = routerctl(&estate, &["fis", "--cluster", "beta", "--yes"]).await?;
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("no FIS experiment template tagged cluster=beta"),
+        "{err}"
+    );
+    let (code, out, err) = routerctl(
+        &estate,
+        &[
+            "fis",
+            "--cluster",
+            "alpha",
+            "--stack",
+            "ir",
+            "--settle",
+            "0s",
+            "--yes",
+        ],
+    )
+    .await?;
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(err.contains("starting experiment template"), "{err}");
+    assert!(out.contains("alpha (target)"), "{out}");
+    // moto's FIS resolves no target and logs nothing: no evidence about the interrupted node.
+    assert!(out.contains("problem: FIS named no instance"), "{out}");
+    assert!(out.ends_with("FAIL: 1 problem(s)\n"), "{out}");
+    Ok(())
+}

@@ -1,0 +1,23 @@
+//! Every integration test of the project, as modules of ONE test binary: each file under
+//! `tests/tests/` used to be its own binary that linked the whole AWS SDK again (~80 MB and a
+//! link each); modules link once. The shared fixtures are the `e2e_tests` library (`tests/src/`).
+//!
+//! Run one part with a module filter, e.g. `cargo test -p e2e-tests --test e2e adopt::`.
+//!
+//! * the router binary under a Lambda Runtime API: [`router`], [`edges`], [`accounts`],
+//!   [`faults`], [`log_levels`];
+//! * the templates: [`stacks`] (deployed through moto), [`policy`] and [`permissions`] (what IAM
+//!   would decide), [`deploy_targets`] (the Makefile's deploy targets);
+//! * the operator CLI: [`cli`] (`routerctl` simulate, verify, fis), [`adopt`].
+
+mod accounts;
+mod adopt;
+mod cli;
+mod deploy_targets;
+mod edges;
+mod faults;
+mod log_levels;
+mod permissions;
+mod policy;
+mod router;
+mod stacks;

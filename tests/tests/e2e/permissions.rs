@@ -1,0 +1,471 @@
+//! Who may do what, as AWS would decide it, on the documents the templates actually create.
+//!
+//! moto evaluates no IAM or resource policy and reads no `Rules`, so none of this can be learnt
+//! from a deployment in the emulator. Each template is rendered for a concrete deployment
+//! (`aws_model::template`: parameters, conditions, intrinsic functions, exports between stacks of
+//! one account and region), and the requests the router and others make are decided with the
+//! project's IAM evaluator (`aws_model::policy`): an explicit Deny wins, one account needs one
+//! Allow, two accounts need both (IAM policy evaluation logic). The router's own choice of
+//! principal comes from its code (`Sender::for_scope`), not from a copy of the rule.
+
+use anyhow::{Context, Result};
+use aws_model::{
+    patterns::{Matched, matches},
+    policy::{Decision, Policy, Principal, Request, authorize, evaluate},
+    stacks::{BASE_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE},
+    template::{Deployment, Stage, Template},
+};
+use interruption_router::{accounts::Sender, config::DEFAULT_SPOKE_ROLE_NAME, event::Kind};
+use routerctl::verify::{HUB_RULES, RULES};
+use serde_json::{Value, json};
+
+const HUB: &str = "123456789012";
+const HOME: &str = "us-east-1";
+const OTHER: &str = "eu-west-1";
+const MEMBER: &str = "111111111111";
+const UNSERVED: &str = "999999999999";
+const ORG: &str = "o-abcd123456";
+const BASE_STACK: &str = "interruption-router";
+const SPOKE_STACK: &str = "interruption-router-spoke";
+
+fn template(name: &str, text: &str) -> Template {
+    Template::parse(name, text).unwrap()
+}
+
+/// The hub's base stack, serving `served` (CentralBus when it serves anyone).
+fn hub_stage(served: &str, organization: &str) -> Stage {
+    let mut stage = Stage::new(BASE_STACK, HUB, HOME).parameter("CodeS3Bucket", "artifacts");
+    if !served.is_empty() {
+        stage = stage
+            .parameter("CentralBus", "Enabled")
+            .parameter("ServedAccounts", served)
+            .parameter("OrganizationId", organization);
+    }
+    stage
+}
+
+fn resolved(d: &Deployment<'_>, v: Value) -> String {
+    d.resolve(&v).unwrap().unwrap().as_str().unwrap().to_owned()
+}
+
+/// A role's inline policies, as parsed documents.
+fn role_policies(d: &Deployment<'_>, role: &str) -> Vec<Policy> {
+    d.property(role, &["Policies"])
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let name = p["PolicyName"].as_str().unwrap_or_default();
+            Policy::parse(format!("{role} {name}"), &p["PolicyDocument"].to_string()).unwrap()
+        })
+        .collect()
+}
+
+fn document(d: &Deployment<'_>, resource: &str, path: &[&str]) -> Policy {
+    let doc = d.property(resource, path).unwrap();
+    assert!(doc.is_object(), "{resource} {path:?}: {doc}");
+    Policy::parse(resource, &doc.to_string()).unwrap()
+}
+
+/// What a tenant queue in (`account`, `region`) is made of, deployed next to the stack that
+/// connects that region (the base stack in the hub's home region, the spoke stack everywhere
+/// else) and importing what that stack exports for the region.
+struct Placement {
+    account: &'static str,
+    region: &'static str,
+    queue_arn: String,
+    queue_policy: Policy,
+    /// The spoke role there and its policies, when the placement has a spoke stack.
+    spoke: Option<(String, Vec<Policy>, Policy)>,
+}
+
+fn place(account: &'static str, region: &'static str, hub: &Deployment<'_>) -> Placement {
+    let (exports, spoke) = if (account, region) == (HUB, HOME) {
+        (hub.exports().unwrap(), None)
+    } else {
+        let router_role = resolved(hub, json!({"Fn::GetAtt": ["RouterRole", "Arn"]}));
+        let bus = hub.output("HubEventBusArn").unwrap().unwrap();
+        // IAM is global: one region per account creates the role; its policies are the same.
+        let stage = Stage::new(SPOKE_STACK, account, region)
+            .parameter("HubEventBusArn", &bus)
+            .parameter("RouterRoleArn", &router_role)
+            .parameter("CreateSpokeRole", "true");
+        let spoke_template = template("spoke.yaml", SPOKE_TEMPLATE);
+        let d = spoke_template.deploy(&stage).unwrap();
+        let role_arn = d.output("SpokeRoleArn").unwrap().unwrap();
+        let role = (
+            role_arn,
+            role_policies(&d, "SpokeRole"),
+            document(&d, "SpokeRole", &["AssumeRolePolicyDocument"]),
+        );
+        (d.exports().unwrap(), Some(role))
+    };
+    // As `make deploy-tenant` deploys it: no BaseStackName, so it imports the region's exports.
+    let mut stage = Stage::new("alpha-tenant", account, region).parameter("ClusterName", "alpha");
+    stage.exports = exports;
+    let tenant = template("tenant.yaml", TENANT_TEMPLATE);
+    let d = tenant.deploy(&stage).unwrap();
+    Placement {
+        account,
+        region,
+        queue_arn: resolved(&d, json!({"Fn::GetAtt": ["InterruptionQueue", "Arn"]})),
+        queue_policy: document(&d, "InterruptionQueuePolicy", &["PolicyDocument"]),
+        spoke,
+    }
+}
+
+fn send(
+    identity: &[Policy],
+    queue_policy: &Policy,
+    principal: &str,
+    account: &str,
+    queue: &str,
+) -> Decision {
+    let context = [
+        ("aws:SecureTransport", "true"),
+        ("aws:PrincipalArn", principal),
+    ];
+    authorize(
+        identity,
+        std::slice::from_ref(queue_policy),
+        principal,
+        account,
+        &Request {
+            principal: Principal::Attached,
+            action: "sqs:SendMessage",
+            resource: queue,
+            context: &context,
+        },
+    )
+}
+
+#[test]
+fn each_tenant_queue_admits_exactly_the_principal_the_router_sends_with() -> Result<()> {
+    let base = template("base.yaml", BASE_TEMPLATE);
+    let stage = hub_stage(MEMBER, "");
+    let hub = base.deploy(&stage)?;
+    let router_role = resolved(&hub, json!({"Fn::GetAtt": ["RouterRole", "Arn"]}));
+    let router_identity = role_policies(&hub, "RouterRole");
+    let admin = Policy::parse(
+        "admin",
+        r#"{"Statement":{"Effect":"Allow","Action":"*","Resource":"*"}}"#,
+    )
+    .map_err(anyhow::Error::msg)?;
+
+    for (account, region) in [(HUB, HOME), (HUB, OTHER), (MEMBER, HOME), (MEMBER, OTHER)] {
+        let p = place(account, region, &hub);
+        let here = format!("{} in {}", p.account, p.region);
+        // The router's code decides who it is there.
+        let sender = Sender::for_scope(HUB, HOME, account, region, DEFAULT_SPOKE_ROLE_NAME);
+        let (principal, identity) = match (&sender, &p.spoke) {
+            (Sender::Home, None) => (router_role.clone(), router_identity.clone()),
+            (Sender::Spoke { role_arn, .. }, Some((arn, policies, trust))) => {
+                assert_eq!(
+                    role_arn, arn,
+                    "{here}: the spoke role the router assumes exists"
+                );
+                // The router role may assume it: its own policy (aws:ResourceAccount) and the
+                // spoke role's trust both allow, across accounts or within one.
+                let context = [
+                    ("aws:ResourceAccount", account),
+                    ("aws:PrincipalArn", router_role.as_str()),
+                ];
+                let assume = authorize(
+                    &router_identity,
+                    std::slice::from_ref(trust),
+                    &router_role,
+                    account,
+                    &Request {
+                        principal: Principal::Attached,
+                        action: "sts:AssumeRole",
+                        resource: role_arn,
+                        context: &context,
+                    },
+                );
+                assert!(
+                    assume.is_allowed(),
+                    "{here}: router may assume {role_arn}: {assume}"
+                );
+                (role_arn.clone(), policies.clone())
+            }
+            (sender, spoke) => panic!(
+                "{here}: the router is {sender} but the region's stack is {}",
+                if spoke.is_some() {
+                    "a spoke"
+                } else {
+                    "the base"
+                }
+            ),
+        };
+        let decision = send(
+            &identity,
+            &p.queue_policy,
+            &principal,
+            account,
+            &p.queue_arn,
+        );
+        assert!(
+            decision.is_allowed(),
+            "{here}: {principal} may send: {decision}"
+        );
+
+        // And nobody else: the router's other identity, and an administrator of the account.
+        let other = match sender {
+            Sender::Home => format!("arn:aws:iam::{account}:role/{DEFAULT_SPOKE_ROLE_NAME}"),
+            Sender::Spoke { .. } => router_role.clone(),
+        };
+        let administrator = format!("arn:aws:iam::{account}:role/admin");
+        for intruder in [other.as_str(), administrator.as_str()] {
+            let decision = send(
+                std::slice::from_ref(&admin),
+                &p.queue_policy,
+                intruder,
+                account,
+                &p.queue_arn,
+            );
+            assert!(
+                matches!(decision, Decision::Denied { .. }),
+                "{here}: {intruder} must be refused: {decision}"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_ingest_queue_refuses_every_sender_but_the_stacks_rules() -> Result<()> {
+    let base = template("base.yaml", BASE_TEMPLATE);
+    for (stage, hub_bus) in [(hub_stage("", ""), false), (hub_stage(MEMBER, ""), true)] {
+        let d = base.deploy(&stage)?;
+        let queue = resolved(&d, json!({"Fn::GetAtt": ["IngestQueue", "Arn"]}));
+        let policy = document(&d, "IngestQueuePolicy", &["PolicyDocument"]);
+        assert_eq!(d.conditions["HasCentralBus"], hub_bus);
+
+        // An administrator (or a CI role) whose identity policy allows sqs:SendMessage on "*",
+        // and the router's own role: refused.
+        let admin = Policy::parse(
+            "admin",
+            r#"{"Statement":{"Effect":"Allow","Action":"sqs:*","Resource":"*"}}"#,
+        )
+        .map_err(anyhow::Error::msg)?;
+        let router_role = resolved(&d, json!({"Fn::GetAtt": ["RouterRole", "Arn"]}));
+        for (who, identity) in [
+            (format!("arn:aws:iam::{HUB}:role/admin"), vec![admin]),
+            (router_role, role_policies(&d, "RouterRole")),
+        ] {
+            let decision = send(&identity, &policy, &who, HUB, &queue);
+            assert!(
+                matches!(decision, Decision::Denied { .. }),
+                "{who} must be refused (central bus {hub_bus}): {decision}"
+            );
+        }
+
+        // Each of the stack's rules, delivering as EventBridge does: allowed.
+        let rules = RULES
+            .iter()
+            .chain(HUB_RULES.iter().filter(|_| hub_bus))
+            .map(|(logical, _)| resolved(&d, json!({"Fn::GetAtt": [logical, "Arn"]})));
+        let mut count = 0;
+        for rule in rules {
+            count += 1;
+            let context = [
+                ("aws:SourceArn", rule.as_str()),
+                ("aws:SecureTransport", "true"),
+            ];
+            let request = Request {
+                principal: Principal::Service("events.amazonaws.com"),
+                action: "sqs:SendMessage",
+                resource: &queue,
+                context: &context,
+            };
+            let decision = evaluate(std::slice::from_ref(&policy), &request);
+            assert!(decision.is_allowed(), "{rule}: {decision}");
+        }
+        assert_eq!(count, if hub_bus { 10 } else { 5 });
+
+        // A rule of another account cannot use the service principal to write here.
+        let foreign = format!("arn:aws:events:{HOME}:{UNSERVED}:rule/theirs");
+        let context = [
+            ("aws:SourceArn", foreign.as_str()),
+            ("aws:SecureTransport", "true"),
+        ];
+        let decision = evaluate(
+            std::slice::from_ref(&policy),
+            &Request {
+                principal: Principal::Service("events.amazonaws.com"),
+                action: "sqs:SendMessage",
+                resource: &queue,
+                context: &context,
+            },
+        );
+        assert!(!decision.is_allowed(), "{decision}");
+    }
+    Ok(())
+}
+
+#[test]
+fn the_router_may_assume_the_spoke_role_only_in_accounts_it_serves() -> Result<()> {
+    let base = template("base.yaml", BASE_TEMPLATE);
+    let assume = |identity: &[Policy], account: &str, org: &str| {
+        let role = format!("arn:aws:iam::{account}:role/{DEFAULT_SPOKE_ROLE_NAME}");
+        let context = [("aws:ResourceAccount", account), ("aws:ResourceOrgID", org)];
+        evaluate(
+            identity,
+            &Request {
+                principal: Principal::Attached,
+                action: "sts:AssumeRole",
+                resource: &role,
+                context: &context,
+            },
+        )
+    };
+
+    // A list of accounts: those and the hub's own (its other regions), no other.
+    let listed_stage = hub_stage("111111111111,222222222222", "");
+    let listed = base.deploy(&listed_stage)?;
+    let identity = role_policies(&listed, "RouterRole");
+    for account in [MEMBER, "222222222222", HUB] {
+        let d = assume(&identity, account, ORG);
+        assert!(d.is_allowed(), "{account}: {d}");
+    }
+    assert_eq!(assume(&identity, UNSERVED, ORG), Decision::NotAllowed);
+
+    // An organisation: its accounts, whatever they are, and no account outside it.
+    let org_stage = hub_stage("*", ORG);
+    let org = base.deploy(&org_stage)?;
+    let identity = role_policies(&org, "RouterRole");
+    assert!(assume(&identity, UNSERVED, ORG).is_allowed());
+    assert_eq!(
+        assume(&identity, UNSERVED, "o-zzzz999999"),
+        Decision::NotAllowed
+    );
+
+    // Serving this account only: no spoke role at all.
+    let own_stage = hub_stage("", "");
+    let own = base.deploy(&own_stage)?;
+    let identity = role_policies(&own, "RouterRole");
+    assert_eq!(assume(&identity, HUB, ORG), Decision::NotAllowed);
+    Ok(())
+}
+
+#[test]
+fn cloudformation_refuses_parameters_the_stacks_cannot_serve_safely() -> Result<()> {
+    let base = template("base.yaml", BASE_TEMPLATE);
+    let refused = |stage: Stage| -> Vec<String> {
+        base.rules_failures(&stage)
+            .unwrap()
+            .into_iter()
+            .map(|(rule, _)| rule)
+            .collect()
+    };
+    let plain = || Stage::new(BASE_STACK, HUB, HOME).parameter("CodeS3Bucket", "artifacts");
+    assert!(refused(plain()).is_empty());
+    assert!(refused(hub_stage(MEMBER, "")).is_empty());
+    assert!(refused(hub_stage("*", ORG)).is_empty());
+    // "*" without an organisation, with or without the central bus: any account that trusts the
+    // role name would do.
+    assert_eq!(
+        refused(plain().parameter("ServedAccounts", "*")),
+        ["AnyAccountMeansTheOrganization"]
+    );
+    assert!(refused(hub_stage("*", "")).contains(&"AnyAccountMeansTheOrganization".to_owned()));
+    // Lambda refuses BatchSize above 10 without a batching window at create time; the Rules say
+    // so first.
+    assert_eq!(
+        refused(plain().parameter("MaximumBatchingWindowInSeconds", "0")),
+        ["LargeBatchesNeedABatchingWindow"]
+    );
+    assert!(
+        refused(
+            plain()
+                .parameter("MaximumBatchingWindowInSeconds", "0")
+                .parameter("BatchSize", "10")
+        )
+        .is_empty()
+    );
+    Ok(())
+}
+
+/// A fixture event of `kind`, from `account`.
+fn event_of(kind: Kind, account: &str) -> Result<Value> {
+    let name = match kind {
+        Kind::SpotInterruption => "spot-interruption-warning.json",
+        Kind::RebalanceRecommendation => "rebalance-recommendation.json",
+        Kind::StateChange => "state-change-stopping.json",
+        Kind::ScheduledChange => "health-scheduled-change-bare-id.json",
+        Kind::CapacityReservationInterruption => "capacity-reservation-interruption-warning.json",
+    };
+    let mut event = e2e_tests::fixture(name);
+    event["account"] = json!(account);
+    Ok(event)
+}
+
+#[test]
+fn default_bus_rules_match_only_their_own_accounts_events() -> Result<()> {
+    let base = template("base.yaml", BASE_TEMPLATE);
+    let hub_stage = hub_stage(MEMBER, "");
+    let hub = base.deploy(&hub_stage)?;
+    let spoke = template("spoke.yaml", SPOKE_TEMPLATE);
+    let member_stage = Stage::new(SPOKE_STACK, MEMBER, HOME)
+        .parameter(
+            "HubEventBusArn",
+            "arn:aws:events:us-east-1:123456789012:event-bus/hub",
+        )
+        .parameter("RouterRoleArn", "arn:aws:iam::123456789012:role/router");
+    let member = spoke.deploy(&member_stage)?;
+
+    for (logical, kind) in RULES {
+        let own = event_of(kind, HUB)?;
+        let foreign = event_of(kind, MEMBER)?;
+        let pattern = hub.property(logical, &["EventPattern"])?;
+        assert!(matches(&pattern, &own).is_yes(), "{logical}: {pattern}");
+        assert_eq!(
+            matches(&pattern, &foreign),
+            Matched::No,
+            "base {logical} must not match account {MEMBER}'s events on the hub's default bus"
+        );
+        // The central bus's copy takes what the bus admits: the members' events.
+        let pattern = hub.property(&format!("Hub{logical}"), &["EventPattern"])?;
+        assert!(matches(&pattern, &foreign).is_yes(), "Hub{logical}");
+        // A spoke forwards its own account's events, never what its default bus received from
+        // others (which would reach the hub twice).
+        let pattern = member.property(logical, &["EventPattern"])?;
+        assert!(matches(&pattern, &foreign).is_yes(), "spoke {logical}");
+        assert_eq!(matches(&pattern, &own), Matched::No, "spoke {logical}");
+    }
+    Ok(())
+}
+
+#[test]
+fn rendered_stacks_import_what_the_other_stacks_export() -> Result<()> {
+    // The tenant stack in the hub's home region imports the base stack's exports, and one in any
+    // other region the spoke stack's: both render, and the queue is named with the prefix.
+    let base = template("base.yaml", BASE_TEMPLATE);
+    let stage = hub_stage(MEMBER, "");
+    let hub = base.deploy(&stage)?;
+    for (account, region) in [(HUB, HOME), (HUB, OTHER), (MEMBER, OTHER)] {
+        let p = place(account, region, &hub);
+        assert!(
+            p.queue_arn
+                .ends_with(&format!(":{account}:karpenter-alpha")),
+            "{}",
+            p.queue_arn
+        );
+        assert!(p.queue_arn.contains(region));
+    }
+    let missing = Stage::new("t", MEMBER, OTHER)
+        .parameter("ClusterName", "alpha")
+        .parameter("BaseStackName", "not-deployed");
+    let tenant = template("tenant.yaml", TENANT_TEMPLATE);
+    let error = tenant
+        .deploy(&missing)?
+        .properties("InterruptionQueue")
+        .err()
+        .context("an import of a stack that is not there fails")?;
+    assert!(
+        error.to_string().contains("not-deployed-QueuePrefix"),
+        "{error}"
+    );
+    Ok(())
+}
