@@ -10,14 +10,46 @@ use std::{
 
 use super::{
     Record,
-    outcome::{Cause, Failure, forward_outcome},
-    route::{DeadLetter, Entry, Routing, State},
+    outcome::{Cause, DeadLetterReason, Failure, Outcome, forward_outcome},
 };
 use crate::{
     event::{self, IgnoreReason, InstanceId, Interruption, Kind},
     forward::{Delivery, Destination, Message},
     resolve::{InstanceKey, Owner, ResolveError},
 };
+
+/// One record on its way.
+pub(super) struct Entry<'r> {
+    pub record: &'r Record<'r>,
+    /// What it asks to deliver, when it is an interruption.
+    pub interruption: Option<Interruption>,
+    pub state: State,
+}
+
+pub(super) enum State {
+    Decided(Outcome),
+    DeadLetter(DeadLetter),
+    Routing(Routing),
+}
+
+/// A record bound for the dead-letter queue.
+pub(super) struct DeadLetter {
+    pub reason: DeadLetterReason,
+    pub detail: String,
+    /// The clusters that could not take it, when that is why.
+    pub clusters: Option<String>,
+}
+
+/// A record being delivered: the owners found so far, then one copy per owning cluster.
+#[derive(Default)]
+pub(super) struct Routing {
+    pub(super) owners: HashMap<InstanceId, Owner>,
+    /// The last failure of a lookup this record still waits for.
+    pub(super) unresolved: Option<Failure>,
+    pub(super) planned: bool,
+    pub(super) copies: Vec<Message>,
+    pub(super) deliveries: Vec<Delivery>,
+}
 
 /// Longest `detail` attribute put on a dead-lettered message.
 const MAX_DETAIL: usize = 1024;

@@ -15,7 +15,6 @@
 //! allows. So records that succeed are never held back by ones that fail.
 
 use std::{
-    collections::HashMap,
     sync::Arc,
     time::{Duration, SystemTime},
 };
@@ -26,12 +25,15 @@ use tokio::time::Instant;
 use super::{
     Record, Router,
     outcome::{Cause, DeadLetterReason, Failure, Outcome, dead_letter_outcome},
-    records::{answer, dead_letter_message, keys_by_record, plan_copies, settle, unix_millis},
+    records::{
+        DeadLetter, Entry, Routing, State, answer, dead_letter_message, keys_by_record,
+        plan_copies, settle, unix_millis,
+    },
     report,
 };
 use crate::{
     accounts::Refused,
-    event::{self, Classified, InstanceId, Interruption},
+    event::{self, Classified, Interruption},
     forward::{Delivery, Destination, ForwardStats, Message},
     metrics::InvocationMetrics,
     redeliver::{HandBack, HandBackStats},
@@ -99,39 +101,6 @@ impl Budget {
         let delay = retry::backoff(attempt, retry::jitter());
         (Instant::now() + delay < self.retry_until).then_some(delay)
     }
-}
-
-/// One record on its way.
-pub(super) struct Entry<'r> {
-    pub record: &'r Record<'r>,
-    /// What it asks to deliver, when it is an interruption.
-    pub interruption: Option<Interruption>,
-    pub state: State,
-}
-
-pub(super) enum State {
-    Decided(Outcome),
-    DeadLetter(DeadLetter),
-    Routing(Routing),
-}
-
-/// A record bound for the dead-letter queue.
-pub(super) struct DeadLetter {
-    pub reason: DeadLetterReason,
-    pub detail: String,
-    /// The clusters that could not take it, when that is why.
-    pub clusters: Option<String>,
-}
-
-/// A record being delivered: the owners found so far, then one copy per owning cluster.
-#[derive(Default)]
-pub(super) struct Routing {
-    pub(super) owners: HashMap<InstanceId, Owner>,
-    /// The last failure of a lookup this record still waits for.
-    pub(super) unresolved: Option<Failure>,
-    pub(super) planned: bool,
-    pub(super) copies: Vec<Message>,
-    pub(super) deliveries: Vec<Delivery>,
 }
 
 /// A job of the delivery loop, finished.

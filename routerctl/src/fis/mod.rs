@@ -16,6 +16,7 @@
 //! interrupted. Other clusters' deliveries about other instances are normal traffic on a shared
 //! router; they are counted, and fail the run only with `strict`.
 
+mod duration;
 mod evidence;
 mod experiment;
 mod template;
@@ -31,13 +32,12 @@ use anyhow::{Result, bail};
 
 use aws_model::aws::Aws;
 
+pub use self::duration::{iso8601_duration, parse_duration};
 pub use self::evidence::{
     ClusterTally, Delivery, Verdict, Window, deliveries, parse_delivery, parse_document_deliveries,
     router_log_group, tally, window,
 };
-pub use self::experiment::{
-    Experiment, experiment_instances, iso8601_duration, logged_targets, parse_duration, start, wait,
-};
+pub use self::experiment::{Experiment, experiment_instances, logged_targets, start, wait};
 use self::template::target_cluster;
 pub use self::template::{TargetSelection, Template, describe_template, find_template};
 /// The tag fis.yaml selects instances by, and the tags it puts on the template.

@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use anyhow::{Context, Result, bail};
 
-use super::experiment::iso8601_duration;
+use super::duration::iso8601_duration;
 use super::{CLUSTER_TAG, OTHER_CLUSTER_TAGS};
 use aws_model::aws::{Aws, describe};
 

@@ -2,10 +2,11 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
+use super::duration::{iso8601_duration, parse_duration};
 use super::evidence::{
     ClusterTally, Delivery, Window, parse_delivery, parse_document_deliveries, tally, window,
 };
-use super::experiment::{instance_id_in, iso8601_duration, logged_targets, parse_duration};
+use super::experiment::{instance_id_in, logged_targets};
 use super::template::{TargetSelection, Template};
 
 fn delivery(at_ms: i64, cluster: &str, instances: &[&str], age_ms: u64) -> Delivery {
