@@ -1,5 +1,6 @@
 //! routerctl: the operator CLI a platform team runs against its accounts.
 //!
+//! * [`check`]: the engine verify and adopt share: a check is rows of expect → where → fix;
 //! * [`verify`]: a deployed hub, its spokes and tenants, checked against what the templates
 //!   define (each check says what it expects, where it looked, and the exact fix);
 //! * [`adopt`]: moving a cluster from its own interruption rules onto the router without a gap;
@@ -13,6 +14,7 @@
 //! matching, event formats) is in the `aws-model` crate, which the stand-ins share.
 
 pub mod adopt;
+pub mod check;
 pub mod demo;
 pub mod fis;
 pub mod simulate;

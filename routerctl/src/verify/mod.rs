@@ -22,12 +22,14 @@
 //! * `monitoring.rs`: `dashboard`, `alarm:<name>` (late forwards, access denied, unreachable
 //!   accounts, missing metric documents), `function:metrics`;
 //! * `tenants.rs`: `tenant:<cluster>:queue`, `:encryption`, `:queue-policy`, `:router-role`;
-//! * `spokes.rs`: `spoke:<account>:…`, one member account (`--account`): what it forwards to the
+//! * `spokes/`: `spoke:<account>:…`, one member account (`--account`): what it forwards to the
 //!   hub's bus, whether the bus admits it, the spoke role's trust and permissions, its tenant
 //!   queues.
 //!
-//! Shared: `report.rs` (the report and how a check gathers findings), `role.rs` (a role's policies
-//! read once).
+//! Every check is judged by [`crate::check::evaluate`] (the engine `adopt` shares): a check reads
+//! AWS, then states its rows (expect → what was found → the fix), as `spokes/spoke_stack.rs` does;
+//! the older checks push the same rows as they find them (`report::Findings`). Shared:
+//! `report.rs` (the report), `role.rs` (a role's policies read once).
 
 mod function;
 mod monitoring;

@@ -1,17 +1,8 @@
 //! The report: one named [`Check`] per line, PASS or FAIL, every failure with its fix; and
-//! [`Findings`], how a check gathers what it found before it becomes one.
+//! [`Findings`], a check's rows pushed as it finds them (judged by [`crate::check`]).
 
-/// One line of the report.
-#[derive(Debug, Clone)]
-pub struct Check {
-    /// Stable name, e.g. `rule:StateChangeRule`, `tenant:alpha:encryption`.
-    pub name: String,
-    pub passed: bool,
-    /// What was found (on failure: every problem).
-    pub detail: String,
-    /// How to fix it, on failure.
-    pub fix: Option<String>,
-}
+pub use crate::check::{Check, fail, pass};
+use crate::check::{Expect, evaluate};
 
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -77,69 +68,23 @@ pub enum Mode {
     Direct,
 }
 
-/// What a check found, gathered before it becomes a [`Check`].
+/// A check's rows pushed one by one, for checks that find as they go (most of verify's); the
+/// same rows [`crate::check::evaluate`] judges for every check.
 #[derive(Default)]
 pub(crate) struct Findings {
-    ok: Vec<String>,
-    problems: Vec<String>,
-    fixes: Vec<String>,
+    rows: Vec<Expect>,
 }
 
 impl Findings {
     pub(super) fn ok(&mut self, what: impl Into<String>) {
-        self.ok.push(what.into());
+        self.rows.push(Expect::found(what));
     }
 
     pub(super) fn problem(&mut self, problem: impl Into<String>, fix: impl Into<String>) {
-        self.problems.push(problem.into());
-        let fix = fix.into();
-        if !self.fixes.contains(&fix) {
-            self.fixes.push(fix);
-        }
+        self.rows.push(Expect::problem(problem, fix));
     }
 
     pub(super) fn into_check(self, name: impl Into<String>) -> Check {
-        let passed = self.problems.is_empty();
-        Check {
-            name: name.into(),
-            passed,
-            detail: if passed {
-                self.ok.join("; ")
-            } else {
-                self.problems.join("; ")
-            },
-            fix: (!passed).then(|| self.fixes.join("; then ")),
-        }
-    }
-}
-
-/// A check that failed for one reason.
-pub(super) fn fail(name: &str, problem: impl Into<String>, fix: impl Into<String>) -> Check {
-    let mut f = Findings::default();
-    f.problem(problem, fix);
-    f.into_check(name)
-}
-
-/// A check that passed with one finding.
-pub(super) fn pass(name: &str, what: impl Into<String>) -> Check {
-    let mut f = Findings::default();
-    f.ok(what);
-    f.into_check(name)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_failed_check_lists_every_problem_and_each_fix_once() {
-        let mut f = Findings::default();
-        f.ok("fine");
-        f.problem("a", "fix it");
-        f.problem("b", "fix it");
-        let c = f.into_check("x");
-        assert!(!c.passed);
-        assert_eq!(c.detail, "a; b");
-        assert_eq!(c.fix.as_deref(), Some("fix it"));
+        evaluate(name, self.rows)
     }
 }

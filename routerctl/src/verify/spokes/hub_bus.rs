@@ -4,8 +4,9 @@
 use serde_json::{Value, json};
 
 use super::{Hub, Member};
+use crate::check::{self, Expect};
 use crate::verify::{
-    report::{Check, Findings, fail},
+    report::{Check, fail},
     rules::bus_name,
 };
 use aws_model::{
@@ -121,13 +122,12 @@ pub(super) async fn check_bus_policy(
     };
     let root = format!("arn:{}:iam::{account}:root", base.partition);
     let principal = forwarder.unwrap_or(&root);
-    let mut f = Findings::default();
-    match decide(principal, account, member.org_id) {
-        d @ Decision::Allowed { .. } => f.ok(format!(
+    let admits_member = match decide(principal, account, member.org_id) {
+        d @ Decision::Allowed { .. } => Expect::found(format!(
             "{account} may events:PutEvents on {} ({d})",
             bus_name(bus)
         )),
-        d @ Decision::Undetermined { .. } if member.org_id.is_none() => f.problem(
+        d @ Decision::Undetermined { .. } if member.org_id.is_none() => Expect::problem(
             format!(
                 "whether {account} may events:PutEvents on {} is {d}",
                 bus_name(bus)
@@ -135,29 +135,30 @@ pub(super) async fn check_bus_policy(
             "pass the organisation's id with --org-id (aws organizations describe-organization \
              --query Organization.Id --output text)",
         ),
-        d => f.problem(
+        d => Expect::problem(
             format!(
                 "{account} may not events:PutEvents on {} ({d}): its interruptions never reach \
                  the router",
                 bus_name(bus)
             ),
-            if organization.is_some() {
-                format!(
-                    "the bus admits organisation {}: move {account} into it, or {restore}",
-                    organization.unwrap_or_default()
-                )
-            } else {
-                format!(
+            match organization {
+                Some(org) => {
+                    format!(
+                        "the bus admits organisation {org}: move {account} into it, or {restore}"
+                    )
+                }
+                None => format!(
                     "add {account} to the base stack's ServedAccounts ({served},{account}): \
                      {restore}"
-                )
+                ),
             },
         ),
-    }
+    };
+    // The member account cannot be its own stranger.
     let stranger = format!("arn:{}:iam::{STRANGER}:root", base.partition);
-    if account != STRANGER {
-        match decide(&stranger, STRANGER, Some(STRANGER_ORG)) {
-            Decision::Allowed { by } => f.problem(
+    let admits_strangers =
+        (account != STRANGER).then(|| match decide(&stranger, STRANGER, Some(STRANGER_ORG)) {
+            Decision::Allowed { by } => Expect::problem(
                 format!(
                     "any account may put events on {} (allowed by {by}): anyone can inject \
                      interruptions for the router to act on",
@@ -165,8 +166,12 @@ pub(super) async fn check_bus_policy(
                 ),
                 restore,
             ),
-            _ => f.ok("no other account may"),
-        }
-    }
-    f.into_check(name)
+            _ => Expect::found("no other account may"),
+        });
+    check::evaluate(
+        name,
+        [Some(admits_member), admits_strangers]
+            .into_iter()
+            .flatten(),
+    )
 }

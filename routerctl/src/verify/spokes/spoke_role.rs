@@ -5,8 +5,9 @@ use serde_json::{Value, json};
 
 use super::hub_bus::STRANGER;
 use super::{Hub, Member};
+use crate::check::{self, Expect};
 use crate::verify::{
-    report::{Check, Findings, fail},
+    report::{Check, fail},
     role::Role,
 };
 use aws_model::policy::{Decision, Principal, Request, evaluate};
@@ -69,19 +70,7 @@ pub(super) fn check_role_trust(hub: &Hub<'_>, member: &Member<'_>, role: &Role) 
             },
         )
     };
-    let mut f = Findings::default();
-    match decide(Principal::Aws(router)) {
-        d @ Decision::Allowed { .. } => f.ok(format!("the hub's router role may assume it ({d})")),
-        d => f.problem(
-            format!(
-                "the hub's router role {router} may not assume {} ({d}): the router cannot reach \
-                 {}",
-                role.name(),
-                member.account
-            ),
-            restore.clone(),
-        ),
-    }
+    let router_may = decide(Principal::Aws(router));
     let probe = |account: &str| {
         format!(
             "arn:{}:iam::{account}:role/routerctl-verify-probe",
@@ -93,32 +82,43 @@ pub(super) fn check_role_trust(hub: &Hub<'_>, member: &Member<'_>, role: &Role) 
         (probe(member.account), "a role of this account"),
         (probe(STRANGER), "a role of another account"),
     ];
-    let mut admitted = Vec::new();
-    for (arn, what) in &others {
-        let d = decide(Principal::Aws(arn));
-        if !matches!(d, Decision::NotAllowed | Decision::Denied { .. }) {
-            admitted.push(format!("{what} ({d})"));
-        }
-    }
-    for service in ["lambda.amazonaws.com", "ec2.amazonaws.com"] {
-        let d = decide(Principal::Service(service));
-        if !matches!(d, Decision::NotAllowed | Decision::Denied { .. }) {
-            admitted.push(format!("{service} ({d})"));
-        }
-    }
-    if admitted.is_empty() {
-        f.ok("no other principal may");
-    } else {
-        f.problem(
-            format!(
-                "it also admits {}: they could look up instances and write fake interruptions \
-                 to this account's clusters",
-                admitted.join(", ")
+    let refused = |d: &Decision| matches!(d, Decision::NotAllowed | Decision::Denied { .. });
+    let admitted: Vec<String> = others
+        .iter()
+        .map(|(arn, what)| (decide(Principal::Aws(arn)), what.to_string()))
+        .chain(
+            ["lambda.amazonaws.com", "ec2.amazonaws.com"]
+                .map(|service| (decide(Principal::Service(service)), service.to_owned())),
+        )
+        .filter(|(d, _)| !refused(d))
+        .map(|(d, what)| format!("{what} ({d})"))
+        .collect();
+    check::evaluate(
+        name,
+        [
+            Expect::that(
+                router_may.is_allowed(),
+                format!("the hub's router role may assume it ({router_may})"),
+            )
+            .otherwise(
+                format!(
+                    "the hub's router role {router} may not assume {} ({router_may}): the router \
+                     cannot reach {}",
+                    role.name(),
+                    member.account
+                ),
+                restore.clone(),
             ),
-            restore,
-        );
-    }
-    f.into_check(name)
+            Expect::that(admitted.is_empty(), "no other principal may").otherwise(
+                format!(
+                    "it also admits {}: they could look up instances and write fake \
+                     interruptions to this account's clusters",
+                    admitted.join(", ")
+                ),
+                restore,
+            ),
+        ],
+    )
 }
 
 pub(super) fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &Role) -> Check {
@@ -160,7 +160,6 @@ pub(super) fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &
         ("sts:AssumeRole", "*"),
         ("s3:GetObject", "*"),
     ];
-    let mut f = Findings::default();
     let missing: Vec<String> = needed
         .iter()
         .filter_map(|(action, resource)| {
@@ -168,23 +167,6 @@ pub(super) fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &
             (!d.is_allowed()).then(|| format!("{action} on {resource} ({d})"))
         })
         .collect();
-    if missing.is_empty() {
-        f.ok(format!(
-            "{} may ec2:DescribeInstances and tag:GetResources, sqs:GetQueueUrl, \
-             sqs:SendMessage, sqs:ListQueueTags and sqs:GetQueueAttributes on {}*",
-            role.name(),
-            hub.queue_prefix
-        ));
-    } else {
-        f.problem(
-            format!(
-                "{} may not {}: the router cannot route this account's events",
-                role.name(),
-                missing.join(", ")
-            ),
-            restore.clone(),
-        );
-    }
     let extra: Vec<String> = broader
         .iter()
         .filter_map(|(action, resource)| {
@@ -199,17 +181,34 @@ pub(super) fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &
             })
         })
         .collect();
-    if extra.is_empty() {
-        f.ok("nothing broader");
-    } else {
-        f.problem(
-            format!(
-                "{} may also {}: more than the router needs, to a role another account assumes",
-                role.name(),
-                extra.join(", ")
+    let role_name = role.name();
+    check::evaluate(
+        name,
+        [
+            Expect::that(
+                missing.is_empty(),
+                format!(
+                    "{role_name} may ec2:DescribeInstances and tag:GetResources, \
+                     sqs:GetQueueUrl, sqs:SendMessage, sqs:ListQueueTags and \
+                     sqs:GetQueueAttributes on {}*",
+                    hub.queue_prefix
+                ),
+            )
+            .otherwise(
+                format!(
+                    "{role_name} may not {}: the router cannot route this account's events",
+                    missing.join(", ")
+                ),
+                restore.clone(),
             ),
-            restore,
-        );
-    }
-    f.into_check(name)
+            Expect::that(extra.is_empty(), "nothing broader").otherwise(
+                format!(
+                    "{role_name} may also {}: more than the router needs, to a role another \
+                     account assumes",
+                    extra.join(", ")
+                ),
+                restore,
+            ),
+        ],
+    )
 }

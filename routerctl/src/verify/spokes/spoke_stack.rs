@@ -4,11 +4,18 @@
 use std::collections::HashMap;
 
 use super::{Hub, Member, Spoke};
-use crate::verify::{
-    report::{Check, Findings, fail},
-    stack::{self},
+use crate::{
+    check::{self, Check, Expect},
+    verify::stack,
 };
 use aws_model::aws::{Aws, describe};
+
+/// The states a stack serves from.
+const SETTLED: [&str; 3] = [
+    "CREATE_COMPLETE",
+    "UPDATE_COMPLETE",
+    "UPDATE_ROLLBACK_COMPLETE",
+];
 
 pub(super) async fn check_spoke_stack(
     aws: &Aws,
@@ -18,125 +25,112 @@ pub(super) async fn check_spoke_stack(
 ) -> Option<Spoke> {
     let name = hub.name("stack");
     let stack_name = member.spoke_stack;
-    let described = match aws
+    let account = member.account;
+    // Where: the stack in the member account.
+    let described = aws
         .cfn
         .describe_stacks()
         .stack_name(stack_name)
         .send()
         .await
-    {
-        Ok(d) => d,
-        Err(e) => {
-            checks.push(fail(
-                &name,
-                format!(
-                    "{stack_name} in account {}: {} (pass its name with --spoke-stack)",
-                    member.account,
-                    describe(&e)
-                ),
-                hub.deploy_spoke(member),
+        .map_err(|e| {
+            format!(
+                "{stack_name} in account {account}: {} (pass its name with --spoke-stack)",
+                describe(&e)
+            )
+        })
+        .and_then(|d| {
+            d.stacks()
+                .first()
+                .cloned()
+                .ok_or_else(|| format!("{stack_name} does not exist in account {account}"))
+        });
+    let stack = match &described {
+        Ok(stack) => stack,
+        Err(_) => {
+            checks.push(check::evaluate(
+                name,
+                [Expect::lookup(&described, hub.deploy_spoke(member))],
             ));
             return None;
         }
     };
-    let Some(stack) = described.stacks().first() else {
-        checks.push(fail(
-            &name,
-            format!("{stack_name} does not exist in account {}", member.account),
-            hub.deploy_spoke(member),
-        ));
-        return None;
-    };
-    let mut f = Findings::default();
     let status = stack
         .stack_status()
         .map(|s| s.as_str())
         .unwrap_or("unknown");
-    if [
-        "CREATE_COMPLETE",
-        "UPDATE_COMPLETE",
-        "UPDATE_ROLLBACK_COMPLETE",
-    ]
-    .contains(&status)
-    {
-        f.ok(format!("{stack_name}: {status}"));
-    } else {
-        f.problem(
-            format!("{stack_name} is {status}"),
-            format!(
-                "see why: aws cloudformation describe-stack-events --stack-name {stack_name} \
-                 --region {} (in account {})",
-                hub.region, member.account
-            ),
-        );
-    }
     let outputs: HashMap<String, String> = stack
         .outputs()
         .iter()
         .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
         .collect();
+    let output = |key: &str| outputs.get(key).map(String::as_str);
+    let resources = stack::resources(aws, stack_name).await;
     let update = |parameter: &str, value: &str| {
-        format!(
-            "update the spoke stack {stack_name} in account {} with {parameter}={value}",
-            member.account
-        )
+        format!("update the spoke stack {stack_name} in account {account} with {parameter}={value}")
     };
-    match (outputs.get("HubEventBusArn"), hub.bus) {
-        (Some(found), Some(bus)) if found == bus => f.ok(format!("forwards to {bus}")),
-        (found, Some(bus)) => f.problem(
+    let prefix = hub.queue_prefix.as_str();
+    let exported_role = output("RegionRouterRoleArn").or(output("RouterRoleArn"));
+
+    // Expect → what was found → the fix.
+    let mut rows = vec![
+        Expect::that(SETTLED.contains(&status), format!("{stack_name}: {status}")).otherwise(
+            format!("{stack_name} is {status}"),
             format!(
-                "it forwards to {}, not this hub's central bus {bus}",
-                found.map_or("(no HubEventBusArn output)", String::as_str)
+                "see why: aws cloudformation describe-stack-events --stack-name {stack_name} \
+                 --region {} (in account {account})",
+                hub.region
             ),
-            update("HubEventBusArn", bus),
         ),
-        // The missing central bus is hub-bus-policy's finding.
-        (_, None) => {}
+    ];
+    // Without the central bus there is nothing to compare: that is hub-bus-policy's finding.
+    if let Some(bus) = hub.bus {
+        let found = output("HubEventBusArn");
+        rows.push(
+            Expect::that(found == Some(bus), format!("forwards to {bus}")).otherwise(
+                format!(
+                    "it forwards to {}, not this hub's central bus {bus}",
+                    found.unwrap_or("(no HubEventBusArn output)")
+                ),
+                update("HubEventBusArn", bus),
+            ),
+        );
     }
-    match outputs.get("QueuePrefix") {
-        Some(prefix) if *prefix == hub.queue_prefix => {
-            f.ok(format!("QueuePrefix {prefix} as the router's"))
-        }
-        found => f.problem(
+    rows.extend([
+        Expect::that(
+            output("QueuePrefix") == Some(prefix),
+            format!("QueuePrefix {prefix} as the router's"),
+        )
+        .otherwise(
             format!(
-                "its QueuePrefix is {}, but the router names queues {}<cluster>: it cannot send to \
-                 this account's tenant queues",
-                found.map_or("missing", String::as_str),
-                hub.queue_prefix
+                "its QueuePrefix is {}, but the router names queues {prefix}<cluster>: it cannot \
+                 send to this account's tenant queues",
+                output("QueuePrefix").unwrap_or("missing")
             ),
             format!(
                 "{}, then update its tenant stacks (they import it)",
-                update("QueuePrefix", &hub.queue_prefix)
+                update("QueuePrefix", prefix)
             ),
         ),
-    }
-    match outputs
-        .get("RegionRouterRoleArn")
-        .or(outputs.get("RouterRoleArn"))
-    {
-        Some(role) if *role == hub.spoke_role_arn => {
-            f.ok("exports the spoke role for tenant queue policies")
-        }
-        found => f.problem(
+        Expect::that(
+            exported_role == Some(hub.spoke_role_arn.as_str()),
+            "exports the spoke role for tenant queue policies",
+        )
+        .otherwise(
             format!(
-                "it exports RouterRoleArn {} for tenant queue policies, but the router assumes \
-                 {}",
-                found.map_or("(none)", String::as_str),
+                "it exports RouterRoleArn {} for tenant queue policies, but the router assumes {}",
+                exported_role.unwrap_or("(none)"),
                 hub.spoke_role_arn
             ),
             update("SpokeRoleName", hub.spoke_role_name),
         ),
-    }
-    let resources = match stack::resources(aws, stack_name).await {
-        Ok(r) => r,
-        Err(problem) => {
-            f.problem(
-                problem,
-                "run verify with cloudformation:DescribeStackResources in the member account",
-            );
-            Default::default()
-        }
-    };
-    checks.push(f.into_check(name));
-    Some(Spoke { resources })
+        Expect::lookup(
+            &resources,
+            "run verify with cloudformation:DescribeStackResources in the member account",
+        ),
+    ]);
+    checks.push(check::evaluate(name, rows));
+    Some(Spoke {
+        resources: resources.unwrap_or_default(),
+    })
 }
