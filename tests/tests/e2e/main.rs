@@ -8,7 +8,7 @@
 //!   [`faults`], [`log_levels`];
 //! * the templates: [`stacks`] (deployed through moto), [`policy`] and [`permissions`] (what IAM
 //!   would decide), [`deploy_targets`] (the Makefile's deploy targets);
-//! * the operator CLI: [`cli`] (`routerctl` simulate, verify, fis), [`adopt`].
+//! * the operator CLI: [`cli`] (`routerctl` simulate, verify, fis, the binary itself), [`adopt`].
 
 mod accounts;
 mod adopt;
