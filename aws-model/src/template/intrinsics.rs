@@ -1,5 +1,5 @@
-//! What a deployment gives every intrinsic function (`Ref`, `Fn::GetAtt`, `Fn::Sub`, `Fn::If`, …) and
-//! every condition, with the semantics CloudFormation documents for each.
+//! What a deployment gives every intrinsic function (`Ref`, `Fn::GetAtt`, `Fn::Sub`, `Fn::If`, …)
+//! and every condition, with the semantics CloudFormation documents for each.
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,5 @@
-//! The experiment template as `routerctl fis` reads it: which instances it selects, and the
-//! refusal to start one that could touch another cluster's nodes or nodes the router does not route.
+//! The experiment template as `routerctl fis` reads it: which instances it selects, and the refusal
+//! to start one that could touch another cluster's nodes or nodes the router does not route.
 
 use std::{collections::BTreeMap, time::Duration};
 

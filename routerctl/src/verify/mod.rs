@@ -17,11 +17,11 @@
 //! * `stack.rs`: `stack`, the base stack and the outputs everything else is found by;
 //! * `rules.rs`: `rule:<name>`, the five rules (and their central-bus copies);
 //! * `queues.rs`: `ingest-queue`, `dead-letter-queue`, their `:policy`, `event-source-mapping`;
-//! * `function.rs`: `function`, `function:environment`, Direct mode's `function:invoke-permission`
+//! * `function/`: `function`, `function:environment`, Direct mode's `function:invoke-permission`
 //!   and `function:on-failure-destination`, `router-role`, `router-role:assume-spoke-roles`;
 //! * `monitoring.rs`: `dashboard`, `alarm:<name>` (late forwards, access denied, unreachable
 //!   accounts, missing metric documents), `function:metrics`;
-//! * `tenants.rs`: `tenant:<cluster>:queue`, `:encryption`, `:queue-policy`, `:router-role`;
+//! * `tenants/`: `tenant:<cluster>:queue`, `:encryption`, `:queue-policy`, `:router-role`;
 //! * `spokes/`: `spoke:<account>:…`, one member account (`--account`): what it forwards to the
 //!   hub's bus, whether the bus admits it, the spoke role's trust and permissions, its tenant
 //!   queues.

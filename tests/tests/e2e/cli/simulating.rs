@@ -1,5 +1,5 @@
-//! `routerctl simulate` against the deployed stacks: each synthetic interruption reaches exactly its
-//! cluster's queue, and what would not reach it is refused with the reason.
+//! `routerctl simulate` against the deployed stacks: each synthetic interruption reaches exactly
+//! its cluster's queue, and what would not reach it is refused with the reason.
 
 use std::{sync::Arc, time::Duration};
 

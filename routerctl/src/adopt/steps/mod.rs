@@ -1,0 +1,293 @@
+//! The ordered steps that move one cluster onto the router, each read from the account as it is
+//! now: what it expects, whether that holds, and what moves it forward (something `--apply`
+//! does, or something only the operator can do). One function evaluates them all, in order; a
+//! step that depends on an unfinished one is blocked, which is how `--apply` can never run a step
+//! out of order (it runs only the first unfinished one).
+//!
+//! 1. the tenant stack is deployed (`<prefix><cluster>`, a tenant queue admitting the router);
+//! 2. Karpenter's controller role may read the new queue, and no other cluster's may;
+//! 3. Karpenter is pointed at the new queue (the operator's helm command), then `--apply` starts
+//!    step 4's round;
+//! 4. evidence, read by `--apply` ([`super::evidence`]): the probe through the router was taken
+//!    from the new queue, the sentinel in the old queue was received by nobody;
+//! 5. the old rules are disabled, by the `--apply` that read that evidence, and only then;
+//! 6. the old rules deleted; 7. the old queue deleted once empty: by adopt only what no tool made
+//!    and the operator says they made by hand, else the exact instruction.
+//!
+//! [`evaluate`] is that list; each step's judgement is a function of its own, over the [`Facts`]
+//! all steps read: steps 1-4 (the new queue, Karpenter's move) in `moving.rs`, steps 5-7 (the old
+//! set-up retired) in `retiring.rs`.
+
+mod moving;
+mod retiring;
+
+use std::time::SystemTime;
+
+pub use self::moving::ROUTER_LEARNS;
+use super::{
+    Options,
+    discover::{Cluster, Landscape, OldRule, OldSetup},
+    evidence::Round,
+    helm,
+};
+use crate::verify::queues::Queue;
+use aws_model::aws::Aws;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    Done,
+    /// Not done; `Action` moves it forward.
+    Todo,
+    /// Waiting on something that takes time (a new queue's propagation, a round of evidence).
+    Waiting,
+    /// Waiting on an earlier step, or on something adopt must not decide.
+    Blocked,
+    /// Nothing to do: the cluster has no old set-up.
+    NotNeeded,
+}
+
+impl State {
+    pub fn label(&self) -> &'static str {
+        match self {
+            State::Done => "done",
+            State::Todo => "to do",
+            State::Waiting => "waiting",
+            State::Blocked => "blocked",
+            State::NotNeeded => "-",
+        }
+    }
+
+    fn finished(&self) -> bool {
+        matches!(self, State::Done | State::NotNeeded)
+    }
+}
+
+/// What moves a step forward.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// `--apply` does it.
+    Apply(Change),
+    /// The operator does it (the text says how).
+    Operator(String),
+    Nothing,
+}
+
+/// An AWS-side change `--apply` makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    DeployTenant {
+        stack: String,
+        karpenter_role: String,
+    },
+    GrantKarpenter {
+        stack: String,
+        karpenter_role: String,
+    },
+    /// Step 4's round: the probe through the router, a sentinel into each old queue.
+    StartRound {
+        node: String,
+    },
+    /// Reads the round; if it holds, step 5 in the same run.
+    ReadRound,
+    DisableRules(Vec<String>),
+    /// Each rule's old-queue target removed, the rule deleted once it has no target left; the
+    /// queues are marked first ([`super::discover::RETIRED_TAG`]) so they stay found.
+    DeleteRules {
+        rules: Vec<(String, String)>,
+        queues: Vec<String>,
+    },
+    DeleteQueue {
+        url: String,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub number: u8,
+    pub title: String,
+    pub state: State,
+    pub detail: String,
+    pub action: Action,
+    /// A command for the operator to run first, printed under the plan (the helm snippet).
+    pub snippet: Option<String>,
+}
+
+/// Whether step 4's evidence holds: read in this very run (the `--apply` that then disables the
+/// old rules), or read earlier with every old rule disabled since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evidence {
+    /// Read from the account's marks.
+    Recorded,
+    /// This run read it and it held.
+    JustRead,
+}
+
+/// What a step decided: its state, what it found, and what moves it forward.
+type Judged = (State, String, Action);
+
+/// One cluster as every step reads it, named once.
+pub(super) struct Facts<'a> {
+    land: &'a Landscape,
+    view: &'a Cluster,
+    cluster: &'a str,
+    options: &'a Options,
+    base: &'a crate::verify::stack::Base,
+    /// The tenant queue's name, and the tenant stack that makes it.
+    queue_name: String,
+    tenant_stack: String,
+    /// The old set-ups its Karpenter reads, their rules, and their queues' names.
+    setups: Vec<&'a OldSetup>,
+    old_rules: Vec<&'a OldRule>,
+    old_names: Vec<&'a str>,
+    /// The old rules still enabled.
+    enabled: Vec<String>,
+    /// What step 2 tells the operator when Karpenter's role is not known.
+    name_role: String,
+    rolled_back: Option<SystemTime>,
+    /// Step 4's evidence holds ([`Evidence`]).
+    evidenced: bool,
+    /// The evidence round under way, unless a rollback or its queues' retention voided it.
+    round: Option<&'a Round>,
+    /// A round was under way and expired.
+    expired: bool,
+}
+
+impl<'a> Facts<'a> {
+    fn new(
+        land: &'a Landscape,
+        cluster: &'a str,
+        options: &'a Options,
+        evidence: Evidence,
+    ) -> Self {
+        let view = &land.clusters[cluster];
+        let base = &land.base;
+        let queue_name = land
+            .queue_names
+            .queue_name(cluster)
+            .unwrap_or_else(|| format!("{}{cluster}", land.queue_names.prefix()));
+        let setups: Vec<&OldSetup> = view.setups.iter().map(|i| &land.setups[*i]).collect();
+        let enabled: Vec<String> = setups
+            .iter()
+            .flat_map(|s| &s.rules)
+            .filter(|r| r.enabled)
+            .map(|r| r.name.clone())
+            .collect();
+        let old_queues: Vec<&Queue> = setups.iter().map(|s| &s.queue).collect();
+        let rolled_back = view.rolled_back;
+        let after_rollback = |at: SystemTime| rolled_back.is_none_or(|rb| at > rb);
+        let evidenced = match evidence {
+            Evidence::JustRead => true,
+            // Evidence read earlier counts only once every old rule is disabled: it was read by
+            // the run that disabled them. Rules enabled again need new evidence.
+            Evidence::Recorded => view.verified.is_some_and(after_rollback) && enabled.is_empty(),
+        };
+        let round = view.round.as_ref().filter(|r| {
+            after_rollback(r.started) && !r.expired(old_queues.iter().copied().chain(&view.tenant))
+        });
+        Facts {
+            land,
+            view,
+            cluster,
+            options,
+            base,
+            tenant_stack: aws_model::stacks::tenant_stack_name(&base.name, cluster),
+            old_rules: setups.iter().flat_map(|s| s.rules.iter()).collect(),
+            old_names: old_queues.iter().map(|q| q.name.as_str()).collect(),
+            setups,
+            enabled,
+            name_role: format!(
+                "name Karpenter's controller role of {cluster}: routerctl adopt --cluster \
+                 {cluster} --karpenter-role {cluster}=<role name>"
+            ),
+            rolled_back,
+            evidenced,
+            expired: view.round.is_some() && round.is_none(),
+            round,
+            queue_name,
+        }
+    }
+}
+
+/// Every step of `cluster`, in order: each blocked until the one before it is done.
+pub(crate) async fn evaluate(
+    aws: &Aws,
+    land: &Landscape,
+    cluster: &str,
+    options: &Options,
+    evidence: Evidence,
+) -> Vec<Step> {
+    let f = Facts::new(land, cluster, options, evidence);
+    let q = &f.queue_name;
+    let mut steps = Vec::new();
+    let mut step = |number, title: String, (state, detail, action): Judged| {
+        let done = state == State::Done;
+        steps.push(Step {
+            number,
+            title,
+            state,
+            detail,
+            action,
+            snippet: None,
+        });
+        done
+    };
+    let done_1 = step(
+        1,
+        format!("tenant stack deployed ({q})"),
+        moving::tenant_stack(&f),
+    );
+    let done_2 = step(
+        2,
+        format!("Karpenter's controller role may read {q}, no other cluster's"),
+        moving::karpenter_may_read(aws, &f, done_1).await,
+    );
+    let pointed = moving::karpenter_pointed(&f, done_2);
+    // The helm command goes with step 3 while the operator has it to run.
+    let snippet = (pointed.0 == State::Todo).then(|| {
+        helm::snippet(&helm::Target {
+            cluster,
+            account: &land.account,
+            region: &land.region,
+            queue: q,
+        })
+    });
+    step(3, format!("Karpenter pointed at {q}"), pointed);
+    let done_4 = step(
+        4,
+        moving::seen_title(&f),
+        moving::karpenter_seen(&f, evidence),
+    );
+    if f.setups.is_empty() {
+        for (n, title) in [
+            (5, "old rules disabled"),
+            (6, "old rules deleted"),
+            (7, "old queue deleted once empty"),
+        ] {
+            let gone = "no old interruption set-up left".into();
+            step(n, title.into(), (State::NotNeeded, gone, Action::Nothing));
+        }
+    } else {
+        let done_5 = step(
+            5,
+            "old rules disabled".into(),
+            retiring::old_rules_disabled(&f, done_4),
+        );
+        let done_6 = step(
+            6,
+            "old rules deleted".into(),
+            retiring::old_rules_deleted(&f, done_5),
+        );
+        step(
+            7,
+            format!("old queue {} deleted once empty", f.old_names.join(", ")),
+            retiring::old_queue_deleted(&f, done_6),
+        );
+    }
+    steps[2].snippet = snippet;
+    steps
+}
+
+/// The first step not finished: what `--apply` acts on.
+pub fn next(steps: &[Step]) -> Option<&Step> {
+    steps.iter().find(|s| !s.state.finished())
+}

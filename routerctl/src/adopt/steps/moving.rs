@@ -1,0 +1,334 @@
+//! Steps 1-4: the tenant queue deployed, Karpenter's role allowed to read it (and no other
+//! cluster's), Karpenter pointed at it, and seen reading it ([`super::super::evidence`]).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use interruption_router::forward::MISSING_QUEUE_RECHECK;
+
+use super::{Action, Change, Evidence, Facts, Judged, State};
+use crate::{
+    adopt::{discover::Landscape, evidence::QUIET_WINDOW},
+    verify::{
+        queues::Queue,
+        tenants::{Sender, check_karpenter_role, check_tenant_policy},
+    },
+};
+use aws_model::{aws::Aws, events::rfc3339};
+
+/// Step 1: the tenant stack, and its queue admitting the router.
+pub(super) fn tenant_stack(f: &Facts<'_>) -> Judged {
+    let &Facts {
+        land,
+        view,
+        cluster,
+        base,
+        ref queue_name,
+        ref tenant_stack,
+        ref name_role,
+        ..
+    } = f;
+    let router_role = base.output("RouterRoleArn").unwrap_or_default();
+    let tenant_ok = view.tenant.as_ref().map(|queue| {
+        let sender = Sender {
+            label: "router",
+            role_arn: router_role,
+            account: &base.account,
+            partition: &base.partition,
+            wrong_role_fix: String::new(),
+        };
+        let check = check_tenant_policy(queue, &sender, &land.region, "tenant", "");
+        (check.passed, check.detail)
+    });
+    let age = view.tenant.as_ref().and_then(queue_age);
+    match (&tenant_ok, &view.controller, &view.name_taken) {
+        (None, _, Some((queue, why))) => name_taken(land, cluster, queue, why),
+        (Some((true, _)), _, _) if age.is_some_and(|age| age < ROUTER_LEARNS) => (
+            State::Waiting,
+            format!(
+                "{queue_name} was created {}s ago; every router instance learns of a new queue \
+                 within {}s (it remembers a missing queue that long)",
+                age.unwrap_or_default().as_secs(),
+                MISSING_QUEUE_RECHECK.as_secs()
+            ),
+            Action::Nothing,
+        ),
+        (Some((true, detail)), _, _) => (
+            State::Done,
+            format!("{queue_name}: {detail}"),
+            Action::Nothing,
+        ),
+        (Some((false, detail)), _, _) => (
+            State::Blocked,
+            format!("{queue_name} exists but its policy is wrong: {detail}"),
+            Action::Operator("routerctl verify names the fix".into()),
+        ),
+        (None, Some(role), None) => (
+            State::Todo,
+            format!("no queue {queue_name}"),
+            Action::Apply(Change::DeployTenant {
+                stack: tenant_stack.clone(),
+                karpenter_role: role.clone(),
+            }),
+        ),
+        (None, None, None) => (
+            State::Blocked,
+            format!("no queue {queue_name}, and Karpenter's controller role is not known"),
+            Action::Operator(name_role.clone()),
+        ),
+    }
+}
+
+/// Step 2: Karpenter may read it, and no other cluster's Karpenter may: a helm command run in that
+/// cluster's kube-context would point its Karpenter here, and it would take this cluster's
+/// interruptions (and the probe, which would then prove nothing).
+pub(super) async fn karpenter_may_read(aws: &Aws, f: &Facts<'_>, done_1: bool) -> Judged {
+    let &Facts {
+        land,
+        view,
+        cluster,
+        base,
+        ref queue_name,
+        ref tenant_stack,
+        ref name_role,
+        ..
+    } = f;
+    match (&view.tenant, done_1) {
+        (Some(queue), true) => {
+            let check = check_karpenter_role(
+                aws,
+                base,
+                cluster,
+                queue,
+                view.controller.as_deref(),
+                "tenant",
+            )
+            .await;
+            let others = other_readers(land, cluster, queue);
+            match (check.passed, &view.controller) {
+                (true, _) if !others.is_empty() => (
+                    State::Blocked,
+                    format!(
+                        "{} may also read {queue_name}: a helm command run in such a cluster's \
+                         kube-context points its Karpenter here, and it takes {cluster}'s \
+                         interruptions",
+                        others.join(", ")
+                    ),
+                    Action::Operator(
+                        "scope each of those roles' sqs:ReceiveMessage and sqs:DeleteMessage to \
+                         its own cluster's queue, then run adopt again"
+                            .into(),
+                    ),
+                ),
+                (true, _) => (State::Done, check.detail, Action::Nothing),
+                (false, Some(role)) => (
+                    State::Todo,
+                    check.detail,
+                    Action::Apply(Change::GrantKarpenter {
+                        stack: tenant_stack.clone(),
+                        karpenter_role: role.clone(),
+                    }),
+                ),
+                (false, None) => (
+                    State::Blocked,
+                    check.detail,
+                    Action::Operator(name_role.clone()),
+                ),
+            }
+        }
+        _ => (State::Blocked, "after step 1".to_owned(), Action::Nothing),
+    }
+}
+
+/// Step 3: Karpenter pointed at the new queue: the operator's helm command, then `--apply` starts a
+/// round of evidence.
+pub(super) fn karpenter_pointed(f: &Facts<'_>, done_2: bool) -> Judged {
+    let &Facts {
+        view,
+        rolled_back,
+        evidenced,
+        round,
+        expired,
+        ..
+    } = f;
+    if !done_2 {
+        (State::Blocked, "after step 2".to_owned(), Action::Nothing)
+    } else if evidenced || round.is_some() {
+        (State::Done, "step 4 checks it".to_owned(), Action::Nothing)
+    } else {
+        let mut detail = "run the helm command below (routerctl never edits a cluster), then \
+                          --apply, which checks it (step 4)"
+            .to_owned();
+        if let Some(at) = rolled_back {
+            detail = format!(
+                "rolled back at {}: Karpenter was to go back to its old queue; to move again, {detail}",
+                rfc3339(at)
+            );
+        } else if expired {
+            detail = format!("the last check was not read in time and expired; {detail}");
+        }
+        let action = match view.nodes.first() {
+            Some(node) => Action::Apply(Change::StartRound { node: node.clone() }),
+            None => Action::Operator(
+                "no running node of the cluster for the probe to name: adopt needs one".into(),
+            ),
+        };
+        (State::Todo, detail, action)
+    }
+}
+
+/// Step 4's title: the new queue read, and nothing reading the old ones.
+pub(super) fn seen_title(f: &Facts<'_>) -> String {
+    let Facts {
+        queue_name,
+        old_names,
+        ..
+    } = f;
+    format!(
+        "Karpenter seen reading {queue_name}{}",
+        if old_names.is_empty() {
+            String::new()
+        } else {
+            format!(", nothing reading {}", old_names.join(", "))
+        }
+    )
+}
+
+/// Step 4: Karpenter seen reading the new queue: the round's probe taken from it, no sentinel from
+/// an old one.
+pub(super) fn karpenter_seen(f: &Facts<'_>, evidence: Evidence) -> Judged {
+    let &Facts {
+        view,
+        evidenced,
+        round,
+        ref queue_name,
+        ref old_names,
+        ..
+    } = f;
+    match (evidenced, round) {
+        (true, _) => (
+            State::Done,
+            match (evidence, view.verified) {
+                (Evidence::Recorded, Some(at)) => format!(
+                    "seen at {}: it read {queue_name}{}",
+                    rfc3339(at),
+                    if old_names.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" and nothing read {}", old_names.join(", "))
+                    }
+                ),
+                _ => "seen now".to_owned(),
+            },
+            Action::Nothing,
+        ),
+        (false, Some(round)) if !round.ripe() => (
+            State::Waiting,
+            format!(
+                "probe and sentinel sent {} s ago: --apply reads them once {} s old",
+                round.age().as_secs(),
+                QUIET_WINDOW.as_secs()
+            ),
+            Action::Nothing,
+        ),
+        (false, Some(round)) => (
+            State::Todo,
+            format!(
+                "probe {} and the sentinels are {} s old: --apply reads them, and if the probe \
+                 was taken from {queue_name} and no sentinel from {}, disables the old rules \
+                 (step 5) in the same run",
+                round.probe,
+                round.age().as_secs(),
+                if old_names.is_empty() {
+                    "an old queue".to_owned()
+                } else {
+                    old_names.join(", ")
+                }
+            ),
+            Action::Apply(Change::ReadRound),
+        ),
+        (false, None) => (State::Blocked, "after step 3".to_owned(), Action::Nothing),
+    }
+}
+
+/// Step 1 when a queue that is not the router's holds the tenant queue's name: the router never
+/// writes it, so the cluster stays on it, and the router's queue needs another name.
+fn name_taken(
+    land: &Landscape,
+    cluster: &str,
+    queue: &Queue,
+    why: &str,
+) -> (State, String, Action) {
+    let prefix = land.queue_names.prefix();
+    let whose = land
+        .setups
+        .iter()
+        .find(|s| s.queue.name == queue.name)
+        .map(|s| format!("the old set-up's queue, made by {}", s.owner))
+        .unwrap_or_else(|| "no set-up adopt knows".to_owned());
+    let tenants = land
+        .clusters
+        .values()
+        .filter(|c| c.tenant.is_some())
+        .count();
+    let how = if tenants == 0 {
+        format!(
+            "give the router a queue prefix no other tool uses before any tenant stack uses this \
+             one: make deploy-base STACK_NAME={} PARAMS=QueuePrefix=<prefix, e.g. \
+             interruption-router-> (with your usual variables); adopt then plans \
+             <prefix>{cluster} next to {}",
+            land.base.name, queue.name
+        )
+    } else {
+        format!(
+            "{tenants} tenant queue(s) already use the prefix {prefix}: a new prefix \
+             (make deploy-base PARAMS=QueuePrefix=…) means re-deploying their tenant stacks and \
+             re-pointing their Karpenters too; or leave {cluster} on its own set-up"
+        )
+    };
+    (
+        State::Blocked,
+        format!(
+            "{} exists and the router's tenant stack did not make it ({why}): it is {whose}. The \
+             router never writes it, so {cluster} stays on it (counted as not onboarded), and \
+             the router's queue for {cluster} cannot take its name",
+            queue.name
+        ),
+        Action::Operator(how),
+    )
+}
+
+/// Karpenter controller roles of other clusters (or of none adopt can tell) that may read
+/// `queue`.
+fn other_readers(land: &Landscape, cluster: &str, queue: &Queue) -> Vec<String> {
+    let own = land.clusters[cluster].controller.as_deref();
+    land.controllers
+        .iter()
+        .filter(|c| Some(c.role.name()) != own && c.clusters != [cluster])
+        .filter(|c| c.role.may("sqs:ReceiveMessage", &queue.arn).is_allowed())
+        .map(|c| {
+            format!(
+                "{} ({})",
+                c.role.name(),
+                if c.clusters.is_empty() {
+                    "its policy names no cluster".to_owned()
+                } else {
+                    format!("cluster {}", c.clusters.join(", "))
+                }
+            )
+        })
+        .collect()
+}
+
+/// How long after a tenant queue's creation adopt counts on every router instance sending to
+/// it: [`MISSING_QUEUE_RECHECK`], plus a margin for SQS's whole-second timestamp and clock skew.
+pub const ROUTER_LEARNS: Duration = Duration::from_secs(MISSING_QUEUE_RECHECK.as_secs() + 3);
+
+/// How long ago SQS created the queue (its CreatedTimestamp, whole seconds).
+fn queue_age(queue: &Queue) -> Option<Duration> {
+    // Whole seconds in AWS; the emulator writes a fraction.
+    let created: f64 = queue.attributes.get("CreatedTimestamp")?.parse().ok()?;
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH + Duration::from_secs_f64(created.max(0.0)))
+        .ok()
+        .or(Some(Duration::ZERO))
+}

@@ -1,0 +1,212 @@
+//! `router-role` and `router-role:assume-spoke-roles`: the router's execution role may exactly what the
+//! router does (and nothing broader), and may assume the spoke role in exactly the accounts it serves.
+
+use interruption_router::{
+    accounts::Served,
+    config::{Config, DEFAULT_SPOKE_ROLE_NAME},
+};
+
+use crate::verify::{
+    report::{Check, Findings},
+    role::Role,
+    stack::Base,
+};
+use aws_model::aws::arn_name;
+
+/// What the router does with its own role, each with the base.yaml statement that grants it.
+pub(super) fn router_needs<'a>(
+    dlq: Option<&'a str>,
+    ingest: Option<&'a str>,
+) -> Vec<(&'static str, &'a str, &'static str)> {
+    let mut need = vec![
+        ("ec2:DescribeInstances", "*", "ResolveInstanceTags"),
+        ("tag:GetResources", "*", "ResolveInstanceTagsByArn"),
+    ];
+    if let Some(dlq) = dlq {
+        need.push(("sqs:SendMessage", dlq, "SendToDeadLetterQueue"));
+    }
+    if let Some(ingest) = ingest {
+        for action in [
+            "sqs:ReceiveMessage",
+            "sqs:DeleteMessage",
+            "sqs:GetQueueAttributes",
+            // The router hands a record it could not forward back with a shorter visibility.
+            "sqs:ChangeMessageVisibility",
+        ] {
+            need.push((action, ingest, "ConsumeIngestQueue"));
+        }
+    }
+    need
+}
+
+/// Actions on one resource, as a report phrase: `a, b and c on <resource name>`.
+pub(super) fn actions_on(need: &[(&str, &str, &str)], resource: &str) -> String {
+    let actions: Vec<&str> = need
+        .iter()
+        .filter(|(_, r, _)| *r == resource)
+        .map(|(a, _, _)| *a)
+        .collect();
+    let list = match actions.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    if resource == "*" {
+        list
+    } else {
+        format!("{list} on {}", arn_name(resource))
+    }
+}
+
+pub(super) fn check_router_role(role: &Role, dlq: Option<&str>, ingest: Option<&str>) -> Check {
+    let mut f = Findings::default();
+    let name = role.name();
+    let fix = |statements: &[&str]| {
+        format!(
+            "restore base.yaml's inline policy interruption-router on role {name} (statement{} \
+             {}): update the stack; if the policy was edited by hand, put the template's \
+             document back with aws iam put-role-policy",
+            if statements.len() == 1 { "" } else { "s" },
+            statements.join(", ")
+        )
+    };
+    let need = router_needs(dlq, ingest);
+    let mut missing = Vec::new();
+    let mut statements: Vec<&str> = Vec::new();
+    for (action, resource, statement) in &need {
+        let d = role.may(action, resource);
+        if !d.is_allowed() {
+            missing.push(format!("{action} on {} ({d})", arn_name(resource)));
+            if !statements.contains(statement) {
+                statements.push(statement);
+            }
+        }
+    }
+    if missing.is_empty() {
+        let mut resources: Vec<&str> = need.iter().map(|(_, r, _)| *r).collect();
+        resources.dedup();
+        let phrases: Vec<String> = resources.iter().map(|r| actions_on(&need, r)).collect();
+        f.ok(format!("{name} may {}", phrases.join("; ")));
+    } else {
+        f.problem(
+            format!("{name} may not {}", missing.join(", ")),
+            fix(&statements),
+        );
+    }
+    if let Some(ingest) = ingest {
+        if role.may("sqs:SendMessage", ingest).is_allowed() {
+            f.problem(
+                format!(
+                    "{name} may send to the ingest queue: an instance tagged with its name as a \
+                     cluster would make the router feed itself"
+                ),
+                fix(&["NeverSendToIngestQueue"]),
+            );
+        } else {
+            f.ok("may not send to the ingest queue");
+        }
+    }
+    f.into_check("router-role")
+}
+
+/// An account id standing for "any account" when the router serves `*`.
+const SAMPLE_ACCOUNT: &str = "999999999999";
+/// An account no router serves (a listed hub never lists it; an organisation's hub sees it
+/// outside the organisation), to show the role may not assume the spoke role name there.
+const UNSERVED_ACCOUNT: &str = "000000000000";
+const OUTSIDE_ORGANIZATION: &str = "o-notyours000";
+
+/// With SERVED_ACCOUNTS set, the role may assume each served account's spoke role (the name the
+/// function's SPOKE_ROLE_NAME gives, which must be the stack's SpokeRoleName).
+pub(super) fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base) -> Option<Check> {
+    const NAME: &str = "router-role:assume-spoke-roles";
+    let organization = base.parameter("OrganizationId").unwrap_or_default();
+    // The accounts whose spoke role the router must reach (the hub's own too: its other regions
+    // are written as its spoke role), with the organisation each is in.
+    let mut accounts: Vec<&str> = match &config.served {
+        Served::Own => return None,
+        Served::Listed(accounts) => accounts.iter().map(String::as_str).collect(),
+        Served::Any => vec![SAMPLE_ACCOUNT],
+    };
+    accounts.push(&base.account);
+    let spoke = &config.spoke_role_name;
+    let mut f = Findings::default();
+    let stack_name = base
+        .parameter("SpokeRoleName")
+        .unwrap_or(DEFAULT_SPOKE_ROLE_NAME);
+    if stack_name != spoke {
+        f.problem(
+            format!(
+                "the function's SPOKE_ROLE_NAME is {spoke} but the stack's SpokeRoleName is \
+                 {stack_name}: the role may assume only the latter"
+            ),
+            format!(
+                "update the stack so both come from SpokeRoleName (SpokeRoleName={spoke} if the \
+                 member accounts' spoke stacks use {spoke})"
+            ),
+        );
+    }
+    let assume = |account: &str, org: &str| {
+        let arn = format!("arn:{}:iam::{account}:role/{spoke}", base.partition);
+        let mut context = vec![("aws:ResourceAccount", account)];
+        if !org.is_empty() {
+            context.push(("aws:ResourceOrgID", org));
+        }
+        let decision = role.may_with("sts:AssumeRole", &arn, &context);
+        (arn, decision)
+    };
+    let refused: Vec<String> = accounts
+        .iter()
+        .filter_map(|account| {
+            let (arn, d) = assume(account, organization);
+            (!d.is_allowed()).then(|| format!("{arn} ({d})"))
+        })
+        .collect();
+    let which = match &config.served {
+        Served::Any => format!("{spoke} in the organisation's accounts (e.g. {SAMPLE_ACCOUNT})"),
+        _ => format!("{spoke} in {}", accounts.join(", ")),
+    };
+    if refused.is_empty() {
+        f.ok(format!("{} may sts:AssumeRole {which}", role.name()));
+    } else {
+        f.problem(
+            format!(
+                "{} may not sts:AssumeRole {}: the router cannot reach those accounts, and \
+                 their clusters get no interruptions",
+                role.name(),
+                refused.join(", ")
+            ),
+            format!(
+                "restore base.yaml's statement AssumeSpokeRoles (sts:AssumeRole on \
+                 arn:{}:iam::*:role/<SpokeRoleName>, scoped to the served accounts) on role {}: \
+                 update the stack with ServedAccounts and SpokeRoleName={spoke}",
+                base.partition,
+                role.name()
+            ),
+        );
+    }
+    // And no further: the account gate is IAM's too, not only the router's code.
+    let outside_org = if organization.is_empty() {
+        ""
+    } else {
+        OUTSIDE_ORGANIZATION
+    };
+    let (arn, d) = assume(UNSERVED_ACCOUNT, outside_org);
+    if d.is_allowed() {
+        f.problem(
+            format!(
+                "{} may sts:AssumeRole {arn}, an account it does not serve ({d}): any account \
+                 whose role of that name trusts it could hand the router its credentials",
+                role.name()
+            ),
+            "update the stack with this project's base.yaml: its AssumeSpokeRoles statement is \
+             scoped with aws:ResourceAccount (a ServedAccounts list) or aws:ResourceOrgID \
+             (OrganizationId with ServedAccounts=\"*\")",
+        );
+    } else {
+        f.ok(format!(
+            "and not in an account it does not serve ({UNSERVED_ACCOUNT})"
+        ));
+    }
+    Some(f.into_check(NAME))
+}

@@ -1,0 +1,145 @@
+//! `tenant:<cluster>:karpenter-role`: Karpenter's controller role may receive and delete from its
+//! cluster's tenant queue.
+
+use aws_sdk_sqs::types::QueueAttributeName;
+
+use crate::verify::{
+    queues::Queue,
+    report::{Check, Findings, fail},
+    stack::Base,
+};
+use aws_model::{
+    aws::Aws,
+    policy::{Decision, Policy},
+};
+
+/// What Karpenter's interruption controller does with its queue (Karpenter's own controller
+/// policy, statement AllowInterruptionQueueActions).
+pub const KARPENTER_QUEUE_ACTIONS: [&str; 3] =
+    ["sqs:GetQueueUrl", "sqs:ReceiveMessage", "sqs:DeleteMessage"];
+
+/// `tenant:<cluster>:karpenter-role`: the cluster's Karpenter controller role may read its queue.
+/// The role is `--karpenter-role <cluster>=<role>`, else the tenant stack's KarpenterRoleName
+/// (the stack that created the queue, or `make deploy-tenant`'s stack name).
+pub(crate) async fn check_karpenter_role(
+    aws: &Aws,
+    base: &Base,
+    cluster: &str,
+    queue: &Queue,
+    given: Option<&str>,
+    prefix: &str,
+) -> Check {
+    let name = format!("{prefix}:karpenter-role");
+    let region = &aws.region;
+    let name_it = format!(
+        "name Karpenter's controller role: make deploy-tenant CLUSTER={cluster} REGION={region} \
+         STACK_NAME={} KARPENTER_ROLE=<its role name> (the tenant stack then grants {} on {}), or, \
+         when the role's own policies already grant them, routerctl verify --karpenter-role \
+         {cluster}=<its role name>",
+        base.name,
+        KARPENTER_QUEUE_ACTIONS.join(", "),
+        queue.name
+    );
+    let role_name = match given {
+        Some(role) => role.to_owned(),
+        None => match tenant_stack_parameter(aws, base, cluster, &queue.url, "KarpenterRoleName")
+            .await
+        {
+            Some(role) if !role.is_empty() => role,
+            _ => {
+                return fail(
+                    &name,
+                    format!(
+                        "no Karpenter controller role is named for {cluster}: Karpenter's \
+                         getting-started controller policy allows only the queue it created \
+                         itself, so its controller gets AccessDenied on {} and handles no \
+                         interruption",
+                        queue.name
+                    ),
+                    name_it,
+                );
+            }
+        },
+    };
+    let arn = format!(
+        "arn:{}:iam::{}:role/{role_name}",
+        base.partition, base.account
+    );
+    let role = match crate::verify::role::load_role(aws, &arn).await {
+        Ok(role) => role,
+        Err((problem, fix)) => return fail(&name, problem, format!("{fix}; or {name_it}")),
+    };
+    let policy = queue
+        .attribute(QueueAttributeName::Policy)
+        .and_then(|text| Policy::parse("queue policy", text).ok());
+    let mut f = Findings::default();
+    let mut refused = Vec::new();
+    for action in KARPENTER_QUEUE_ACTIONS {
+        let mut decision = role.may(action, &queue.arn);
+        // The queue policy may deny it (it denies plain HTTP only, which Karpenter never uses).
+        if let (true, Some(policy)) = (decision.is_allowed(), &policy) {
+            let by_queue = queue.decision(policy, &arn, action);
+            if let Decision::Denied { .. } = by_queue {
+                decision = by_queue;
+            }
+        }
+        if !decision.is_allowed() {
+            refused.push(format!("{action} ({decision})"));
+        }
+    }
+    if refused.is_empty() {
+        f.ok(format!(
+            "{role_name} may {} on {}",
+            KARPENTER_QUEUE_ACTIONS.join(", "),
+            queue.name
+        ));
+    } else {
+        f.problem(
+            format!(
+                "Karpenter's controller role {role_name} may not {} on {}: Karpenter gets \
+                 AccessDenied and handles no interruption",
+                refused.join(", "),
+                queue.name
+            ),
+            format!(
+                "make deploy-tenant CLUSTER={cluster} REGION={region} STACK_NAME={} \
+                 KARPENTER_ROLE={role_name}, which grants exactly these on this queue",
+                base.name
+            ),
+        );
+    }
+    f.into_check(name)
+}
+
+/// A parameter of the tenant stack that created the queue at `queue_url`: the stack CloudFormation
+/// names for that physical resource, or the one `make deploy-tenant` names for the cluster.
+pub(super) async fn tenant_stack_parameter(
+    aws: &Aws,
+    base: &Base,
+    cluster: &str,
+    queue_url: &str,
+    key: &str,
+) -> Option<String> {
+    let owner = aws
+        .cfn
+        .describe_stack_resources()
+        .physical_resource_id(queue_url)
+        .send()
+        .await
+        .ok()
+        .and_then(|out| {
+            out.stack_resources()
+                .first()
+                .and_then(|r| r.stack_name())
+                .map(str::to_owned)
+        });
+    let stack = owner.unwrap_or_else(|| aws_model::stacks::tenant_stack_name(&base.name, cluster));
+    let described = aws
+        .cfn
+        .describe_stacks()
+        .stack_name(&stack)
+        .send()
+        .await
+        .ok()?;
+    aws_model::stacks::parameters(described.stacks().first()?).remove(key)
+}

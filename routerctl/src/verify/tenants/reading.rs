@@ -1,0 +1,159 @@
+//! `tenant:<cluster>:queue` and `:read`: the queue is the tenant stack's (so the router writes it),
+//! and someone reads it: a message unread for a minute means no Karpenter is polling it.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use interruption_router::tenancy::{self, Ownership, TENANT_TAG};
+
+use crate::verify::{
+    queues::Queue,
+    report::{Check, fail, pass},
+};
+use aws_model::aws::{Aws, describe};
+
+/// What the router does to a cluster queue, and base.yaml's statement that allows it: send, and
+/// tell a tenant queue from a look-alike.
+pub const ROUTER_QUEUE_ACTIONS: [(&str, &str); 4] = [
+    ("sqs:GetQueueUrl", "SendToClusterQueues"),
+    ("sqs:SendMessage", "SendToClusterQueues"),
+    ("sqs:ListQueueTags", "ReadClusterQueueOwnership"),
+    ("sqs:GetQueueAttributes", "ReadClusterQueueOwnership"),
+];
+
+/// `<prefix>:queue`: the queue with the cluster's name is the tenant stack's, as the router judges
+/// it ([`interruption_router::tenancy`]): its tenant tag, or a policy admitting the router alone. A
+/// look-alike (EKS Blueprints names its own queue `karpenter-<cluster>`) is not written by the
+/// router, so the cluster is not onboarded.
+pub(crate) async fn check_ownership(
+    aws: &Aws,
+    queue: &Queue,
+    cluster: &str,
+    sender: Option<&str>,
+    prefix: &str,
+) -> Check {
+    let name = format!("{prefix}:queue");
+    let tags = match aws.sqs.list_queue_tags().queue_url(&queue.url).send().await {
+        Ok(out) => out.tags().cloned().unwrap_or_default(),
+        Err(e) => {
+            return fail(
+                &name,
+                format!("ListQueueTags {}: {}", queue.name, describe(&e)),
+                "run verify with sqs:ListQueueTags",
+            );
+        }
+    };
+    let judged = tenancy::by_tag(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), cluster)
+        .unwrap_or_else(|| tenancy::by_policy(queue.attribute(QueueAttributeName::Policy), sender));
+    match judged {
+        Ownership::Tenant => pass(
+            &name,
+            format!("{} exists, tagged {TENANT_TAG}={cluster}", queue.name),
+        ),
+        Ownership::LegacyTenant => pass(
+            &name,
+            format!(
+                "{} exists, made by a tenant stack from before the {TENANT_TAG} tag (its policy \
+                 admits the router alone); updating the stack adds the tag",
+                queue.name
+            ),
+        ),
+        Ownership::Foreign(why) => fail(
+            &name,
+            format!(
+                "{} exists but the tenant stack did not make it: {why}. It looks like another \
+                 tool's queue (EKS Blueprints names its own karpenter-<cluster>); the router does \
+                 not write it, so {cluster} is not onboarded (counted as NoTenantQueue.{cluster}, \
+                 paging nobody)",
+                queue.name
+            ),
+            format!(
+                "routerctl adopt --cluster {cluster} plans the move: the router's queue needs a \
+                 name no other tool uses"
+            ),
+        ),
+    }
+}
+
+/// How old a message in a cluster's queue may be: Karpenter long-polls and deletes what it reads
+/// within seconds; the tenant stack's alarm pages at the same age.
+pub const UNREAD_AFTER: Duration = Duration::from_secs(60);
+
+/// `<prefix>:read`: nothing in the queue is older than [`UNREAD_AFTER`]. One receive that hides
+/// nothing (visibility 0) and looks at what comes back; Karpenter deletes whatever it reads,
+/// however often it was received.
+pub(crate) async fn check_read(
+    aws: &Aws,
+    queue: &Queue,
+    cluster: &str,
+    reader: Option<&str>,
+    prefix: &str,
+) -> Check {
+    let name = format!("{prefix}:read");
+    let out = match aws
+        .sqs
+        .receive_message()
+        .queue_url(&queue.url)
+        .max_number_of_messages(10)
+        .visibility_timeout(0)
+        .wait_time_seconds(1)
+        .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
+        .send()
+        .await
+    {
+        Ok(out) => out,
+        Err(e) => {
+            return fail(
+                &name,
+                format!("ReceiveMessage {}: {}", queue.name, describe(&e)),
+                "run verify with sqs:ReceiveMessage on the cluster queues (it hides nothing: \
+                 visibility 0)",
+            );
+        }
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64;
+    let oldest = out
+        .messages()
+        .iter()
+        .filter_map(|m| {
+            m.attributes()?
+                .get(&MessageSystemAttributeName::SentTimestamp)?
+                .parse::<u64>()
+                .ok()
+        })
+        .map(|sent| Duration::from_millis(now.saturating_sub(sent)))
+        .max();
+    match oldest {
+        Some(age) if age >= UNREAD_AFTER => fail(
+            &name,
+            format!(
+                "{} holds a message {} s old: nobody reads it, and {cluster}'s Karpenter gets no \
+                 interruption from the router (Karpenter deletes what it reads within seconds)",
+                queue.name,
+                age.as_secs()
+            ),
+            format!(
+                "check {}: Karpenter's settings.interruptionQueue in cluster {cluster} (helm get \
+                 values karpenter; or the Git repository Argo CD or Flux applies, which may have \
+                 put an old value back), that its pods run, and that the role may still receive \
+                 from and delete in {} (tenant:{cluster}:karpenter-role)",
+                reader.map_or_else(
+                    || "the Karpenter controller role (no tenant stack names it)".to_owned(),
+                    |r| format!("the reader, role {r}")
+                ),
+                queue.name
+            ),
+        ),
+        Some(age) => pass(
+            &name,
+            format!(
+                "its oldest message is {} s old: someone reads it",
+                age.as_secs()
+            ),
+        ),
+        None => pass(&name, "empty: nothing waits unread"),
+    }
+}
