@@ -46,7 +46,7 @@ PARAMS ?=
 # The AWS CLI (the tests substitute a recording stand-in).
 AWS ?= $(VENV)/bin/aws
 
-.PHONY: help tools build demo test unit lint static-checks template-lint policy-lint clippy fmt-check bench soak fuzz package deploy-base deploy-spoke deploy-tenant deploy-fis
+.PHONY: help tools build demo demo-scenes test unit tests lint template-lint policy-lint policy-documents clippy fmt-check bench soak fuzz package deploy-base deploy-spoke deploy-tenant deploy-fis
 
 help:
 	@echo "make demo        the whole system on a local AWS emulator (no AWS account needed)"
@@ -81,53 +81,59 @@ $(CHECKOV_VENV)/.installed: tools/requirements-checkov.txt
 	@touch $@
 
 # ------------------------------------------------------------------ the two set-up commands
-demo: $(VENV)/.installed
-	$(CARGO) build --workspace --bins
+demo: $(VENV)/.installed build
+	$(MAKE) demo-scenes
+
+# The demo's two scenes, on binaries already built.
+demo-scenes:
 	$(TARGET_DIR)/debug/routerctl demo
 	$(TARGET_DIR)/debug/routerctl demo --accounts 3 --regions 2
 
-# What CI runs. The order keeps the two cores busy: the Python tools install while cargo builds;
-# the static checks that need no test run (clippy in a target dir of its own, so it does not wait
-# for the tests' lock on the build directory; cfn-lint; checkov) run beside the integration tests,
-# which mostly wait on AWS's timing. Incremental compilation is off: CI runs this on a clean
-# clone, where the incremental caches (~1 GB) are written once and never read; a developer's own
-# cargo commands keep them (their next build recompiles the project's crates once, not the SDK).
+# What CI runs, ordered to keep the two cores busy: the Python tools install while cargo builds;
+# the test binaries are built before anything competes with them; then the tests, which mostly
+# wait on AWS's timing, run beside everything that needs no build: clippy (in a target dir of its
+# own, so it neither waits for nor holds the lock the running tests keep on the build directory),
+# cfn-lint and checkov, the policy linters and the demo. Incremental compilation is off: CI runs
+# this on a clean clone, where the incremental caches (~1 GB) are written once and never read; a
+# developer's own cargo commands keep theirs (their next build recompiles the project's crates
+# once, not the SDK).
 test: export CARGO_INCREMENTAL = 0
 test:
 	$(MAKE) -j2 --output-sync=target tools build
-	$(MAKE) fmt-check policy-lint
-	$(MAKE) -j2 unit static-checks
-	$(MAKE) demo
+	$(MAKE) fmt-check
+	$(CARGO) test --workspace --no-run
+	$(MAKE) -j3 tests clippy template-lint policy-documents demo-scenes
 
 build:
 	$(CARGO) build --workspace --bins
 
-# Builds the router binary first: the end-to-end tests run it as a real process.
+# The end-to-end tests run the router binary as a real process, so it is built first.
+unit: build
+	$(MAKE) tests
+
 # The integration tests spend most of their time waiting as AWS makes them wait (visibility
 # timeouts, adopt's 65-s quiet window and rule settle, EventBridge's late rule changes), not on
 # the CPU, so they run TEST_THREADS at a time in their one binary; the storm scenarios, which do
 # load the CPU, still take a lock and run one at a time.
 TEST_THREADS ?= 8
-unit:
-	$(CARGO) build --workspace --bins
+tests:
 	RUST_TEST_THREADS=$(TEST_THREADS) $(CARGO) test --workspace
 
 # ------------------------------------------------------------------ static checks
-lint: fmt-check policy-lint static-checks
-
-# The checks that need no build of the project's binaries: clippy, cfn-lint and checkov.
-static-checks: clippy template-lint
+lint: fmt-check clippy template-lint policy-lint
 
 template-lint: $(VENV)/.installed $(CHECKOV_VENV)/.installed
-	$(VENV)/bin/cfn-lint cloudformation/*.yaml
-	$(CHECKOV_VENV)/bin/checkov --quiet --compact -d cloudformation --framework cloudformation --skip-download \
+	nice -n 10 $(VENV)/bin/cfn-lint cloudformation/*.yaml
+	nice -n 10 $(CHECKOV_VENV)/bin/checkov --quiet --compact -d cloudformation --framework cloudformation --skip-download \
 		--config-file cloudformation/.checkov.yaml
 
 # Every IAM and resource policy of the templates, rendered for deployments that take every branch
 # of their conditions, through two linters that know AWS's actions, resources and condition keys.
-policy-lint: $(VENV)/.lint-installed
-	@# The same build as `unit` and `demo` (cargo run -p would resolve features for one package).
-	$(CARGO) build --quiet --workspace --bins
+# Built with the same `cargo build --workspace --bins` as the demo and the tests.
+policy-lint: $(VENV)/.lint-installed build
+	$(MAKE) policy-documents
+
+policy-documents: $(VENV)/.lint-installed
 	$(TARGET_DIR)/debug/policy-documents | $(VENV)/bin/python tools/lint_policies.py
 
 fmt-check:
@@ -135,8 +141,9 @@ fmt-check:
 
 # Its own target dir: clippy's artefacts are check-mode metadata that no build reuses anyway, so
 # this costs no disk, and it never waits for (or holds) the lock of the tests' build directory.
+# At a lower priority: beside the tests (make test), the cores go to the tests first.
 clippy:
-	CARGO_TARGET_DIR=$(TARGET_DIR)/clippy $(CARGO) clippy --workspace --all-targets -- -D warnings
+	CARGO_TARGET_DIR=$(TARGET_DIR)/clippy nice -n 10 $(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # ------------------------------------------------------------------ reliability (not in CI)
 # The fault scenarios at 3,000 events (five minutes of storm each) instead of make test's 300.
