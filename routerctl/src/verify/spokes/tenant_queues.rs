@@ -4,9 +4,10 @@
 use interruption_router::config::QueueNameTemplate;
 
 use super::{Hub, Member};
+use crate::check::{self, Expect};
 use crate::verify::{
     queues::{encryption, load_queue},
-    report::{Check, Findings, fail, pass},
+    report::{Check, Findings, fail},
     role::Role,
     tenants::{Sender, check_ownership, check_read, check_tenant_policy, discover_clusters},
 };
@@ -108,15 +109,13 @@ pub(super) async fn check_tenants(
         ));
         if let Some(role) = role {
             let d = role.may("sqs:SendMessage", &queue.arn);
-            let name = hub.name(&format!("{prefix}:spoke-role"));
-            checks.push(if d.is_allowed() {
-                pass(
-                    &name,
+            checks.push(check::evaluate(
+                hub.name(&format!("{prefix}:spoke-role")),
+                [Expect::that(
+                    d.is_allowed(),
                     format!("{} may send to {queue_name} ({d})", role.name()),
                 )
-            } else {
-                fail(
-                    &name,
+                .otherwise(
                     format!(
                         "{} may not sqs:SendMessage to {queue_name}: {d}",
                         role.name()
@@ -127,8 +126,8 @@ pub(super) async fn check_tenants(
                          ({}), or restore the role's SendToClusterQueues statement",
                         member.spoke_stack, hub.queue_prefix
                     ),
-                )
-            });
+                )],
+            ));
         }
         checks.push(check_read(aws, &queue, cluster, None, &hub.name(&prefix)).await);
     }

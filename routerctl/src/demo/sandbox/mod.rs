@@ -14,29 +14,25 @@
 //! [`crate::verify::hub_bus_policy`], the LateForwardsAlarm), so `verify` reads what AWS would
 //! return.
 
-use std::{
-    collections::BTreeMap,
-    time::{SystemTime, UNIX_EPOCH},
-};
+mod fis;
+mod spoke;
+
+use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, bail};
-use aws_sdk_cloudwatchlogs::types::InputLogEvent;
-use aws_sdk_fis::types::{
-    CreateExperimentTemplateActionInput, CreateExperimentTemplateStopConditionInput,
-    CreateExperimentTemplateTargetInput, ExperimentTemplateTargetInputFilter,
-};
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::Value;
 
 use crate::verify::{
-    self, ALARMS, HUB_RULES, Monitored, RULES, events_queue_policy, hub_bus_policy,
-    tenant_queue_policy,
+    ALARMS, HUB_RULES, Monitored, RULES, events_queue_policy, hub_bus_policy, tenant_queue_policy,
 };
 use aws_model::{
     aws::Aws,
     stacks::{self, Stack},
 };
-use local_aws::moto::{ACCOUNT, MotoServer, REGION, sdk_config_as, sdk_config_for};
+use local_aws::moto::{ACCOUNT, MotoServer, REGION, sdk_config_for};
+
+pub use self::spoke::Spoke;
 
 /// The deployment, and clients for the emulator.
 pub struct Sandbox {
@@ -159,184 +155,6 @@ impl Sandbox {
             .and_then(|e| e.variables())
             .map(|v| v.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default())
-    }
-
-    /// What fis.yaml creates for `cluster` (moto skips the CloudFormation resource), rendered
-    /// from the template itself for stack `<stack>-fis-<cluster>`; its id.
-    pub async fn create_fis_template(&self, cluster: &str) -> Result<String> {
-        self.create_fis_template_from(aws_model::stacks::FIS_TEMPLATE, cluster)
-            .await
-    }
-
-    /// As [`Sandbox::create_fis_template`], from another version of fis.yaml.
-    pub async fn create_fis_template_from(&self, yaml: &str, cluster: &str) -> Result<String> {
-        use aws_sdk_fis::types::{
-            CreateExperimentTemplateLogConfigurationInput,
-            ExperimentTemplateCloudWatchLogsLogConfigurationInput,
-        };
-        let template = aws_model::template::Template::parse("fis.yaml", yaml)?;
-        let stack = format!("{}-fis-{}", self.stack(), cluster.replace('_', "-"));
-        let stage = aws_model::template::Stage::new(&stack, ACCOUNT, REGION)
-            .parameter("ClusterName", cluster);
-        let deployment = template.deploy(&stage)?;
-        let p = deployment
-            .properties("SpotInterruptionExperiment")?
-            .context("fis.yaml has no SpotInterruptionExperiment")?;
-        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-        let mut request = self
-            .aws
-            .fis
-            .create_experiment_template()
-            .description(text(&p["Description"]))
-            .role_arn(text(&p["RoleArn"]));
-        for condition in p["StopConditions"].as_array().into_iter().flatten() {
-            request = request.stop_conditions(
-                CreateExperimentTemplateStopConditionInput::builder()
-                    .source(text(&condition["Source"]))
-                    .build()?,
-            );
-        }
-        for (name, t) in p["Targets"].as_object().into_iter().flatten() {
-            let mut target = CreateExperimentTemplateTargetInput::builder()
-                .resource_type(text(&t["ResourceType"]))
-                .selection_mode(text(&t["SelectionMode"]));
-            for (k, v) in t["ResourceTags"].as_object().into_iter().flatten() {
-                target = target.resource_tags(k, text(v));
-            }
-            for f in t["Filters"].as_array().into_iter().flatten() {
-                let values = f["Values"].as_array().into_iter().flatten().map(text);
-                target = target.filters(
-                    ExperimentTemplateTargetInputFilter::builder()
-                        .path(text(&f["Path"]))
-                        .set_values(Some(values.collect()))
-                        .build()?,
-                );
-            }
-            request = request.targets(name, target.build()?);
-        }
-        for (name, a) in p["Actions"].as_object().into_iter().flatten() {
-            let mut action = CreateExperimentTemplateActionInput::builder()
-                .action_id(text(&a["ActionId"]))
-                .description(text(&a["Description"]));
-            for (k, v) in a["Parameters"].as_object().into_iter().flatten() {
-                action = action.parameters(k, text(v));
-            }
-            for (k, v) in a["Targets"].as_object().into_iter().flatten() {
-                action = action.targets(k, text(v));
-            }
-            request = request.actions(name, action.build()?);
-        }
-        if let Some(group) =
-            p["LogConfiguration"]["CloudWatchLogsConfiguration"]["LogGroupArn"].as_str()
-        {
-            request = request.log_configuration(
-                CreateExperimentTemplateLogConfigurationInput::builder()
-                    .log_schema_version(2)
-                    .cloud_watch_logs_configuration(
-                        ExperimentTemplateCloudWatchLogsLogConfigurationInput::builder()
-                            .log_group_arn(group)
-                            .build()?,
-                    )
-                    .build()?,
-            );
-        }
-        for (k, v) in p["Tags"].as_object().into_iter().flatten() {
-            request = request.tags(k, text(v));
-        }
-        let out = request.send().await.context("CreateExperimentTemplate")?;
-        out.experiment_template()
-            .and_then(|t| t.id())
-            .map(str::to_owned)
-            .context("no template id")
-    }
-
-    /// Writes the router's stdout lines to the router's log group, stamped now: what Lambda does
-    /// with a function's output.
-    pub async fn ship_logs(&self, lines: &[String]) -> Result<()> {
-        let group = self.resource("RouterLogGroup").await?;
-        self.ship_logs_to(&group, lines).await
-    }
-
-    /// Writes lines to `group` (created if missing), stamped now.
-    pub async fn ship_logs_to(&self, group: &str, lines: &[String]) -> Result<()> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis() as i64;
-        let exists = self
-            .aws
-            .logs
-            .describe_log_groups()
-            .log_group_name_prefix(group)
-            .send()
-            .await?
-            .log_groups()
-            .iter()
-            .any(|g| g.log_group_name() == Some(group));
-        if !exists {
-            self.aws
-                .logs
-                .create_log_group()
-                .log_group_name(group)
-                .send()
-                .await
-                .with_context(|| format!("CreateLogGroup {group}"))?;
-        }
-        let stream = format!("local/{now}");
-        self.aws
-            .logs
-            .create_log_stream()
-            .log_group_name(group)
-            .log_stream_name(&stream)
-            .send()
-            .await
-            .context("CreateLogStream")?;
-        let events = lines
-            .iter()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| InputLogEvent::builder().timestamp(now).message(l).build())
-            .collect::<Result<Vec<_>, _>>()?;
-        self.aws
-            .logs
-            .put_log_events()
-            .log_group_name(group)
-            .log_stream_name(&stream)
-            .set_log_events(Some(events))
-            .send()
-            .await
-            .context("PutLogEvents")?;
-        Ok(())
-    }
-
-    /// What FIS writes to an experiment's log (schema version 2) when it resolves a spot
-    /// instance target (moto's FIS writes no log): one `target-resolution-detail` record naming
-    /// each instance's ARN, in the template's log group.
-    pub async fn log_fis_target_resolution(
-        &self,
-        template_id: &str,
-        experiment_id: &str,
-        instances: &[String],
-    ) -> Result<()> {
-        let template = crate::fis::describe_template(&self.aws, template_id).await?;
-        let group = template
-            .log_group
-            .with_context(|| format!("template {template_id} logs to no CloudWatch log group"))?;
-        let record = serde_json::json!({
-            "id": experiment_id,
-            "log_type": "target-resolution-detail",
-            "event_timestamp": aws_model::events::rfc3339(SystemTime::now()),
-            "version": "2",
-            "details": {
-                "account_id": ACCOUNT,
-                "target_name": "ClusterSpotInstances",
-                "target_resolution_status": "completed",
-                "resolved_targets": instances.iter().map(|i| serde_json::json!({
-                    "arn": format!("arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{i}"),
-                    "target_type": "aws:ec2:spot-instance",
-                })).collect::<Vec<_>>(),
-            },
-        });
-        self.ship_logs_to(&group, &[record.to_string()]).await
     }
 
     /// Puts back what moto left out of the deployment.
@@ -469,74 +287,6 @@ impl Sandbox {
             .unwrap_or_default())
     }
 
-    /// spoke.yaml in `account` (stack [`verify::DEFAULT_SPOKE_STACK`], forwarding to this hub's
-    /// central bus, creating the spoke role) and one tenant.yaml per cluster importing from it,
-    /// completed as [`Sandbox::deploy`] completes the hub: tenant queue policies admitting the
-    /// spoke role, inline role policies as JSON. The account is reached as moto allows, with the
-    /// credentials AssumeRole returns for its spoke role.
-    pub async fn deploy_spoke(
-        &self,
-        moto: &MotoServer,
-        account: &str,
-        clusters: &[&str],
-    ) -> Result<Spoke> {
-        let spoke_role = interruption_router::config::DEFAULT_SPOKE_ROLE_NAME;
-        let aws = Aws::new(&sdk_config_as(moto.endpoint(), account, REGION, spoke_role).await?)?;
-        let stack = stacks::create(
-            &aws.cfn,
-            verify::DEFAULT_SPOKE_STACK,
-            stacks::SPOKE_TEMPLATE,
-            &[
-                ("HubEventBusArn", self.base.output("HubEventBusArn")?),
-                ("RouterRoleArn", self.router_role_arn()?),
-            ],
-        )
-        .await?;
-        let role = stack.output("SpokeRoleArn")?.to_owned();
-        for cluster in clusters {
-            stacks::create(
-                &aws.cfn,
-                &stacks::tenant_stack_name(verify::DEFAULT_SPOKE_STACK, cluster),
-                stacks::TENANT_TEMPLATE,
-                // No BaseStackName: the queue imports the region's exports (the spoke's here).
-                &[("ClusterName", cluster)],
-            )
-            .await?;
-            let name = format!("karpenter-{cluster}");
-            let url = aws
-                .sqs
-                .get_queue_url()
-                .queue_name(&name)
-                .send()
-                .await
-                .with_context(|| format!("GetQueueUrl {name} in {account}"))?
-                .queue_url()
-                .context("no queue url")?
-                .to_owned();
-            let arn = format!("arn:aws:sqs:{REGION}:{account}:{name}");
-            aws.sqs
-                .set_queue_attributes()
-                .queue_url(url)
-                .attributes(
-                    QueueAttributeName::Policy,
-                    tenant_queue_policy(&arn, &role).to_string(),
-                )
-                .send()
-                .await
-                .with_context(|| format!("SetQueueAttributes Policy on {arn}"))?;
-        }
-        let forward = aws_model::aws::stack_resource(&aws, &stack.name, "ForwardToHubRole").await?;
-        for role in [role.as_str(), forward.as_str()] {
-            rewrite_role_policies_as_json(&aws.iam, role).await?;
-        }
-        Ok(Spoke {
-            aws,
-            account: account.to_owned(),
-            stack,
-            clusters: clusters.iter().map(|c| c.to_string()).collect(),
-        })
-    }
-
     async fn set_queue_policy(&self, queue_arn: &str, policy: Value) -> Result<()> {
         let url = self.queue_url(aws_model::aws::arn_name(queue_arn)).await?;
         self.aws
@@ -552,22 +302,6 @@ impl Sandbox {
 
     async fn rewrite_role_policies_as_json(&self, role_arn: &str) -> Result<()> {
         rewrite_role_policies_as_json(&self.aws.iam, role_arn).await
-    }
-}
-
-/// A member account's spoke stack and tenant stacks ([`Sandbox::deploy_spoke`]), and clients
-/// acting in that account.
-pub struct Spoke {
-    pub aws: Aws,
-    pub account: String,
-    pub stack: Stack,
-    pub clusters: Vec<String>,
-}
-
-impl Spoke {
-    /// The role the hub's router assumes in this account.
-    pub fn role_arn(&self) -> Result<&str> {
-        self.stack.output("SpokeRoleArn")
     }
 }
 

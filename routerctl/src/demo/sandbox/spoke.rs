@@ -1,0 +1,100 @@
+//! A member account: spoke.yaml and its tenant stacks deployed there and completed as the hub is,
+//! reached with the credentials AssumeRole returns for its spoke role.
+
+use anyhow::{Context, Result};
+use aws_sdk_sqs::types::QueueAttributeName;
+
+use crate::verify::{self, tenant_queue_policy};
+use aws_model::{
+    aws::Aws,
+    stacks::{self, Stack},
+};
+use local_aws::moto::{MotoServer, REGION, sdk_config_as};
+
+use super::{Sandbox, rewrite_role_policies_as_json};
+
+impl Sandbox {
+    /// spoke.yaml in `account` (stack [`verify::DEFAULT_SPOKE_STACK`], forwarding to this hub's
+    /// central bus, creating the spoke role) and one tenant.yaml per cluster importing from it,
+    /// completed as [`Sandbox::deploy`] completes the hub: tenant queue policies admitting the
+    /// spoke role, inline role policies as JSON. The account is reached as moto allows, with the
+    /// credentials AssumeRole returns for its spoke role.
+    pub async fn deploy_spoke(
+        &self,
+        moto: &MotoServer,
+        account: &str,
+        clusters: &[&str],
+    ) -> Result<Spoke> {
+        let spoke_role = interruption_router::config::DEFAULT_SPOKE_ROLE_NAME;
+        let aws = Aws::new(&sdk_config_as(moto.endpoint(), account, REGION, spoke_role).await?)?;
+        let stack = stacks::create(
+            &aws.cfn,
+            verify::DEFAULT_SPOKE_STACK,
+            stacks::SPOKE_TEMPLATE,
+            &[
+                ("HubEventBusArn", self.base.output("HubEventBusArn")?),
+                ("RouterRoleArn", self.router_role_arn()?),
+            ],
+        )
+        .await?;
+        let role = stack.output("SpokeRoleArn")?.to_owned();
+        for cluster in clusters {
+            stacks::create(
+                &aws.cfn,
+                &stacks::tenant_stack_name(verify::DEFAULT_SPOKE_STACK, cluster),
+                stacks::TENANT_TEMPLATE,
+                // No BaseStackName: the queue imports the region's exports (the spoke's here).
+                &[("ClusterName", cluster)],
+            )
+            .await?;
+            let name = format!("karpenter-{cluster}");
+            let url = aws
+                .sqs
+                .get_queue_url()
+                .queue_name(&name)
+                .send()
+                .await
+                .with_context(|| format!("GetQueueUrl {name} in {account}"))?
+                .queue_url()
+                .context("no queue url")?
+                .to_owned();
+            let arn = format!("arn:aws:sqs:{REGION}:{account}:{name}");
+            aws.sqs
+                .set_queue_attributes()
+                .queue_url(url)
+                .attributes(
+                    QueueAttributeName::Policy,
+                    tenant_queue_policy(&arn, &role).to_string(),
+                )
+                .send()
+                .await
+                .with_context(|| format!("SetQueueAttributes Policy on {arn}"))?;
+        }
+        let forward = aws_model::aws::stack_resource(&aws, &stack.name, "ForwardToHubRole").await?;
+        for role in [role.as_str(), forward.as_str()] {
+            rewrite_role_policies_as_json(&aws.iam, role).await?;
+        }
+        Ok(Spoke {
+            aws,
+            account: account.to_owned(),
+            stack,
+            clusters: clusters.iter().map(|c| c.to_string()).collect(),
+        })
+    }
+}
+
+/// A member account's spoke stack and tenant stacks ([`Sandbox::deploy_spoke`]), and clients
+/// acting in that account.
+pub struct Spoke {
+    pub aws: Aws,
+    pub account: String,
+    pub stack: Stack,
+    pub clusters: Vec<String>,
+}
+
+impl Spoke {
+    /// The role the hub's router assumes in this account.
+    pub fn role_arn(&self) -> Result<&str> {
+        self.stack.output("SpokeRoleArn")
+    }
+}
