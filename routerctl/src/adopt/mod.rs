@@ -10,7 +10,8 @@
 //! * [`apply`] makes the next step's change (`--apply`), or re-enables the old rules
 //!   (`--rollback`), waiting for EventBridge to apply rule changes;
 //! * [`helm`] is the command the operator runs to point Karpenter at a queue;
-//! * [`stack_edit`] edits the template of a stack that owns an old set-up (`--stack-template`).
+//! * [`stack_edit`] edits the template of a stack that owns an old set-up (`--stack-template`);
+//! * `render.rs` writes the report as the operator reads it.
 //!
 //! A plan changes nothing. `--apply` makes only the first unfinished step's change, and only when
 //! that step is adopt's to make and not blocked or waiting; running it again after a failure
@@ -20,10 +21,11 @@ mod apply;
 mod discover;
 pub mod evidence;
 pub mod helm;
+mod render;
 pub mod stack_edit;
 pub mod steps;
 
-use std::{fmt::Write, time::Duration};
+use std::time::Duration;
 
 pub use discover::{Owner, RETIRED_TAG, ROLLBACK_TAG};
 
@@ -518,130 +520,4 @@ fn rules_line(setup: &OldSetup) -> String {
         owners.join("; "),
         setup.kinds().into_iter().collect::<Vec<_>>().join(", "),
     )
-}
-
-impl Report {
-    pub fn render(&self) -> String {
-        let mut out = format!(
-            "routerctl adopt: account {}, {}, router stack {}\n",
-            self.account, self.region, self.stack,
-        );
-        for cluster in &self.clusters {
-            let _ = writeln!(
-                out,
-                "\n{}: {} Karpenter node(s)",
-                cluster.name, cluster.nodes
-            );
-            for (n, line) in cluster.today.iter().enumerate() {
-                let _ = writeln!(out, "  {} {line}", if n == 0 { "today:" } else { "      " });
-            }
-            for step in &cluster.steps {
-                let _ = writeln!(
-                    out,
-                    "  {}. [{:<7}] {}: {}",
-                    step.number,
-                    step.state.label(),
-                    step.title,
-                    step.detail
-                );
-            }
-            let next = cluster.next();
-            let line = match next {
-                None => "nothing: it is on the router and its old set-up is gone".to_owned(),
-                Some(step) => match &step.action {
-                    Action::Apply(change) => format!(
-                        "{}routerctl adopt --cluster {} --apply {}",
-                        if step.snippet.is_some() {
-                            "yours first, the helm command below; then "
-                        } else {
-                            ""
-                        },
-                        cluster.name,
-                        change.describe()
-                    ),
-                    Action::Operator(what) => format!("yours: {what}"),
-                    Action::Nothing if step.state == State::Waiting => {
-                        format!("wait: {}", step.detail)
-                    }
-                    Action::Nothing => format!("step {} is blocked: {}", step.number, step.detail),
-                },
-            };
-            let _ = writeln!(out, "  next: {line}");
-            if let Some(snippet) = next.and_then(|s| s.snippet.as_deref()) {
-                for line in snippet.lines() {
-                    let _ = writeln!(out, "    {line}");
-                }
-            }
-        }
-        if !self.shared.is_empty() {
-            let _ = writeln!(
-                out,
-                "\nqueues several clusters read (each Karpenter deletes the others' messages, so \
-                 each cluster misses interruptions):"
-            );
-            for q in &self.shared {
-                let _ = writeln!(out, "  {q}");
-            }
-        }
-        if !self.unclaimed.is_empty() {
-            let _ = writeln!(
-                out,
-                "\ninterruption queues no cluster could be tied to (name one's Karpenter role \
-                 with --karpenter-role <cluster>=<role>; adopt leaves them alone):"
-            );
-            for q in &self.unclaimed {
-                let _ = writeln!(out, "  {q}");
-            }
-        }
-        if !self.unreadable.is_empty() {
-            let _ = writeln!(out, "\nrules adopt could not evaluate (left alone):");
-            for (rule, why) in &self.unreadable {
-                let _ = writeln!(out, "  {rule}: {why}");
-            }
-        }
-        match &self.outcome {
-            Outcome::Planned => {}
-            Outcome::Applied { step, did } => {
-                let _ = writeln!(out, "\napplied step {step}: {did}");
-            }
-            Outcome::Refused { why, .. } => {
-                let _ = writeln!(out, "\nnothing applied: {why}");
-            }
-            Outcome::Finished => {
-                let _ = writeln!(out, "\nnothing to apply: every step is done");
-            }
-            Outcome::Template { stack, step, edit } => {
-                let _ = writeln!(
-                    out,
-                    "\nstack {stack}'s template for step {step} (printed on stdout): {}",
-                    edit.summary()
-                );
-            }
-            Outcome::RolledBack {
-                enabled,
-                waited,
-                helm,
-            } => {
-                let _ = writeln!(
-                    out,
-                    "\nrolled back: {}; the old queue gets every event from now on. No old rule \
-                     is disabled again until --apply sees Karpenter on the router's queue anew. \
-                     Point Karpenter back at its old queue now:",
-                    if enabled.is_empty() {
-                        "the old rules were still enabled".to_owned()
-                    } else {
-                        format!(
-                            "re-enabled {} and waited {} s for EventBridge to apply it",
-                            enabled.join(", "),
-                            waited.as_secs()
-                        )
-                    }
-                );
-                for line in helm.lines() {
-                    let _ = writeln!(out, "    {line}");
-                }
-            }
-        }
-        out
-    }
 }
