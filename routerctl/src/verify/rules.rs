@@ -5,6 +5,8 @@
 //! function (Direct mode) with the DLQ as dead-letter config. The state, bus and pattern part is
 //! shared with the spoke stacks' rules (`spokes.rs`).
 
+use std::collections::BTreeMap;
+
 use aws_sdk_eventbridge::{operation::describe_rule::DescribeRuleOutput, types::RuleState};
 use interruption_router::event::Kind;
 use serde_json::Value;
@@ -96,6 +98,28 @@ pub(super) fn normalized(value: &Value) -> Value {
 fn bus_arg(bus: Option<&str>) -> String {
     bus.map(|b| format!(" --event-bus-name {b}"))
         .unwrap_or_default()
+}
+
+/// Where a rule check looks: the stack's resource `logical`, then the rule itself. What it could
+/// not find is the check's one failure, with the fix for a stack that lacks the resource
+/// (`update`) or a rule deleted outside CloudFormation (`recreate`).
+pub(super) async fn find_rule<'a>(
+    aws: &Aws,
+    check_name: &str,
+    resources: &'a BTreeMap<String, String>,
+    logical: &str,
+    bus: Option<&str>,
+    (missing, update): (String, &str),
+    recreate: String,
+) -> Result<(&'a str, DescribeRuleOutput), Check> {
+    let Some(name) = resources.get(logical) else {
+        return Err(fail(check_name, missing, update));
+    };
+    let rule = describe_rule(aws, name, bus).await;
+    match rule {
+        Ok(rule) => Ok((name, rule)),
+        Err(problem) => Err(fail(check_name, problem, recreate)),
+    }
 }
 
 /// DescribeRule; a problem text on failure (a deleted rule says so).
@@ -203,32 +227,26 @@ async fn check_rule(
 ) -> (Check, Option<String>) {
     let check_name = format!("rule:{logical}");
     let region = &aws.region;
-    let Some(name) = base.resources.get(logical) else {
-        return (
-            fail(
-                &check_name,
-                format!("the stack has no {logical}"),
-                "update the stack with this project's cloudformation/base.yaml",
-            ),
-            None,
-        );
-    };
-    let rule = match describe_rule(aws, name, bus).await {
-        Ok(rule) => rule,
-        Err(problem) => {
-            return (
-                fail(
-                    &check_name,
-                    problem,
-                    format!(
-                        "CloudFormation does not re-create deleted resources on its own: re-create \
-                         the rule as base.yaml defines it, or delete and re-deploy the stack {}",
-                        base.name
-                    ),
-                ),
-                None,
-            );
-        }
+    let found = find_rule(
+        aws,
+        &check_name,
+        &base.resources,
+        logical,
+        bus,
+        (
+            format!("the stack has no {logical}"),
+            "update the stack with this project's cloudformation/base.yaml",
+        ),
+        format!(
+            "CloudFormation does not re-create deleted resources on its own: re-create the rule \
+             as base.yaml defines it, or delete and re-deploy the stack {}",
+            base.name
+        ),
+    )
+    .await;
+    let (name, rule) = match found {
+        Ok(found) => found,
+        Err(check) => return (check, None),
     };
     let arn = rule.arn().map(str::to_owned).unwrap_or_else(|| {
         let path = bus.map(|b| format!("{b}/")).unwrap_or_default();

@@ -8,9 +8,9 @@ use interruption_router::event::Kind;
 
 use super::{Hub, Member, Spoke};
 use crate::verify::{
-    report::{Check, Findings, fail},
+    report::{Check, Findings},
     role::{Role, load_role},
-    rules::{RULES, describe_rule, state_bus_and_pattern},
+    rules::{RULES, find_rule, state_bus_and_pattern},
 };
 use aws_model::{
     aws::{Aws, describe},
@@ -48,32 +48,26 @@ async fn check_rule(
 ) -> (Check, Option<String>) {
     let check_name = hub.name(&format!("rule:{logical}"));
     let region = hub.region;
-    let Some(name) = spoke.resources.get(logical) else {
-        return (
-            fail(
-                &check_name,
-                format!("the spoke stack {} has no {logical}", member.spoke_stack),
-                "update the spoke stack with this project's cloudformation/spoke.yaml",
-            ),
-            None,
-        );
-    };
-    let rule = match describe_rule(aws, name, None).await {
-        Ok(rule) => rule,
-        Err(problem) => {
-            return (
-                fail(
-                    &check_name,
-                    problem,
-                    format!(
-                        "CloudFormation does not re-create deleted resources on its own: delete \
-                         and re-deploy the spoke stack {} in account {}",
-                        member.spoke_stack, member.account
-                    ),
-                ),
-                None,
-            );
-        }
+    let found = find_rule(
+        aws,
+        &check_name,
+        &spoke.resources,
+        logical,
+        None,
+        (
+            format!("the spoke stack {} has no {logical}", member.spoke_stack),
+            "update the spoke stack with this project's cloudformation/spoke.yaml",
+        ),
+        format!(
+            "CloudFormation does not re-create deleted resources on its own: delete and \
+             re-deploy the spoke stack {} in account {}",
+            member.spoke_stack, member.account
+        ),
+    )
+    .await;
+    let (name, rule) = match found {
+        Ok(found) => found,
+        Err(check) => return (check, None),
     };
     let rule_arn = rule.arn().map(str::to_owned).unwrap_or_else(|| {
         format!(
