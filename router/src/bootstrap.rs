@@ -17,13 +17,16 @@ use crate::{
     config::{Config, ConfigError},
     handler::Router,
     logging::LogSettings,
+    retry::RETRY_BASE,
 };
 
 /// SDK limits per call. Generous next to normal latencies (EC2 ~100 ms, SQS ~20 ms), tight next to
-/// the two minutes a spot warning gives. The SDK retries a call once; past that the router's own
-/// retries take over (another lookup path, jittered backoff, within the invocation's budget).
+/// the two minutes a spot warning gives. The SDK retries a call once, after a jittered wait of at
+/// most the router's own first retry delay ([`RETRY_BASE`], not the SDK's default of up to a
+/// second: in a storm every record of a batch waits for it); past that the router's own retries
+/// take over (another lookup path, jittered backoff, within the invocation's budget).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(7);
 const MAX_ATTEMPTS: u32 = 2;
 
@@ -43,7 +46,11 @@ pub async fn run() -> Result<(), lambda_runtime::Error> {
                 .operation_timeout(OPERATION_TIMEOUT)
                 .build(),
         )
-        .retry_config(RetryConfig::standard().with_max_attempts(MAX_ATTEMPTS))
+        .retry_config(
+            RetryConfig::standard()
+                .with_max_attempts(MAX_ATTEMPTS)
+                .with_initial_backoff(RETRY_BASE),
+        )
         .load()
         .await;
     if sdk.region().is_none() {

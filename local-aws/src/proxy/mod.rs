@@ -47,6 +47,8 @@ pub use self::plan::{Fault, FaultPlan, Window};
 struct Counters {
     calls: BTreeMap<String, u64>,
     faults: BTreeMap<String, u64>,
+    /// Calls answered with upstream's response (a slow one once its delay is over).
+    answered: BTreeMap<String, u64>,
     log: Vec<Call>,
 }
 
@@ -119,6 +121,13 @@ impl AwsProxy {
     /// Calls seen per action (failed ones included).
     pub fn calls(&self) -> BTreeMap<String, u64> {
         self.state.counters.lock().unwrap().calls.clone()
+    }
+
+    /// Per action, the calls answered with upstream's response so far: a call held by a
+    /// [`Fault::Slow`] is counted in [`calls`](Self::calls) at once and here only once its answer
+    /// goes out (never, if the client gave up first); an injected error is not counted here.
+    pub fn answered(&self) -> BTreeMap<String, u64> {
+        self.state.counters.lock().unwrap().answered.clone()
     }
 
     /// Every call seen, in order.
@@ -335,6 +344,13 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Fu
     if let Some(Fault::Slow(delay)) = fault {
         tokio::time::sleep(delay).await;
     }
+    *state
+        .counters
+        .lock()
+        .unwrap()
+        .answered
+        .entry(action.clone())
+        .or_default() += 1;
 
     let (mut parts, mut body) = match response {
         Some(r) => r,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::{
     accounts::{Served, is_account_id},
-    resolve::{CacheConfig, ClusterTagKey, TagRules},
+    resolve::{CacheConfig, ClusterTagKey, HedgeDelay, LookupConfig, TagRules},
 };
 
 /// The validated configuration of one router process.
@@ -24,6 +24,8 @@ pub struct Config {
     /// failures instead, so the ingest queue's redrive or Lambda's async DLQ keeps them.
     pub dead_letter_queue_url: Option<String>,
     pub cache: CacheConfig,
+    /// How lookups hedge to the Tagging API and when EC2 is suspected.
+    pub lookup: LookupConfig,
     pub metrics_namespace: String,
     /// The accounts whose events are routed, besides the function's own.
     pub served: Served,
@@ -186,6 +188,7 @@ impl Config {
             });
         }
         let max_entries = integer(&get, "CACHE_MAX_ENTRIES", 100_000, 1)?;
+        let lookup = lookup_config(&get)?;
 
         let metrics_namespace = {
             let var = "METRICS_NAMESPACE";
@@ -293,6 +296,7 @@ impl Config {
                 negative_ttl,
                 max_entries,
             },
+            lookup,
             metrics_namespace,
             served,
             spoke_role_name,
@@ -398,6 +402,58 @@ fn integer(
             fix: format!("set a whole number >= {min}, or unset it for the default {default}"),
         }),
     }
+}
+
+/// A fixed hedge delay longer than an SDK attempt may take would never hedge on time.
+const MAX_HEDGE_DELAY_MS: u64 = crate::bootstrap::ATTEMPT_TIMEOUT.as_millis() as u64;
+
+/// `LOOKUP_HEDGE_DELAY_MS` (auto, a number of ms, or off), `EC2_SUSPECT_AFTER_FAILURES`,
+/// `EC2_SUSPECT_SECONDS`.
+fn lookup_config(get: &impl Fn(&str) -> Option<String>) -> Result<LookupConfig, ConfigError> {
+    let defaults = LookupConfig::default();
+    let hedge = match get("LOOKUP_HEDGE_DELAY_MS") {
+        None => defaults.hedge,
+        Some(value) => match value.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => HedgeDelay::Auto,
+            "off" => HedgeDelay::Off,
+            n => match n.parse::<u64>() {
+                Ok(ms) if (1..=MAX_HEDGE_DELAY_MS).contains(&ms) => {
+                    HedgeDelay::Fixed(Duration::from_millis(ms))
+                }
+                _ => {
+                    return Err(ConfigError {
+                        var: "LOOKUP_HEDGE_DELAY_MS",
+                        value,
+                        problem: format!(
+                            "it is not auto, off, or a number of milliseconds from 1 to {MAX_HEDGE_DELAY_MS}"
+                        ),
+                        fix: "unset it (auto: the p95 of recent DescribeInstances latencies), give a \
+                              fixed delay in milliseconds, or off to ask the Tagging API only after \
+                              EC2 failed"
+                            .into(),
+                    });
+                }
+            },
+        },
+    };
+    let suspect_after = integer(
+        get,
+        "EC2_SUSPECT_AFTER_FAILURES",
+        u64::from(defaults.suspect_after),
+        1,
+    )?
+    .min(u64::from(u32::MAX)) as u32;
+    let suspect_for = seconds(
+        get,
+        "EC2_SUSPECT_SECONDS",
+        defaults.suspect_for.as_secs(),
+        0,
+    )?;
+    Ok(LookupConfig {
+        hedge,
+        suspect_after,
+        suspect_for,
+    })
 }
 
 fn seconds(

@@ -269,3 +269,46 @@ fn metrics_namespace_is_validated() {
         "Platform/Router"
     );
 }
+
+#[test]
+fn lookup_hedging_and_ec2_suspicion_have_defaults_and_name_their_variable() {
+    use crate::resolve::{HedgeDelay, LookupConfig};
+    let c = config(&[]).unwrap();
+    assert_eq!(
+        c.lookup,
+        LookupConfig {
+            hedge: HedgeDelay::Auto,
+            suspect_after: 2,
+            suspect_for: Duration::from_secs(30),
+        }
+    );
+    let c = config(&[
+        ("LOOKUP_HEDGE_DELAY_MS", "250"),
+        ("EC2_SUSPECT_AFTER_FAILURES", "3"),
+        ("EC2_SUSPECT_SECONDS", "0"),
+    ])
+    .unwrap();
+    assert_eq!(
+        c.lookup.hedge,
+        HedgeDelay::Fixed(Duration::from_millis(250))
+    );
+    assert_eq!(
+        (c.lookup.suspect_after, c.lookup.suspect_for),
+        (3, Duration::ZERO)
+    );
+    assert_eq!(
+        config(&[("LOOKUP_HEDGE_DELAY_MS", "Off")])
+            .unwrap()
+            .lookup
+            .hedge,
+        HedgeDelay::Off
+    );
+    for bad in ["0", "5000", "soon", "-1"] {
+        let error = config(&[("LOOKUP_HEDGE_DELAY_MS", bad)]).unwrap_err();
+        assert_eq!(error.var, "LOOKUP_HEDGE_DELAY_MS");
+        assert!(error.problem.contains("3000"), "{error}");
+        assert!(error.fix.contains("auto"), "{error}");
+    }
+    let error = config(&[("EC2_SUSPECT_AFTER_FAILURES", "0")]).unwrap_err();
+    assert_eq!(error.var, "EC2_SUSPECT_AFTER_FAILURES");
+}

@@ -107,7 +107,12 @@ pub struct Record<'a> {
 impl Router {
     pub fn new(config: &Config, accounts: Arc<Accounts>, function_name: String) -> Self {
         Self {
-            resolver: Resolver::new(accounts.clone(), config.tags.clone(), &config.cache),
+            resolver: Resolver::new(
+                accounts.clone(),
+                config.tags.clone(),
+                &config.cache,
+                config.lookup,
+            ),
             forwarder: Forwarder::new(
                 accounts.clone(),
                 config.queue_names.clone(),

@@ -15,7 +15,7 @@
 //! allows. So records that succeed are never held back by ones that fail.
 
 use std::{
-    sync::Arc,
+    sync::{Arc, atomic::Ordering},
     time::{Duration, SystemTime},
 };
 
@@ -254,8 +254,10 @@ impl Router {
         }
         // Jobs still running at the deadline are abandoned with their records unfinished.
         drop(jobs);
-        metrics.describe_instances_calls += lookups.calls.describe_instances.into_inner();
-        metrics.get_resources_calls += lookups.calls.get_resources.into_inner();
+        metrics.describe_instances_calls +=
+            lookups.calls.describe_instances.load(Ordering::Relaxed);
+        metrics.get_resources_calls += lookups.calls.get_resources.load(Ordering::Relaxed);
+        metrics.hedged_lookups += lookups.hedged.into_inner();
         metrics.stale_answers += lookups.stale_answers.into_inner();
         metrics.send_message_batch_calls += sends.send_message_batch_calls.into_inner();
         metrics.get_queue_url_calls += sends.get_queue_url_calls.into_inner();

@@ -18,7 +18,7 @@ use std::{
     time::Instant,
 };
 
-use aws_sdk_ec2::{error::DisplayErrorContext, types::Filter};
+use aws_sdk_ec2::{config::retry::RetryConfig, error::DisplayErrorContext, types::Filter};
 
 use super::tags::{Owner, TagRules};
 use crate::{
@@ -55,26 +55,41 @@ pub struct LookupCalls {
 }
 
 /// The owner of every instance EC2 knows among `ids` (at most [`MAX_IDS_PER_DESCRIBE`]).
+/// `sdk_retries: false` makes each page a single attempt: a hedged lookup's retry is the other
+/// path, and a failed attempt should start it at once rather than after the SDK's backoff.
 pub async fn describe_instances(
     ec2: &aws_sdk_ec2::Client,
     rules: &TagRules,
     ids: &[InstanceId],
     calls: &LookupCalls,
+    sdk_retries: bool,
 ) -> Result<HashMap<InstanceId, Owner>, String> {
     let filter = Filter::builder()
         .name("instance-id")
         .set_values(Some(ids.iter().map(|id| id.as_str().to_owned()).collect()))
         .build();
-    let mut pages = ec2
-        .describe_instances()
-        .filters(filter)
-        .into_paginator()
-        .send();
     let mut owners = HashMap::with_capacity(ids.len());
     let started = Instant::now();
-    while let Some(page) = pages.next().await {
+    let mut next_token = None;
+    loop {
+        let request = ec2
+            .describe_instances()
+            .filters(filter.clone())
+            .set_next_token(next_token.take());
+        // Counted when sent: a call the hedge outran still answers after the lookup is done.
         calls.describe_instances.fetch_add(1, Ordering::Relaxed);
-        let page = page.map_err(|e| DisplayErrorContext(&e).to_string())?;
+        let page = if sdk_retries {
+            request.send().await
+        } else {
+            request
+                .customize()
+                .config_override(
+                    aws_sdk_ec2::config::Builder::default().retry_config(RetryConfig::disabled()),
+                )
+                .send()
+                .await
+        }
+        .map_err(|e| DisplayErrorContext(&e).to_string())?;
         for instance in page.reservations().iter().flat_map(|r| r.instances()) {
             let Some(id) = instance.instance_id().and_then(InstanceId::parse) else {
                 continue;
@@ -85,6 +100,10 @@ pub async fn describe_instances(
                 .filter_map(|t| Some((t.key()?, t.value()?)))
                 .collect();
             owners.insert(id, rules.owner(&tags));
+        }
+        match page.next_token() {
+            Some(token) if !token.is_empty() => next_token = Some(token.to_owned()),
+            _ => break,
         }
     }
     tracing::debug!(

@@ -1,17 +1,18 @@
 //! Resolve: which cluster owns each instance.
 //!
 //! The second step of the data path. [`tags`] holds the policy (tags → owner, pure), [`lookup`]
-//! the two AWS paths that read an instance's tags, and [`Resolver`] what keeps lookups few and
-//! answers coming while AWS fails:
+//! the two AWS paths that read an instance's tags, [`hedge`] when to use which, and [`Resolver`]
+//! what keeps lookups few and answers coming while AWS fails:
 //!
 //! * a moka cache of instance → owner: ownership never changes during an instance's life, so
 //!   positives live long (`CACHE_TTL_SECONDS`), while "not ours" lives briefly
 //!   (`NEGATIVE_CACHE_TTL_SECONDS`) because tags can land just after an instance starts;
 //! * every miss of a scope goes out together, at most 200 ids per lookup ([`Resolver::chunk`]);
 //!   concurrent misses for the same instance share one lookup (moka's `try_get_with`);
-//! * DescribeInstances first; when it fails, GetResources, which does not share EC2's throttle.
-//!   After an EC2 failure the scope asks GetResources first for [`EC2_COOLDOWN`], so a throttled
-//!   EC2 is not hammered by the router while every Karpenter of the account needs it;
+//! * DescribeInstances first, hedged: when it fails or is later than its recent p95, GetResources
+//!   (which does not share EC2's throttle) is asked too and the first answer that stands is used.
+//!   After consecutive EC2 failures the scope asks GetResources first for a while, so a throttled
+//!   EC2 is not hammered by the router while every Karpenter of the account needs it ([`hedge`]);
 //! * stale-if-error: an instance's owner never changes and instance ids are never reused, so when
 //!   every path fails, the last owner seen (kept for [`LAST_KNOWN_HORIZON`] after its positive
 //!   entry expired) is still a correct answer, and is served (and counted) instead of a failure.
@@ -19,22 +20,28 @@
 //! Keys carry the event's [`Scope`]: lookups run in the instance's own account and region, with
 //! the clients [`Accounts`] hands out.
 
+pub mod hedge;
 pub mod lookup;
 pub mod tags;
 
 use std::{
     collections::{HashMap, HashSet},
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
 
-use futures_util::{FutureExt, future::join_all};
+use futures_util::{
+    FutureExt,
+    future::{Either, join_all},
+};
 use moka::{Expiry, future::Cache};
 
+use self::hedge::{Ec2Health, Raced, race};
 pub use self::{
+    hedge::{HedgeDelay, LookupConfig},
     lookup::{LookupCalls, MAX_ARNS_PER_GET_RESOURCES, MAX_IDS_PER_DESCRIBE, Path},
     tags::{ClusterTagKey, Owner, TagRules},
 };
@@ -43,8 +50,6 @@ use crate::{
     event::{IgnoreReason, InstanceId, Scope},
 };
 
-/// How long a scope asks GetResources first after DescribeInstances failed there.
-pub const EC2_COOLDOWN: Duration = Duration::from_secs(30);
 /// How long a positive answer stays available as a stale answer after it expired.
 pub const LAST_KNOWN_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
 
@@ -79,7 +84,11 @@ pub enum ResolveError {
 /// Counters of one or more lookups.
 #[derive(Debug, Default)]
 pub struct LookupStats {
-    pub calls: LookupCalls,
+    /// Shared with the DescribeInstances calls a hedge outran, which run on to their end.
+    pub calls: Arc<LookupCalls>,
+    /// Lookups that asked the Tagging API because EC2 failed or was late (not those that asked
+    /// it first while EC2 was suspected).
+    pub hedged: AtomicU64,
     /// Answers served from an expired entry because every lookup path failed.
     pub stale_answers: AtomicU64,
 }
@@ -92,6 +101,7 @@ pub struct Resolution {
     pub cache_misses: u64,
     pub describe_calls: u64,
     pub get_resources_calls: u64,
+    pub hedged: u64,
     pub stale_answers: u64,
 }
 
@@ -115,11 +125,16 @@ pub struct Resolver {
     rules: TagRules,
     fresh: Cache<InstanceKey, Answer>,
     last_known: Cache<InstanceKey, Arc<str>>,
-    ec2_failed_at: Mutex<HashMap<Scope, Instant>>,
+    ec2: Arc<Ec2Health>,
 }
 
 impl Resolver {
-    pub fn new(accounts: Arc<Accounts>, rules: TagRules, cache: &CacheConfig) -> Self {
+    pub fn new(
+        accounts: Arc<Accounts>,
+        rules: TagRules,
+        cache: &CacheConfig,
+        lookup: LookupConfig,
+    ) -> Self {
         let fresh = Cache::builder()
             .max_capacity(cache.max_entries)
             .expire_after(AnswerExpiry {
@@ -136,7 +151,7 @@ impl Resolver {
             rules,
             fresh,
             last_known,
-            ec2_failed_at: Mutex::default(),
+            ec2: Arc::new(Ec2Health::new(lookup)),
         }
     }
 
@@ -184,12 +199,8 @@ impl Resolver {
         };
         let scope = first.scope.clone();
         let ids: Vec<InstanceId> = chunk.iter().map(|k| k.instance.clone()).collect();
-        let lookup = async move {
-            self.look_up_ids(&scope, &ids, &stats.calls)
-                .await
-                .map(Arc::new)
-        }
-        .shared();
+        let lookup =
+            async move { self.look_up_ids(&scope, &ids, stats).await.map(Arc::new) }.shared();
         let answers = chunk.iter().map(|key| {
             let lookup = lookup.clone();
             async move {
@@ -240,93 +251,136 @@ impl Resolver {
         let chunks = Self::chunk(misses);
         let looked = join_all(chunks.iter().map(|chunk| self.look_up(chunk, &stats))).await;
         resolution.owners.extend(looked.into_iter().flatten());
-        resolution.describe_calls = stats.calls.describe_instances.into_inner();
-        resolution.get_resources_calls = stats.calls.get_resources.into_inner();
+        resolution.describe_calls = stats.calls.describe_instances.load(Ordering::Relaxed);
+        resolution.get_resources_calls = stats.calls.get_resources.load(Ordering::Relaxed);
+        resolution.hedged = stats.hedged.into_inner();
         resolution.stale_answers = stats.stale_answers.into_inner();
         resolution
     }
 
-    /// One lookup of `ids`, all of `scope`: the path EC2's recent health says to try first, then
-    /// the other.
+    /// One lookup of `ids`, all of `scope`: hedged from EC2 to the Tagging API, or the Tagging
+    /// API first while EC2 is suspected.
     async fn look_up_ids(
         &self,
         scope: &Scope,
         ids: &[InstanceId],
-        calls: &LookupCalls,
+        stats: &LookupStats,
     ) -> Result<Looked, ResolveError> {
         let clients = self.accounts.clients(scope).await?;
-        let [first, second] = if self.ec2_troubled(scope) {
-            [Path::GetResources, Path::DescribeInstances]
-        } else {
-            [Path::DescribeInstances, Path::GetResources]
+        if self.ec2.suspected(scope) {
+            return self.tagging_first(&clients, scope, ids, stats).await;
+        }
+        let hedge_after = match self.ec2.hedge_delay(scope) {
+            Some(delay) => Either::Left(tokio::time::sleep(delay)),
+            None => Either::Right(std::future::pending()),
         };
-        let first_error = match self.via(first, &clients, scope, ids, calls).await {
+        let hedge = async {
+            stats.hedged.fetch_add(1, Ordering::Relaxed);
+            self.via_tagging(&clients, scope, ids, &stats.calls).await
+        };
+        let every_id =
+            |answers: &HashMap<InstanceId, Answer>| ids.iter().all(|id| answers.contains_key(id));
+        match race(
+            self.describe(&clients, scope, ids, &stats.calls),
+            hedge,
+            hedge_after,
+            every_id,
+        )
+        .await
+        {
+            Raced::Primary { answer, .. } => Ok(Looked {
+                answers: answer,
+                path: Path::DescribeInstances,
+            }),
+            Raced::Hedge { answer, .. } => Ok(Looked {
+                answers: answer,
+                path: Path::GetResources,
+            }),
+            Raced::BothFailed { primary, hedge } => Err(Self::both_failed(
+                [Path::DescribeInstances, Path::GetResources],
+                [primary, hedge],
+            )),
+        }
+    }
+
+    /// While EC2 is suspected: GetResources, then DescribeInstances for the ids it did not list
+    /// (untagged, or not yet indexed after a launch), or for all of them if it failed.
+    async fn tagging_first(
+        &self,
+        clients: &Clients,
+        scope: &Scope,
+        ids: &[InstanceId],
+        stats: &LookupStats,
+    ) -> Result<Looked, ResolveError> {
+        let tagging_error = match self.via_tagging(clients, scope, ids, &stats.calls).await {
             Ok(mut answers) => {
-                if first == Path::GetResources {
-                    // GetResources does not list untagged instances and may lag a launch: the
-                    // few ids it left out are worth one DescribeInstances call even now.
-                    let unlisted: Vec<InstanceId> = ids
-                        .iter()
-                        .filter(|id| !answers.contains_key(*id))
-                        .cloned()
-                        .collect();
-                    if !unlisted.is_empty()
-                        && let Ok(found) = self.via_ec2(&clients, scope, &unlisted, calls).await
-                    {
-                        answers.extend(found);
-                    }
+                let unlisted: Vec<InstanceId> = ids
+                    .iter()
+                    .filter(|id| !answers.contains_key(*id))
+                    .cloned()
+                    .collect();
+                if !unlisted.is_empty()
+                    && let Ok(found) = self.describe(clients, scope, &unlisted, &stats.calls).await
+                {
+                    answers.extend(found);
                 }
                 return Ok(Looked {
                     answers,
-                    path: first,
+                    path: Path::GetResources,
                 });
             }
             Err(e) => e,
         };
-        match self.via(second, &clients, scope, ids, calls).await {
+        match self.describe(clients, scope, ids, &stats.calls).await {
             Ok(answers) => Ok(Looked {
                 answers,
-                path: second,
+                path: Path::DescribeInstances,
             }),
-            Err(second_error) => Err(ResolveError::Failed(format!(
-                "{}: {first_error}; {}: {second_error}",
-                first.label(),
-                second.label()
-            ))),
+            Err(ec2_error) => Err(Self::both_failed(
+                [Path::GetResources, Path::DescribeInstances],
+                [tagging_error, ec2_error],
+            )),
         }
     }
 
-    async fn via(
-        &self,
-        path: Path,
-        clients: &Clients,
-        scope: &Scope,
-        ids: &[InstanceId],
-        calls: &LookupCalls,
-    ) -> Result<HashMap<InstanceId, Answer>, String> {
-        match path {
-            Path::DescribeInstances => self.via_ec2(clients, scope, ids, calls).await,
-            Path::GetResources => self.via_tagging(clients, scope, ids, calls).await,
-        }
+    fn both_failed(paths: [Path; 2], errors: [String; 2]) -> ResolveError {
+        ResolveError::Failed(format!(
+            "{}: {}; {}: {}",
+            paths[0].label(),
+            errors[0],
+            paths[1].label(),
+            errors[1]
+        ))
     }
 
-    /// DescribeInstances (one call per chunk); records EC2's health for the scope.
-    async fn via_ec2(
+    /// DescribeInstances (one call per chunk), as a task of its own: a call the hedge outran
+    /// runs on to its end, so EC2's health learns its latency, or its failure or timeout. With
+    /// hedging on, each call is one attempt (the hedge is the retry); with it off, the SDK's.
+    fn describe(
         &self,
         clients: &Clients,
         scope: &Scope,
         ids: &[InstanceId],
-        calls: &LookupCalls,
-    ) -> Result<HashMap<InstanceId, Answer>, String> {
-        let result = lookup::describe_instances(&clients.ec2, &self.rules, ids, calls).await;
-        self.ec2_answered(scope, result.is_ok());
-        match result {
-            Ok(owners) => Ok(Self::answers(owners, Path::DescribeInstances)),
-            Err(e) => {
-                tracing::warn!(%scope, path = Path::DescribeInstances.label(), ids = ids.len(), error = %e, "lookup path failed");
-                Err(e)
+        calls: &Arc<LookupCalls>,
+    ) -> impl Future<Output = Result<HashMap<InstanceId, Answer>, String>> + use<> {
+        let (ec2, rules, health) = (clients.ec2.clone(), self.rules.clone(), self.ec2.clone());
+        let (scope, ids, calls) = (scope.clone(), ids.to_vec(), calls.clone());
+        let sdk_retries = health.config().hedge == HedgeDelay::Off;
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let result = lookup::describe_instances(&ec2, &rules, &ids, &calls, sdk_retries).await;
+            match &result {
+                Ok(_) => health.answered(&scope, started.elapsed()),
+                Err(error) => {
+                    let suspected = health.failed(&scope);
+                    tracing::warn!(%scope, path = Path::DescribeInstances.label(), ids = ids.len(), %error, suspected, "lookup path failed");
+                }
             }
-        }
+            result.map(|owners| Self::answers(owners, Path::DescribeInstances))
+        });
+        task.map(|joined| {
+            joined.unwrap_or_else(|e| Err(format!("the DescribeInstances task ended: {e}")))
+        })
     }
 
     /// GetResources, 100 ARNs per call.
@@ -355,23 +409,6 @@ impl Resolver {
             .into_iter()
             .map(|(id, owner)| (id, Answer { owner, path }))
             .collect()
-    }
-
-    fn ec2_troubled(&self, scope: &Scope) -> bool {
-        self.ec2_failed_at
-            .lock()
-            .unwrap()
-            .get(scope)
-            .is_some_and(|at| at.elapsed() < EC2_COOLDOWN)
-    }
-
-    fn ec2_answered(&self, scope: &Scope, ok: bool) {
-        let mut failed_at = self.ec2_failed_at.lock().unwrap();
-        if ok {
-            failed_at.remove(scope);
-        } else {
-            failed_at.insert(scope.clone(), Instant::now());
-        }
     }
 }
 

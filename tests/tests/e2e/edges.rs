@@ -56,7 +56,12 @@ async fn resolver_with(world: &World, vars: &[(&str, &str)]) -> Resolver {
             .map(|(_, v)| v.to_string())
     })
     .unwrap();
-    Resolver::new(accounts(world).await, config.tags, &config.cache)
+    Resolver::new(
+        accounts(world).await,
+        config.tags,
+        &config.cache,
+        config.lookup,
+    )
 }
 
 async fn resolver(world: &World) -> Resolver {
@@ -196,8 +201,8 @@ async fn a_lookup_failing_on_both_paths_is_an_error_for_its_keys_and_is_not_cach
     let calls = world.proxy.calls();
     assert_eq!(
         (calls["DescribeInstances"], calls["GetResources"]),
-        (2, 2),
-        "the SDK retried each 500 once before the next path was tried"
+        (1, 2),
+        "EC2 once (its failure sends the hedge at once), the Tagging API with the SDK's one retry"
     );
 
     world.proxy.set_plan(FaultPlan::none());
@@ -287,11 +292,12 @@ async fn a_queue_deleted_after_it_was_used_is_reported_missing() -> Result<()> {
 }
 
 #[tokio::test]
-async fn when_describe_instances_fails_get_resources_answers_and_is_asked_first_for_a_while()
+async fn when_describe_instances_fails_get_resources_answers_at_once_and_is_asked_first_after_two_failures()
 -> Result<()> {
     let world = World::start().await?;
     let alpha = world.launch(&karpenter_tags("alpha")).await?;
     let beta = world.launch(&karpenter_tags("beta")).await?;
+    let gamma = world.launch(&karpenter_tags("gamma")).await?;
     let mng = world.launch(&managed_nodegroup_tags("alpha")).await?;
     let resolver = resolver(&world).await;
     world.proxy.set_plan(FaultPlan::rate(
@@ -310,23 +316,91 @@ async fn when_describe_instances_fails_get_resources_answers_and_is_asked_first_
         Ok(Owner::NotOurs(IgnoreReason::UnmanagedInstance)),
         "the Tagging API reads the same tags, through the same rules"
     );
-    // One DescribeInstances operation (the SDK's own retry is a second attempt of it), then one
-    // GetResources.
+    // One attempt at EC2: its failure is the hedge's signal, not a reason for the SDK's backoff.
+    let calls = world.proxy.calls();
     assert_eq!(
-        (resolution.describe_calls, resolution.get_resources_calls),
-        (1, 1)
+        (
+            calls["DescribeInstances"],
+            calls["GetResources"],
+            resolution.hedged
+        ),
+        (1, 1, 1)
     );
 
-    // EC2 just failed: the next lookup asks the Tagging API first and leaves EC2 alone.
-    let before = world.proxy.calls();
+    // One failure is a blip: EC2 is asked first again, fails again, and is now suspected.
     let resolution = resolver.resolve([key(&beta)]).await;
     assert_eq!(
         resolution.owners[&key(&beta)],
         Ok(Owner::Cluster(Arc::from("beta")))
     );
+    assert_eq!((resolution.describe_calls, resolution.hedged), (1, 1));
+
+    // Suspected: the Tagging API first, EC2 left alone, and that is not a hedge.
+    let before = world.proxy.calls();
+    let resolution = resolver.resolve([key(&gamma)]).await;
+    assert_eq!(
+        resolution.owners[&key(&gamma)],
+        Ok(Owner::Cluster(Arc::from("gamma")))
+    );
     let after = world.proxy.calls();
     assert_eq!(after["DescribeInstances"], before["DescribeInstances"]);
     assert_eq!(after["GetResources"], before["GetResources"] + 1);
+    assert_eq!(resolution.hedged, 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_describe_instances_that_hangs_is_outrun_by_the_tagging_api() -> Result<()> {
+    let world = World::start().await?;
+    let alpha = world.launch(&karpenter_tags("alpha")).await?;
+    let resolver = resolver(&world).await;
+    // EC2 takes the call and answers a minute later; the Tagging API is well.
+    world.proxy.set_plan(FaultPlan::none().with_window(
+        "DescribeInstances",
+        Duration::ZERO..Duration::from_secs(3600),
+        Fault::Slow(Duration::from_secs(60)),
+    ));
+    let resolution = resolver.resolve([key(&alpha)]).await;
+    assert_eq!(
+        resolution.owners[&key(&alpha)],
+        Ok(Owner::Cluster(Arc::from("alpha")))
+    );
+    // The answer came while EC2 still held the call: the hedge answered, not a timeout.
+    assert_eq!(world.proxy.calls().get("DescribeInstances"), Some(&1));
+    assert_eq!(world.proxy.answered().get("DescribeInstances"), None);
+    assert_eq!((resolution.get_resources_calls, resolution.hedged), (1, 1));
+    // A complete Tagging answer is kept like EC2's.
+    let again = resolver.resolve([key(&alpha)]).await;
+    assert_eq!((again.cache_hits, again.cache_misses), (1, 0));
+    Ok(())
+}
+
+#[tokio::test]
+async fn with_hedging_off_ec2_gets_the_sdk_retry_before_the_tagging_api() -> Result<()> {
+    let world = World::start().await?;
+    let alpha = world.launch(&karpenter_tags("alpha")).await?;
+    let resolver = resolver_with(&world, &[("LOOKUP_HEDGE_DELAY_MS", "off")]).await;
+    world.proxy.set_plan(FaultPlan::rate(
+        1.0,
+        &["DescribeInstances"],
+        &[Fault::Unavailable],
+        1,
+    ));
+    let resolution = resolver.resolve([key(&alpha)]).await;
+    assert_eq!(
+        resolution.owners[&key(&alpha)],
+        Ok(Owner::Cluster(Arc::from("alpha")))
+    );
+    let calls = world.proxy.calls();
+    assert_eq!(
+        (
+            calls["DescribeInstances"],
+            calls["GetResources"],
+            resolution.hedged
+        ),
+        (2, 1, 1),
+        "two attempts at EC2 (the SDK's retry), then the Tagging API"
+    );
     Ok(())
 }
 
