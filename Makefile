@@ -42,7 +42,7 @@ HUB_BUS ?=
 ROUTER_ROLE ?=
 CREATE_SPOKE_ROLE ?=
 # Locked-down accounts (README): KMS_KEY=Create gives the queues of the base and tenant stacks a
-# customer-managed key the stack creates; PERMISSIONS_BOUNDARY (a managed policy ARN) and
+# customer-managed key the stack creates; PERMISSIONS_BOUNDARY (a policy name, path included) and
 # ROLE_PATH (e.g. /platform/) go to the roles base.yaml and spoke.yaml create. Unset keeps what
 # the stack has (PARAMS='PermissionsBoundary=' removes a boundary).
 KMS_KEY ?=
@@ -62,7 +62,7 @@ help:
 	@echo "make soak        the fault scenarios with 3,000 events each"
 	@echo "make fuzz        fuzz the event parser for FUZZ_SECONDS (default 120)"
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64)"
-	@echo "make deploy-base BUCKET=… REGION=… [STACK_NAME=…] [INGEST_MODE=Queue|Direct] [LOG_LEVEL=…] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy arn>] [ROLE_PATH=/…/] [PARAMS=…]"
+	@echo "make deploy-base BUCKET=… REGION=… [STACK_NAME=…] [INGEST_MODE=Queue|Direct] [LOG_LEVEL=…] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [PARAMS=…]"
 	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] (member account)"
 	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create]"
 	@echo "make deploy-fis  CLUSTER=… REGION=…"

@@ -72,10 +72,7 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
             "locked down: its own key, a boundary and a path",
             base()
                 .parameter("KmsKey", "Create")
-                .parameter(
-                    "PermissionsBoundary",
-                    "arn:aws:iam::123456789012:policy/platform/boundary",
-                )
+                .parameter("PermissionsBoundary", "platform/boundary")
                 .parameter("RolePath", "/platform/"),
         ),
         ("tenant.yaml", "importing the region's exports", tenant()),
@@ -105,10 +102,7 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
             "spoke.yaml",
             "locked down: a boundary and a path",
             spoke()
-                .parameter(
-                    "PermissionsBoundary",
-                    "arn:aws:iam::111111111111:policy/platform/boundary",
-                )
+                .parameter("PermissionsBoundary", "platform/boundary")
                 .parameter("RolePath", "/platform/"),
         ),
         (

@@ -353,7 +353,7 @@ fn locked_down_settings_reach_the_stacks_only_when_set() {
     let cli = Cli::new("locked-down");
     let arm = zip_with_binary_for(&cli.dir, 183);
     let zip = format!("ZIP={}", arm.display());
-    let boundary = "PERMISSIONS_BOUNDARY=arn:aws:iam::123456789012:policy/platform/boundary";
+    let boundary = "PERMISSIONS_BOUNDARY=platform/boundary";
     let base = [
         "deploy-base",
         "BUCKET=artifacts",
@@ -370,7 +370,7 @@ fn locked_down_settings_reach_the_stacks_only_when_set() {
     let (_, args) = cli.deploys().pop().unwrap();
     for pair in [
         "KmsKey=Create",
-        "PermissionsBoundary=arn:aws:iam::123456789012:policy/platform/boundary",
+        "PermissionsBoundary=platform/boundary",
         "RolePath=/platform/",
     ] {
         assert!(has(&args, pair), "{pair}: {args:?}");

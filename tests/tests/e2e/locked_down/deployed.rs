@@ -81,7 +81,7 @@ async fn every_queue_reports_its_stacks_key_and_every_role_the_boundary() -> Res
         &[
             ("CodeS3Bucket", "artifacts"),
             ("KmsKey", "Create"),
-            ("PermissionsBoundary", &boundary),
+            ("PermissionsBoundary", "platform/platform-boundary"),
             ("RolePath", "/platform/"),
         ],
     )
@@ -140,7 +140,7 @@ async fn every_queue_reports_its_stacks_key_and_every_role_the_boundary() -> Res
         &[
             ("HubEventBusArn", hub_bus.as_str()),
             ("RouterRoleArn", router_role),
-            ("PermissionsBoundary", &boundary),
+            ("PermissionsBoundary", "platform/platform-boundary"),
         ],
     )
     .await?;

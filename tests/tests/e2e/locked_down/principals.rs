@@ -93,7 +93,7 @@ fn render() -> Rendered {
     let base = template("base.yaml", BASE_TEMPLATE);
     let stage = hub_stage(MEMBER, "")
         .parameter("KmsKey", "Create")
-        .parameter("PermissionsBoundary", HUB_BOUNDARY)
+        .parameter("PermissionsBoundary", "platform/boundary")
         .parameter("RolePath", "/platform/");
     let hub = base.deploy(&stage).unwrap();
     assert_eq!(
@@ -130,7 +130,7 @@ fn render() -> Rendered {
             &hub.output("HubEventBusArn").unwrap().unwrap(),
         )
         .parameter("RouterRoleArn", &router_arn)
-        .parameter("PermissionsBoundary", MEMBER_BOUNDARY)
+        .parameter("PermissionsBoundary", "platform/boundary")
         .parameter("RolePath", "/platform/");
     let spoke = spoke_template.deploy(&spoke_stage).unwrap();
     for role in ["SpokeRole", "ForwardToHubRole"] {
