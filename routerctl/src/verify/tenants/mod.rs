@@ -227,12 +227,16 @@ async fn check_tenant(
                     .filter(|r| !r.is_empty()),
             };
             checks.push(check_read(aws, &queue, cluster, reader.as_deref(), &prefix).await);
+            // Karpenter's role is read again only for a queue under a KMS key.
+            let keyed = queue
+                .attribute(aws_sdk_sqs::types::QueueAttributeName::KmsMasterKeyId)
+                .is_some();
             let karpenter = match &reader {
-                Some(name) => {
+                Some(name) if keyed => {
                     let arn = format!("arn:{}:iam::{}:role/{name}", base.partition, base.account);
                     crate::verify::role::load_role(aws, &arn).await.ok()
                 }
-                None => None,
+                _ => None,
             };
             let mut users = Vec::new();
             if let Some(role) = role {

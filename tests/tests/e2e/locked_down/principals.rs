@@ -258,6 +258,9 @@ fn use_key(
     )
 }
 
+/// An action, its resource and the condition keys its request carries.
+type Operation<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+
 const PRODUCE: [&str; 2] = ["kms:GenerateDataKey", "kms:Decrypt"];
 
 #[test]
@@ -301,7 +304,7 @@ fn the_router_role_works_within_a_boundary_of_exactly_what_the_stacks_grant() ->
     let log_group =
         format!("arn:aws:logs:us-east-1:{HUB}:log-group:/aws/lambda/{BASE_STACK}-router:*");
     let assume = [("aws:ResourceAccount", MEMBER)];
-    let operations: Vec<(&str, &str, &[(&str, &str)])> = vec![
+    let operations: Vec<Operation<'_>> = vec![
         ("ec2:DescribeInstances", "*", &[]),
         ("tag:GetResources", "*", &[]),
         ("sqs:SendMessage", &tenant_queue, &[]),
