@@ -86,6 +86,13 @@ fn users(grant: &[Policy]) -> Vec<KeyUser<'_>> {
     ]
 }
 
+/// The check failed, naming `problem`, with a fix that says `fix`.
+fn assert_fails(check: &Check, problem: &str, fix: &str) {
+    assert!(!check.passed && check.detail.contains(problem), "{check:?}");
+    let given = check.fix.as_deref().unwrap_or_default();
+    assert!(given.contains(fix), "{check:?}");
+}
+
 fn verdict(key: &Key, users: &[KeyUser<'_>]) -> Check {
     let mut f = Findings::default();
     judge(
@@ -124,24 +131,16 @@ fn the_tenant_key_the_stack_writes_serves_the_router_and_karpenter() {
         &key(without(&policy, "RouterSendsThroughSqs")),
         &users(grant),
     );
-    assert!(!check.passed);
-    assert!(
-        check.detail.contains(ROUTER) && check.detail.contains("kms:GenerateDataKey"),
-        "{check:?}"
-    );
-    assert!(
-        check
-            .fix
-            .as_deref()
-            .unwrap_or_default()
-            .contains("KmsKey=Create"),
-        "{check:?}"
-    );
+    let refused = format!("{ROUTER} may not kms:GenerateDataKey");
+    assert_fails(&check, &refused, "KmsKey=Create");
 
     // Karpenter without its own grant: the key only delegates kms:Decrypt to IAM.
-    let check = verdict(&key(policy), &users(&[]));
-    assert!(!check.passed);
-    assert!(check.detail.contains(KARPENTER), "{check:?}");
+    let refused = format!("{KARPENTER} may not kms:Decrypt");
+    assert_fails(
+        &verdict(&key(policy), &users(&[])),
+        &refused,
+        "KmsKey=Create",
+    );
 }
 
 #[test]
@@ -163,8 +162,11 @@ fn the_base_key_must_admit_every_rule() {
     assert!(check.passed, "{check:?}");
     let broken = without(&policy, "EventBridgeRulesOfThisAccountDeliver");
     let check = verdict(&key(broken), &[KeyUser::Rules(&rules)]);
-    assert!(!check.passed);
-    assert!(check.detail.contains("EventBridge may not"), "{check:?}");
+    assert_fails(
+        &check,
+        "EventBridge may not kms:GenerateDataKey",
+        "KmsKey=Create",
+    );
 }
 
 #[test]
@@ -172,19 +174,7 @@ fn the_aws_managed_key_and_a_disabled_key_fail_with_their_fix() {
     let policy = Policy::parse("key policy", r#"{"Statement":[]}"#).unwrap();
     let mut managed = key(policy.clone());
     managed.aws_managed = true;
-    let check = verdict(&managed, &[]);
-    assert!(
-        !check.passed && check.detail.contains("AWS-managed"),
-        "{check:?}"
-    );
-    assert!(
-        check
-            .fix
-            .as_deref()
-            .unwrap_or_default()
-            .contains("KMS_KEY=Create"),
-        "{check:?}"
-    );
+    assert_fails(&verdict(&managed, &[]), "AWS-managed", "KMS_KEY=Create");
     assert!(is_aws_managed_alias("alias/aws/sqs"));
     assert!(is_aws_managed_alias(
         "arn:aws:kms:us-east-1:123456789012:alias/aws/sqs"
@@ -195,17 +185,9 @@ fn the_aws_managed_key_and_a_disabled_key_fail_with_their_fix() {
 
     let mut disabled = key(policy);
     disabled.disabled = Some("PendingDeletion".into());
-    let check = verdict(&disabled, &[]);
-    assert!(
-        !check.passed && check.detail.contains("PendingDeletion"),
-        "{check:?}"
-    );
-    assert!(
-        check
-            .fix
-            .as_deref()
-            .unwrap_or_default()
-            .contains("aws kms enable-key"),
-        "{check:?}"
+    assert_fails(
+        &verdict(&disabled, &[]),
+        "PendingDeletion",
+        "aws kms enable-key",
     );
 }

@@ -11,9 +11,7 @@ use aws_model::{
     template::{ResourceSchemas, Stage, Template, replacements},
 };
 
-const ACCOUNT: &str = "123456789012";
 const REGION: &str = "us-east-1";
-const ROUTER_ROLE: &str = "arn:aws:iam::123456789012:role/router";
 
 fn current(name: &str) -> &'static str {
     match name {
@@ -23,50 +21,21 @@ fn current(name: &str) -> &'static str {
     }
 }
 
-/// The deployments of today's stacks the updates start from.
+/// The deployments of today's stacks the updates start from: the update tests' own, and a
+/// spoke stack in a region that does not create the spoke role.
 fn deployed() -> Vec<(&'static str, &'static str, Stage)> {
-    let base = || Stage::new("interruption-router", ACCOUNT, REGION).parameter("CodeS3Bucket", "a");
-    let tenant = || {
-        Stage::new("interruption-router-tenant-alpha", ACCOUNT, REGION)
-            .parameter("ClusterName", "alpha")
-            .export("interruption-router:RouterRoleArn", ROUTER_ROLE)
-            .export("interruption-router:QueuePrefix", "karpenter-")
-    };
-    let spoke = || {
-        Stage::new("interruption-router-spoke", "111111111111", REGION)
-            .parameter(
-                "HubEventBusArn",
-                "arn:aws:events:us-east-1:123456789012:event-bus/h",
-            )
-            .parameter("RouterRoleArn", ROUTER_ROLE)
-    };
-    vec![
-        ("base.yaml", "Queue mode", base()),
-        (
-            "base.yaml",
-            "Direct mode",
-            base().parameter("IngestMode", "Direct"),
-        ),
-        (
-            "base.yaml",
-            "hub of two accounts",
-            base()
-                .parameter("CentralBus", "Enabled")
-                .parameter("ServedAccounts", "111111111111,222222222222"),
-        ),
-        ("tenant.yaml", "importing", tenant()),
-        (
-            "tenant.yaml",
-            "with Karpenter's role",
-            tenant().parameter("KarpenterRoleName", "KarpenterControllerRole-alpha"),
-        ),
-        ("spoke.yaml", "creating the spoke role", spoke()),
-        (
-            "spoke.yaml",
-            "another region",
-            spoke().parameter("CreateSpokeRole", "false"),
-        ),
-    ]
+    let mut scenarios = super::super::stacks::update_scenarios();
+    let (_, _, spoke) = scenarios
+        .iter()
+        .find(|(name, _, _)| *name == "spoke.yaml")
+        .cloned()
+        .expect("a spoke scenario");
+    scenarios.push((
+        "spoke.yaml",
+        "another region",
+        spoke.parameter("CreateSpokeRole", "false"),
+    ));
+    scenarios
 }
 
 #[test]
