@@ -41,6 +41,13 @@ SPOKE_STACK ?= interruption-router-spoke
 HUB_BUS ?=
 ROUTER_ROLE ?=
 CREATE_SPOKE_ROLE ?=
+# Locked-down accounts (README): KMS_KEY=Create gives the queues of the base and tenant stacks a
+# customer-managed key the stack creates; PERMISSIONS_BOUNDARY (a policy name, path included) and
+# ROLE_PATH (e.g. /platform/) go to the roles base.yaml and spoke.yaml create. Unset keeps what
+# the stack has (PARAMS='PermissionsBoundary=' removes a boundary).
+KMS_KEY ?=
+PERMISSIONS_BOUNDARY ?=
+ROLE_PATH ?=
 # More stack parameters, as Key=Value pairs.
 PARAMS ?=
 # The AWS CLI (the tests substitute a recording stand-in).
@@ -55,9 +62,9 @@ help:
 	@echo "make soak        the fault scenarios with 3,000 events each"
 	@echo "make fuzz        fuzz the event parser for FUZZ_SECONDS (default 120)"
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64)"
-	@echo "make deploy-base BUCKET=… REGION=… [STACK_NAME=…] [INGEST_MODE=Queue|Direct] [LOG_LEVEL=…] [PARAMS=…]"
-	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] (member account)"
-	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>]"
+	@echo "make deploy-base BUCKET=… REGION=… [STACK_NAME=…] [INGEST_MODE=Queue|Direct] [LOG_LEVEL=…] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [PARAMS=…]"
+	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] (member account)"
+	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create]"
 	@echo "make deploy-fis  CLUSTER=… REGION=…"
 
 # ------------------------------------------------------------------ tools
@@ -222,7 +229,8 @@ deploy-base: $(VENV)/.installed
 		--capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
 		--parameter-overrides CodeS3Bucket=$(BUCKET) CodeS3Key=$$key Architecture=$$arch \
 		$(call if_set,INGEST_MODE,IngestMode) $(call if_set,LOG_LEVEL,LogLevel) \
-		$(call if_set,ALARM_TOPIC,AlarmTopicArn) $(PARAMS)
+		$(call if_set,ALARM_TOPIC,AlarmTopicArn) $(call if_set,KMS_KEY,KmsKey) \
+		$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) $(PARAMS)
 
 # A member account's (or the hub account's other region's) spoke stack. It names its IAM role
 # (the router assumes it by name), so CloudFormation needs CAPABILITY_NAMED_IAM.
@@ -235,7 +243,8 @@ deploy-spoke: $(VENV)/.installed
 	fi; \
 	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(SPOKE_STACK) \
 		--template-file cloudformation/spoke.yaml --capabilities CAPABILITY_NAMED_IAM --no-fail-on-empty-changeset \
-		$(call parameter_overrides,$(call if_set,HUB_BUS,HubEventBusArn) $(call if_set,ROUTER_ROLE,RouterRoleArn) $(call if_set,CREATE_SPOKE_ROLE,CreateSpokeRole) $(PARAMS))
+		$(call parameter_overrides,$(call if_set,HUB_BUS,HubEventBusArn) $(call if_set,ROUTER_ROLE,RouterRoleArn) $(call if_set,CREATE_SPOKE_ROLE,CreateSpokeRole) \
+			$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) $(PARAMS))
 
 # A cluster's queue, next to the stack that connects its region (the base stack in the router's
 # own region, the spoke stack elsewhere), whose exports it imports. The first deploy needs
@@ -259,7 +268,8 @@ deploy-tenant: $(VENV)/.installed
 	esac; \
 	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(TENANT_STACK) \
 		--template-file cloudformation/tenant.yaml --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
-		--parameter-overrides ClusterName=$(CLUSTER) $$role $(call if_set,ALARM_TOPIC,AlarmTopicArn) $(PARAMS)
+		--parameter-overrides ClusterName=$(CLUSTER) $$role $(call if_set,ALARM_TOPIC,AlarmTopicArn) \
+		$(call if_set,KMS_KEY,KmsKey) $(PARAMS)
 	@queue=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(TENANT_STACK) \
 		--query "Stacks[0].Outputs[?OutputKey=='QueueName'].OutputValue" --output text); \
 	arn=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(TENANT_STACK) \

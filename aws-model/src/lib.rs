@@ -6,10 +6,12 @@
 //! * [`template`]: what a template means for one deployment (intrinsics, conditions, `Rules`),
 //!   as CloudFormation evaluates it;
 //! * [`policy`]: IAM's evaluation of identity and resource policies, for `verify`'s checks;
+//! * [`access`]: a role's permissions boundary, and KMS key policies, combined with them;
 //! * [`patterns`]: EventBridge's matching of an event pattern;
 //! * [`events`]: interruption events in the exact shapes EC2, AWS Health and FIS produce;
 //! * [`aws`]: the SDK clients for one account and region, and error text that names what AWS said.
 
+pub mod access;
 pub mod aws;
 pub mod events;
 pub mod patterns;

@@ -10,8 +10,9 @@
 //! negated operator (`ArnNotEquals`, …) on it is true, as IAM documents; a positive one, or an
 //! operator not listed, makes the statement *undetermined* rather than guessed.
 //! [`authorize`] combines a principal's identity policies with a resource's policy as IAM does
-//! within one account and across two. SCPs, permission boundaries
-//! (the caller may evaluate one as a second policy) and session policies are out of scope.
+//! within one account and across two; [`crate::access`] adds a role's permissions boundary and
+//! KMS key policies, the primary authority over their keys. SCPs and session policies are out of
+//! scope.
 
 use serde_json::Value;
 
@@ -62,8 +63,11 @@ pub fn decode_iam_document(encoded: &str) -> Result<String, String> {
 pub enum Principal<'a> {
     /// Identity policies: the principal is whoever the policy is attached to.
     Attached,
-    /// An IAM role or user ARN (resource policies).
+    /// An IAM role or user ARN (resource policies): named by its ARN, or by its account.
     Aws(&'a str),
+    /// An IAM role or user ARN named by that ARN itself (or `*`), not by its account: what a
+    /// resource policy grants a principal directly rather than delegates to its account's IAM.
+    Named(&'a str),
     /// A service principal such as `events.amazonaws.com`.
     Service(&'a str),
 }
@@ -236,6 +240,9 @@ fn principal_in(element: &Value, asked: Principal<'_>) -> bool {
             // An account principal delegates to the account's own IAM policies.
             p == "*" || p == arn || p == account || *p == format!("arn:aws:iam::{account}:root")
         }),
+        Principal::Named(arn) => strings(&element["AWS"])
+            .iter()
+            .any(|p| p == "*" || p == arn),
         Principal::Service(service) => strings(&element["Service"]).iter().any(|p| p == service),
     }
 }

@@ -7,14 +7,23 @@ AWS does. Each fix says what AWS does and where moto differs.
   template writes every controller policy as a `!Sub |` JSON string. moto json.dumps the string a
   second time and refuses the result ("Syntax errors in policy"), so that template cannot be
   deployed. Parsed here into the object moto expects.
+* AWS::IAM::ManagedPolicy with `!If [condition, statement, !Ref AWS::NoValue]` in its Statement
+  list (tenant.yaml's kms:Decrypt grant). CloudFormation drops the element; moto leaves a null
+  in the list and refuses the document ("Syntax errors in policy"). Dropped here.
+* AWS::KMS::Key with its KeyPolicy as an object (CloudFormation's Json type, the way
+  base.yaml and tenant.yaml write it). moto stores the object as the key's policy where its KMS
+  API expects a JSON string, so DescribeKey and GetKeyPolicy on the key fail with a 500. Stored
+  here as the JSON text KMS returns.
 """
 
 import json
 
 try:
     from moto.iam import models as _iam
+    from moto.kms import models as _kms
 except Exception:  # not the moto server (sitecustomize runs in every interpreter on the path)
     _iam = None
+    _kms = None
 
 if _iam is not None:
     _create = _iam.ManagedPolicy.create_from_cloudformation_json.__func__
@@ -23,7 +32,21 @@ if _iam is not None:
         properties = cloudformation_json.get("Properties", {})
         document = properties.get("PolicyDocument")
         if isinstance(document, str):
-            properties["PolicyDocument"] = json.loads(document)
+            document = properties["PolicyDocument"] = json.loads(document)
+        if isinstance(document, dict) and isinstance(document.get("Statement"), list):
+            document["Statement"] = [s for s in document["Statement"] if s is not None]
         return _create(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
 
     _iam.ManagedPolicy.create_from_cloudformation_json = classmethod(_create_with_string_document)
+
+if _kms is not None:
+    _create_key = _kms.Key.create_from_cloudformation_json.__func__
+
+    def _create_key_with_json_policy(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        properties = cloudformation_json.get("Properties", {})
+        policy = properties.get("KeyPolicy")
+        if isinstance(policy, dict):
+            properties["KeyPolicy"] = json.dumps(policy)
+        return _create_key(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+
+    _kms.Key.create_from_cloudformation_json = classmethod(_create_key_with_json_policy)

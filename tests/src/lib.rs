@@ -340,8 +340,19 @@ pub fn cfn_schemas() -> Result<PathBuf> {
 /// The templates as they were at commit 2a6d3c1, the last release before the in-place update
 /// tests: what a deployed stack may still run (`tests/fixtures/templates-2a6d3c1`).
 pub fn previous_template(name: &str) -> String {
+    template_fixture("templates-2a6d3c1", name)
+}
+
+/// A template as it was before locked-down accounts (issue 21): what every stack deployed
+/// until then runs (`tests/fixtures/templates-59db6f7`).
+pub fn template_before_locked_down(name: &str) -> String {
+    template_fixture("templates-59db6f7", name)
+}
+
+fn template_fixture(dir: &str, name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/templates-2a6d3c1")
+        .join("fixtures")
+        .join(dir)
         .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

@@ -269,6 +269,13 @@ pub fn statements(t: &Template) -> Vec<Statement> {
                 let roles = items(&props["Roles"]).into_iter().map(named).collect();
                 push(id, PolicyKind::Identity, roles, &props["PolicyDocument"]);
             }
+            // A key policy is the key's resource policy.
+            "AWS::KMS::Key" => push(
+                id,
+                PolicyKind::Resource,
+                vec![id.into()],
+                &props["KeyPolicy"],
+            ),
             "AWS::SQS::QueuePolicy" => {
                 let queues = items(&props["Queues"]).into_iter().map(named).collect();
                 push(id, PolicyKind::Resource, queues, &props["PolicyDocument"]);
@@ -754,18 +761,28 @@ fn is_true(v: &Value) -> bool {
     v == &json!(true) || v == &json!("true")
 }
 
-/// Encryption at rest: SSE-SQS or a KMS key on every queue, whatever the parameters.
+/// Encryption at rest: SSE-SQS or a KMS key on every queue, whatever the parameters. Both
+/// chosen by one `Fn::If` on the same condition (`KmsKey`) are judged branch by branch.
 fn queues_encrypted(t: &Template) -> Found {
     let mut found = Found::new();
+    let condition = |v: &Value| v.get("Fn::If").and_then(|b| b.get(0)).cloned();
     for (id, q) in t.resources_of("AWS::SQS::Queue") {
         let props = &q["Properties"];
-        let sse = branches(&props["SqsManagedSseEnabled"])
-            .into_iter()
-            .all(|b| b.is_some_and(is_true));
-        let kms = branches(&props["KmsMasterKeyId"])
-            .into_iter()
-            .all(|b| b.is_some());
-        if !sse && !kms {
+        let (sse, kms) = (&props["SqsManagedSseEnabled"], &props["KmsMasterKeyId"]);
+        let (sse_branches, kms_branches) = (branches(sse), branches(kms));
+        let encrypted = if condition(sse).is_some()
+            && condition(sse) == condition(kms)
+            && sse_branches.len() == kms_branches.len()
+        {
+            sse_branches
+                .iter()
+                .zip(&kms_branches)
+                .all(|(s, k)| s.is_some_and(is_true) || k.is_some())
+        } else {
+            sse_branches.into_iter().all(|b| b.is_some_and(is_true))
+                || kms_branches.into_iter().all(|b| b.is_some())
+        };
+        if !encrypted {
             found.push((
                 id.to_owned(),
                 "neither SqsManagedSseEnabled: true nor a KmsMasterKeyId".into(),

@@ -320,8 +320,20 @@ impl Deployment<'_> {
             }
             ("AWS::IAM::Role", "Ref" | "RoleName") => named("RoleName")?,
             ("AWS::IAM::Role", "Arn") => {
-                format!("arn:{p}:iam::{account}:role/{}", named("RoleName")?)
+                // A role's path is part of its ARN: arn:<partition>:iam::<account>:role/<path>/<name>.
+                let path = match self.resolve(&properties["Path"])? {
+                    Some(Value::String(path)) => path,
+                    _ => "/".to_owned(),
+                };
+                format!("arn:{p}:iam::{account}:role{path}{}", named("RoleName")?)
             }
+            ("AWS::KMS::Key", "Ref" | "KeyId") => {
+                format!("{}-{logical}-KEYID", self.stage.stack_name)
+            }
+            ("AWS::KMS::Key", "Arn") => format!(
+                "arn:{p}:kms:{region}:{account}:key/{}-{logical}-KEYID",
+                self.stage.stack_name
+            ),
             ("AWS::Lambda::Function", "Ref") => named("FunctionName")?,
             ("AWS::Lambda::Function", "Arn") => format!(
                 "arn:{p}:lambda:{region}:{account}:function:{}",

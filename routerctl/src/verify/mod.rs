@@ -21,6 +21,9 @@
 //!   and `function:on-failure-destination`, `router-role`, `router-role:assume-spoke-roles`;
 //! * `monitoring.rs`: `dashboard`, `alarm:<name>` (late forwards, access denied, unreachable
 //!   accounts, missing metric documents), `function:metrics`;
+//! * `keys.rs`: `ingest-queue:key`, `dead-letter-queue:key` (and `tenant:<cluster>:key`, from
+//!   `tenants/`): a queue under a KMS key, its key enabled, customer managed, and usable by each
+//!   principal on the path (key policy, role policies and boundary together);
 //! * `tenants/`: `tenant:<cluster>:queue`, `:encryption`, `:queue-policy`, `:router-role`;
 //! * `spokes/`: `spoke:<account>:…`, one member account (`--account`): what it forwards to the
 //!   hub's bus, whether the bus admits it, the spoke role's trust and permissions, its tenant
@@ -32,6 +35,7 @@
 //! `report.rs` (the report), `role.rs` (a role's policies read once).
 
 mod function;
+pub(crate) mod keys;
 mod monitoring;
 pub(crate) mod queues;
 mod report;
@@ -137,6 +141,7 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
     queues::check(aws, &base, &rule_arns, timeout, checks).await;
     let config = function::check(aws, &base, &function, &rule_arns, checks).await;
     let role = function::check_role(aws, &base, config.as_ref(), checks).await;
+    keys::check_base(aws, &base, &rule_arns, role.as_ref(), checks).await;
     monitoring::check(aws, &base, config.as_ref(), checks).await;
     let template = tenants::template(&base, config.as_ref(), checks);
     if let Some(template) = &template {

@@ -3,6 +3,7 @@
 //! boundary, and the trust policy.
 
 use aws_model::{
+    access::Identity,
     aws::{Aws, arn_name_after_slash, describe},
     policy::{Decision, Policy, Principal, Request, evaluate, glob, strings},
 };
@@ -37,6 +38,16 @@ impl Role {
             })
             .flat_map(|s| strings(&s["Resource"]))
             .collect()
+    }
+
+    /// The role as IAM sees it making a request: what [`aws_model::access`] combines with a
+    /// resource's (or a key's) policy.
+    pub fn identity(&self) -> Identity<'_> {
+        Identity {
+            arn: &self.arn,
+            policies: &self.identity,
+            boundary: self.boundary.as_ref(),
+        }
     }
 
     /// The identity policies' decision, capped by the permission boundary.

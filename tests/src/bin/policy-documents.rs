@@ -67,7 +67,22 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
                 .parameter("OrganizationId", "o-abcd123456")
                 .parameter("IngestMode", "Direct"),
         ),
+        (
+            "base.yaml",
+            "locked down: its own key, a boundary and a path",
+            base()
+                .parameter("KmsKey", "Create")
+                .parameter("PermissionsBoundary", "platform/boundary")
+                .parameter("RolePath", "/platform/"),
+        ),
         ("tenant.yaml", "importing the region's exports", tenant()),
+        (
+            "tenant.yaml",
+            "its own key, Karpenter's role",
+            tenant()
+                .parameter("KmsKey", "Create")
+                .parameter("KarpenterRoleName", "KarpenterControllerRole-alpha"),
+        ),
         (
             "tenant.yaml",
             "importing a named stack's exports",
@@ -83,6 +98,13 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
                 .parameter("AlarmTopicArn", "arn:aws:sns:us-east-1:123456789012:alarms"),
         ),
         ("spoke.yaml", "creating the spoke role", spoke()),
+        (
+            "spoke.yaml",
+            "locked down: a boundary and a path",
+            spoke()
+                .parameter("PermissionsBoundary", "platform/boundary")
+                .parameter("RolePath", "/platform/"),
+        ),
         (
             "spoke.yaml",
             "another region",
@@ -157,6 +179,13 @@ fn documents(d: &Deployment<'_>) -> Result<Vec<Document>> {
                 "IDENTITY_POLICY",
                 None,
                 props["PolicyDocument"].clone(),
+            ),
+            "AWS::KMS::Key" => add(
+                logical,
+                "KeyPolicy".into(),
+                "RESOURCE_POLICY",
+                None,
+                props["KeyPolicy"].clone(),
             ),
             "AWS::SQS::QueuePolicy" => add(
                 logical,

@@ -346,6 +346,79 @@ fn spokes_are_deployed_with_named_iam_and_the_other_templates_fit_inline() {
     }
 }
 
+/// Locked-down accounts: KMS_KEY, PERMISSIONS_BOUNDARY and ROLE_PATH reach the stacks that take
+/// them, only when set; a re-run without them keeps what the stack has.
+#[test]
+fn locked_down_settings_reach_the_stacks_only_when_set() {
+    let cli = Cli::new("locked-down");
+    let arm = zip_with_binary_for(&cli.dir, 183);
+    let zip = format!("ZIP={}", arm.display());
+    let boundary = "PERMISSIONS_BOUNDARY=platform/boundary";
+    let base = [
+        "deploy-base",
+        "BUCKET=artifacts",
+        "REGION=eu-west-1",
+        zip.as_str(),
+    ];
+    let locked = [
+        base.as_slice(),
+        &["KMS_KEY=Create", boundary, "ROLE_PATH=/platform/"],
+    ]
+    .concat();
+    let (ok, out) = cli.make(&locked);
+    assert!(ok, "{out}");
+    let (_, args) = cli.deploys().pop().unwrap();
+    for pair in [
+        "KmsKey=Create",
+        "PermissionsBoundary=platform/boundary",
+        "RolePath=/platform/",
+    ] {
+        assert!(has(&args, pair), "{pair}: {args:?}");
+    }
+    let (ok, out) = cli.make(&base);
+    assert!(ok, "{out}");
+    let (_, args) = cli.deploys().pop().unwrap();
+    let named = |args: &[String], key: &str| args.iter().any(|a| a.starts_with(&format!("{key}=")));
+    for key in ["KmsKey", "PermissionsBoundary", "RolePath"] {
+        assert!(!named(&args, key), "a re-run passes no {key}: {args:?}");
+    }
+    let kept = cli.parameters("interruption-router");
+    assert_eq!(kept["KmsKey"], "Create");
+    assert_eq!(kept["RolePath"], "/platform/");
+
+    // The spoke stack takes the boundary and the path, not the key (it has no queue).
+    let (ok, out) = cli.make(&[
+        "deploy-spoke",
+        "REGION=eu-west-1",
+        "HUB_BUS=arn:aws:events:us-east-1:123456789012:event-bus/interruption-router-hub",
+        "ROUTER_ROLE=arn:aws:iam::123456789012:role/interruption-router-RouterRole-X",
+        "KMS_KEY=Create",
+        boundary,
+        "ROLE_PATH=/platform/",
+    ]);
+    assert!(ok, "{out}");
+    let (_, args) = cli.deploys().pop().unwrap();
+    assert!(has(&args, "RolePath=/platform/"), "{args:?}");
+    assert!(
+        named(&args, "PermissionsBoundary") && !named(&args, "KmsKey"),
+        "{args:?}"
+    );
+
+    // A tenant stack takes the key; it creates no role.
+    let (ok, out) = cli.make(&[
+        "deploy-tenant",
+        "CLUSTER=alpha",
+        "REGION=eu-west-1",
+        "KARPENTER_ROLE=none",
+        "KMS_KEY=Create",
+        boundary,
+    ]);
+    assert!(ok, "{out}");
+    let (_, args) = cli.deploys().pop().unwrap();
+    assert!(has(&args, "KmsKey=Create"), "{args:?}");
+    assert!(!named(&args, "PermissionsBoundary"), "{args:?}");
+}
+
 /// The printed helm command can never upgrade Karpenter by accident: run with a stand-in helm,
 /// it upgrades only the release it found, in the cluster's own kube-context, keeping its chart
 /// version and namespace; anything else stops it before the upgrade.

@@ -6,8 +6,9 @@
 //!
 //! * the router binary under a Lambda Runtime API: [`router`], [`edges`], [`accounts`],
 //!   [`faults`], [`log_levels`];
-//! * the templates: [`stacks`] (deployed through moto), [`policy`] and [`permissions`] (what IAM
-//!   would decide), [`deploy_targets`] (the Makefile's deploy targets);
+//! * the templates: [`stacks`] (deployed through moto), [`policy`], [`permissions`] and
+//!   [`locked_down`] (what IAM and KMS would decide), [`deploy_targets`] (the Makefile's deploy
+//!   targets);
 //! * the operator CLI: [`cli`] (`routerctl` simulate, verify, fis, the binary itself), [`adopt`].
 
 mod accounts;
@@ -16,6 +17,7 @@ mod cli;
 mod deploy_targets;
 mod edges;
 mod faults;
+mod locked_down;
 mod log_levels;
 mod permissions;
 mod policy;

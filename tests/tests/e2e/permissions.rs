@@ -19,21 +19,21 @@ use interruption_router::{accounts::Sender, config::DEFAULT_SPOKE_ROLE_NAME, eve
 use routerctl::verify::{HUB_RULES, RULES};
 use serde_json::{Value, json};
 
-const HUB: &str = "123456789012";
-const HOME: &str = "us-east-1";
+pub(super) const HUB: &str = "123456789012";
+pub(super) const HOME: &str = "us-east-1";
 const OTHER: &str = "eu-west-1";
-const MEMBER: &str = "111111111111";
+pub(super) const MEMBER: &str = "111111111111";
 const UNSERVED: &str = "999999999999";
 const ORG: &str = "o-abcd123456";
-const BASE_STACK: &str = "interruption-router";
-const SPOKE_STACK: &str = "interruption-router-spoke";
+pub(super) const BASE_STACK: &str = "interruption-router";
+pub(super) const SPOKE_STACK: &str = "interruption-router-spoke";
 
-fn template(name: &str, text: &str) -> Template {
+pub(super) fn template(name: &str, text: &str) -> Template {
     Template::parse(name, text).unwrap()
 }
 
 /// The hub's base stack, serving `served` (CentralBus when it serves anyone).
-fn hub_stage(served: &str, organization: &str) -> Stage {
+pub(super) fn hub_stage(served: &str, organization: &str) -> Stage {
     let mut stage = Stage::new(BASE_STACK, HUB, HOME).parameter("CodeS3Bucket", "artifacts");
     if !served.is_empty() {
         stage = stage
@@ -44,12 +44,12 @@ fn hub_stage(served: &str, organization: &str) -> Stage {
     stage
 }
 
-fn resolved(d: &Deployment<'_>, v: Value) -> String {
+pub(super) fn resolved(d: &Deployment<'_>, v: Value) -> String {
     d.resolve(&v).unwrap().unwrap().as_str().unwrap().to_owned()
 }
 
 /// A role's inline policies, as parsed documents.
-fn role_policies(d: &Deployment<'_>, role: &str) -> Vec<Policy> {
+pub(super) fn role_policies(d: &Deployment<'_>, role: &str) -> Vec<Policy> {
     d.property(role, &["Policies"])
         .unwrap()
         .as_array()
@@ -62,7 +62,7 @@ fn role_policies(d: &Deployment<'_>, role: &str) -> Vec<Policy> {
         .collect()
 }
 
-fn document(d: &Deployment<'_>, resource: &str, path: &[&str]) -> Policy {
+pub(super) fn document(d: &Deployment<'_>, resource: &str, path: &[&str]) -> Policy {
     let doc = d.property(resource, path).unwrap();
     assert!(doc.is_object(), "{resource} {path:?}: {doc}");
     Policy::parse(resource, &doc.to_string()).unwrap()

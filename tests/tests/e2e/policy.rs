@@ -304,6 +304,14 @@ fn broken_copies() -> Vec<Broken> {
         "base: ingest SSE only when an alarm topic is set",
         t,
     ));
+    let mut t = base();
+    properties(&mut t, "IngestQueue")["SqsManagedSseEnabled"] =
+        json!({"Fn::If": ["CreatesKey", false, false]});
+    out.push(broken(
+        QueuesEncrypted,
+        "base: ingest SSE-SQS off, so without KmsKey=Create it is unencrypted",
+        t,
+    ));
 
     // ---------------------------------------------------------------- TLS
     let mut t = base();

@@ -799,7 +799,7 @@ async fn the_deployed_router_routes_eventbridge_events_into_the_tenant_queues() 
 }
 
 /// The stage of each deployment the update tests start from.
-fn update_scenarios() -> Vec<(&'static str, &'static str, Stage)> {
+pub(super) fn update_scenarios() -> Vec<(&'static str, &'static str, Stage)> {
     use aws_model::template::Stage;
     let base = || Stage::new(BASE, ACCOUNT, REGION).parameter("CodeS3Bucket", "artifacts");
     let tenant = |cluster: &str| {

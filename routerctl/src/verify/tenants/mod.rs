@@ -18,6 +18,7 @@ use interruption_router::config::{Config, QueueNameTemplate};
 use serde_json::{Value, json};
 
 use super::{
+    keys,
     queues::{Queue, encryption, load_queue, set_policy_command},
     report::{Check, Findings, fail},
     role::Role,
@@ -226,6 +227,41 @@ async fn check_tenant(
                     .filter(|r| !r.is_empty()),
             };
             checks.push(check_read(aws, &queue, cluster, reader.as_deref(), &prefix).await);
+            // Karpenter's role is read again only for a queue under a KMS key.
+            let keyed = queue
+                .attribute(aws_sdk_sqs::types::QueueAttributeName::KmsMasterKeyId)
+                .is_some();
+            let karpenter = match &reader {
+                Some(name) if keyed => {
+                    let arn = format!("arn:{}:iam::{}:role/{name}", base.partition, base.account);
+                    crate::verify::role::load_role(aws, &arn).await.ok()
+                }
+                _ => None,
+            };
+            let mut users = Vec::new();
+            if let Some(role) = role {
+                users.push(keys::KeyUser::Role {
+                    what: "the router role",
+                    identity: role.identity(),
+                    actions: keys::PRODUCE,
+                });
+            }
+            if let Some(karpenter) = &karpenter {
+                users.push(keys::KeyUser::Role {
+                    what: "Karpenter's controller role",
+                    identity: karpenter.identity(),
+                    actions: keys::CONSUME,
+                });
+            }
+            let redeploy = format!(
+                "update the tenant stack: make deploy-tenant CLUSTER={cluster} REGION={region} \
+                 STACK_NAME={}",
+                base.name
+            );
+            let name = format!("{prefix}:key");
+            if let Some(check) = keys::check(aws, &queue, &users, &name, &redeploy).await {
+                checks.push(check);
+            }
         }
     }
     if let Some(role) = role {

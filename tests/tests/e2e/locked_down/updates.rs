@@ -1,0 +1,109 @@
+//! Updating stacks deployed from the templates as they were before locked-down accounts
+//! (`tests/fixtures/templates-59db6f7`): with the new parameters at their defaults every resource
+//! keeps exactly the properties it had (so nothing is replaced, deleted or even modified, and
+//! `make demo` is what it was); turning a key or a boundary on updates in place; a role path
+//! replaces the role it is set on and nothing else, by the rule CloudFormation documents (a
+//! change to a create-only property, here `Path`, replaces the resource).
+
+use anyhow::Result;
+use aws_model::{
+    stacks::{BASE_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE},
+    template::{ResourceSchemas, Stage, Template, replacements},
+};
+
+const REGION: &str = "us-east-1";
+
+fn current(name: &str) -> &'static str {
+    match name {
+        "base.yaml" => BASE_TEMPLATE,
+        "tenant.yaml" => TENANT_TEMPLATE,
+        _ => SPOKE_TEMPLATE,
+    }
+}
+
+/// The deployments of today's stacks the updates start from: the update tests' own, and a
+/// spoke stack in a region that does not create the spoke role.
+fn deployed() -> Vec<(&'static str, &'static str, Stage)> {
+    let mut scenarios = super::super::stacks::update_scenarios();
+    let (_, _, spoke) = scenarios
+        .iter()
+        .find(|(name, _, _)| *name == "spoke.yaml")
+        .cloned()
+        .expect("a spoke scenario");
+    scenarios.push((
+        "spoke.yaml",
+        "another region",
+        spoke.parameter("CreateSpokeRole", "false"),
+    ));
+    scenarios
+}
+
+#[test]
+fn at_their_defaults_the_new_parameters_change_no_resource() -> Result<()> {
+    for (name, scenario, stage) in deployed() {
+        let old = Template::parse(name, &e2e_tests::template_before_locked_down(name))?;
+        let new = Template::parse(name, current(name))?;
+        // `aws cloudformation deploy` keeps the stack's parameters; the new ones take their
+        // defaults.
+        let (before, after) = (old.deploy(&stage)?, new.deploy(&stage)?);
+        for (logical, _) in new.resources() {
+            // A resource new to the template must not be created at the defaults.
+            let was = match old.doc["Resources"].get(logical) {
+                Some(_) => before.properties(logical)?,
+                None => None,
+            };
+            let is = after.properties(logical)?;
+            assert_eq!(
+                was, is,
+                "{name} ({scenario}): {logical} changes with the new parameters at their defaults"
+            );
+        }
+        for (logical, _) in old.resources() {
+            assert!(
+                new.doc["Resources"].get(logical).is_some(),
+                "{name}: {logical} is gone"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_key_or_a_boundary_updates_in_place_and_a_role_path_replaces_only_its_role() -> Result<()> {
+    let schemas = ResourceSchemas::load(&e2e_tests::cfn_schemas()?, REGION)?;
+    let boundary = "boundary";
+    for (name, scenario, stage) in deployed() {
+        let old = Template::parse(name, &e2e_tests::template_before_locked_down(name))?;
+        let new = Template::parse(name, current(name))?;
+        let before = old.deploy(&stage)?;
+        let mut changes = vec![];
+        if name != "spoke.yaml" {
+            changes.push(("KmsKey", "Create", vec![]));
+        }
+        if name != "tenant.yaml" {
+            changes.push(("PermissionsBoundary", boundary, vec![]));
+            let role = if name == "base.yaml" {
+                "RouterRole"
+            } else {
+                "ForwardToHubRole"
+            };
+            changes.push((
+                "RolePath",
+                "/platform/",
+                vec![format!(
+                    "{role} (AWS::IAM::Role) is replaced: Path changes from null to \"/platform/\""
+                )],
+            ));
+        }
+        for (parameter, value, expected) in changes {
+            let given = stage.clone().parameter(parameter, value);
+            let after = new.deploy(&given)?;
+            let replaced = replacements(&before, &after, &schemas)?;
+            assert_eq!(
+                replaced, expected,
+                "{name} ({scenario}) with {parameter}={value}"
+            );
+        }
+    }
+    Ok(())
+}
