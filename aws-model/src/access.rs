@@ -16,7 +16,7 @@
 //! * Any other resource policy (SQS queues): within one account either the identity policies or
 //!   a grant naming the principal suffices (IAM policy evaluation logic).
 
-use crate::policy::{Decision, Policy, Principal, Request, evaluate};
+use crate::policy::{Decision, Policy, Principal, Request, evaluate, first_refusal};
 
 /// A role as IAM sees it when it makes a request.
 #[derive(Debug, Clone, Copy)]
@@ -89,13 +89,8 @@ pub fn authorize_role(
             ..*request
         },
     );
-    for decision in [&own, &applying] {
-        if matches!(
-            decision,
-            Decision::Denied { .. } | Decision::Undetermined { .. }
-        ) {
-            return decision.clone();
-        }
+    if let Some(refusal) = first_refusal([&own, &applying]) {
+        return refusal;
     }
     let direct = evaluate(
         resource,

@@ -146,6 +146,17 @@ pub fn evaluate(policies: &[Policy], request: &Request<'_>) -> Decision {
     }
 }
 
+/// The first explicit Deny, or condition the evaluator cannot judge, among `decisions`: either
+/// ends an evaluation, whatever else allows.
+pub(crate) fn first_refusal<'a>(
+    decisions: impl IntoIterator<Item = &'a Decision>,
+) -> Option<Decision> {
+    decisions
+        .into_iter()
+        .find(|d| matches!(d, Decision::Denied { .. } | Decision::Undetermined { .. }))
+        .cloned()
+}
+
 /// IAM's answer for an AWS principal's request on a resource that has a resource policy: an
 /// explicit Deny in either kind of policy wins; within one account an Allow in either suffices;
 /// across accounts both must allow (IAM policy evaluation logic, "cross-account"). `identity` are
@@ -171,13 +182,8 @@ pub fn authorize(
             ..*request
         },
     );
-    for decision in [&as_identity, &as_resource] {
-        if matches!(
-            decision,
-            Decision::Denied { .. } | Decision::Undetermined { .. }
-        ) {
-            return decision.clone();
-        }
+    if let Some(refusal) = first_refusal([&as_identity, &as_resource]) {
+        return refusal;
     }
     let same_account = crate::aws::arn_account(principal_arn) == Some(resource_account);
     match (as_identity, as_resource) {

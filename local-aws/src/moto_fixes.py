@@ -25,28 +25,36 @@ except Exception:  # not the moto server (sitecustomize runs in every interprete
     _iam = None
     _kms = None
 
+
+def _fix_cloudformation_properties(model, fix):
+    """Has moto's CloudFormation create `model` from its Properties after `fix(properties)`."""
+    create = model.create_from_cloudformation_json.__func__
+
+    def create_fixed(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        properties = cloudformation_json.get("Properties")
+        if isinstance(properties, dict):
+            fix(properties)
+        return create(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+
+    model.create_from_cloudformation_json = classmethod(create_fixed)
+
+
+def _policy_document_as_iam_keeps_it(properties):
+    document = properties.get("PolicyDocument")
+    if isinstance(document, str):
+        document = properties["PolicyDocument"] = json.loads(document)
+    if isinstance(document, dict) and isinstance(document.get("Statement"), list):
+        document["Statement"] = [s for s in document["Statement"] if s is not None]
+
+
+def _key_policy_as_json(properties):
+    policy = properties.get("KeyPolicy")
+    if isinstance(policy, dict):
+        properties["KeyPolicy"] = json.dumps(policy)
+
+
 if _iam is not None:
-    _create = _iam.ManagedPolicy.create_from_cloudformation_json.__func__
-
-    def _create_with_string_document(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
-        properties = cloudformation_json.get("Properties", {})
-        document = properties.get("PolicyDocument")
-        if isinstance(document, str):
-            document = properties["PolicyDocument"] = json.loads(document)
-        if isinstance(document, dict) and isinstance(document.get("Statement"), list):
-            document["Statement"] = [s for s in document["Statement"] if s is not None]
-        return _create(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
-
-    _iam.ManagedPolicy.create_from_cloudformation_json = classmethod(_create_with_string_document)
+    _fix_cloudformation_properties(_iam.ManagedPolicy, _policy_document_as_iam_keeps_it)
 
 if _kms is not None:
-    _create_key = _kms.Key.create_from_cloudformation_json.__func__
-
-    def _create_key_with_json_policy(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
-        properties = cloudformation_json.get("Properties", {})
-        policy = properties.get("KeyPolicy")
-        if isinstance(policy, dict):
-            properties["KeyPolicy"] = json.dumps(policy)
-        return _create_key(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
-
-    _kms.Key.create_from_cloudformation_json = classmethod(_create_key_with_json_policy)
+    _fix_cloudformation_properties(_kms.Key, _key_policy_as_json)

@@ -74,12 +74,7 @@ async fn deploy_queue_mode(world: &World, aws: &Clients) -> Result<(Stack, Vec<S
         &[("CodeS3Bucket", "artifacts"), ("IngestMode", "Queue")],
     )
     .await?;
-    aws.iam
-        .create_role()
-        .role_name(KARPENTER_ROLE)
-        .assume_role_policy_document(r#"{"Version":"2012-10-17","Statement":[]}"#)
-        .send()
-        .await?;
+    routerctl::demo::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
     let router_role = base.output("RouterRoleArn")?.to_owned();
     let mut tenants = Vec::new();
     for cluster in CLUSTERS {

@@ -86,12 +86,7 @@ async fn every_queue_reports_its_stacks_key_and_every_role_the_boundary() -> Res
         ],
     )
     .await?;
-    aws.iam
-        .create_role()
-        .role_name(KARPENTER_ROLE)
-        .assume_role_policy_document(r#"{"Version":"2012-10-17","Statement":[]}"#)
-        .send()
-        .await?;
+    routerctl::demo::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
     let tenant = stacks::create(
         &aws.cfn,
         &stacks::tenant_stack_name(BASE, "alpha"),
