@@ -286,13 +286,31 @@ async fn locate_or_install() -> Result<PathBuf> {
 /// The fixes moto is started with ([`MOTO_FIXES`]), as `sitecustomize.py` in a directory of
 /// their own; that directory.
 fn install_fixes() -> Result<PathBuf> {
-    let dir = cache_dir().join("moto-fixes");
+    install_fixes_in(&cache_dir(), MOTO_FIXES)
+}
+
+/// Writes `fixes` as `sitecustomize.py` into a directory under `cache` named by their content, so
+/// checkouts with other fixes (another branch, an older clone) never rewrite the file under each
+/// other's running emulators. Many tests of one process start moto at once: each writes under a
+/// temporary name of its own and renames it into place (a rename replaces atomically), so none
+/// reads a half-written file and none renames another's temporary file away.
+fn install_fixes_in(cache: &Path, fixes: &str) -> Result<PathBuf> {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash(fixes, &mut hasher);
+    let dir = cache.join(format!(
+        "moto-fixes-{:016x}",
+        std::hash::Hasher::finish(&hasher)
+    ));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let file = dir.join("sitecustomize.py");
-    if std::fs::read_to_string(&file).ok().as_deref() != Some(MOTO_FIXES) {
-        // Written whole then renamed: another test's moto may be starting from it right now.
-        let temp = dir.join(format!("sitecustomize.py.{}", std::process::id()));
-        std::fs::write(&temp, MOTO_FIXES).with_context(|| format!("writing {}", temp.display()))?;
+    if std::fs::read_to_string(&file).ok().as_deref() != Some(fixes) {
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let temp = dir.join(format!(
+            "sitecustomize.py.{}.{}",
+            std::process::id(),
+            WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::write(&temp, fixes).with_context(|| format!("writing {}", temp.display()))?;
         std::fs::rename(&temp, &file).with_context(|| format!("writing {}", file.display()))?;
     }
     Ok(dir)
@@ -362,4 +380,42 @@ pub async fn sdk_config_as(
         .await
         .with_context(|| format!("acting as account {account} on the emulator"))?;
     Ok(assumed.config)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::install_fixes_in;
+
+    #[test]
+    fn fixes_installed_by_many_tests_at_once_are_whole_and_kept_apart_by_content() {
+        let cache = std::env::temp_dir().join(format!("moto-fixes-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&cache);
+        // Large enough that writing it takes longer than the threads take to start together.
+        let fixes = "print('fixed')\n".repeat(200_000);
+        let together = std::sync::Barrier::new(16);
+        let dirs: Vec<PathBuf> = std::thread::scope(|s| {
+            let starting: Vec<_> = (0..16)
+                .map(|_| {
+                    s.spawn(|| {
+                        together.wait();
+                        install_fixes_in(&cache, &fixes)
+                    })
+                })
+                .collect();
+            starting
+                .into_iter()
+                .map(|t| t.join().unwrap().unwrap())
+                .collect()
+        });
+        assert!(dirs.windows(2).all(|w| w[0] == w[1]), "{dirs:?}");
+        let file = dirs[0].join("sitecustomize.py");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), fixes);
+        // Another checkout's fixes go elsewhere and leave these alone.
+        let other = install_fixes_in(&cache, "print('other')\n").unwrap();
+        assert_ne!(other, dirs[0]);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), fixes);
+        std::fs::remove_dir_all(&cache).unwrap();
+    }
 }
