@@ -48,6 +48,9 @@ CREATE_SPOKE_ROLE ?=
 KMS_KEY ?=
 PERMISSIONS_BOUNDARY ?=
 ROLE_PATH ?=
+# SPOKE_ROLE_PATH (e.g. /platform/): the path of the spoke role in every member account, given to
+# the hub (which assumes it by ARN) and to each spoke stack (which creates it) alike.
+SPOKE_ROLE_PATH ?=
 # More stack parameters, as Key=Value pairs.
 PARAMS ?=
 # The AWS CLI (the tests substitute a recording stand-in).
@@ -62,10 +65,10 @@ help:
 	@echo "make soak        the fault scenarios with 3,000 events each"
 	@echo "make fuzz        fuzz the event parser for FUZZ_SECONDS (default 120)"
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64)"
-	@echo "make deploy-base BUCKET=… REGION=… [STACK_NAME=…] [INGEST_MODE=Queue|Direct] [LOG_LEVEL=…] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [PARAMS=…]"
-	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] (member account)"
+	@echo "make deploy-base BUCKET=… REGION=… [STACK_NAME=…] [INGEST_MODE=Queue|Direct] [LOG_LEVEL=…] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [SPOKE_ROLE_PATH=/…/] [PARAMS=…]"
+	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] [SPOKE_ROLE_PATH=…] (member account)"
 	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create]"
-	@echo "make deploy-fis  CLUSTER=… REGION=…"
+	@echo "make deploy-fis  CLUSTER=… REGION=… [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…]"
 
 # ------------------------------------------------------------------ tools
 tools: $(VENV)/.installed $(VENV)/.lint-installed $(CHECKOV_VENV)/.installed
@@ -230,7 +233,8 @@ deploy-base: $(VENV)/.installed
 		--parameter-overrides CodeS3Bucket=$(BUCKET) CodeS3Key=$$key Architecture=$$arch \
 		$(call if_set,INGEST_MODE,IngestMode) $(call if_set,LOG_LEVEL,LogLevel) \
 		$(call if_set,ALARM_TOPIC,AlarmTopicArn) $(call if_set,KMS_KEY,KmsKey) \
-		$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) $(PARAMS)
+		$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) \
+		$(call if_set,SPOKE_ROLE_PATH,SpokeRolePath) $(PARAMS)
 
 # A member account's (or the hub account's other region's) spoke stack. It names its IAM role
 # (the router assumes it by name), so CloudFormation needs CAPABILITY_NAMED_IAM.
@@ -244,7 +248,8 @@ deploy-spoke: $(VENV)/.installed
 	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(SPOKE_STACK) \
 		--template-file cloudformation/spoke.yaml --capabilities CAPABILITY_NAMED_IAM --no-fail-on-empty-changeset \
 		$(call parameter_overrides,$(call if_set,HUB_BUS,HubEventBusArn) $(call if_set,ROUTER_ROLE,RouterRoleArn) $(call if_set,CREATE_SPOKE_ROLE,CreateSpokeRole) \
-			$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) $(PARAMS))
+			$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) \
+			$(call if_set,SPOKE_ROLE_PATH,SpokeRolePath) $(PARAMS))
 
 # A cluster's queue, next to the stack that connects its region (the base stack in the router's
 # own region, the spoke stack elsewhere), whose exports it imports. The first deploy needs
@@ -281,4 +286,5 @@ deploy-fis: $(VENV)/.installed
 	$(call require,REGION,the AWS region of the cluster)
 	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(FIS_STACK) \
 		--template-file cloudformation/fis.yaml --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
-		--parameter-overrides ClusterName=$(CLUSTER) $(PARAMS)
+		--parameter-overrides ClusterName=$(CLUSTER) \
+		$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) $(PARAMS)

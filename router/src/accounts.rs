@@ -7,7 +7,8 @@
 //! * in the function's own account **and** region it is its execution role, the role base.yaml
 //!   exports as `RouterRoleArn` (tenant stacks there import it from the base stack);
 //! * anywhere else, its own account in another region included, it is the spoke role that
-//!   account created for it (`arn:<partition>:iam::<account>:role/<SPOKE_ROLE_NAME>`), the role
+//!   account created for it (`arn:<partition>:iam::<account>:role<SPOKE_ROLE_PATH><SPOKE_ROLE_NAME>`,
+//!   the path `/` unless the accounts put their roles under one), the role
 //!   spoke.yaml exports as `RouterRoleArn` (tenant stacks there import it from the spoke stack,
 //!   the only stack of the project in that region).
 //!
@@ -100,7 +101,8 @@ pub enum Sender {
 
 impl Sender {
     /// Who the router is in (`account`, `region`), for a router in (`home_account`,
-    /// `home_region`) whose spoke roles are named `spoke_role`: its own role only at home, the
+    /// `home_region`) whose spoke roles are `spoke_role` (path and name, as the ARN ends after
+    /// `role/`: [`crate::config::Config::spoke_role`]): its own role only at home, the
     /// account's spoke role everywhere else. The stacks export the same principal for the tenant
     /// queues of each region (see the module documentation).
     pub fn for_scope(
@@ -131,7 +133,8 @@ impl fmt::Display for Sender {
     }
 }
 
-/// `arn:<partition>:iam::<account>:role/<name>`.
+/// `arn:<partition>:iam::<account>:role/<name>`, where `name` carries the role's path if it has
+/// one (`platform/ir-spoke`).
 pub fn spoke_role_arn(region: &str, account: &str, name: &str) -> String {
     format!("arn:{}:iam::{account}:role/{name}", partition(region))
 }
@@ -531,6 +534,20 @@ mod tests {
         assert_eq!(
             spoke_role_arn("cn-north-1", "222222222222", "r"),
             "arn:aws-cn:iam::222222222222:role/r"
+        );
+        // A spoke role under a path (SPOKE_ROLE_PATH=/platform/) is assumed by its whole ARN.
+        assert_eq!(
+            Sender::for_scope(
+                "111111111111",
+                "us-east-1",
+                "222222222222",
+                "us-east-1",
+                "platform/r"
+            ),
+            Sender::Spoke {
+                account: "222222222222".into(),
+                role_arn: "arn:aws:iam::222222222222:role/platform/r".into()
+            }
         );
     }
 

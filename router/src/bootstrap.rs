@@ -65,7 +65,7 @@ pub async fn run() -> Result<(), lambda_runtime::Error> {
 
     let function_name =
         std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "interruption-router".into());
-    let accounts = Accounts::new(sdk, config.served.clone(), config.spoke_role_name.clone());
+    let accounts = Accounts::new(sdk, config.served.clone(), config.spoke_role());
     let router = Router::new(&config, Arc::new(accounts), function_name)
         .with_metrics_level(logging.metrics_level());
     tracing::info!(
@@ -75,6 +75,7 @@ pub async fn run() -> Result<(), lambda_runtime::Error> {
         dead_letter_queue = config.dead_letter_queue_url.is_some(),
         served_accounts = ?config.served,
         spoke_role_name = %config.spoke_role_name,
+        spoke_role_path = %config.spoke_role_path,
         "router ready"
     );
     lambda_runtime::run(service_fn(|event| router.handle(event))).await

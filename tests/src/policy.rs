@@ -852,6 +852,39 @@ pub const SOURCE_ARN_EXCEPTION: (&str, &str) = (
 /// An Allow to an AWS service names the resource acting for it (`aws:SourceArn`): otherwise any
 /// rule, experiment or function of any account could use the service to act here (the confused
 /// deputy). `aws:SourceAccount` alone is not enough.
+/// The second: EventBridge's use of a queue's key, and why it is pinned to the account alone.
+pub const KEY_SOURCE_ARN_EXCEPTION: (&str, &str) = (
+    "events.amazonaws.com",
+    "a key policy statement for EventBridge's deliveries into the queues under the key: SQS calls \
+     KMS for them, and no AWS document says that call carries the rule's aws:SourceArn, so a \
+     positive condition on it could refuse every delivery; it is pinned by aws:SourceAccount to \
+     this account (with aws:SourceArn only as ...IfExists), and the queue policies, which SQS \
+     checks before it asks KMS, pin the stack's rules by ARN",
+);
+
+/// Whether `s` is [`KEY_SOURCE_ARN_EXCEPTION`]: a KMS key's policy granting `service` exactly
+/// kms:GenerateDataKey and kms:Decrypt, with aws:SourceAccount equal to this account and any
+/// aws:SourceArn condition an `...IfExists` naming no wildcard.
+fn key_statement_excepted(t: &Template, s: &Statement, service: &str) -> bool {
+    let account = json!({"Ref": "AWS::AccountId"});
+    let pinned_to_account = s.condition("aws:SourceAccount").iter().any(|(op, v)| {
+        op == "StringEquals" && (**v == account || v.as_array() == Some(&vec![account.clone()]))
+    });
+    let source_arns_if_exist = s.condition("aws:SourceArn").iter().all(|(op, values)| {
+        op.ends_with("IfExists")
+            && list_branches(values)
+                .iter()
+                .all(|l| !l.is_empty() && l.iter().all(|v| *v != "*"))
+    });
+    let mut actions = s.actions();
+    actions.sort();
+    service == KEY_SOURCE_ARN_EXCEPTION.0
+        && t.is_a(&s.holder, "AWS::KMS::Key")
+        && actions == ["kms:Decrypt", "kms:GenerateDataKey"]
+        && pinned_to_account
+        && source_arns_if_exist
+}
+
 fn service_principals_pinned_to_source(t: &Template) -> Found {
     let mut found = Found::new();
     let execution_roles = execution_roles(t);
@@ -864,7 +897,7 @@ fn service_principals_pinned_to_source(t: &Template) -> Found {
                 && service == SOURCE_ARN_EXCEPTION.0
                 && execution_roles.contains(&s.holder)
                 && s.actions() == ["sts:AssumeRole"];
-            if excepted {
+            if excepted || key_statement_excepted(t, s, &service) {
                 continue;
             }
             let pinned = s.condition("aws:SourceArn").iter().any(|(op, values)| {
@@ -1067,8 +1100,31 @@ fn router_has_needed_permissions(t: &Template) -> Found {
     found
 }
 
-/// The only roles the router may assume: the spoke role's name in any account.
-const SPOKE_ROLES: &str = "arn:${AWS::Partition}:iam::*:role/${SpokeRoleName}";
+/// The only roles the router may assume: the spoke role's name in any account, at `/` or under
+/// the SpokeRolePath parameter.
+const SPOKE_ROLES: [&str; 2] = [
+    "arn:${AWS::Partition}:iam::*:role/${SpokeRoleName}",
+    "arn:${AWS::Partition}:iam::*:role${SpokeRolePath}${SpokeRoleName}",
+];
+
+/// Whether an IAM path pattern admits no wildcard: every character class excludes `*`, `?` and
+/// escapes, and nothing outside a class matches any character.
+pub fn path_pattern_admits_no_wildcard(pattern: &str) -> bool {
+    let mut outside = String::new();
+    let mut rest = pattern;
+    while let Some((before, after)) = rest.split_once('[') {
+        outside.push_str(before);
+        let Some((class, tail)) = after.split_once(']') else {
+            return false;
+        };
+        if class.contains(['*', '?', '\\', '[', '^']) {
+            return false;
+        }
+        rest = tail;
+    }
+    outside.push_str(rest);
+    !outside.contains(['.', '\\'])
+}
 
 /// Whether a parameter's AllowedPattern admits only names: `^[class]{m,n}$` or `^[class]+$`
 /// with m >= 1 and no `*` or `?` (IAM wildcards) and no escape in the class. Anything else
@@ -1105,17 +1161,34 @@ fn router_assumes_only_spoke_roles(t: &Template) -> Found {
             found.push((s.label(), format!("{role} assumes roles with NotResource")));
         }
         for r in s.resources() {
-            if r.get("Fn::Sub").and_then(Value::as_str) == Some(SPOKE_ROLES) {
-                uses_spoke_name = true;
-            } else {
-                found.push((
-                    s.label(),
-                    format!("{role} may assume {}, not only {SPOKE_ROLES}", text(r)),
-                ));
+            // `Fn::If` on SpokeRolePath: each branch must be one of the two.
+            let branches = match r.get("Fn::If").and_then(Value::as_array) {
+                Some(args) if args.len() == 3 => vec![&args[1], &args[2]],
+                _ => vec![r],
+            };
+            for r in branches {
+                let sub = r.get("Fn::Sub").and_then(Value::as_str);
+                if sub.is_some_and(|sub| SPOKE_ROLES.contains(&sub)) {
+                    uses_spoke_name = true;
+                } else {
+                    found.push((
+                        s.label(),
+                        format!("{role} may assume {}, not only {SPOKE_ROLES:?}", text(r)),
+                    ));
+                }
             }
         }
     }
     if uses_spoke_name {
+        let path = t.doc["Parameters"]["SpokeRolePath"]["AllowedPattern"]
+            .as_str()
+            .unwrap_or_default();
+        if !path_pattern_admits_no_wildcard(path) {
+            found.push((
+                "Parameters.SpokeRolePath".into(),
+                format!("AllowedPattern {path:?} may admit a wildcard in the role's path"),
+            ));
+        }
         let pattern = t.doc["Parameters"]["SpokeRoleName"]["AllowedPattern"]
             .as_str()
             .unwrap_or_default();

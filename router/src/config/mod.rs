@@ -32,6 +32,9 @@ pub struct Config {
     /// The role a member account creates for the router (its name; the account comes from the
     /// event).
     pub spoke_role_name: String,
+    /// That role's IAM path (`SPOKE_ROLE_PATH`, `/` unless the accounts put their roles under
+    /// one), part of its ARN.
+    pub spoke_role_path: String,
     /// The function's own execution role (`ROUTER_ROLE_ARN`, set by base.yaml): the sender a
     /// tenant queue made before the tenant tag existed admits at home ([`crate::tenancy`]).
     pub router_role_arn: Option<String>,
@@ -250,6 +253,7 @@ impl Config {
             }
             value
         };
+        let spoke_role_path = spoke_role_path(get("SPOKE_ROLE_PATH"))?;
 
         // Shadow mode is gone: it sent nothing, not even to clusters already reading the router's
         // queue. A function still configured for it must not start and silence them.
@@ -300,9 +304,42 @@ impl Config {
             metrics_namespace,
             served,
             spoke_role_name,
+            spoke_role_path,
             router_role_arn,
         })
     }
+
+    /// The spoke role as its ARN ends after `role/`: its path (without the leading `/`) and
+    /// name, e.g. `platform/interruption-router-spoke`.
+    pub fn spoke_role(&self) -> String {
+        format!("{}{}", &self.spoke_role_path[1..], self.spoke_role_name)
+    }
+}
+
+/// `SPOKE_ROLE_PATH`: an IAM path ("/", or "/a/b/": 1-512 characters from `!` to `~`, starting
+/// and ending with "/", as IAM's CreateRole takes it); empty or unset is "/".
+fn spoke_role_path(value: Option<String>) -> Result<String, ConfigError> {
+    let value = value
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "/".to_owned());
+    let ok = value.len() <= 512
+        && value.starts_with('/')
+        && value.ends_with('/')
+        && !value.contains("//")
+        && value.chars().all(|c| ('!'..='~').contains(&c));
+    if ok {
+        return Ok(value);
+    }
+    Err(ConfigError {
+        var: "SPOKE_ROLE_PATH",
+        value,
+        problem: "it is not an IAM role path".into(),
+        fix: "give the path of the role spoke.yaml creates in each member account (the spoke \
+              stacks' SpokeRolePath), starting and ending with /, e.g. /platform/; leave it \
+              unset for /"
+            .into(),
+    })
 }
 
 fn parse_served(value: &str) -> Result<Served, String> {

@@ -103,6 +103,27 @@ fn served_accounts_are_a_list_a_star_or_nothing() {
 }
 
 #[test]
+fn spoke_role_path_is_an_iam_path_and_part_of_the_role_s_arn() {
+    let c = config(&[]).unwrap();
+    assert_eq!(c.spoke_role_path, "/");
+    assert_eq!(c.spoke_role(), "interruption-router-spoke");
+    let c = config(&[("SPOKE_ROLE_PATH", "/platform/eks/")]).unwrap();
+    assert_eq!(c.spoke_role(), "platform/eks/interruption-router-spoke");
+    for bad in [
+        "platform",
+        "/platform",
+        "platform/",
+        "//",
+        "/a//b/",
+        "/a b/",
+    ] {
+        let err = config(&[("SPOKE_ROLE_PATH", bad)]).unwrap_err();
+        assert_eq!(err.var, "SPOKE_ROLE_PATH", "{bad:?}");
+        assert!(err.to_string().contains("SpokeRolePath"), "{err}");
+    }
+}
+
+#[test]
 fn spoke_role_name_is_a_role_name_not_an_arn() {
     assert_eq!(
         config(&[("SPOKE_ROLE_NAME", "ir-spoke")])

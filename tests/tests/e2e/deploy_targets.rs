@@ -362,7 +362,12 @@ fn locked_down_settings_reach_the_stacks_only_when_set() {
     ];
     let locked = [
         base.as_slice(),
-        &["KMS_KEY=Create", boundary, "ROLE_PATH=/platform/"],
+        &[
+            "KMS_KEY=Create",
+            boundary,
+            "ROLE_PATH=/platform/",
+            "SPOKE_ROLE_PATH=/platform/spokes/",
+        ],
     ]
     .concat();
     let (ok, out) = cli.make(&locked);
@@ -372,6 +377,7 @@ fn locked_down_settings_reach_the_stacks_only_when_set() {
         "KmsKey=Create",
         "PermissionsBoundary=platform/boundary",
         "RolePath=/platform/",
+        "SpokeRolePath=/platform/spokes/",
     ] {
         assert!(has(&args, pair), "{pair}: {args:?}");
     }
@@ -379,7 +385,7 @@ fn locked_down_settings_reach_the_stacks_only_when_set() {
     assert!(ok, "{out}");
     let (_, args) = cli.deploys().pop().unwrap();
     let named = |args: &[String], key: &str| args.iter().any(|a| a.starts_with(&format!("{key}=")));
-    for key in ["KmsKey", "PermissionsBoundary", "RolePath"] {
+    for key in ["KmsKey", "PermissionsBoundary", "RolePath", "SpokeRolePath"] {
         assert!(!named(&args, key), "a re-run passes no {key}: {args:?}");
     }
     let kept = cli.parameters("interruption-router");
@@ -395,10 +401,12 @@ fn locked_down_settings_reach_the_stacks_only_when_set() {
         "KMS_KEY=Create",
         boundary,
         "ROLE_PATH=/platform/",
+        "SPOKE_ROLE_PATH=/platform/spokes/",
     ]);
     assert!(ok, "{out}");
     let (_, args) = cli.deploys().pop().unwrap();
     assert!(has(&args, "RolePath=/platform/"), "{args:?}");
+    assert!(has(&args, "SpokeRolePath=/platform/spokes/"), "{args:?}");
     assert!(
         named(&args, "PermissionsBoundary") && !named(&args, "KmsKey"),
         "{args:?}"

@@ -363,6 +363,30 @@ fn broken_copies() -> Vec<Broken> {
         "base: any rule may send to the ingest queue",
         t,
     ));
+    // The key's exception holds only as written: pinned to the account, the rule ARN a
+    // wildcard-free ...IfExists.
+    let mut t = base();
+    let s = statement(&mut t, "QueueKey", "EventBridgeRulesOfThisAccountDeliver");
+    assert!(
+        s["Condition"]
+            .as_object_mut()
+            .unwrap()
+            .remove("StringEquals")
+            .is_some()
+    );
+    out.push(broken(
+        ServicePrincipalsPinnedToSource,
+        "base: EventBridge's key statement without aws:SourceAccount",
+        t,
+    ));
+    let mut t = base();
+    let s = statement(&mut t, "QueueKey", "EventBridgeRulesOfThisAccountDeliver");
+    s["Condition"]["ArnLikeIfExists"]["aws:SourceArn"] = json!("*");
+    out.push(broken(
+        ServicePrincipalsPinnedToSource,
+        "base: EventBridge's key statement for any source",
+        t,
+    ));
     let mut t = fis();
     let trust = &mut properties(&mut t, "ExperimentRole")["AssumeRolePolicyDocument"]["Statement"]
         [0]["Condition"];
@@ -915,7 +939,10 @@ fn a_kms_key_passes_for_sse() {
 /// The helpers of `e2e_tests::policy` themselves (they ran as that library's unit tests, a
 /// second test binary of this crate).
 mod helpers {
-    use e2e_tests::policy::{Template, action_matches, alternatives, pattern_admits_only_names};
+    use e2e_tests::policy::{
+        Template, action_matches, alternatives, path_pattern_admits_no_wildcard,
+        pattern_admits_only_names,
+    };
     use serde_json::json;
 
     #[test]
@@ -975,5 +1002,18 @@ mod helpers {
         assert!(!pattern_admits_only_names("^.+$"));
         assert!(!pattern_admits_only_names("^[a-z]{1,64}$|^\\*$"));
         assert!(!pattern_admits_only_names(""));
+    }
+
+    #[test]
+    fn path_patterns() {
+        assert!(path_pattern_admits_no_wildcard(
+            "^$|^/([A-Za-z0-9+=,.@_-]+/)*$"
+        ));
+        assert!(!path_pattern_admits_no_wildcard(
+            "^$|^/([A-Za-z0-9*/-]+/)*$"
+        ));
+        assert!(!path_pattern_admits_no_wildcard("^/.*/$"));
+        assert!(!path_pattern_admits_no_wildcard("^/(\\*)/$"));
+        assert!(!path_pattern_admits_no_wildcard("^/[a-z/"));
     }
 }

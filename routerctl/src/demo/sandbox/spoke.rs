@@ -25,6 +25,18 @@ impl Sandbox {
         account: &str,
         clusters: &[&str],
     ) -> Result<Spoke> {
+        self.deploy_spoke_with(moto, account, clusters, &[]).await
+    }
+
+    /// [`Sandbox::deploy_spoke`], each tenant stack with these parameters too (`KmsKey=Create`
+    /// for a locked-down account).
+    pub async fn deploy_spoke_with(
+        &self,
+        moto: &MotoServer,
+        account: &str,
+        clusters: &[&str],
+        tenant_parameters: &[(&str, &str)],
+    ) -> Result<Spoke> {
         let spoke_role = interruption_router::config::DEFAULT_SPOKE_ROLE_NAME;
         let aws = Aws::new(&sdk_config_as(moto.endpoint(), account, REGION, spoke_role).await?)?;
         let stack = stacks::create(
@@ -44,7 +56,7 @@ impl Sandbox {
                 &stacks::tenant_stack_name(verify::DEFAULT_SPOKE_STACK, cluster),
                 stacks::TENANT_TEMPLATE,
                 // No BaseStackName: the queue imports the region's exports (the spoke's here).
-                &[("ClusterName", cluster)],
+                &[&[("ClusterName", *cluster)], tenant_parameters].concat(),
             )
             .await?;
             let name = format!("karpenter-{cluster}");

@@ -129,20 +129,39 @@ pub(super) fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base
         Served::Any => vec![SAMPLE_ACCOUNT],
     };
     accounts.push(&base.account);
-    let spoke = &config.spoke_role_name;
+    let name = &config.spoke_role_name;
+    // The role's path and name as its ARN ends (`platform/ir-spoke`).
+    let spoke = &config.spoke_role();
     let mut f = Findings::default();
     let stack_name = base
         .parameter("SpokeRoleName")
         .unwrap_or(DEFAULT_SPOKE_ROLE_NAME);
-    if stack_name != spoke {
+    if stack_name != name {
         f.problem(
             format!(
-                "the function's SPOKE_ROLE_NAME is {spoke} but the stack's SpokeRoleName is \
+                "the function's SPOKE_ROLE_NAME is {name} but the stack's SpokeRoleName is \
                  {stack_name}: the role may assume only the latter"
             ),
             format!(
-                "update the stack so both come from SpokeRoleName (SpokeRoleName={spoke} if the \
-                 member accounts' spoke stacks use {spoke})"
+                "update the stack so both come from SpokeRoleName (SpokeRoleName={name} if the \
+                 member accounts' spoke stacks use {name})"
+            ),
+        );
+    }
+    let path = &config.spoke_role_path;
+    let stack_path = base
+        .parameter("SpokeRolePath")
+        .filter(|p| !p.is_empty())
+        .unwrap_or("/");
+    if stack_path != path {
+        f.problem(
+            format!(
+                "the function's SPOKE_ROLE_PATH is {path} but the stack's SpokeRolePath is \
+                 {stack_path}: the role may assume only roles under the latter"
+            ),
+            format!(
+                "update the stack so both come from SpokeRolePath (SpokeRolePath={path} if the \
+                 member accounts' spoke stacks use {path})"
             ),
         );
     }

@@ -61,6 +61,8 @@ struct Hub<'a> {
     bus: Option<&'a str>,
     router_role: Option<&'a str>,
     spoke_role_name: &'a str,
+    /// Its IAM path (`/` unless the accounts put it under one).
+    spoke_role_path: &'a str,
     /// The role the router assumes in the member account.
     spoke_role_arn: String,
     queue_prefix: String,
@@ -78,7 +80,7 @@ impl Hub<'_> {
             "deploy cloudformation/spoke.yaml in account {} ({}): aws cloudformation deploy \
              --region {} --stack-name {} --template-file cloudformation/spoke.yaml --capabilities \
              CAPABILITY_NAMED_IAM --parameter-overrides HubEventBusArn={} RouterRoleArn={} \
-             QueuePrefix={} SpokeRoleName={} (CreateSpokeRole=false in every region but one)",
+             QueuePrefix={} {} (CreateSpokeRole=false in every region but one)",
             member.account,
             self.region,
             self.region,
@@ -87,8 +89,19 @@ impl Hub<'_> {
             self.router_role
                 .unwrap_or("<the base stack's RouterRoleArn>"),
             self.queue_prefix,
-            self.spoke_role_name,
+            self.spoke_role_parameters(),
         )
+    }
+
+    /// `SpokeRoleName=<name>`, and `SpokeRolePath=<path>` when the role is not at `/`.
+    fn spoke_role_parameters(&self) -> String {
+        match self.spoke_role_path {
+            "/" => format!("SpokeRoleName={}", self.spoke_role_name),
+            path => format!(
+                "SpokeRoleName={} SpokeRolePath={path}",
+                self.spoke_role_name
+            ),
+        }
     }
 }
 
@@ -130,14 +143,20 @@ pub(super) async fn check(
         .map(|c| c.spoke_role_name.as_str())
         .or_else(|| base.parameter("SpokeRoleName"))
         .unwrap_or(DEFAULT_SPOKE_ROLE_NAME);
+    // Its path, as the ARN carries it after `role/` ("" for /).
+    let spoke_role_path = config
+        .map(|c| c.spoke_role_path.as_str())
+        .or_else(|| base.parameter("SpokeRolePath").filter(|p| !p.is_empty()))
+        .unwrap_or("/");
     let hub = Hub {
         base,
         region: &hub_aws.region,
         bus: base.hub_bus_arn(),
         router_role: base.output("RouterRoleArn"),
         spoke_role_name,
+        spoke_role_path,
         spoke_role_arn: format!(
-            "arn:{}:iam::{}:role/{spoke_role_name}",
+            "arn:{}:iam::{}:role{spoke_role_path}{spoke_role_name}",
             base.partition, member.account
         ),
         queue_prefix: template
@@ -208,8 +227,9 @@ pub(super) async fn check(
                 if missing {
                     format!(
                         "update the spoke stack {} in the region that creates the role with \
-                         CreateSpokeRole=true and SpokeRoleName={}",
-                        member.spoke_stack, hub.spoke_role_name
+                         CreateSpokeRole=true and {}",
+                        member.spoke_stack,
+                        hub.spoke_role_parameters()
                     )
                 } else {
                     fix

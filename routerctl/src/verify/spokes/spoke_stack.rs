@@ -122,7 +122,10 @@ pub(super) async fn check_spoke_stack(
                 exported_role.unwrap_or("(none)"),
                 hub.spoke_role_arn
             ),
-            update("SpokeRoleName", hub.spoke_role_name),
+            format!(
+                "update the spoke stack {stack_name} in account {account} with {}",
+                hub.spoke_role_parameters()
+            ),
         ),
         Expect::lookup(
             &resources,

@@ -6,10 +6,14 @@ use interruption_router::config::QueueNameTemplate;
 use super::{Hub, Member};
 use crate::check::{self, Expect};
 use crate::verify::{
+    keys,
     queues::{encryption, load_queue},
     report::{Check, Findings, fail},
     role::Role,
-    tenants::{Sender, check_ownership, check_read, check_tenant_policy, discover_clusters},
+    tenants::{
+        Sender, check_ownership, check_read, check_tenant_policy, discover_clusters,
+        tenant_stack_parameter,
+    },
 };
 use aws_model::aws::Aws;
 
@@ -128,6 +132,26 @@ pub(super) async fn check_tenants(
                     ),
                 )],
             ));
+        }
+        let karpenter_role =
+            tenant_stack_parameter(aws, hub.base, cluster, &queue.url, "KarpenterRoleName")
+                .await
+                .filter(|r| !r.is_empty());
+        let redeploy = format!(
+            "update the tenant stack of {cluster} with account {account}'s credentials: make \
+             deploy-tenant CLUSTER={cluster} REGION={region}"
+        );
+        let key_name = hub.name(&format!("{prefix}:key"));
+        let key = keys::check_member_tenant(
+            aws,
+            &queue,
+            role,
+            karpenter_role.as_deref(),
+            &key_name,
+            &redeploy,
+        );
+        if let Some(check) = key.await {
+            checks.push(check);
         }
         checks.push(check_read(aws, &queue, cluster, None, &hub.name(&prefix)).await);
     }

@@ -113,7 +113,7 @@ pub(crate) async fn check_karpenter_role(
 
 /// A parameter of the tenant stack that created the queue at `queue_url`: the stack CloudFormation
 /// names for that physical resource, or the one `make deploy-tenant` names for the cluster.
-pub(super) async fn tenant_stack_parameter(
+pub(crate) async fn tenant_stack_parameter(
     aws: &Aws,
     base: &Base,
     cluster: &str,

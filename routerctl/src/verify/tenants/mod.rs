@@ -30,7 +30,7 @@ use aws_model::{
 };
 
 pub(crate) use self::karpenter::check_karpenter_role;
-use self::karpenter::tenant_stack_parameter;
+pub(crate) use self::karpenter::tenant_stack_parameter;
 pub use self::reading::ROUTER_QUEUE_ACTIONS;
 pub(crate) use self::reading::{check_ownership, check_read};
 /// How the router names queues: the function's template; if the environment is broken, the

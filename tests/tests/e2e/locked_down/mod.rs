@@ -3,8 +3,10 @@
 //!
 //! * [`principals`]: who may use each key and queue, as KMS and IAM decide, with a boundary;
 //! * [`updates`]: what updating today's stacks to these templates replaces;
-//! * [`deployed`]: the stacks deployed into moto with a key and a boundary.
+//! * [`deployed`]: the stacks deployed into moto with a key and a boundary;
+//! * [`verified`]: `routerctl verify` on a member account's tenant queues under their keys.
 
 mod deployed;
 mod principals;
 mod updates;
+mod verified;

@@ -18,7 +18,7 @@ use aws_model::{
     stacks::{BASE_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE},
     template::{Deployment, Stage},
 };
-use interruption_router::{accounts::Sender, config::DEFAULT_SPOKE_ROLE_NAME};
+use interruption_router::{accounts::Sender, config::Config};
 use serde_json::{Value, json};
 
 use super::super::permissions::{
@@ -30,6 +30,8 @@ const HUB_BOUNDARY: &str = "arn:aws:iam::123456789012:policy/platform/boundary";
 const MEMBER_BOUNDARY: &str = "arn:aws:iam::111111111111:policy/platform/boundary";
 const EVENTS: &str = "events.amazonaws.com";
 const CLUSTER: &str = "alpha";
+/// The member accounts keep their roles under a path, the spoke role included.
+const SPOKE_ROLE_PATH: &str = "/platform/spokes/";
 
 /// A tenant queue with its own key, where the router sends as `sender`.
 struct TenantQueue {
@@ -48,10 +50,15 @@ struct Rendered {
     router_policies: Vec<Policy>,
     spoke_arn: String,
     spoke_policies: Vec<Policy>,
+    /// The router's configuration as the hub stack sets its environment.
+    router_config: Config,
     base_key: Policy,
     base_key_arn: String,
     ingest: String,
     dlq: String,
+    /// The ingest queue's and the DLQ's policies (which rules may send).
+    ingest_policy: Policy,
+    dlq_policy: Policy,
     rules: Vec<String>,
     hub_tenant: TenantQueue,
     member_tenant: TenantQueue,
@@ -94,8 +101,18 @@ fn render() -> Rendered {
     let stage = hub_stage(MEMBER, "")
         .parameter("KmsKey", "Create")
         .parameter("PermissionsBoundary", "platform/boundary")
-        .parameter("RolePath", "/platform/");
+        .parameter("RolePath", "/platform/")
+        .parameter("SpokeRolePath", SPOKE_ROLE_PATH);
     let hub = base.deploy(&stage).unwrap();
+    let environment = hub
+        .property("RouterFunction", &["Environment", "Variables"])
+        .unwrap();
+    let router_config = Config::from_lookup(|var| {
+        environment
+            .get(var)
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+    })
+    .unwrap();
     assert_eq!(
         hub.property("RouterRole", &["PermissionsBoundary"])
             .unwrap(),
@@ -131,8 +148,13 @@ fn render() -> Rendered {
         )
         .parameter("RouterRoleArn", &router_arn)
         .parameter("PermissionsBoundary", "platform/boundary")
-        .parameter("RolePath", "/platform/");
+        .parameter("RolePath", "/platform/")
+        .parameter("SpokeRolePath", SPOKE_ROLE_PATH);
     let spoke = spoke_template.deploy(&spoke_stage).unwrap();
+    assert_eq!(
+        spoke.property("SpokeRole", &["Path"]).unwrap(),
+        json!(SPOKE_ROLE_PATH)
+    );
     for role in ["SpokeRole", "ForwardToHubRole"] {
         assert_eq!(
             spoke.property(role, &["PermissionsBoundary"]).unwrap(),
@@ -142,11 +164,14 @@ fn render() -> Rendered {
     Rendered {
         spoke_arn: spoke.output("SpokeRoleArn").unwrap().unwrap(),
         spoke_policies: role_policies(&spoke, "SpokeRole"),
+        router_config,
         router_policies: role_policies(&hub, "RouterRole"),
         base_key: document(&hub, "QueueKey", &["KeyPolicy"]),
         base_key_arn,
         ingest: arn_of(&hub, "IngestQueue"),
         dlq: arn_of(&hub, "DeadLetterQueue"),
+        ingest_policy: document(&hub, "IngestQueuePolicy", &["PolicyDocument"]),
+        dlq_policy: document(&hub, "DeadLetterQueuePolicy", &["PolicyDocument"]),
         rules,
         hub_tenant: tenant(HUB, hub.exports().unwrap()),
         member_tenant: tenant(MEMBER, spoke.exports().unwrap()),
@@ -287,6 +312,45 @@ fn eventbridge_delivers_every_rule_into_the_encrypted_ingest_queue_and_dlq() -> 
         deliver(&missing, &r.rules[0], HUB, "kms:GenerateDataKey"),
         Decision::NotAllowed
     );
+    // SQS's call to KMS may not carry the rule's ARN (no AWS document says it does): the key
+    // must not depend on it, or every delivery would fail and nothing would say so.
+    for action in PRODUCE {
+        let context = [("aws:SourceAccount", HUB)];
+        let decision = authorize_service(
+            &r.base_key,
+            EVENTS,
+            &request(action, &r.base_key_arn, &context),
+        );
+        assert!(
+            decision.is_allowed(),
+            "{action} without aws:SourceArn: {decision}"
+        );
+    }
+    // The key names this account's rules; which of them may send is the queue policies' say,
+    // and SQS asks KMS only for a send they admit: each of the stack's rules, and no other
+    // rule of the account (another team's rule on the default bus here).
+    let send = |policy: &Policy, queue: &str, rule: &str| {
+        let context = [
+            ("aws:SourceArn", rule),
+            ("aws:SourceAccount", HUB),
+            ("aws:SecureTransport", "true"),
+        ];
+        authorize_service(policy, EVENTS, &request("sqs:SendMessage", queue, &context))
+    };
+    for rule in &r.rules {
+        for (policy, queue) in [(&r.ingest_policy, &r.ingest), (&r.dlq_policy, &r.dlq)] {
+            let decision = send(policy, queue, rule);
+            assert!(decision.is_allowed(), "{rule} into {queue}: {decision}");
+        }
+    }
+    let neighbour = format!("arn:aws:events:us-east-1:{HUB}:rule/another-teams-rule");
+    assert!(deliver(&r.base_key, &neighbour, HUB, "kms:GenerateDataKey").is_allowed());
+    for (policy, queue) in [(&r.ingest_policy, &r.ingest), (&r.dlq_policy, &r.dlq)] {
+        assert!(
+            !send(policy, queue, &neighbour).is_allowed(),
+            "{neighbour} may send into {queue}"
+        );
+    }
     Ok(())
 }
 
@@ -300,7 +364,17 @@ fn the_router_role_works_within_a_boundary_of_exactly_what_the_stacks_grant() ->
         boundary: Some(&boundary),
     };
     let tenant_queue = format!("arn:aws:sqs:us-east-1:{HUB}:karpenter-{CLUSTER}");
-    let member_spoke = format!("arn:aws:iam::{MEMBER}:role/{DEFAULT_SPOKE_ROLE_NAME}");
+    // The spoke role under its path, as the router assumes it (its SPOKE_ROLE_PATH and _NAME).
+    let member_spoke =
+        match Sender::for_scope(HUB, HOME, MEMBER, HOME, &r.router_config.spoke_role()) {
+            Sender::Spoke { role_arn, .. } => role_arn,
+            Sender::Home => unreachable!("a member account is never home"),
+        };
+    assert_eq!(member_spoke, r.spoke_arn);
+    assert!(
+        member_spoke.contains(":role/platform/spokes/"),
+        "{member_spoke}"
+    );
     let log_group =
         format!("arn:aws:logs:us-east-1:{HUB}:log-group:/aws/lambda/{BASE_STACK}-router:*");
     let assume = [("aws:ResourceAccount", MEMBER)];
@@ -394,7 +468,8 @@ fn the_router_and_the_spoke_role_write_tenant_queues_under_their_keys() -> Resul
         (&r.member_tenant, &r.spoke_policies),
     ] {
         // Who the router is there, by its own code.
-        let sender = Sender::for_scope(HUB, HOME, queue.account, HOME, DEFAULT_SPOKE_ROLE_NAME);
+        let spoke_role = r.router_config.spoke_role();
+        let sender = Sender::for_scope(HUB, HOME, queue.account, HOME, &spoke_role);
         let arn = match &sender {
             Sender::Home => r.router_arn.clone(),
             Sender::Spoke { role_arn, .. } => {

@@ -7,7 +7,7 @@
 
 use anyhow::Result;
 use aws_model::{
-    stacks::{BASE_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE},
+    stacks::{BASE_TEMPLATE, FIS_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE},
     template::{ResourceSchemas, Stage, Template, replacements},
 };
 
@@ -17,12 +17,13 @@ fn current(name: &str) -> &'static str {
     match name {
         "base.yaml" => BASE_TEMPLATE,
         "tenant.yaml" => TENANT_TEMPLATE,
+        "fis.yaml" => FIS_TEMPLATE,
         _ => SPOKE_TEMPLATE,
     }
 }
 
-/// The deployments of today's stacks the updates start from: the update tests' own, and a
-/// spoke stack in a region that does not create the spoke role.
+/// The deployments of today's stacks the updates start from: the update tests' own, a spoke
+/// stack in a region that does not create the spoke role, and a cluster's FIS stack.
 fn deployed() -> Vec<(&'static str, &'static str, Stage)> {
     let mut scenarios = super::super::stacks::update_scenarios();
     let (_, _, spoke) = scenarios
@@ -34,6 +35,12 @@ fn deployed() -> Vec<(&'static str, &'static str, Stage)> {
         "spoke.yaml",
         "another region",
         spoke.parameter("CreateSpokeRole", "false"),
+    ));
+    scenarios.push((
+        "fis.yaml",
+        "a cluster under test",
+        Stage::new("interruption-router-fis-alpha", "123456789012", REGION)
+            .parameter("ClusterName", "alpha"),
     ));
     scenarios
 }
@@ -77,23 +84,33 @@ fn a_key_or_a_boundary_updates_in_place_and_a_role_path_replaces_only_its_role()
         let new = Template::parse(name, current(name))?;
         let before = old.deploy(&stage)?;
         let mut changes = vec![];
-        if name != "spoke.yaml" {
+        let path_of = |role: &str| {
+            vec![format!(
+                "{role} (AWS::IAM::Role) is replaced: Path changes from null to \"/platform/\""
+            )]
+        };
+        if matches!(name, "base.yaml" | "tenant.yaml") {
             changes.push(("KmsKey", "Create", vec![]));
         }
         if name != "tenant.yaml" {
             changes.push(("PermissionsBoundary", boundary, vec![]));
-            let role = if name == "base.yaml" {
-                "RouterRole"
-            } else {
-                "ForwardToHubRole"
+            let role = match name {
+                "base.yaml" => "RouterRole",
+                "fis.yaml" => "ExperimentRole",
+                _ => "ForwardToHubRole",
             };
-            changes.push((
-                "RolePath",
-                "/platform/",
-                vec![format!(
-                    "{role} (AWS::IAM::Role) is replaced: Path changes from null to \"/platform/\""
-                )],
-            ));
+            changes.push(("RolePath", "/platform/", path_of(role)));
+        }
+        // The spoke role's path: the hub only names it (its policy and the router's variable
+        // change in place); the region that creates the role replaces it, the others name it.
+        match (name, scenario) {
+            ("base.yaml", _) | ("spoke.yaml", "another region") => {
+                changes.push(("SpokeRolePath", "/platform/", vec![]));
+            }
+            ("spoke.yaml", _) => {
+                changes.push(("SpokeRolePath", "/platform/", path_of("SpokeRole")))
+            }
+            _ => {}
         }
         for (parameter, value, expected) in changes {
             let given = stage.clone().parameter(parameter, value);
