@@ -75,6 +75,16 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
                 .parameter("PermissionsBoundary", "platform/boundary")
                 .parameter("RolePath", "/platform/"),
         ),
+        (
+            "base.yaml",
+            "locked-down hub: a served account's spoke role under a path",
+            base()
+                .parameter("CentralBus", "Enabled")
+                .parameter("ServedAccounts", MEMBER)
+                .parameter("KmsKey", "Create")
+                .parameter("PermissionsBoundary", "platform/boundary")
+                .parameter("SpokeRolePath", "/platform/spokes/"),
+        ),
         ("tenant.yaml", "importing the region's exports", tenant()),
         (
             "tenant.yaml",
@@ -103,7 +113,8 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
             "locked down: a boundary and a path",
             spoke()
                 .parameter("PermissionsBoundary", "platform/boundary")
-                .parameter("RolePath", "/platform/"),
+                .parameter("RolePath", "/platform/")
+                .parameter("SpokeRolePath", "/platform/spokes/"),
         ),
         (
             "spoke.yaml",
@@ -115,6 +126,14 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
             "default",
             Stage::new("interruption-router-fis-alpha", HUB, REGION)
                 .parameter("ClusterName", "alpha"),
+        ),
+        (
+            "fis.yaml",
+            "locked down: a boundary and a path",
+            Stage::new("interruption-router-fis-alpha", HUB, REGION)
+                .parameter("ClusterName", "alpha")
+                .parameter("PermissionsBoundary", "platform/boundary")
+                .parameter("RolePath", "/platform/"),
         ),
     ]
 }
