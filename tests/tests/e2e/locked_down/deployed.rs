@@ -1,7 +1,8 @@
 //! The stacks deployed into moto locked down, as `make deploy-base KMS_KEY=Create
 //! PERMISSIONS_BOUNDARY=… ROLE_PATH=…`, `make deploy-tenant KMS_KEY=Create` and `make
-//! deploy-spoke PERMISSIONS_BOUNDARY=…` deploy them: every queue reports its stack's key, every
-//! key is enabled with rotation on, every role carries the boundary. moto evaluates neither key
+//! deploy-spoke PERMISSIONS_BOUNDARY=… SPOKE_ROLE_PATH=…` deploy them: every queue reports its
+//! stack's key, every key is enabled with rotation on, every role carries the boundary, the spoke
+//! role its path. moto evaluates neither key
 //! policies nor boundaries: what they allow is [`super::principals`]'s.
 
 use anyhow::{Context, Result};
@@ -136,9 +137,29 @@ async fn every_queue_reports_its_stacks_key_and_every_role_the_boundary() -> Res
             ("HubEventBusArn", hub_bus.as_str()),
             ("RouterRoleArn", router_role),
             ("PermissionsBoundary", "platform/platform-boundary"),
+            ("SpokeRolePath", "/platform/spokes/"),
         ],
     )
     .await?;
+    // The spoke role under its path, as the router assumes it and tenant stacks import it.
+    let spoke_role = spoke.output("SpokeRoleArn")?;
+    let exported = spoke.output("RouterRoleArn")?;
+    assert!(
+        spoke_role.ends_with(":role/platform/spokes/interruption-router-spoke"),
+        "{spoke_role}"
+    );
+    assert_eq!(exported, spoke_role);
+    let role = aws
+        .iam
+        .get_role()
+        .role_name("interruption-router-spoke")
+        .send()
+        .await?;
+    assert_eq!(
+        role.role().map(|r| r.path()),
+        Some("/platform/spokes/"),
+        "{role:?}"
+    );
     let roles = spoke_aws
         .cfn
         .describe_stack_resources()
