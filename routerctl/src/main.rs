@@ -49,6 +49,11 @@ enum Command {
         /// interruption set-ups onto the router with `routerctl adopt`, while events keep coming.
         #[arg(long, conflicts_with_all = ["clusters", "instances", "batch_size", "keep", "accounts", "regions"])]
         adopt: bool,
+        /// Instead, deploy the stacks as AWS would have them (stack `ir`, clusters alpha and
+        /// gamma, Karpenter nodes; no router running) and keep the emulator up for trying
+        /// `routerctl verify` and `simulate` against it.
+        #[arg(long, conflicts_with_all = ["clusters", "instances", "batch_size", "keep", "accounts", "regions", "adopt"])]
+        sandbox: bool,
     },
 
     /// Send synthetic interruption events for a cluster's running instances to the ingest queue
@@ -222,6 +227,7 @@ async fn main() -> ExitCode {
             router_bin,
             ..
         } => routerctl::demo::adoption::run(router_bin).await,
+        Command::Demo { sandbox: true, .. } => routerctl::demo::kept::run().await.map(|()| true),
         Command::Demo {
             instances,
             router_bin,

@@ -15,6 +15,7 @@
 //! hub serving several accounts and regions (`--accounts`, `--regions`).
 
 pub mod adoption;
+pub mod kept;
 pub mod old_setups;
 pub mod organisation;
 pub mod sandbox;

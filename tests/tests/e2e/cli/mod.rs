@@ -7,6 +7,7 @@
 //! mapping (Queue mode) or the local Invoke API (Direct mode).
 
 mod experiments;
+mod sandbox;
 mod simulating;
 mod verifying;
 
