@@ -30,9 +30,10 @@
 //!   queues.
 //!
 //! Every check is judged by [`crate::check::evaluate`] (the engine `adopt` shares): a check reads
-//! AWS, then states its rows (expect → what was found → the fix), as `spokes/spoke_stack.rs` does;
-//! the older checks push the same rows as they find them (`report::Findings`). Shared:
-//! `report.rs` (the report), `role.rs` (a role's policies read once).
+//! AWS (where: a lookup that fails ends it, [`crate::check::Expect::lookup`]), then states its rows
+//! (expect → what was found → the fix), as `spokes/spoke_stack.rs` does. `keys.rs` still pushes
+//! the same rows as it finds them (`report::Findings`). Shared: `report.rs` (the report),
+//! `role.rs` (a role's policies read once).
 
 mod function;
 pub(crate) mod keys;

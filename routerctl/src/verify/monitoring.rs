@@ -22,9 +22,10 @@ use interruption_router::config::{Config, DEFAULT_METRICS_NAMESPACE};
 use serde_json::json;
 
 use super::{
-    report::{Check, Findings, fail, pass},
+    report::{Check, fail, pass},
     stack::Base,
 };
+use crate::check::{self, Expect};
 use aws_model::aws::{Aws, describe};
 
 /// What an alarm of base.yaml watches.
@@ -129,45 +130,58 @@ async fn check_dashboard(aws: &Aws, base: &Base, namespace: &str) -> Check {
          aws cloudwatch put-dashboard --dashboard-name {} --dashboard-body <RouterDashboard's body>",
         base.name, base.name
     );
-    let Some(name) = base.output("DashboardName") else {
-        return fail(NAME, "the stack has no DashboardName output", restore);
+    // Where: the stack's dashboard.
+    let looked = match base.output("DashboardName") {
+        None => Err("the stack has no DashboardName output".to_owned()),
+        Some(name) => dashboard_body(aws, name).await.map(|body| (name, body)),
     };
-    let dashboard = match aws
+    let (name, body) = match &looked {
+        Ok(found) => found,
+        Err(_) => return check::evaluate(NAME, [Expect::lookup(&looked, restore)]),
+    };
+    let function = base.output("FunctionName").unwrap_or_default();
+
+    // Expect → what was found → the fix.
+    check::evaluate(
+        NAME,
+        [
+            Expect::found(format!("{name} exists")),
+            Expect::that(
+                body.contains(namespace) && body.contains(function),
+                format!("charts {namespace} metrics of {function}"),
+            )
+            .otherwise(
+                format!(
+                    "its widgets do not chart the router's metrics ({namespace}, FunctionName \
+                     {function}): it was edited, or the function or METRICS_NAMESPACE changed \
+                     outside the stack"
+                ),
+                restore.clone(),
+            ),
+        ],
+    )
+}
+
+/// The body of the dashboard `name`; a problem text when it cannot be read (a deleted one says so).
+async fn dashboard_body(aws: &Aws, name: &str) -> Result<String, String> {
+    match aws
         .cloudwatch
         .get_dashboard()
         .dashboard_name(name)
         .send()
         .await
     {
-        Ok(d) => d,
-        Err(e) => {
-            let problem = if e.as_service_error().is_some_and(|s| {
+        Ok(d) => Ok(d.dashboard_body().unwrap_or_default().to_owned()),
+        Err(e) => Err(
+            if e.as_service_error().is_some_and(|s| {
                 s.is_dashboard_not_found_error() || s.code() == Some("ResourceNotFound")
             }) {
                 format!("dashboard {name} does not exist (deleted outside CloudFormation)")
             } else {
                 format!("GetDashboard {name}: {}", describe(&e))
-            };
-            return fail(NAME, problem, restore);
-        }
-    };
-    let mut f = Findings::default();
-    f.ok(format!("{name} exists"));
-    let body = dashboard.dashboard_body().unwrap_or_default();
-    let function = base.output("FunctionName").unwrap_or_default();
-    if body.contains(namespace) && body.contains(function) {
-        f.ok(format!("charts {namespace} metrics of {function}"));
-    } else {
-        f.problem(
-            format!(
-                "its widgets do not chart the router's metrics ({namespace}, FunctionName \
-                 {function}): it was edited, or the function or METRICS_NAMESPACE changed outside \
-                 the stack"
-            ),
-            restore,
-        );
+            },
+        ),
     }
-    f.into_check(NAME)
 }
 
 /// The dimension value of `name` on a metric's dimensions, if it has one.
@@ -349,92 +363,114 @@ async fn check_alarm(aws: &Aws, base: &Base, spec: &AlarmSpec, m: &Monitored<'_>
         spec.logical,
         spec.put_command(&aws.region, &stack_alarm, m)
     );
-    let mut alarms = match aws
-        .cloudwatch
-        .describe_alarms()
-        .alarm_name_prefix(&stack_alarm)
-        .send()
-        .await
-    {
-        Ok(out) => out.metric_alarms().to_vec(),
-        Err(e) => {
-            return fail(
-                &name,
-                format!("DescribeAlarms: {}", describe(&e)),
-                "run verify with cloudwatch:DescribeAlarms",
+    // Where: the stack's alarm (or one made by hand on the same metric), then the one watching
+    // what the spec says.
+    let described = find_alarms(aws, &stack_alarm, spec, m).await;
+    let watching = described.as_ref().map_err(Clone::clone).and_then(|alarms| {
+        alarms
+            .iter()
+            .find(|a| spec.watched_by(a, m).is_ok())
+            .ok_or_else(|| {
+                let elsewhere = alarms
+                    .first()
+                    .and_then(|a| Some((a.alarm_name()?, spec.watched_by(a, m).err()?)))
+                    .map(|(alarm, what)| format!(" (the stack's {alarm} watches {what})"))
+                    .unwrap_or_default();
+                format!(
+                    "no alarm watches {}: {}{elsewhere}",
+                    spec.describes(m),
+                    spec.unnoticed
+                )
+            })
+    });
+    let alarm = match &watching {
+        Ok(alarm) => alarm,
+        Err(_) => {
+            return check::evaluate(
+                name,
+                [
+                    Expect::lookup(&described, "run verify with cloudwatch:DescribeAlarms"),
+                    Expect::lookup(&watching, create),
+                ],
             );
         }
     };
-    // An alarm made by hand on the same metric counts too.
-    if let (true, Watches::Count(metric)) = (alarms.is_empty(), spec.watches) {
-        // Moto ignores the Dimensions filter; AWS needs it for a metric with dimensions.
-        if let Ok(out) = aws
-            .cloudwatch
-            .describe_alarms_for_metric()
-            .namespace(m.namespace)
-            .metric_name(metric)
-            .dimensions(
-                Dimension::builder()
-                    .name("FunctionName")
-                    .value(m.function)
-                    .build(),
-            )
-            .send()
-            .await
-        {
-            alarms = out.metric_alarms().to_vec();
-        }
-    }
-    let watching: Vec<&MetricAlarm> = alarms
-        .iter()
-        .filter(|a| spec.watched_by(a, m).is_ok())
-        .collect();
-    let Some(alarm) = watching.first() else {
-        let elsewhere = alarms
-            .first()
-            .and_then(|a| Some((a.alarm_name()?, spec.watched_by(a, m).err()?)))
-            .map(|(alarm, what)| format!(" (the stack's {alarm} watches {what})"))
-            .unwrap_or_default();
-        return fail(
-            &name,
-            format!(
-                "no alarm watches {}: {}{elsewhere}",
-                spec.describes(m),
-                spec.unnoticed
-            ),
-            create,
-        );
-    };
     let alarm_name = alarm.alarm_name().unwrap_or_default();
-    let mut f = Findings::default();
-    f.ok(format!("{alarm_name} watches {}", spec.describes(m)));
-    match m.topic {
+
+    // Expect → what was found → the fix.
+    let notifies = match m.topic {
+        None => Expect::found("no actions (the stack has no AlarmTopicArn)"),
         Some(topic) => {
-            let notifies = alarm.alarm_actions().iter().any(|a| a == topic);
-            if notifies && alarm.actions_enabled() != Some(false) {
-                f.ok(format!("notifies {topic}"));
-            } else {
-                f.problem(
-                    format!(
-                        "{alarm_name} does not notify the stack's AlarmTopicArn {topic}{}: it pages \
-                         nobody",
-                        if alarm.actions_enabled() == Some(false) {
-                            " (its actions are disabled)"
-                        } else {
-                            ""
-                        }
-                    ),
-                    format!(
-                        "aws cloudwatch enable-alarm-actions --region {} --alarm-names \
-                         {alarm_name}; or {create}",
-                        aws.region
-                    ),
-                );
-            }
+            let disabled = alarm.actions_enabled() == Some(false);
+            Expect::that(
+                alarm.alarm_actions().iter().any(|a| a == topic) && !disabled,
+                format!("notifies {topic}"),
+            )
+            .otherwise(
+                format!(
+                    "{alarm_name} does not notify the stack's AlarmTopicArn {topic}{}: it pages \
+                     nobody",
+                    if disabled {
+                        " (its actions are disabled)"
+                    } else {
+                        ""
+                    }
+                ),
+                format!(
+                    "aws cloudwatch enable-alarm-actions --region {} --alarm-names \
+                     {alarm_name}; or {create}",
+                    aws.region
+                ),
+            )
         }
-        None => f.ok("no actions (the stack has no AlarmTopicArn)"),
-    }
-    f.into_check(name)
+    };
+    check::evaluate(
+        name,
+        [
+            Expect::found(format!("{alarm_name} watches {}", spec.describes(m))),
+            notifies,
+        ],
+    )
+}
+
+/// The alarms named after the stack's `stack_alarm`; when there is none, those on the spec's
+/// metric of the function (an alarm made by hand counts too).
+async fn find_alarms(
+    aws: &Aws,
+    stack_alarm: &str,
+    spec: &AlarmSpec,
+    m: &Monitored<'_>,
+) -> Result<Vec<MetricAlarm>, String> {
+    let alarms = aws
+        .cloudwatch
+        .describe_alarms()
+        .alarm_name_prefix(stack_alarm)
+        .send()
+        .await
+        .map_err(|e| format!("DescribeAlarms: {}", describe(&e)))?
+        .metric_alarms()
+        .to_vec();
+    let (true, Watches::Count(metric)) = (alarms.is_empty(), spec.watches) else {
+        return Ok(alarms);
+    };
+    // Moto ignores the Dimensions filter; AWS needs it for a metric with dimensions.
+    let for_metric = aws
+        .cloudwatch
+        .describe_alarms_for_metric()
+        .namespace(m.namespace)
+        .metric_name(metric)
+        .dimensions(
+            Dimension::builder()
+                .name("FunctionName")
+                .value(m.function)
+                .build(),
+        )
+        .send()
+        .await;
+    Ok(match for_metric {
+        Ok(out) => out.metric_alarms().to_vec(),
+        Err(_) => alarms,
+    })
 }
 
 /// How far back `function:metrics` compares invocations with metric documents.
@@ -459,37 +495,21 @@ async fn check_metric_documents(aws: &Aws, base: &Base) -> Check {
     // A minute past now too: a datapoint stamped as this runs is not left out.
     let now = SystemTime::now() + Duration::from_secs(60);
     let since = now - METRICS_WINDOW;
-    let invocations = aws
-        .cloudwatch
-        .get_metric_statistics()
-        .namespace("AWS/Lambda")
-        .metric_name("Invocations")
-        .dimensions(
-            Dimension::builder()
-                .name("FunctionName")
-                .value(function)
-                .build(),
-        )
-        .start_time(DateTime::from(since))
-        .end_time(DateTime::from(now))
-        .period(METRICS_WINDOW.as_secs() as i32)
-        .statistics(Statistic::Sum)
-        .send()
-        .await;
-    let invocations: f64 = match invocations {
-        Ok(out) => out.datapoints().iter().filter_map(|d| d.sum()).sum(),
-        Err(e) => {
-            return fail(
+    // Where: Lambda's count of invocations, then the documents in the log group.
+    let invocations = count_invocations(aws, function, since, now).await;
+    let invoked = match &invocations {
+        Ok(count) => *count,
+        Err(_) => {
+            return check::evaluate(
                 NAME,
-                format!(
-                    "GetMetricStatistics AWS/Lambda Invocations: {}",
-                    describe(&e)
-                ),
-                "run verify with cloudwatch:GetMetricStatistics",
+                [Expect::lookup(
+                    &invocations,
+                    "run verify with cloudwatch:GetMetricStatistics",
+                )],
             );
         }
     };
-    if invocations < 1.0 {
+    if invoked < 1.0 {
         return pass(
             NAME,
             "no invocations in the last hour: no metric documents expected",
@@ -510,20 +530,25 @@ async fn check_metric_documents(aws: &Aws, base: &Base) -> Check {
         .filter_pattern("\"CloudWatchMetrics\"")
         .limit(1)
         .send()
-        .await;
-    match documents {
-        Ok(out) if !out.events().is_empty() => pass(
-            NAME,
-            format!(
-                "{invocations:.0} invocations in the last hour, and metric documents in {group}"
-            ),
-        ),
-        Ok(_) => {
-            let level = base.parameter("LogLevel").unwrap_or("INFO");
-            fail(
-                NAME,
+        .await
+        .map_err(|e| format!("FilterLogEvents {group}: {}", describe(&e)));
+    let found = documents.as_ref().is_ok_and(|out| !out.events().is_empty());
+    let level = base.parameter("LogLevel").unwrap_or("INFO");
+
+    // Expect → what was found → the fix.
+    check::evaluate(
+        NAME,
+        [
+            Expect::lookup(&documents, "run verify with logs:FilterLogEvents"),
+            Expect::that(
+                found,
                 format!(
-                    "Lambda counted {invocations:.0} invocations of {function} in the last hour but \
+                    "{invoked:.0} invocations in the last hour, and metric documents in {group}"
+                ),
+            )
+            .otherwise(
+                format!(
+                    "Lambda counted {invoked:.0} invocations of {function} in the last hour but \
                      {group} holds no metric document from it: every router metric, the dashboard \
                      and the alarms on them are blind. At LogLevel={level}, Lambda's log filter \
                      drops a document without a level it keeps (router builds before the fix), or \
@@ -535,12 +560,40 @@ async fn check_metric_documents(aws: &Aws, base: &Base) -> Check {
                      make deploy-base ... LOG_LEVEL=INFO (stack {})",
                     base.name
                 ),
+            ),
+        ],
+    )
+}
+
+/// Lambda's count of the function's invocations between `since` and `now`.
+async fn count_invocations(
+    aws: &Aws,
+    function: &str,
+    since: SystemTime,
+    now: SystemTime,
+) -> Result<f64, String> {
+    let out = aws
+        .cloudwatch
+        .get_metric_statistics()
+        .namespace("AWS/Lambda")
+        .metric_name("Invocations")
+        .dimensions(
+            Dimension::builder()
+                .name("FunctionName")
+                .value(function)
+                .build(),
+        )
+        .start_time(DateTime::from(since))
+        .end_time(DateTime::from(now))
+        .period(METRICS_WINDOW.as_secs() as i32)
+        .statistics(Statistic::Sum)
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "GetMetricStatistics AWS/Lambda Invocations: {}",
+                describe(&e)
             )
-        }
-        Err(e) => fail(
-            NAME,
-            format!("FilterLogEvents {group}: {}", describe(&e)),
-            "run verify with logs:FilterLogEvents",
-        ),
-    }
+        })?;
+    Ok(out.datapoints().iter().filter_map(|d| d.sum()).sum())
 }

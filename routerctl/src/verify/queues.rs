@@ -12,9 +12,10 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 
 use super::{
-    report::{Check, Findings, Mode, fail},
+    report::{Check, Mode, fail},
     stack::Base,
 };
+use crate::check::{self, Expect};
 use aws_model::{
     aws::{Aws, arn_name, arn_name_after_slash, describe},
     policy::{Decision, Policy, Principal, Request, evaluate},
@@ -97,9 +98,10 @@ pub(super) async fn check(
     match dlq_arn {
         Some(arn) => match load_queue(aws, arn_name(arn)).await {
             Ok(queue) => {
-                let mut f = Findings::default();
-                encryption(&queue, &mut f, region);
-                checks.push(f.into_check("dead-letter-queue"));
+                checks.push(check::evaluate(
+                    "dead-letter-queue",
+                    [encryption(&queue, region)],
+                ));
                 checks.push(events_may_send(
                     "dead-letter-queue:policy",
                     "AllowDeadLettersFromTheseRules",
@@ -161,16 +163,17 @@ pub(crate) async fn load_queue(aws: &Aws, name: &str) -> Result<Queue, String> {
     })
 }
 
-pub(super) fn encryption(queue: &Queue, f: &mut Findings, region: &str) {
+/// The row saying the queue is encrypted at rest (with SSE-SQS or a KMS key).
+pub(super) fn encryption(queue: &Queue, region: &str) -> Expect {
     let sse = queue.attribute(QueueAttributeName::SqsManagedSseEnabled) == Some("true");
     let kms = queue
         .attribute(QueueAttributeName::KmsMasterKeyId)
         .filter(|k| !k.is_empty());
     match (sse, kms) {
         // Who may use the key is the `:key` check's (keys.rs).
-        (_, Some(key)) => f.ok(format!("{} encrypted with KMS key {key}", queue.name)),
-        (true, None) => f.ok(format!("{} encrypted (SSE-SQS)", queue.name)),
-        (false, None) => f.problem(
+        (_, Some(key)) => Expect::found(format!("{} encrypted with KMS key {key}", queue.name)),
+        (true, None) => Expect::found(format!("{} encrypted (SSE-SQS)", queue.name)),
+        (false, None) => Expect::problem(
             format!("{} is not encrypted at rest", queue.name),
             format!(
                 "aws sqs set-queue-attributes --region {region} --queue-url {} --attributes SqsManagedSseEnabled=true",
@@ -181,51 +184,26 @@ pub(super) fn encryption(queue: &Queue, f: &mut Findings, region: &str) {
 }
 
 fn check_ingest_queue(queue: &Queue, function_timeout: Option<i32>, dlq: Option<&str>) -> Check {
-    let mut f = Findings::default();
     let region = queue.arn.split(':').nth(3).unwrap_or_default().to_owned();
-    encryption(queue, &mut f, &region);
     let visibility: Option<i32> = queue
         .attribute(QueueAttributeName::VisibilityTimeout)
         .and_then(|v| v.parse().ok());
-    if let (Some(visibility), Some(timeout)) = (visibility, function_timeout) {
-        // Lambda refuses a mapping whose queue's visibility timeout is under the function
-        // timeout, and recommends six times it (Lambda developer guide, SQS event sources).
-        if visibility >= 6 * timeout {
-            f.ok(format!(
-                "visibility {visibility} s ≥ 6 × function timeout {timeout} s"
-            ));
-        } else {
-            let why = if visibility < timeout {
-                "Lambda refuses to update the event source mapping, and records reappear while \
-                 the router still works on them"
-            } else {
-                "under Lambda's recommended 6×: a batch Lambda itself retries can reappear while \
-                 the router still works on it"
-            };
-            f.problem(
-                format!(
-                    "visibility timeout {visibility} s against the function timeout {timeout} s: \
-                     {why}"
-                ),
-                format!(
-                    "aws sqs set-queue-attributes --region {region} --queue-url {} --attributes VisibilityTimeout={}",
-                    queue.url,
-                    6 * timeout
-                ),
-            );
-        }
-    }
     let redrive: Option<Value> = queue
         .attribute(QueueAttributeName::RedrivePolicy)
         .and_then(|r| serde_json::from_str(r).ok());
     let target = redrive
         .as_ref()
         .and_then(|r| r["deadLetterTargetArn"].as_str());
-    match (target, dlq) {
-        (Some(t), Some(d)) if t == d => f.ok("redrives to the DLQ"),
-        (found, _) => f.problem(
+
+    // Expect → what was found → the fix.
+    let mut rows = vec![encryption(queue, &region)];
+    if let (Some(visibility), Some(timeout)) = (visibility, function_timeout) {
+        rows.push(visibility_row(queue, visibility, timeout, &region));
+    }
+    rows.push(
+        Expect::that(target.is_some() && target == dlq, "redrives to the DLQ").otherwise(
             format!(
-                "redrive target is {found:?}, not the stack's DLQ: records that keep failing are \
+                "redrive target is {target:?}, not the stack's DLQ: records that keep failing are \
                  dropped after the retention period"
             ),
             format!(
@@ -235,8 +213,32 @@ fn check_ingest_queue(queue: &Queue, function_timeout: Option<i32>, dlq: Option<
                 dlq.unwrap_or("<DeadLetterQueueArn>")
             ),
         ),
-    }
-    f.into_check("ingest-queue")
+    );
+    check::evaluate("ingest-queue", rows)
+}
+
+/// Lambda refuses a mapping whose queue's visibility timeout is under the function timeout, and
+/// recommends six times it (Lambda developer guide, SQS event sources).
+fn visibility_row(queue: &Queue, visibility: i32, timeout: i32, region: &str) -> Expect {
+    let why = if visibility < timeout {
+        "Lambda refuses to update the event source mapping, and records reappear while the router \
+         still works on them"
+    } else {
+        "under Lambda's recommended 6×: a batch Lambda itself retries can reappear while the \
+         router still works on it"
+    };
+    Expect::that(
+        visibility >= 6 * timeout,
+        format!("visibility {visibility} s ≥ 6 × function timeout {timeout} s"),
+    )
+    .otherwise(
+        format!("visibility timeout {visibility} s against the function timeout {timeout} s: {why}"),
+        format!(
+            "aws sqs set-queue-attributes --region {region} --queue-url {} --attributes VisibilityTimeout={}",
+            queue.url,
+            6 * timeout
+        ),
+    )
 }
 
 /// EventBridge may deliver from each of the stack's rules, and from no other rule.
@@ -248,28 +250,24 @@ fn events_may_send(
     base: &Base,
     region: &str,
 ) -> Check {
-    let mut f = Findings::default();
     let fix = set_policy_command(
         region,
         &queue.url,
         &events_queue_policy(&queue.arn, rules, sid),
     );
-    let Some(text) = queue.attribute(QueueAttributeName::Policy) else {
-        f.problem(
+    // Where: the queue's policy.
+    let policy = queue
+        .attribute(QueueAttributeName::Policy)
+        .ok_or_else(|| {
             format!(
                 "{} has no queue policy: EventBridge cannot deliver to it",
                 queue.name
-            ),
-            fix,
-        );
-        return f.into_check(name);
-    };
-    let policy = match Policy::parse("queue policy", text) {
-        Ok(p) => p,
-        Err(e) => {
-            f.problem(e, fix);
-            return f.into_check(name);
-        }
+            )
+        })
+        .and_then(|text| Policy::parse("queue policy", text));
+    let policy = match &policy {
+        Ok(policy) => policy,
+        Err(_) => return check::evaluate(name, [Expect::lookup(&policy, fix)]),
     };
     let decide = |source: &str, account: &str| {
         let context = [
@@ -278,7 +276,7 @@ fn events_may_send(
             ("aws:SecureTransport", "true"),
         ];
         evaluate(
-            std::slice::from_ref(&policy),
+            std::slice::from_ref(policy),
             &Request {
                 principal: Principal::Service("events.amazonaws.com"),
                 action: "sqs:SendMessage",
@@ -294,30 +292,28 @@ fn events_may_send(
             (!d.is_allowed()).then(|| format!("{} ({d})", arn_name_after_slash(rule)))
         })
         .collect();
-    if refused.is_empty() {
-        f.ok(format!(
-            "EventBridge may deliver from the {} rules",
-            rules.len()
-        ));
-    } else {
-        f.problem(
-            format!("EventBridge may not deliver from {}", refused.join(", ")),
-            fix.clone(),
-        );
-    }
     let stranger = format!(
         "arn:{}:events:{region}:111111111111:rule/not-ours",
         base.partition
     );
-    if decide(&stranger, "111111111111").is_allowed() {
-        f.problem(
+    let stranger_may = decide(&stranger, "111111111111").is_allowed();
+
+    // Expect → what was found → the fix.
+    let mut rows = vec![
+        Expect::that(
+            refused.is_empty(),
+            format!("EventBridge may deliver from the {} rules", rules.len()),
+        )
+        .otherwise(
+            format!("EventBridge may not deliver from {}", refused.join(", ")),
+            fix.clone(),
+        ),
+        Expect::that(!stranger_may, "no other rule may").otherwise(
             "it lets any EventBridge rule send (no aws:SourceArn condition): anyone can inject \
              interruptions",
             fix.clone(),
-        );
-    } else {
-        f.ok("no other rule may");
-    }
+        ),
+    ];
     if sid == INGEST_SID {
         // An identity policy elsewhere in the account (an admin, a CI role with sqs:SendMessage
         // on "*") grants a principal of the account the queue unless the queue denies it: the
@@ -326,10 +322,13 @@ fn events_may_send(
             "arn:{}:iam::{}:role/any-admin",
             base.partition, base.account
         );
-        if let Decision::Denied { .. } = queue.decision(&policy, &admin, "sqs:SendMessage") {
-            f.ok("every other sender is denied");
-        } else {
-            f.problem(
+        let admin_may = queue.decision(policy, &admin, "sqs:SendMessage");
+        rows.push(
+            Expect::that(
+                matches!(admin_may, Decision::Denied { .. }),
+                "every other sender is denied",
+            )
+            .otherwise(
                 format!(
                     "it does not deny other senders: a principal of account {} whose identity \
                      policy allows sqs:SendMessage (an admin or CI role) can post a made-up \
@@ -338,83 +337,89 @@ fn events_may_send(
                     base.account
                 ),
                 fix,
-            );
-        }
+            ),
+        );
     }
-    f.into_check(name)
+    check::evaluate(name, rows)
 }
 
 async fn check_event_source_mapping(aws: &Aws, base: &Base, ingest: &Queue) -> Check {
     const NAME: &str = "event-source-mapping";
     let region = &aws.region;
     let function = base.output("FunctionName").unwrap_or_default();
-    let mappings = match aws
+    // Where: the function's mappings, then the one from the ingest queue.
+    let listed = aws
         .lambda
         .list_event_source_mappings()
         .function_name(function)
         .send()
         .await
-    {
-        Ok(out) => out,
-        Err(e) => {
-            return fail(
+        .map_err(|e| format!("ListEventSourceMappings {function}: {}", describe(&e)));
+    let found = listed.as_ref().map_err(Clone::clone).and_then(|out| {
+        out.event_source_mappings()
+            .iter()
+            .find(|m| m.event_source_arn() == Some(ingest.arn.as_str()))
+            .ok_or_else(|| {
+                format!(
+                    "no event source mapping from {} to {function}: nothing reads the ingest queue",
+                    ingest.name
+                )
+            })
+    });
+    let mapping = match &found {
+        Ok(mapping) => mapping,
+        Err(_) => {
+            return check::evaluate(
                 NAME,
-                format!("ListEventSourceMappings {function}: {}", describe(&e)),
-                "run verify with lambda:ListEventSourceMappings",
+                [
+                    Expect::lookup(&listed, "run verify with lambda:ListEventSourceMappings"),
+                    Expect::lookup(
+                        &found,
+                        format!(
+                            "aws lambda create-event-source-mapping --region {region} --function-name {function} \
+                             --event-source-arn {} --batch-size 100 --maximum-batching-window-in-seconds 1 \
+                             --function-response-types ReportBatchItemFailures",
+                            ingest.arn
+                        ),
+                    ),
+                ],
             );
         }
     };
-    let Some(mapping) = mappings
-        .event_source_mappings()
-        .iter()
-        .find(|m| m.event_source_arn() == Some(ingest.arn.as_str()))
-    else {
-        return fail(
-            NAME,
-            format!(
-                "no event source mapping from {} to {function}: nothing reads the ingest queue",
-                ingest.name
-            ),
-            format!(
-                "aws lambda create-event-source-mapping --region {region} --function-name {function} \
-                 --event-source-arn {} --batch-size 100 --maximum-batching-window-in-seconds 1 \
-                 --function-response-types ReportBatchItemFailures",
-                ingest.arn
-            ),
-        );
-    };
     let uuid = mapping.uuid().unwrap_or_default();
-    let mut f = Findings::default();
-    match mapping.state() {
-        Some("Enabled") => f.ok(format!("{uuid} Enabled")),
-        state => f.problem(
-            format!(
-                "mapping {uuid} is {}: the ingest queue is not read",
-                state.unwrap_or("in no state")
+    let state = mapping.state();
+
+    // Expect → what was found → the fix.
+    check::evaluate(
+        NAME,
+        [
+            Expect::that(state == Some("Enabled"), format!("{uuid} Enabled")).otherwise(
+                format!(
+                    "mapping {uuid} is {}: the ingest queue is not read",
+                    state.unwrap_or("in no state")
+                ),
+                format!(
+                    "aws lambda update-event-source-mapping --region {region} --uuid {uuid} --enabled"
+                ),
             ),
-            format!(
-                "aws lambda update-event-source-mapping --region {region} --uuid {uuid} --enabled"
+            Expect::that(
+                mapping
+                    .function_response_types()
+                    .contains(&FunctionResponseType::ReportBatchItemFailures),
+                "ReportBatchItemFailures",
+            )
+            .otherwise(
+                format!(
+                    "mapping {uuid} lacks ReportBatchItemFailures: Lambda ignores the router's \
+                     batchItemFailures and deletes records it could not forward"
+                ),
+                format!(
+                    "aws lambda update-event-source-mapping --region {region} --uuid {uuid} \
+                     --function-response-types ReportBatchItemFailures"
+                ),
             ),
-        ),
-    }
-    if mapping
-        .function_response_types()
-        .contains(&FunctionResponseType::ReportBatchItemFailures)
-    {
-        f.ok("ReportBatchItemFailures");
-    } else {
-        f.problem(
-            format!(
-                "mapping {uuid} lacks ReportBatchItemFailures: Lambda ignores the router's \
-                 batchItemFailures and deletes records it could not forward"
-            ),
-            format!(
-                "aws lambda update-event-source-mapping --region {region} --uuid {uuid} \
-                 --function-response-types ReportBatchItemFailures"
-            ),
-        );
-    }
-    f.into_check(NAME)
+        ],
+    )
 }
 
 /// The Sid of the ingest queue policy's grant to the rules (the DLQ's has its own).
@@ -449,4 +454,117 @@ pub(crate) fn set_policy_command(region: &str, url: &str, policy: &Value) -> Str
     format!(
         "aws sqs set-queue-attributes --region {region} --queue-url {url} --attributes '{attributes}'"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    const ARN: &str = "arn:aws:sqs:us-east-1:123456789012:ir-ingest";
+    const DLQ: &str = "arn:aws:sqs:us-east-1:123456789012:ir-dlq";
+    const RULE: &str = "arn:aws:events:us-east-1:123456789012:rule/ir-StateChangeRule-X";
+
+    fn queue(attributes: &[(QueueAttributeName, String)]) -> Queue {
+        Queue {
+            name: "ir-ingest".into(),
+            arn: ARN.into(),
+            url: "https://sqs.us-east-1.amazonaws.com/123456789012/ir-ingest".into(),
+            attributes: attributes
+                .iter()
+                .map(|(k, v)| (k.as_str().to_owned(), v.clone()))
+                .collect(),
+        }
+    }
+
+    fn base() -> Base {
+        Base {
+            name: "ir".into(),
+            mode: Mode::Queue,
+            account: "123456789012".into(),
+            partition: "aws".into(),
+            outputs: BTreeMap::new(),
+            parameters: BTreeMap::new(),
+            resources: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn the_ingest_queue_check_lists_each_row_it_judged() {
+        let redrive = json!({"deadLetterTargetArn": DLQ, "maxReceiveCount": 5}).to_string();
+        let good = queue(&[
+            (QueueAttributeName::SqsManagedSseEnabled, "true".into()),
+            (QueueAttributeName::VisibilityTimeout, "180".into()),
+            (QueueAttributeName::RedrivePolicy, redrive),
+        ]);
+        let check = check_ingest_queue(&good, Some(30), Some(DLQ));
+        assert!(check.passed, "{check:?}");
+        assert_eq!(
+            check.detail,
+            "ir-ingest encrypted (SSE-SQS); visibility 180 s ≥ 6 × function timeout 30 s; \
+             redrives to the DLQ"
+        );
+
+        let bad = queue(&[(QueueAttributeName::VisibilityTimeout, "20".into())]);
+        let check = check_ingest_queue(&bad, Some(30), Some(DLQ));
+        assert!(!check.passed);
+        assert_eq!(
+            check.detail,
+            "ir-ingest is not encrypted at rest; visibility timeout 20 s against the function \
+             timeout 30 s: Lambda refuses to update the event source mapping, and records \
+             reappear while the router still works on them; redrive target is None, not the \
+             stack's DLQ: records that keep failing are dropped after the retention period"
+        );
+        let fix = check.fix.unwrap();
+        assert_eq!(fix.matches("; then ").count(), 2, "{fix}");
+        assert!(fix.contains("VisibilityTimeout=180"), "{fix}");
+    }
+
+    #[test]
+    fn the_queue_policy_check_admits_the_rules_and_refuses_everyone_else() {
+        let rules = [RULE.to_owned()];
+        let policy = events_queue_policy(ARN, &rules, INGEST_SID).to_string();
+        let q = queue(&[(QueueAttributeName::Policy, policy)]);
+        let check = events_may_send("ingest-queue:policy", INGEST_SID, &q, &rules, &base(), "r");
+        assert!(check.passed, "{check:?}");
+        assert_eq!(
+            check.detail,
+            "EventBridge may deliver from the 1 rules; no other rule may; every other sender is \
+             denied"
+        );
+
+        // Any rule may send, and nobody else is denied.
+        let open = json!({"Statement": [{"Effect": "Allow",
+            "Principal": {"Service": "events.amazonaws.com"}, "Action": "sqs:SendMessage",
+            "Resource": ARN}]});
+        let q = queue(&[(QueueAttributeName::Policy, open.to_string())]);
+        let check = events_may_send("ingest-queue:policy", INGEST_SID, &q, &rules, &base(), "r");
+        assert!(!check.passed);
+        assert!(
+            check
+                .detail
+                .starts_with("it lets any EventBridge rule send (no aws:SourceArn condition)"),
+            "{}",
+            check.detail
+        );
+        assert!(
+            check.detail.contains("; it does not deny other senders"),
+            "{}",
+            check.detail
+        );
+
+        let none = queue(&[]);
+        let check = events_may_send("dead-letter-queue:policy", "x", &none, &rules, &base(), "r");
+        assert_eq!(
+            check.detail,
+            "ir-ingest has no queue policy: EventBridge cannot deliver to it"
+        );
+        assert!(
+            check
+                .fix
+                .unwrap()
+                .starts_with("aws sqs set-queue-attributes")
+        );
+    }
 }

@@ -68,8 +68,8 @@ pub enum Mode {
     Direct,
 }
 
-/// A check's rows pushed one by one, for checks that find as they go (most of verify's); the
-/// same rows [`crate::check::evaluate`] judges for every check.
+/// A check's rows pushed one by one, for a check that finds as it goes (`keys.rs`); the same
+/// rows [`crate::check::evaluate`] judges for every check.
 #[derive(Default)]
 pub(crate) struct Findings {
     rows: Vec<Expect>,

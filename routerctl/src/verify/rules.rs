@@ -7,14 +7,18 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_eventbridge::{operation::describe_rule::DescribeRuleOutput, types::RuleState};
+use aws_sdk_eventbridge::{
+    operation::describe_rule::DescribeRuleOutput,
+    types::{RuleState, Target},
+};
 use interruption_router::event::Kind;
 use serde_json::Value;
 
 use super::{
-    report::{Check, Findings, Mode, fail},
+    report::{Check, Mode},
     stack::Base,
 };
+use crate::check::{self, Expect};
 use aws_model::aws::{Aws, describe};
 
 /// The base stack's rules, by logical id, and the kind each must pass.
@@ -101,24 +105,23 @@ fn bus_arg(bus: Option<&str>) -> String {
 }
 
 /// Where a rule check looks: the stack's resource `logical`, then the rule itself. What it could
-/// not find is the check's one failure, with the fix for a stack that lacks the resource
+/// not find is the check's row that ends it, with the fix for a stack that lacks the resource
 /// (`update`) or a rule deleted outside CloudFormation (`recreate`).
 pub(super) async fn find_rule<'a>(
     aws: &Aws,
-    check_name: &str,
     resources: &'a BTreeMap<String, String>,
     logical: &str,
     bus: Option<&str>,
     (missing, update): (String, &str),
     recreate: String,
-) -> Result<(&'a str, DescribeRuleOutput), Check> {
+) -> Result<(&'a str, DescribeRuleOutput), Expect> {
     let Some(name) = resources.get(logical) else {
-        return Err(fail(check_name, missing, update));
+        return Err(Expect::problem(missing, update).ending());
     };
-    let rule = describe_rule(aws, name, bus).await;
-    match rule {
+    let described = describe_rule(aws, name, bus).await;
+    match described {
         Ok(rule) => Ok((name, rule)),
-        Err(problem) => Err(fail(check_name, problem, recreate)),
+        Err(_) => Err(Expect::lookup(&described, recreate)),
     }
 }
 
@@ -145,41 +148,27 @@ pub(super) async fn describe_rule(
         })
 }
 
-/// The rule is ENABLED, on `bus` (`None`: the default bus, where EC2 and Health send) and
-/// matches exactly what the router handles for `kind`.
+/// The rows saying the rule is ENABLED, on `bus` (`None`: the default bus, where EC2 and Health
+/// send) and matches exactly what the router handles for `kind`.
 pub(super) fn state_bus_and_pattern(
     rule: &DescribeRuleOutput,
     name: &str,
     kind: Kind,
     bus: Option<&str>,
     region: &str,
-    f: &mut Findings,
-) {
-    match rule.state() {
-        Some(RuleState::Enabled) => f.ok(format!("{name} ENABLED")),
-        state => f.problem(
-            format!(
-                "{name} is {}: its events never reach the router",
-                state.map_or("in no state", |s| s.as_str())
-            ),
-            format!(
-                "aws events enable-rule --name {name} --region {region}{}",
-                bus_arg(bus)
-            ),
-        ),
-    }
+) -> [Expect; 3] {
+    let state = rule.state();
     let on = rule.event_bus_name().unwrap_or("default");
-    match bus {
-        None if on != "default" => f.problem(
+    let on_bus = match bus {
+        None => Expect::quietly(on == "default").otherwise(
             format!("{name} is on event bus {on}; EC2 and Health send to the default bus"),
             "re-create the rule on the default event bus, as the template does",
         ),
-        Some(expected) if on != expected => f.problem(
+        Some(expected) => Expect::quietly(on == expected).otherwise(
             format!("{name} is on event bus {on}, not the central bus {expected}"),
             format!("re-create the rule on event bus {expected}, as base.yaml does"),
         ),
-        _ => {}
-    }
+    };
     // On a default bus, the rule's own account only: a default bus can also receive other
     // accounts' events (EventBridge: "rules with an account field do not match any events sent
     // from other accounts").
@@ -191,19 +180,31 @@ pub(super) fn state_bus_and_pattern(
     let found: Option<Value> = rule
         .event_pattern()
         .and_then(|p| serde_json::from_str(p).ok());
-    if found.as_ref().map(normalized) == Some(normalized(&expected)) {
-        f.ok("pattern as the router expects");
+    let every_account = bus.is_none() && found.as_ref().is_some_and(|p| p.get("account").is_none());
+    let consequence = if every_account {
+        " (without `account` it matches every account's events the default bus receives: each \
+         foreign interruption is dead-lettered account-not-served and pages, or arrives twice \
+         through the central bus)"
     } else {
-        let every_account =
-            bus.is_none() && found.as_ref().is_some_and(|p| p.get("account").is_none());
-        let consequence = if every_account {
-            " (without `account` it matches every account's events the default bus receives: \
-             each foreign interruption is dead-lettered account-not-served and pages, or arrives \
-             twice through the central bus)"
-        } else {
-            ""
-        };
-        f.problem(
+        ""
+    };
+    [
+        Expect::that(state == Some(&RuleState::Enabled), format!("{name} ENABLED")).otherwise(
+            format!(
+                "{name} is {}: its events never reach the router",
+                state.map_or("in no state", |s| s.as_str())
+            ),
+            format!(
+                "aws events enable-rule --name {name} --region {region}{}",
+                bus_arg(bus)
+            ),
+        ),
+        on_bus,
+        Expect::that(
+            found.as_ref().map(normalized) == Some(normalized(&expected)),
+            "pattern as the router expects",
+        )
+        .otherwise(
             format!(
                 "pattern {} differs from what the router handles: {expected}{consequence}",
                 rule.event_pattern().unwrap_or("(none)")
@@ -212,8 +213,8 @@ pub(super) fn state_bus_and_pattern(
                 "aws events put-rule --name {name} --region {region}{} --state ENABLED --event-pattern '{expected}'",
                 bus_arg(bus)
             ),
-        );
-    }
+        ),
+    ]
 }
 
 async fn check_rule(
@@ -227,9 +228,9 @@ async fn check_rule(
 ) -> (Check, Option<String>) {
     let check_name = format!("rule:{logical}");
     let region = &aws.region;
+    // Where: the rule, then its targets.
     let found = find_rule(
         aws,
-        &check_name,
         &base.resources,
         logical,
         bus,
@@ -246,7 +247,7 @@ async fn check_rule(
     .await;
     let (name, rule) = match found {
         Ok(found) => found,
-        Err(check) => return (check, None),
+        Err(row) => return (check::evaluate(check_name, [row]), None),
     };
     let arn = rule.arn().map(str::to_owned).unwrap_or_else(|| {
         let path = bus.map(|b| format!("{b}/")).unwrap_or_default();
@@ -255,55 +256,82 @@ async fn check_rule(
             base.partition, base.account
         )
     });
-    let mut f = Findings::default();
-    state_bus_and_pattern(&rule, name, kind, bus, region, &mut f);
-
     let listed = aws
         .events
         .list_targets_by_rule()
         .rule(name)
         .set_event_bus_name(bus.map(str::to_owned))
         .send()
-        .await;
-    match listed {
-        Ok(out) => {
-            let (what, target_id) = match base.mode {
-                Mode::Queue => ("the ingest queue", "ingest"),
-                Mode::Direct => ("the router function", "router"),
-            };
-            match (
-                target,
-                out.targets().iter().find(|t| Some(t.arn()) == target),
-            ) {
-                (None, _) => f.problem(
-                    format!("cannot tell whether it targets {what}: its ARN is unknown"),
-                    "fix the ingest-queue or function check first",
-                ),
-                (Some(target), None) => {
-                    let found: Vec<&str> = out.targets().iter().map(|t| t.arn()).collect();
-                    f.problem(
-                        format!("does not target {what} {target} (targets: {found:?})"),
-                        put_targets(name, bus, target_id, target, dlq, region),
-                    )
-                }
-                (Some(_), Some(t)) => match t.dead_letter_config().and_then(|d| d.arn()) {
-                    Some(arn) if Some(arn) == dlq => f.ok(format!("→ {what}, DLQ set")),
-                    other => f.problem(
-                        format!(
-                            "its target has dead-letter queue {other:?}, not the stack's DLQ: \
-                                 deliveries EventBridge gives up on are lost"
-                        ),
-                        put_targets(name, bus, target_id, t.arn(), dlq, region),
-                    ),
-                },
-            }
-        }
-        Err(e) => f.problem(
-            format!("ListTargetsByRule {name}: {}", describe(&e)),
-            "run verify with events:ListTargetsByRule",
-        ),
+        .await
+        .map_err(|e| format!("ListTargetsByRule {name}: {}", describe(&e)));
+
+    // Expect → what was found → the fix.
+    let mut rows = state_bus_and_pattern(&rule, name, kind, bus, region).to_vec();
+    rows.push(Expect::lookup(
+        &listed,
+        "run verify with events:ListTargetsByRule",
+    ));
+    if let Ok(listed) = &listed {
+        let deliver = Delivery {
+            rule: name,
+            bus,
+            mode: base.mode,
+            target,
+            dlq,
+            region,
+        };
+        rows.push(deliver.judge(listed.targets()));
     }
-    (f.into_check(check_name), Some(arn))
+    (check::evaluate(check_name, rows), Some(arn))
+}
+
+/// Where a base stack rule must deliver: to the ingest queue (Queue mode) or the function (Direct
+/// mode), with the stack's DLQ as its dead-letter queue.
+struct Delivery<'a> {
+    rule: &'a str,
+    bus: Option<&'a str>,
+    mode: Mode,
+    /// The target's ARN, when known.
+    target: Option<&'a str>,
+    dlq: Option<&'a str>,
+    region: &'a str,
+}
+
+impl Delivery<'_> {
+    /// The row for the rule's targets: the one it must have, and its dead-letter queue.
+    fn judge(&self, targets: &[Target]) -> Expect {
+        let (what, target_id) = match self.mode {
+            Mode::Queue => ("the ingest queue", "ingest"),
+            Mode::Direct => ("the router function", "router"),
+        };
+        let Some(target) = self.target else {
+            return Expect::problem(
+                format!("cannot tell whether it targets {what}: its ARN is unknown"),
+                "fix the ingest-queue or function check first",
+            );
+        };
+        let put =
+            |arn: &str| put_targets(self.rule, self.bus, target_id, arn, self.dlq, self.region);
+        let Some(found) = targets.iter().find(|t| t.arn() == target) else {
+            let found: Vec<&str> = targets.iter().map(|t| t.arn()).collect();
+            return Expect::problem(
+                format!("does not target {what} {target} (targets: {found:?})"),
+                put(target),
+            );
+        };
+        let dead_letters = found.dead_letter_config().and_then(|d| d.arn());
+        Expect::that(
+            dead_letters.is_some() && dead_letters == self.dlq,
+            format!("→ {what}, DLQ set"),
+        )
+        .otherwise(
+            format!(
+                "its target has dead-letter queue {dead_letters:?}, not the stack's DLQ: \
+                 deliveries EventBridge gives up on are lost"
+            ),
+            put(found.arn()),
+        )
+    }
 }
 
 fn put_targets(
@@ -363,6 +391,54 @@ mod tests {
                 "{logical}"
             );
         }
+    }
+
+    #[test]
+    fn a_rule_is_judged_by_its_state_bus_and_pattern() {
+        let arn = "arn:aws:events:us-east-1:123456789012:rule/ir-StateChangeRule-X";
+        let pattern = Kind::StateChange
+            .event_pattern_in("123456789012")
+            .to_string();
+        let rule = |state: RuleState, bus: &str, pattern: &str| {
+            DescribeRuleOutput::builder()
+                .arn(arn)
+                .state(state)
+                .event_bus_name(bus)
+                .event_pattern(pattern)
+                .build()
+        };
+        let judged = |rule: &DescribeRuleOutput| {
+            check::evaluate(
+                "rule:StateChangeRule",
+                state_bus_and_pattern(rule, "r", Kind::StateChange, None, "us-east-1"),
+            )
+        };
+        let good = judged(&rule(RuleState::Enabled, "default", &pattern));
+        assert!(good.passed, "{good:?}");
+        assert_eq!(good.detail, "r ENABLED; pattern as the router expects");
+
+        let every_account = Kind::StateChange.event_pattern().to_string();
+        let bad = judged(&rule(RuleState::Disabled, "other", &every_account));
+        assert!(!bad.passed);
+        assert!(
+            bad.detail.starts_with(
+                "r is DISABLED: its events never reach the router; r is on event bus other; \
+                 EC2 and Health send to the default bus; pattern "
+            ),
+            "{}",
+            bad.detail
+        );
+        assert!(
+            bad.detail
+                .contains("(without `account` it matches every account's events"),
+            "{}",
+            bad.detail
+        );
+        assert!(
+            bad.fix
+                .unwrap()
+                .starts_with("aws events enable-rule --name r --region us-east-1; then re-create")
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use super::report::{Check, Findings, Mode, fail};
+use super::report::{Check, Mode};
+use crate::check::{self, Expect};
 use aws_model::aws::{Aws, describe};
 
 /// The base stack as CloudFormation describes it.
@@ -58,21 +59,29 @@ pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> 
          stack's name with --stack (aws cloudformation list-stacks --region {})",
         aws.region, aws.region
     );
+    // Where: the stack, then its resources.
     let described = aws
         .cfn
         .describe_stacks()
         .stack_name(name)
         .send()
         .await
-        .map_err(|e| fail("stack", format!("{name}: {}", describe(&e)), &not_found_fix))?;
-    let Some(stack) = described.stacks().first() else {
-        return Err(fail(
-            "stack",
-            format!("{name} does not exist"),
-            not_found_fix,
-        ));
+        .map_err(|e| format!("{name}: {}", describe(&e)))
+        .and_then(|d| {
+            d.stacks()
+                .first()
+                .cloned()
+                .ok_or_else(|| format!("{name} does not exist"))
+        });
+    let stack = match &described {
+        Ok(stack) => stack,
+        Err(_) => {
+            return Err(check::evaluate(
+                "stack",
+                [Expect::lookup(&described, not_found_fix)],
+            ));
+        }
     };
-    let mut f = Findings::default();
     let status = stack
         .stack_status()
         .map(|s| s.as_str())
@@ -87,43 +96,26 @@ pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> 
         Some("Direct") => Mode::Direct,
         _ => Mode::Queue,
     };
-    match status {
-        s if USABLE.contains(&s) => f.ok(format!("{name}: {status}, IngestMode={mode:?}")),
-        "UPDATE_ROLLBACK_COMPLETE" => f.ok(format!(
-            "{name}: UPDATE_ROLLBACK_COMPLETE (the last update failed; the previous version runs), IngestMode={mode:?}"
-        )),
-        s if s.ends_with("_IN_PROGRESS") => f.problem(
-            format!("{name} is {s}"),
-            "wait for the operation to finish and run verify again",
-        ),
-        s => f.problem(
-            format!("{name} is {s}"),
-            format!(
-                "see why: aws cloudformation describe-stack-events --stack-name {name} --region {}",
-                aws.region
-            ),
-        ),
-    }
-    for key in [
-        "RouterRoleArn",
-        "FunctionName",
-        "DeadLetterQueueArn",
-        "QueuePrefix",
-    ] {
-        if !outputs.contains_key(key) {
-            f.problem(
-                format!("output {key} is missing"),
-                "update the stack with this project's cloudformation/base.yaml",
-            );
-        }
-    }
-    let resources = resources(aws, name).await.map_err(|problem| {
-        fail(
-            "stack",
-            problem,
+    let resources = resources(aws, name).await;
+
+    // Expect → what was found → the fix. Without its resources nothing else is judged.
+    let mut rows = vec![
+        Expect::lookup(
+            &resources,
             "check your cloudformation:DescribeStackResources permission",
+        ),
+        settled(name, status, mode, &aws.region),
+    ];
+    rows.extend(REQUIRED_OUTPUTS.map(|key| {
+        Expect::quietly(outputs.contains_key(key)).otherwise(
+            format!("output {key} is missing"),
+            "update the stack with this project's cloudformation/base.yaml",
         )
-    })?;
+    }));
+    let check = check::evaluate("stack", rows);
+    let Ok(resources) = resources else {
+        return Err(check);
+    };
     let stack_id = stack.stack_id().unwrap_or_default();
     let base = Base {
         name: name.to_owned(),
@@ -136,7 +128,35 @@ pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> 
         parameters,
         resources,
     };
-    Ok((base, f.into_check("stack")))
+    Ok((base, check))
+}
+
+/// The outputs the other checks find the stack's resources by.
+const REQUIRED_OUTPUTS: [&str; 4] = [
+    "RouterRoleArn",
+    "FunctionName",
+    "DeadLetterQueueArn",
+    "QueuePrefix",
+];
+
+/// The stack's status: usable, rolled back to the previous version, busy, or broken.
+fn settled(name: &str, status: &str, mode: Mode, region: &str) -> Expect {
+    match status {
+        s if USABLE.contains(&s) => Expect::found(format!("{name}: {status}, IngestMode={mode:?}")),
+        "UPDATE_ROLLBACK_COMPLETE" => Expect::found(format!(
+            "{name}: UPDATE_ROLLBACK_COMPLETE (the last update failed; the previous version runs), IngestMode={mode:?}"
+        )),
+        s if s.ends_with("_IN_PROGRESS") => Expect::problem(
+            format!("{name} is {s}"),
+            "wait for the operation to finish and run verify again",
+        ),
+        s => Expect::problem(
+            format!("{name} is {s}"),
+            format!(
+                "see why: aws cloudformation describe-stack-events --stack-name {name} --region {region}"
+            ),
+        ),
+    }
 }
 
 /// A stack's resources: logical id → physical id.

@@ -14,10 +14,11 @@ use aws_sdk_lambda::operation::get_function_configuration::GetFunctionConfigurat
 use interruption_router::config::Config;
 
 use super::{
-    report::{Check, Findings, Mode, fail, pass},
+    report::{Check, Mode, fail},
     role::{Role, load_role},
     stack::Base,
 };
+use crate::check::{self, Expect};
 use aws_model::{
     aws::{Aws, arn_name, arn_name_after_slash, describe},
     policy::{Policy, Principal, Request, evaluate, glob, strings},
@@ -114,41 +115,46 @@ pub(super) async fn check_role(
 }
 
 fn check_function(function: &GetFunctionConfigurationOutput, base: &Base) -> Check {
-    let mut f = Findings::default();
     let name = function.function_name().unwrap_or_default();
-    match function.state().map(|s| s.as_str()) {
-        Some("Active") | None => f.ok(format!("{name} Active")),
-        Some(state) => f.problem(
-            format!(
-                "{name} is {state}: {}",
-                function.state_reason().unwrap_or("no reason given")
+    let state = function.state().map(|s| s.as_str());
+    let update = function.last_update_status().map(|s| s.as_str());
+    let (role, expected) = (function.role(), base.output("RouterRoleArn"));
+    let reason = |reason: Option<&str>| reason.unwrap_or("no reason given").to_owned();
+
+    // Expect → what was found → the fix.
+    check::evaluate(
+        "function",
+        [
+            Expect::that(
+                matches!(state, Some("Active") | None),
+                format!("{name} Active"),
+            )
+            .otherwise(
+                format!(
+                    "{name} is {}: {}",
+                    state.unwrap_or_default(),
+                    reason(function.state_reason())
+                ),
+                "see the reason above; re-deploy the base stack once it is fixed",
             ),
-            "see the reason above; re-deploy the base stack once it is fixed",
-        ),
-    }
-    if let Some(status) = function
-        .last_update_status()
-        .map(|s| s.as_str())
-        .filter(|s| *s == "Failed")
-    {
-        f.problem(
-            format!(
-                "its last update {status}: {}",
-                function
-                    .last_update_status_reason()
-                    .unwrap_or("no reason given")
+            Expect::quietly(update != Some("Failed")).otherwise(
+                format!(
+                    "its last update {}: {}",
+                    update.unwrap_or_default(),
+                    reason(function.last_update_status_reason())
+                ),
+                "fix the reason above and update the stack again",
             ),
-            "fix the reason above and update the stack again",
-        );
-    }
-    match (function.role(), base.output("RouterRoleArn")) {
-        (Some(role), Some(expected)) if role == expected => f.ok("runs as the router role"),
-        (role, expected) => f.problem(
-            format!("runs as {role:?}, not the stack's RouterRoleArn {expected:?}"),
-            "update the stack so the function uses RouterRole again",
-        ),
-    }
-    f.into_check("function")
+            Expect::that(
+                role.is_some() && role == expected,
+                "runs as the router role",
+            )
+            .otherwise(
+                format!("runs as {role:?}, not the stack's RouterRoleArn {expected:?}"),
+                "update the stack so the function uses RouterRole again",
+            ),
+        ],
+    )
 }
 
 /// Validates the environment with the router's own parser, and against the stack.
@@ -177,42 +183,42 @@ fn check_environment(
             return (check, None);
         }
     };
-    let mut f = Findings::default();
-    f.ok("valid for the router");
+    let sends_to = config.queue_names.prefix();
+    let dead_letters = config.dead_letter_queue_url.as_deref();
+
+    // Expect → what was found → the fix.
+    let mut rows = vec![Expect::found("valid for the router")];
     if let Some(prefix) = base.output("QueuePrefix") {
-        if config.queue_names.prefix() == prefix {
-            f.ok(format!("queues {prefix}<cluster>"));
-        } else {
-            f.problem(
+        rows.push(
+            Expect::that(sends_to == prefix, format!("queues {prefix}<cluster>")).otherwise(
                 format!(
-                    "QUEUE_NAME_TEMPLATE sends to {}<cluster> but the role may only send to the \
-                     stack's QueuePrefix {prefix}*",
-                    config.queue_names.prefix()
+                    "QUEUE_NAME_TEMPLATE sends to {sends_to}<cluster> but the role may only send \
+                     to the stack's QueuePrefix {prefix}*"
                 ),
                 update,
-            );
-        }
-    }
-    match (&config.dead_letter_queue_url, dlq_arn) {
-        (Some(url), Some(arn)) if url.rsplit('/').next() == Some(arn_name(arn)) => {
-            f.ok("dead-letters to the stack's DLQ")
-        }
-        (found, Some(arn)) => f.problem(
-            format!(
-                "DEAD_LETTER_QUEUE_URL is {found:?}, not the stack's DLQ {}: permanent failures \
-                 {}",
-                arn_name(arn),
-                if found.is_some() {
-                    "go elsewhere"
-                } else {
-                    "are retried until the ingest queue's redrive drops them there without a reason"
-                }
             ),
-            update,
-        ),
-        _ => {}
+        );
     }
-    (f.into_check("function:environment"), Some(config))
+    if let Some(arn) = dlq_arn {
+        let to_dlq = dead_letters.is_some_and(|url| url.rsplit('/').next() == Some(arn_name(arn)));
+        rows.push(
+            Expect::that(to_dlq, "dead-letters to the stack's DLQ").otherwise(
+                format!(
+                    "DEAD_LETTER_QUEUE_URL is {dead_letters:?}, not the stack's DLQ {}: permanent \
+                     failures {}",
+                    arn_name(arn),
+                    if dead_letters.is_some() {
+                        "go elsewhere"
+                    } else {
+                        "are retried until the ingest queue's redrive drops them there without a \
+                         reason"
+                    }
+                ),
+                update,
+            ),
+        );
+    }
+    (check::evaluate("function:environment", rows), Some(config))
 }
 
 async fn check_invoke_permission(
@@ -225,19 +231,18 @@ async fn check_invoke_permission(
     let fix = "re-deploy the base stack in Direct mode (its <Rule>Permission resources), or aws \
                lambda add-permission --principal events.amazonaws.com --action lambda:InvokeFunction \
                --source-arn <rule ARN> --source-account <account> per rule";
-    let policy = match aws
+    // Where: the function's policy.
+    let policy = aws
         .lambda
         .get_policy()
         .function_name(function_arn)
         .send()
         .await
-    {
-        Ok(out) => out.policy().unwrap_or_default().to_owned(),
-        Err(e) => return fail(NAME, format!("no function policy: {}", describe(&e)), fix),
-    };
-    let policy = match Policy::parse("function policy", &policy) {
-        Ok(p) => p,
-        Err(e) => return fail(NAME, e, fix),
+        .map_err(|e| format!("no function policy: {}", describe(&e)))
+        .and_then(|out| Policy::parse("function policy", out.policy().unwrap_or_default()));
+    let policy = match &policy {
+        Ok(policy) => policy,
+        Err(_) => return check::evaluate(NAME, [Expect::lookup(&policy, fix)]),
     };
     let refused: Vec<String> = rules
         .iter()
@@ -247,7 +252,7 @@ async fn check_invoke_permission(
                 ("aws:SourceAccount", base.account.as_str()),
             ];
             let d = evaluate(
-                std::slice::from_ref(&policy),
+                std::slice::from_ref(policy),
                 &Request {
                     principal: Principal::Service("events.amazonaws.com"),
                     action: "lambda:InvokeFunction",
@@ -258,40 +263,41 @@ async fn check_invoke_permission(
             (!d.is_allowed()).then(|| format!("{} ({d})", arn_name_after_slash(rule)))
         })
         .collect();
-    let mut f = Findings::default();
-    if refused.is_empty() {
-        f.ok(format!(
-            "EventBridge may invoke it from the {} rules",
-            rules.len()
-        ));
-    } else {
-        f.problem(
-            format!("EventBridge may not invoke it from {}", refused.join(", ")),
-            fix,
-        );
-    }
     // A function policy cannot Deny (AddPermission only grants), so the function's trust boundary
     // is its policy's grants plus the account's identity policies: report any grant that is not
     // one of the rules. Whatever reaches the function is routed as an interruption.
-    let others = other_invokers(&policy, rules);
+    let others = other_invokers(policy, rules);
+
+    // Expect → what was found → the fix.
+    let mut rows = vec![
+        Expect::that(
+            refused.is_empty(),
+            format!("EventBridge may invoke it from the {} rules", rules.len()),
+        )
+        .otherwise(
+            format!("EventBridge may not invoke it from {}", refused.join(", ")),
+            fix,
+        ),
+    ];
     if others.is_empty() {
-        f.ok("no other principal may invoke it through its policy");
-    } else {
-        for (sid, who) in others {
-            f.problem(
-                format!(
-                    "statement {sid} lets {who} invoke it: anything it sends is routed as an \
-                     interruption, and a made-up one drains a healthy node"
-                ),
-                format!(
-                    "aws lambda remove-permission --region {} --function-name {function_arn} \
-                     --statement-id {sid}",
-                    aws.region
-                ),
-            );
-        }
+        rows.push(Expect::found(
+            "no other principal may invoke it through its policy",
+        ));
     }
-    f.into_check(NAME)
+    rows.extend(others.into_iter().map(|(sid, who)| {
+        Expect::problem(
+            format!(
+                "statement {sid} lets {who} invoke it: anything it sends is routed as an \
+                 interruption, and a made-up one drains a healthy node"
+            ),
+            format!(
+                "aws lambda remove-permission --region {} --function-name {function_arn} \
+                 --statement-id {sid}",
+                aws.region
+            ),
+        )
+    }));
+    check::evaluate(NAME, rows)
 }
 
 /// The grants of a function policy that let someone other than EventBridge, acting for one of
@@ -353,6 +359,7 @@ async fn check_on_failure_destination(
          'OnFailure={{Destination={}}}'",
         dlq.unwrap_or("<DeadLetterQueueArn>")
     );
+    // Where: the function's asynchronous invocation configuration (none: no destination).
     let found = aws
         .lambda
         .get_function_event_invoke_config()
@@ -367,15 +374,20 @@ async fn check_on_failure_destination(
             .and_then(|o| o.destination()),
         Err(_) => None,
     };
-    match (destination, dlq) {
-        (Some(d), Some(q)) if d == q => pass(NAME, "failed asynchronous invocations go to the DLQ"),
-        (found, _) => fail(
-            NAME,
+
+    // Expect → what was found → the fix.
+    check::evaluate(
+        NAME,
+        [Expect::that(
+            destination.is_some() && destination == dlq,
+            "failed asynchronous invocations go to the DLQ",
+        )
+        .otherwise(
             format!(
-                "on-failure destination is {found:?}, not the stack's DLQ: an event the router \
-                 fails after Lambda's retries is dropped"
+                "on-failure destination is {destination:?}, not the stack's DLQ: an event the \
+                 router fails after Lambda's retries is dropped"
             ),
             fix,
-        ),
-    }
+        )],
+    )
 }

@@ -6,11 +6,8 @@ use interruption_router::{
     config::{Config, DEFAULT_SPOKE_ROLE_NAME},
 };
 
-use crate::verify::{
-    report::{Check, Findings},
-    role::Role,
-    stack::Base,
-};
+use crate::check::{self, Expect};
+use crate::verify::{report::Check, role::Role, stack::Base};
 use aws_model::aws::arn_name;
 
 /// What the router does with its own role, each with the base.yaml statement that grants it.
@@ -59,7 +56,6 @@ pub(super) fn actions_on(need: &[(&str, &str, &str)], resource: &str) -> String 
 }
 
 pub(super) fn check_router_role(role: &Role, dlq: Option<&str>, ingest: Option<&str>) -> Check {
-    let mut f = Findings::default();
     let name = role.name();
     let fix = |statements: &[&str]| {
         format!(
@@ -82,31 +78,33 @@ pub(super) fn check_router_role(role: &Role, dlq: Option<&str>, ingest: Option<&
             }
         }
     }
-    if missing.is_empty() {
-        let mut resources: Vec<&str> = need.iter().map(|(_, r, _)| *r).collect();
-        resources.dedup();
-        let phrases: Vec<String> = resources.iter().map(|r| actions_on(&need, r)).collect();
-        f.ok(format!("{name} may {}", phrases.join("; ")));
-    } else {
-        f.problem(
+    let mut resources: Vec<&str> = need.iter().map(|(_, r, _)| *r).collect();
+    resources.dedup();
+    let may: Vec<String> = resources.iter().map(|r| actions_on(&need, r)).collect();
+
+    // Expect → what was found → the fix.
+    let mut rows = vec![
+        Expect::that(missing.is_empty(), format!("{name} may {}", may.join("; "))).otherwise(
             format!("{name} may not {}", missing.join(", ")),
             fix(&statements),
-        );
-    }
+        ),
+    ];
     if let Some(ingest) = ingest {
-        if role.may("sqs:SendMessage", ingest).is_allowed() {
-            f.problem(
+        rows.push(
+            Expect::that(
+                !role.may("sqs:SendMessage", ingest).is_allowed(),
+                "may not send to the ingest queue",
+            )
+            .otherwise(
                 format!(
                     "{name} may send to the ingest queue: an instance tagged with its name as a \
                      cluster would make the router feed itself"
                 ),
                 fix(&["NeverSendToIngestQueue"]),
-            );
-        } else {
-            f.ok("may not send to the ingest queue");
-        }
+            ),
+        );
     }
-    f.into_check("router-role")
+    check::evaluate("router-role", rows)
 }
 
 /// An account id standing for "any account" when the router serves `*`.
@@ -132,39 +130,14 @@ pub(super) fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base
     let name = &config.spoke_role_name;
     // The role's path and name as its ARN ends (`platform/ir-spoke`).
     let spoke = &config.spoke_role();
-    let mut f = Findings::default();
     let stack_name = base
         .parameter("SpokeRoleName")
         .unwrap_or(DEFAULT_SPOKE_ROLE_NAME);
-    if stack_name != name {
-        f.problem(
-            format!(
-                "the function's SPOKE_ROLE_NAME is {name} but the stack's SpokeRoleName is \
-                 {stack_name}: the role may assume only the latter"
-            ),
-            format!(
-                "update the stack so both come from SpokeRoleName (SpokeRoleName={name} if the \
-                 member accounts' spoke stacks use {name})"
-            ),
-        );
-    }
     let path = &config.spoke_role_path;
     let stack_path = base
         .parameter("SpokeRolePath")
         .filter(|p| !p.is_empty())
         .unwrap_or("/");
-    if stack_path != path {
-        f.problem(
-            format!(
-                "the function's SPOKE_ROLE_PATH is {path} but the stack's SpokeRolePath is \
-                 {stack_path}: the role may assume only roles under the latter"
-            ),
-            format!(
-                "update the stack so both come from SpokeRolePath (SpokeRolePath={path} if the \
-                 member accounts' spoke stacks use {path})"
-            ),
-        );
-    }
     let assume = |account: &str, org: &str| {
         let arn = format!("arn:{}:iam::{account}:role/{spoke}", base.partition);
         let mut context = vec![("aws:ResourceAccount", account)];
@@ -185,10 +158,41 @@ pub(super) fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base
         Served::Any => format!("{spoke} in the organisation's accounts (e.g. {SAMPLE_ACCOUNT})"),
         _ => format!("{spoke} in {}", accounts.join(", ")),
     };
-    if refused.is_empty() {
-        f.ok(format!("{} may sts:AssumeRole {which}", role.name()));
+    // And no further: the account gate is IAM's too, not only the router's code.
+    let outside_org = if organization.is_empty() {
+        ""
     } else {
-        f.problem(
+        OUTSIDE_ORGANIZATION
+    };
+    let (unserved, unserved_may) = assume(UNSERVED_ACCOUNT, outside_org);
+
+    // Expect → what was found → the fix.
+    let rows = [
+        Expect::quietly(stack_name == name).otherwise(
+            format!(
+                "the function's SPOKE_ROLE_NAME is {name} but the stack's SpokeRoleName is \
+                 {stack_name}: the role may assume only the latter"
+            ),
+            format!(
+                "update the stack so both come from SpokeRoleName (SpokeRoleName={name} if the \
+                 member accounts' spoke stacks use {name})"
+            ),
+        ),
+        Expect::quietly(stack_path == path).otherwise(
+            format!(
+                "the function's SPOKE_ROLE_PATH is {path} but the stack's SpokeRolePath is \
+                 {stack_path}: the role may assume only roles under the latter"
+            ),
+            format!(
+                "update the stack so both come from SpokeRolePath (SpokeRolePath={path} if the \
+                 member accounts' spoke stacks use {path})"
+            ),
+        ),
+        Expect::that(
+            refused.is_empty(),
+            format!("{} may sts:AssumeRole {which}", role.name()),
+        )
+        .otherwise(
             format!(
                 "{} may not sts:AssumeRole {}: the router cannot reach those accounts, and \
                  their clusters get no interruptions",
@@ -198,34 +202,26 @@ pub(super) fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base
             format!(
                 "restore base.yaml's statement AssumeSpokeRoles (sts:AssumeRole on \
                  arn:{}:iam::*:role/<SpokeRoleName>, scoped to the served accounts) on role {}: \
-                 update the stack with ServedAccounts and SpokeRoleName={spoke}",
+                 update the stack with ServedAccounts and SpokeRoleName={name}",
                 base.partition,
                 role.name()
             ),
-        );
-    }
-    // And no further: the account gate is IAM's too, not only the router's code.
-    let outside_org = if organization.is_empty() {
-        ""
-    } else {
-        OUTSIDE_ORGANIZATION
-    };
-    let (arn, d) = assume(UNSERVED_ACCOUNT, outside_org);
-    if d.is_allowed() {
-        f.problem(
+        ),
+        Expect::that(
+            !unserved_may.is_allowed(),
+            format!("and not in an account it does not serve ({UNSERVED_ACCOUNT})"),
+        )
+        .otherwise(
             format!(
-                "{} may sts:AssumeRole {arn}, an account it does not serve ({d}): any account \
-                 whose role of that name trusts it could hand the router its credentials",
+                "{} may sts:AssumeRole {unserved}, an account it does not serve ({unserved_may}): \
+                 any account whose role of that name trusts it could hand the router its \
+                 credentials",
                 role.name()
             ),
             "update the stack with this project's base.yaml: its AssumeSpokeRoles statement is \
              scoped with aws:ResourceAccount (a ServedAccounts list) or aws:ResourceOrgID \
              (OrganizationId with ServedAccounts=\"*\")",
-        );
-    } else {
-        f.ok(format!(
-            "and not in an account it does not serve ({UNSERVED_ACCOUNT})"
-        ));
-    }
-    Some(f.into_check(NAME))
+        ),
+    ];
+    Some(check::evaluate(NAME, rows))
 }

@@ -7,8 +7,9 @@ use aws_sdk_eventbridge::operation::list_targets_by_rule::ListTargetsByRuleOutpu
 use interruption_router::event::Kind;
 
 use super::{Hub, Member, Spoke};
+use crate::check::{self, Expect};
 use crate::verify::{
-    report::{Check, Findings},
+    report::Check,
     role::{Role, load_role},
     rules::{RULES, find_rule, state_bus_and_pattern},
 };
@@ -48,9 +49,9 @@ async fn check_rule(
 ) -> (Check, Option<String>) {
     let check_name = hub.name(&format!("rule:{logical}"));
     let region = hub.region;
+    // Where: the rule, its target on the hub bus and that target's role.
     let found = find_rule(
         aws,
-        &check_name,
         &spoke.resources,
         logical,
         None,
@@ -67,7 +68,7 @@ async fn check_rule(
     .await;
     let (name, rule) = match found {
         Ok(found) => found,
-        Err(check) => return (check, None),
+        Err(row) => return (check::evaluate(check_name, [row]), None),
     };
     let rule_arn = rule.arn().map(str::to_owned).unwrap_or_else(|| {
         format!(
@@ -75,14 +76,85 @@ async fn check_rule(
             hub.base.partition, member.account
         )
     });
-    let mut f = Findings::default();
-    state_bus_and_pattern(&rule, name, kind, None, region, &mut f);
+    let mut rows = state_bus_and_pattern(&rule, name, kind, None, region).to_vec();
+    let forward = match find_forward(aws, hub, member, spoke, name).await {
+        Ok(forward) => forward,
+        Err(row) => {
+            rows.push(row);
+            return (check::evaluate(check_name, rows), None);
+        }
+    };
+    let role_arn = forward.role_arn.as_str();
+    if !roles.contains_key(role_arn) {
+        let loaded = load_role(aws, role_arn)
+            .await
+            .map_err(|(problem, _)| problem);
+        roles.insert(role_arn.to_owned(), loaded);
+    }
+
+    // Expect → what was found → the fix.
+    let restore = format!(
+        "update the spoke stack {} in account {} (ForwardToHubRole: trust OnlyTheseRules, policy \
+         forward-to-hub)",
+        member.spoke_stack, member.account
+    );
+    match &roles[role_arn] {
+        Err(problem) => rows.push(Expect::problem(
+            format!("its target's role: {problem}"),
+            format!("{restore}, or {}", forward.put_targets),
+        )),
+        Ok(role) => {
+            let may_put = role.may("events:PutEvents", forward.bus);
+            let trusted = trusted_for_rule(role, role_arn, &rule_arn, member.account);
+            rows.extend([
+                Expect::that(
+                    may_put.is_allowed(),
+                    format!("→ hub bus as {}", role.name()),
+                )
+                .otherwise(
+                    format!(
+                        "its target's role {} may not events:PutEvents on {} ({may_put})",
+                        role.name(),
+                        forward.bus
+                    ),
+                    restore.clone(),
+                ),
+                Expect::quietly(trusted.is_allowed()).otherwise(
+                    format!(
+                        "EventBridge may not assume {} for this rule ({trusted})",
+                        role.name()
+                    ),
+                    restore,
+                ),
+            ]);
+        }
+    }
+    (check::evaluate(check_name, rows), Some(forward.role_arn))
+}
+
+/// How a spoke rule forwards: to the hub bus, as a role.
+struct Forward<'a> {
+    bus: &'a str,
+    role_arn: String,
+    /// The command that points the rule at the hub bus with the spoke stack's role.
+    put_targets: String,
+}
+
+/// The rule's target on the hub bus and its role; the row that ends the check when there is none.
+async fn find_forward<'a>(
+    aws: &Aws,
+    hub: &Hub<'a>,
+    member: &Member<'_>,
+    spoke: &Spoke,
+    name: &str,
+) -> Result<Forward<'a>, Expect> {
+    let region = hub.region;
     let Some(bus) = hub.bus else {
-        f.problem(
+        return Err(Expect::problem(
             "cannot tell whether it targets the hub: the base stack has no central bus",
             format!("see {}", hub.name("hub-bus-policy")),
-        );
-        return (f.into_check(check_name), None);
+        )
+        .ending());
     };
     let forward_role = spoke.resources.get("ForwardToHubRole").map(|r| {
         format!(
@@ -98,93 +170,60 @@ async fn check_rule(
             .unwrap_or("<the spoke stack's ForwardToHubRole ARN>"),
         member.account
     );
-    let targets: Result<ListTargetsByRuleOutput, String> = aws
+    let listed: Result<ListTargetsByRuleOutput, String> = aws
         .events
         .list_targets_by_rule()
         .rule(name)
         .send()
         .await
         .map_err(|e| format!("ListTargetsByRule {name}: {}", describe(&e)));
-    let targets = match targets {
-        Ok(t) => t,
-        Err(problem) => {
-            f.problem(problem, "run verify with events:ListTargetsByRule");
-            return (f.into_check(check_name), None);
+    let targets = match &listed {
+        Ok(listed) => listed.targets(),
+        Err(_) => {
+            return Err(Expect::lookup(
+                &listed,
+                "run verify with events:ListTargetsByRule",
+            ));
         }
     };
-    let Some(target) = targets.targets().iter().find(|t| t.arn() == bus) else {
-        let found: Vec<&str> = targets.targets().iter().map(|t| t.arn()).collect();
-        f.problem(
+    let Some(target) = targets.iter().find(|t| t.arn() == bus) else {
+        let found: Vec<&str> = targets.iter().map(|t| t.arn()).collect();
+        return Err(Expect::problem(
             format!("does not target the hub bus {bus} (targets: {found:?})"),
             put_targets,
-        );
-        return (f.into_check(check_name), None);
+        )
+        .ending());
     };
     let Some(role_arn) = target.role_arn() else {
-        f.problem(
+        return Err(Expect::problem(
             "its hub target has no role: EventBridge needs one to put events on another \
              account's bus",
             put_targets,
-        );
-        return (f.into_check(check_name), None);
+        )
+        .ending());
     };
-    let restore = format!(
-        "update the spoke stack {} in account {} (ForwardToHubRole: trust OnlyTheseRules, policy \
-         forward-to-hub)",
-        member.spoke_stack, member.account
-    );
-    if !roles.contains_key(role_arn) {
-        let loaded = load_role(aws, role_arn)
-            .await
-            .map_err(|(problem, _)| problem);
-        roles.insert(role_arn.to_owned(), loaded);
-    }
-    match &roles[role_arn] {
-        Err(problem) => f.problem(
-            format!("its target's role: {problem}"),
-            format!("{restore}, or {put_targets}"),
-        ),
-        Ok(role) => {
-            let d = role.may("events:PutEvents", bus);
-            if d.is_allowed() {
-                f.ok(format!("→ hub bus as {}", role.name()));
-            } else {
-                f.problem(
-                    format!(
-                        "its target's role {} may not events:PutEvents on {bus} ({d})",
-                        role.name()
-                    ),
-                    restore.clone(),
-                );
-            }
-            let trusted = match &role.trust {
-                Ok(trust) => {
-                    let context = [
-                        ("aws:SourceArn", rule_arn.as_str()),
-                        ("aws:SourceAccount", member.account),
-                    ];
-                    evaluate(
-                        std::slice::from_ref(trust),
-                        &Request {
-                            principal: Principal::Service("events.amazonaws.com"),
-                            action: "sts:AssumeRole",
-                            resource: role_arn,
-                            context: &context,
-                        },
-                    )
-                }
-                Err(e) => Decision::Undetermined { why: e.clone() },
-            };
-            if !trusted.is_allowed() {
-                f.problem(
-                    format!(
-                        "EventBridge may not assume {} for this rule ({trusted})",
-                        role.name()
-                    ),
-                    restore,
-                );
-            }
-        }
-    }
-    (f.into_check(check_name), Some(role_arn.to_owned()))
+    Ok(Forward {
+        bus,
+        role_arn: role_arn.to_owned(),
+        put_targets,
+    })
+}
+
+/// What the trust policy of the role at `role_arn` decides for EventBridge assuming it for the
+/// rule `rule_arn`.
+fn trusted_for_rule(role: &Role, role_arn: &str, rule_arn: &str, account: &str) -> Decision {
+    let trust = match &role.trust {
+        Ok(trust) => trust,
+        Err(e) => return Decision::Undetermined { why: e.clone() },
+    };
+    let context = [("aws:SourceArn", rule_arn), ("aws:SourceAccount", account)];
+    evaluate(
+        std::slice::from_ref(trust),
+        &Request {
+            principal: Principal::Service("events.amazonaws.com"),
+            action: "sts:AssumeRole",
+            resource: role_arn,
+            context: &context,
+        },
+    )
 }

@@ -8,7 +8,7 @@ use crate::check::{self, Expect};
 use crate::verify::{
     keys,
     queues::{encryption, load_queue},
-    report::{Check, Findings, fail},
+    report::{Check, fail},
     role::Role,
     tenants::{
         Sender, check_ownership, check_read, check_tenant_policy, discover_clusters,
@@ -85,9 +85,10 @@ pub(super) async fn check_tenants(
         if foreign {
             continue;
         }
-        let mut f = Findings::default();
-        encryption(&queue, &mut f, region);
-        checks.push(f.into_check(hub.name(&format!("{prefix}:encryption"))));
+        checks.push(check::evaluate(
+            hub.name(&format!("{prefix}:encryption")),
+            [encryption(&queue, region)],
+        ));
         let sender = Sender {
             label: "spoke role",
             role_arn: &hub.spoke_role_arn,

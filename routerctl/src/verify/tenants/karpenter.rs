@@ -3,9 +3,10 @@
 
 use aws_sdk_sqs::types::QueueAttributeName;
 
+use crate::check::{self, Expect};
 use crate::verify::{
     queues::Queue,
-    report::{Check, Findings, fail},
+    report::{Check, fail},
     stack::Base,
 };
 use aws_model::{
@@ -72,7 +73,6 @@ pub(crate) async fn check_karpenter_role(
     let policy = queue
         .attribute(QueueAttributeName::Policy)
         .and_then(|text| Policy::parse("queue policy", text).ok());
-    let mut f = Findings::default();
     let mut refused = Vec::new();
     for action in KARPENTER_QUEUE_ACTIONS {
         let mut decision = role.may(action, &queue.arn);
@@ -87,14 +87,19 @@ pub(crate) async fn check_karpenter_role(
             refused.push(format!("{action} ({decision})"));
         }
     }
-    if refused.is_empty() {
-        f.ok(format!(
-            "{role_name} may {} on {}",
-            KARPENTER_QUEUE_ACTIONS.join(", "),
-            queue.name
-        ));
-    } else {
-        f.problem(
+
+    // Expect → what was found → the fix.
+    check::evaluate(
+        name,
+        [Expect::that(
+            refused.is_empty(),
+            format!(
+                "{role_name} may {} on {}",
+                KARPENTER_QUEUE_ACTIONS.join(", "),
+                queue.name
+            ),
+        )
+        .otherwise(
             format!(
                 "Karpenter's controller role {role_name} may not {} on {}: Karpenter gets \
                  AccessDenied and handles no interruption",
@@ -106,9 +111,8 @@ pub(crate) async fn check_karpenter_role(
                  KARPENTER_ROLE={role_name}, which grants exactly these on this queue",
                 base.name
             ),
-        );
-    }
-    f.into_check(name)
+        )],
+    )
 }
 
 /// A parameter of the tenant stack that created the queue at `queue_url`: the stack CloudFormation

@@ -20,10 +20,11 @@ use serde_json::{Value, json};
 use super::{
     keys,
     queues::{Queue, encryption, load_queue, set_policy_command},
-    report::{Check, Findings, fail},
+    report::{Check, fail},
     role::Role,
     stack::Base,
 };
+use crate::check::{self, Expect};
 use aws_model::{
     aws::{Aws, arn_name, describe},
     policy::{Decision, Policy},
@@ -193,9 +194,10 @@ async fn check_tenant(
                 // Another tool's queue: its policy and grants are that tool's business.
                 return;
             }
-            let mut f = Findings::default();
-            encryption(&queue, &mut f, region);
-            checks.push(f.into_check(format!("{prefix}:encryption")));
+            checks.push(check::evaluate(
+                format!("{prefix}:encryption"),
+                [encryption(&queue, region)],
+            ));
             if let Some(role_arn) = router_role {
                 let sender = Sender {
                     label: "router",
@@ -265,40 +267,48 @@ async fn check_tenant(
         }
     }
     if let Some(role) = role {
-        let mut f = Findings::default();
-        let mut refused = Vec::new();
-        let mut statements = Vec::new();
-        for (action, statement) in ROUTER_QUEUE_ACTIONS {
-            let d = role.may(action, &arn);
-            if d.is_allowed() {
-                continue;
-            }
-            refused.push(format!("{action} ({d})"));
-            if !statements.contains(&statement) {
-                statements.push(statement);
-            }
+        checks.push(check_router_may_send(role, base, &arn, &name, &prefix));
+    }
+}
+
+/// `<prefix>:router-role`: the router role may do to the cluster's queue (`arn`, named `queue`)
+/// what the router does.
+fn check_router_may_send(role: &Role, base: &Base, arn: &str, queue: &str, prefix: &str) -> Check {
+    let mut refused = Vec::new();
+    let mut statements = Vec::new();
+    for (action, statement) in ROUTER_QUEUE_ACTIONS {
+        let d = role.may(action, arn);
+        if d.is_allowed() {
+            continue;
         }
-        if refused.is_empty() {
-            f.ok(format!(
-                "{} may {} on {name}",
+        refused.push(format!("{action} ({d})"));
+        if !statements.contains(&statement) {
+            statements.push(statement);
+        }
+    }
+
+    // Expect → what was found → the fix.
+    check::evaluate(
+        format!("{prefix}:router-role"),
+        [Expect::that(
+            refused.is_empty(),
+            format!(
+                "{} may {} on {queue}",
                 role.name(),
                 ROUTER_QUEUE_ACTIONS.map(|(a, _)| a).join(", ")
-            ));
-        } else {
-            f.problem(
-                format!("{} may not {} on {name}", role.name(), refused.join(", ")),
-                format!(
-                    "the role may use <QueuePrefix>* only: give the tenant stack the base \
-                     stack's QueuePrefix ({}), or restore the role's {} statement(s) (update the \
-                     base stack)",
-                    base.output("QueuePrefix")
-                        .unwrap_or("see its QueuePrefix output"),
-                    statements.join(" and ")
-                ),
-            );
-        }
-        checks.push(f.into_check(format!("{prefix}:router-role")));
-    }
+            ),
+        )
+        .otherwise(
+            format!("{} may not {} on {queue}", role.name(), refused.join(", ")),
+            format!(
+                "the role may use <QueuePrefix>* only: give the tenant stack the base stack's \
+                 QueuePrefix ({}), or restore the role's {} statement(s) (update the base stack)",
+                base.output("QueuePrefix")
+                    .unwrap_or("see its QueuePrefix output"),
+                statements.join(" and ")
+            ),
+        )],
+    )
 }
 
 /// The one principal a tenant queue must admit as sender: the hub's router role, or in a member
@@ -331,48 +341,58 @@ pub(crate) fn check_tenant_policy(
             &tenant_queue_policy(&queue.arn, role_arn)
         )
     );
-    let Some(text) = queue.attribute(QueueAttributeName::Policy) else {
-        return fail(
-            name,
+    // Where: the queue's policy.
+    let policy = queue
+        .attribute(QueueAttributeName::Policy)
+        .ok_or_else(|| {
             format!(
                 "{} has no queue policy: it does not grant the {}, and any principal in the \
                  account with sqs:SendMessage can write a fake interruption",
                 queue.name, sender.label
-            ),
-            restore,
-        );
+            )
+        })
+        .and_then(|text| Policy::parse("queue policy", text));
+    let policy = match &policy {
+        Ok(policy) => policy,
+        Err(_) => return check::evaluate(name, [Expect::lookup(&policy, restore)]),
     };
-    let policy = match Policy::parse("queue policy", text) {
-        Ok(p) => p,
-        Err(e) => return fail(name, e, restore),
-    };
-    let decide = |principal: &str| queue.decision(&policy, principal, "sqs:SendMessage");
-    let mut f = Findings::default();
-    match decide(role_arn) {
-        d @ Decision::Allowed { .. } => f.ok(format!("{} {d}", sender.label)),
-        d => f.problem(
-            format!(
-                "the {} role {role_arn} is {d} (a principal shown as AROA… is a deleted role)",
-                sender.label.trim_end_matches(" role")
-            ),
-            format!("{}; {restore}", sender.wrong_role_fix),
-        ),
-    }
+    let decide = |principal: &str| queue.decision(policy, principal, "sqs:SendMessage");
+    let sender_may = decide(role_arn);
     let other = format!(
         "arn:{}:iam::{}:role/routerctl-verify-probe",
         sender.partition, sender.account
     );
-    match decide(&other) {
-        Decision::Denied { .. } => f.ok("other senders denied"),
-        d => f.problem(
-            format!(
-                "other principals in the account are not denied ({d}): anyone with \
-                 sqs:SendMessage can write a fake interruption and drain a node"
+    let other_may = decide(&other);
+
+    // Expect → what was found → the fix.
+    check::evaluate(
+        name,
+        [
+            Expect::that(
+                matches!(sender_may, Decision::Allowed { .. }),
+                format!("{} {sender_may}", sender.label),
+            )
+            .otherwise(
+                format!(
+                    "the {} role {role_arn} is {sender_may} (a principal shown as AROA… is a \
+                     deleted role)",
+                    sender.label.trim_end_matches(" role")
+                ),
+                format!("{}; {restore}", sender.wrong_role_fix),
             ),
-            restore,
-        ),
-    }
-    f.into_check(name)
+            Expect::that(
+                matches!(other_may, Decision::Denied { .. }),
+                "other senders denied",
+            )
+            .otherwise(
+                format!(
+                    "other principals in the account are not denied ({other_may}): anyone with \
+                     sqs:SendMessage can write a fake interruption and drain a node"
+                ),
+                restore,
+            ),
+        ],
+    )
 }
 
 /// tenant.yaml's InterruptionQueuePolicy for these ARNs.
