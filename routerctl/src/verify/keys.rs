@@ -11,10 +11,11 @@ use aws_sdk_sqs::types::QueueAttributeName;
 
 use super::{
     queues::{Queue, load_queue},
-    report::{Check, Findings},
+    report::Check,
     role::Role,
     stack::Base,
 };
+use crate::check::{self, Expect};
 use aws_model::{
     access::{Identity, ResourcePolicy, authorize_role, authorize_service},
     aws::{Aws, arn_account, describe},
@@ -63,27 +64,31 @@ pub(crate) async fn check(
     redeploy: &str,
 ) -> Option<Check> {
     let key_id = queue.attribute(QueueAttributeName::KmsMasterKeyId)?;
-    let mut f = Findings::default();
+    // By alias, SQS's way to name the AWS-managed key: nothing to look up.
     if is_aws_managed_alias(key_id) {
-        f.problem(
-            format!(
-                "{} is encrypted with the AWS-managed key {key_id}: {AWS_MANAGED}",
-                queue.name
-            ),
-            format!(
-                "{redeploy} KMS_KEY=Create (a key the stack creates, with the policy it needs)"
-            ),
-        );
-        return Some(f.into_check(name));
+        return Some(check::evaluate(
+            name,
+            [aws_managed(&queue.name, key_id, redeploy)],
+        ));
     }
-    match load_key(aws, key_id).await {
-        Err(problem) => f.problem(
-            problem,
+    // Where: the key and its policy.
+    let loaded = load_key(aws, key_id).await;
+    let rows = match &loaded {
+        Ok(key) => judge(key, queue, users, &aws.region, redeploy),
+        Err(_) => vec![Expect::lookup(
+            &loaded,
             "run verify with kms:DescribeKey and kms:GetKeyPolicy on the queue's key",
-        ),
-        Ok(key) => judge(&key, queue, users, &aws.region, redeploy, &mut f),
-    }
-    Some(f.into_check(name))
+        )],
+    };
+    Some(check::evaluate(name, rows))
+}
+
+/// The row refusing the AWS-managed key.
+fn aws_managed(queue: &str, key: &str, redeploy: &str) -> Expect {
+    Expect::problem(
+        format!("{queue} is encrypted with the AWS-managed key {key}: {AWS_MANAGED}"),
+        format!("{redeploy} KMS_KEY=Create (a key the stack creates, with the policy it needs)"),
+    )
 }
 
 async fn load_key(aws: &Aws, key_id: &str) -> Result<Key, String> {
@@ -130,35 +135,23 @@ pub(crate) fn judge(
     users: &[KeyUser<'_>],
     region: &str,
     redeploy: &str,
-    f: &mut Findings,
-) {
+) -> Vec<Expect> {
     if key.aws_managed {
-        f.problem(
-            format!(
-                "{} is encrypted with the AWS-managed key {}: {AWS_MANAGED}",
-                queue.name, key.arn
-            ),
-            format!(
-                "{redeploy} KMS_KEY=Create (a key the stack creates, with the policy it needs)"
-            ),
-        );
-        return;
+        return vec![aws_managed(&queue.name, &key.arn, redeploy)];
     }
-    match &key.disabled {
-        Some(state) => f.problem(
+    let mut rows = vec![match &key.disabled {
+        Some(state) => Expect::problem(
             format!(
                 "{}'s key {} is {state}: nobody can send to or receive from it",
                 queue.name, key.arn
             ),
             format!("aws kms enable-key --region {region} --key-id {}", key.arn),
         ),
-        None => f.ok(format!(
+        None => Expect::found(format!(
             "{} encrypted with customer-managed key {} (enabled)",
             queue.name, key.arn
         )),
-    }
-    let account = arn_account(&key.arn).unwrap_or_default();
-    let via_sqs = format!("sqs.{region}.amazonaws.com");
+    }];
     let fix = format!(
         "{redeploy}: with KmsKey=Create the stack writes the key policy and the grants (README, \
          Locked-down accounts); a permissions boundary must allow kms:GenerateDataKey and \
@@ -166,68 +159,91 @@ pub(crate) fn judge(
     );
     for user in users {
         match user {
-            KeyUser::Rules(rules) => {
-                for rule in *rules {
-                    for action in PRODUCE {
-                        let context = [
-                            ("aws:SourceArn", rule.as_str()),
-                            ("aws:SourceAccount", account),
-                        ];
-                        let request = request(action, &key.arn, &context);
-                        let d = authorize_service(&key.policy, "events.amazonaws.com", &request);
-                        if !d.is_allowed() {
-                            f.problem(
-                                format!(
-                                    "EventBridge may not {action} with {} for rule {rule}: {d}",
-                                    key.arn
-                                ),
-                                fix.clone(),
-                            );
-                        }
-                    }
-                }
-            }
+            KeyUser::Rules(rules) => rows.extend(rules_rows(key, rules, &fix)),
             KeyUser::Role {
                 what,
                 identity,
                 actions,
-            } => {
-                for action in *actions {
-                    let context = [
-                        ("kms:ViaService", via_sqs.as_str()),
-                        (
-                            "kms:CallerAccount",
-                            arn_account(identity.arn).unwrap_or_default(),
-                        ),
-                        ("aws:PrincipalArn", identity.arn),
-                    ];
-                    let request = request(action, &key.arn, &context);
-                    let d = authorize_role(
-                        identity,
-                        &key.policy,
-                        ResourcePolicy::Key,
-                        account,
-                        &request,
-                    );
-                    if d.is_allowed() {
-                        f.ok(format!("{what} {} may {action} through SQS", identity.arn));
-                    } else {
-                        let d = match d {
-                            Decision::NotAllowed => "neither the key policy naming it, nor the key policy's grant to the account together with its own policies, allows it".to_owned(),
-                            other => other.to_string(),
-                        };
-                        f.problem(
-                            format!(
-                                "{what} {} may not {action} with {}: {d}",
-                                identity.arn, key.arn
-                            ),
-                            fix.clone(),
-                        );
-                    }
-                }
-            }
+            } => rows.extend(role_rows(key, what, identity, actions, region, &fix)),
         }
     }
+    rows
+}
+
+/// EventBridge, for each rule: kms:GenerateDataKey and kms:Decrypt (silent when allowed).
+fn rules_rows(key: &Key, rules: &[String], fix: &str) -> Vec<Expect> {
+    let account = arn_account(&key.arn).unwrap_or_default();
+    let mut rows = Vec::new();
+    for rule in rules {
+        for action in PRODUCE {
+            let context = [
+                ("aws:SourceArn", rule.as_str()),
+                ("aws:SourceAccount", account),
+            ];
+            let request = request(action, &key.arn, &context);
+            let d = authorize_service(&key.policy, "events.amazonaws.com", &request);
+            rows.push(Expect::quietly(d.is_allowed()).otherwise(
+                format!(
+                    "EventBridge may not {action} with {} for rule {rule}: {d}",
+                    key.arn
+                ),
+                fix,
+            ));
+        }
+    }
+    rows
+}
+
+/// A role, for each of its actions, through SQS.
+fn role_rows(
+    key: &Key,
+    what: &str,
+    identity: &Identity<'_>,
+    actions: &[&str],
+    region: &str,
+    fix: &str,
+) -> Vec<Expect> {
+    let account = arn_account(&key.arn).unwrap_or_default();
+    let via_sqs = format!("sqs.{region}.amazonaws.com");
+    let mut rows = Vec::new();
+    for action in actions {
+        let context = [
+            ("kms:ViaService", via_sqs.as_str()),
+            (
+                "kms:CallerAccount",
+                arn_account(identity.arn).unwrap_or_default(),
+            ),
+            ("aws:PrincipalArn", identity.arn),
+        ];
+        let request = request(action, &key.arn, &context);
+        let d = authorize_role(
+            identity,
+            &key.policy,
+            ResourcePolicy::Key,
+            account,
+            &request,
+        );
+        let why = match &d {
+            Decision::NotAllowed => "neither the key policy naming it, nor the key policy's grant \
+                                     to the account together with its own policies, allows it"
+                .to_owned(),
+            other => other.to_string(),
+        };
+        rows.push(
+            Expect::that(
+                d.is_allowed(),
+                format!("{what} {} may {action} through SQS", identity.arn),
+            )
+            .otherwise(
+                format!(
+                    "{what} {} may not {action} with {}: {why}",
+                    identity.arn, key.arn
+                ),
+                fix,
+            ),
+        );
+    }
+    rows
 }
 
 fn request<'a>(action: &'a str, key: &'a str, context: &'a [(&'a str, &'a str)]) -> Request<'a> {

@@ -1,8 +1,7 @@
-//! The report: one named [`Check`] per line, PASS or FAIL, every failure with its fix; and
-//! [`Findings`], a check's rows pushed as it finds them (judged by [`crate::check`]).
+//! The report: one named [`Check`] per line, PASS or FAIL, every failure with its fix (each
+//! check's rows judged by [`crate::check::evaluate`]).
 
 pub use crate::check::{Check, fail, pass};
-use crate::check::{Expect, evaluate};
 
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -66,25 +65,4 @@ impl Report {
 pub enum Mode {
     Queue,
     Direct,
-}
-
-/// A check's rows pushed one by one, for a check that finds as it goes (`keys.rs`); the same
-/// rows [`crate::check::evaluate`] judges for every check.
-#[derive(Default)]
-pub(crate) struct Findings {
-    rows: Vec<Expect>,
-}
-
-impl Findings {
-    pub(super) fn ok(&mut self, what: impl Into<String>) {
-        self.rows.push(Expect::found(what));
-    }
-
-    pub(super) fn problem(&mut self, problem: impl Into<String>, fix: impl Into<String>) {
-        self.rows.push(Expect::problem(problem, fix));
-    }
-
-    pub(super) fn into_check(self, name: impl Into<String>) -> Check {
-        evaluate(name, self.rows)
-    }
 }

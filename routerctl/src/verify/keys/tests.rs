@@ -94,16 +94,8 @@ fn assert_fails(check: &Check, problem: &str, fix: &str) {
 }
 
 fn verdict(key: &Key, users: &[KeyUser<'_>]) -> Check {
-    let mut f = Findings::default();
-    judge(
-        key,
-        &queue("karpenter-alpha"),
-        users,
-        REGION,
-        REDEPLOY,
-        &mut f,
-    );
-    f.into_check("tenant:alpha:key")
+    let rows = judge(key, &queue("karpenter-alpha"), users, REGION, REDEPLOY);
+    check::evaluate("tenant:alpha:key", rows)
 }
 
 #[test]
