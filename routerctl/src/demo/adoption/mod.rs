@@ -17,36 +17,40 @@
 //!
 //! [`Estate::finish`] stops the stream and checks every event against the queue its cluster's
 //! Karpenter was pointed at when it was sent.
+//!
+//! This file sets the scene up; the stream is in `stream.rs`, the moves ([`Estate::advance`]) in
+//! `moves.rs`, the verdict ([`Estate::finish`]) in `verdict.rs`.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::PathBuf,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, atomic::AtomicBool},
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, Result, bail};
-use interruption_router::event::Kind;
+use anyhow::{Context, Result};
 use tokio::task::JoinHandle;
 
-use super::old_setups::{self, Flavour};
-use crate::{
-    adopt::{self, Outcome as Adopted, steps::State},
-    demo::sandbox::Sandbox,
-};
-use aws_model::{aws::Aws, events::Origin, stacks};
+use aws_model::{aws::Aws, stacks};
 use local_aws::{
     esm::{Drained, EventSourceMapping, Stop},
     eventbridge::DefaultBus,
     function::{Function, router_binary},
     invoke_api::InvokeApi,
     karpenter::{Behaviour, Karpenter},
-    moto::{ACCOUNT, MotoServer, REGION, karpenter_tags, launch, sdk_config_for},
+    moto::{MotoServer, karpenter_tags, launch, sdk_config_for},
     proxy::AwsProxy,
 };
+
+use super::old_setups::{self, Flavour};
+use crate::{adopt, demo::sandbox::Sandbox};
+
+mod moves;
+mod stream;
+mod verdict;
+
+pub use stream::Published;
+use stream::{Fed, stream};
 
 pub const STACK: &str = "interruption-router";
 
@@ -103,16 +107,6 @@ pub struct Cluster {
     /// Karpenter's controller role.
     pub role: Option<String>,
     pub karpenter: Option<Karpenter>,
-}
-
-/// One event of the stream.
-#[derive(Debug, Clone)]
-pub struct Published {
-    pub id: String,
-    pub kind: Kind,
-    pub clusters: Vec<String>,
-    /// When the default bus had delivered it.
-    pub at: Instant,
 }
 
 /// One move of [`Estate::advance`].
@@ -288,292 +282,6 @@ impl Estate {
     pub fn tenant_queue(cluster: &str) -> String {
         format!("karpenter-{cluster}")
     }
-
-    /// One move further for `cluster`: what the operator does where adopt's plan hands them the
-    /// next step, else adopt's `--apply`.
-    pub async fn advance(&mut self, cluster: &str) -> Result<Move> {
-        let plan = self.adopt(&adopt::Options::plan_of(STACK, cluster)).await?;
-        let at = plan
-            .cluster(cluster)
-            .context("cluster left out of the plan")?;
-        let flavour = self.clusters[cluster].flavour;
-        let queue = Self::tenant_queue(cluster);
-        if let Some(next) = at.next() {
-            let reading = self.clusters[cluster]
-                .karpenter
-                .as_ref()
-                .and_then(|k| k.reading().map(str::to_owned));
-            match (next.number, &next.state) {
-                // The helm command the plan prints, then --apply (below) starts the check.
-                (3, State::Todo) if reading.as_deref() != Some(queue.as_str()) => {
-                    self.helm(cluster, &queue).await?;
-                    return Ok(Move::Operator {
-                        step: 3,
-                        did: format!("helm upgrade … --set settings.interruptionQueue={queue}"),
-                    });
-                }
-                (1 | 4, State::Waiting) => {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    return Ok(Move::Waited {
-                        step: next.number,
-                        why: next.detail.clone(),
-                    });
-                }
-                (7, State::Waiting) => {
-                    let old = self.clusters[cluster].old_queue.clone().unwrap_or_default();
-                    let url = self.sandbox.queue_url(&old).await?;
-                    self.aws.sqs.purge_queue().queue_url(&url).send().await?;
-                    return Ok(Move::Operator {
-                        step: 7,
-                        did: format!("aws sqs purge-queue --queue-url {url}"),
-                    });
-                }
-                (6 | 7, State::Todo) if flavour != Some(Flavour::ByHand) => {
-                    let did = self.retire_with_its_tool(cluster, next.number).await?;
-                    return Ok(Move::Operator {
-                        step: next.number,
-                        did,
-                    });
-                }
-                _ => {}
-            }
-        }
-        // By hand: the operator says so, and adopt deletes what carries no tool's mark.
-        let options = match flavour {
-            Some(Flavour::ByHand) => self.apply(cluster).delete_hand_made(),
-            _ => self.apply(cluster),
-        };
-        let report = self.adopt(&options).await?;
-        match &report.outcome {
-            Adopted::Finished => Ok(Move::Finished),
-            Adopted::Applied { step, did } => {
-                if matches!(step, 1 | 2) {
-                    // moto skips parts of the tenant stack; put them back as AWS would have them.
-                    let role = self.clusters[cluster].role.clone();
-                    self.sandbox
-                        .complete_tenant(cluster, role.as_deref())
-                        .await?;
-                }
-                Ok(Move::Applied {
-                    step: *step,
-                    did: did.clone(),
-                })
-            }
-            Adopted::Refused { why, .. } => bail!("{cluster} is stuck: {why}"),
-            other => bail!("adopt --apply did not apply: {other:?}"),
-        }
-    }
-
-    /// What the tool that made `cluster`'s old set-up does once it no longer declares the rules
-    /// (step 6) or the queue (step 7): the getting-started stack updated with adopt's edit of its
-    /// template; Terraform's apply deleting what its configuration dropped.
-    async fn retire_with_its_tool(&mut self, cluster: &str, step: u8) -> Result<String> {
-        match self.clusters[cluster].flavour {
-            Some(Flavour::GettingStarted) => {
-                let report = self
-                    .adopt(&adopt::Options::stack_template(STACK, cluster))
-                    .await?;
-                let Adopted::Template { stack, edit, .. } = report.outcome else {
-                    bail!("--stack-template printed no template: {}", report.render());
-                };
-                stacks::update(&self.aws.cfn, &stack, &edit.template, &[]).await?;
-                Ok(format!(
-                    "routerctl adopt --stack-template > {stack}.yaml ({}); aws cloudformation \
-                     deploy --stack-name {stack} --template-file {stack}.yaml",
-                    edit.summary()
-                ))
-            }
-            _ => {
-                let plan = self.adopt(&adopt::Options::plan_of(STACK, cluster)).await?;
-                let tool = plan
-                    .cluster(cluster)
-                    .context("no plan")?
-                    .step(step)
-                    .detail
-                    .clone();
-                if step == 6 {
-                    let rules = self
-                        .aws
-                        .events
-                        .list_rules()
-                        .name_prefix("Karpenter")
-                        .send()
-                        .await?;
-                    // Both Terraform modules tag their rules ClusterName.
-                    for rule in rules.rules().iter().filter_map(|r| r.name()) {
-                        if !self.rule_tagged_for(rule, cluster).await? {
-                            continue;
-                        }
-                        let targets = self
-                            .aws
-                            .events
-                            .list_targets_by_rule()
-                            .rule(rule)
-                            .send()
-                            .await?;
-                        let ids: Vec<String> = targets
-                            .targets()
-                            .iter()
-                            .map(|t| t.id().to_owned())
-                            .collect();
-                        self.aws
-                            .events
-                            .remove_targets()
-                            .rule(rule)
-                            .set_ids(Some(ids))
-                            .send()
-                            .await?;
-                        self.aws.events.delete_rule().name(rule).send().await?;
-                    }
-                    Ok(format!("terraform apply without the rules ({tool})"))
-                } else {
-                    let old = self.clusters[cluster].old_queue.clone().unwrap_or_default();
-                    let url = self.sandbox.queue_url(&old).await?;
-                    self.aws.sqs.delete_queue().queue_url(&url).send().await?;
-                    Ok(format!("terraform apply without the queue {old}"))
-                }
-            }
-        }
-    }
-
-    async fn rule_tagged_for(&self, rule: &str, cluster: &str) -> Result<bool> {
-        let arn = format!("arn:aws:events:{REGION}:{ACCOUNT}:rule/{rule}");
-        let tags = self
-            .aws
-            .events
-            .list_tags_for_resource()
-            .resource_arn(arn)
-            .send()
-            .await?;
-        Ok(tags
-            .tags()
-            .iter()
-            .any(|t| t.key() == "ClusterName" && t.value() == cluster))
-    }
-
-    /// Stops the stream, lets the router and every Karpenter drain, and checks what each
-    /// Karpenter read.
-    pub async fn finish(mut self) -> Result<Outcome> {
-        self.stream_stop.store(true, Ordering::SeqCst);
-        let published = self.stream.await??;
-        let drained = self.esm.await??;
-        let mut reads = BTreeMap::new();
-        let mut owner: BTreeMap<String, String> = BTreeMap::new();
-        for (name, cluster) in self.clusters.iter_mut() {
-            for node in &cluster.nodes {
-                owner.insert(node.clone(), name.clone());
-            }
-            if let Some(karpenter) = cluster.karpenter.as_mut() {
-                karpenter.stop().await?;
-                reads.insert(name.clone(), karpenter.reads());
-            }
-        }
-        let mut missed = Vec::new();
-        for event in &published {
-            for cluster in &event.clusters {
-                let karpenter = self.clusters[cluster].karpenter.as_ref().unwrap();
-                let queue = karpenter.reading_at(event.at).unwrap_or_default();
-                let read = reads[cluster]
-                    .iter()
-                    .any(|r| r.id == event.id && r.queue == queue);
-                if !read {
-                    missed.push(format!(
-                        "{cluster}: {} ({}) was sent while its Karpenter read {queue}, which \
-                         never received it",
-                        event.id,
-                        event.kind.label()
-                    ));
-                }
-            }
-        }
-        // Reads that are not the stream's: adopt's probes and sentinels, by cluster and queue.
-        let adopts = |suffix: bool| {
-            reads
-                .iter()
-                .flat_map(|(cluster, reads)| {
-                    reads
-                        .iter()
-                        .filter(move |r| {
-                            r.id.starts_with("routerctl-adopt-")
-                                && r.id.ends_with("-sentinel") == suffix
-                        })
-                        .map(move |r| (cluster.clone(), r.queue.clone(), r.id.clone()))
-                })
-                .collect::<Vec<_>>()
-        };
-        let (probes, sentinels) = (adopts(false), adopts(true));
-        let mut misrouted = Vec::new();
-        for (cluster, reads) in &reads {
-            for read in reads
-                .iter()
-                .filter(|r| r.queue == Self::tenant_queue(cluster))
-            {
-                for instance in &read.instances {
-                    if owner.get(instance) != Some(cluster) {
-                        misrouted.push(format!(
-                            "{} in {}: names {instance} of {}",
-                            read.id,
-                            read.queue,
-                            owner.get(instance).map_or("no cluster", String::as_str)
-                        ));
-                    }
-                }
-            }
-        }
-        let dlq = self.sandbox.base.output("DeadLetterQueueArn")?.to_owned();
-        let dlq_url = self
-            .sandbox
-            .queue_url(aws_model::aws::arn_name(&dlq))
-            .await?;
-        let dead_lettered = self
-            .aws
-            .sqs
-            .get_queue_attributes()
-            .queue_url(&dlq_url)
-            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
-            .send()
-            .await?
-            .attributes()
-            .and_then(|a| {
-                a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)?
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or_default();
-        let mut kinds: BTreeMap<String, BTreeSet<&'static str>> = BTreeMap::new();
-        for event in &published {
-            for cluster in &event.clusters {
-                kinds
-                    .entry(cluster.clone())
-                    .or_default()
-                    .insert(event.kind.label());
-            }
-        }
-        let duplicates = reads
-            .iter()
-            .map(|(cluster, reads)| {
-                let mut seen = BTreeSet::new();
-                let twice = reads
-                    .iter()
-                    .filter(|r| !r.id.starts_with("routerctl-") && !seen.insert((&r.id, &r.queue)))
-                    .count();
-                (cluster.clone(), twice)
-            })
-            .filter(|(_, n)| *n > 0)
-            .collect();
-        self.moto.stop().await;
-        Ok(Outcome {
-            published: published.len(),
-            kinds,
-            missed,
-            misrouted,
-            dead_lettered,
-            handed_back: drained.retried,
-            probes,
-            sentinels,
-            duplicates,
-        })
-    }
 }
 
 /// What the stream's events became.
@@ -604,69 +312,6 @@ impl Outcome {
             && self.dead_lettered == 0
             && self.duplicates.is_empty()
     }
-}
-
-/// A cluster the stream sends events about: its nodes, and the kinds its set-up covers.
-struct Fed {
-    cluster: String,
-    nodes: Vec<String>,
-    kinds: Vec<Kind>,
-}
-
-/// Publishes one event every `every` until `stop`: each cluster in turn, each of its kinds in
-/// turn, alternating nodes; every 7th a Health event naming a node of every cluster.
-async fn stream(
-    bus: DefaultBus,
-    fed: Vec<Fed>,
-    every: Duration,
-    stop: Arc<AtomicBool>,
-) -> Result<Vec<Published>> {
-    let origin = Origin {
-        account: ACCOUNT.to_owned(),
-        region: REGION.to_owned(),
-    };
-    let mut published = Vec::new();
-    let mut n = 0usize;
-    while !stop.load(Ordering::SeqCst) {
-        let one = &fed[n % fed.len()];
-        let round = n / fed.len();
-        let node = &one.nodes[round % one.nodes.len()];
-        let kind = one.kinds[round % one.kinds.len()];
-        let health_for_all = n % 7 == 6;
-        let id = match health_for_all {
-            true => format!("adopt-{n}-scheduled-change-all"),
-            false => format!("adopt-{n}-{}", kind.label()),
-        };
-        let (event, clusters) = if health_for_all {
-            let all: Vec<String> = fed.iter().map(|f| f.nodes[0].clone()).collect();
-            (
-                origin.scheduled_change(&all, &id),
-                fed.iter().map(|f| f.cluster.clone()).collect(),
-            )
-        } else {
-            let event = match kind {
-                Kind::SpotInterruption => origin.spot_warning(node, &id),
-                Kind::RebalanceRecommendation => origin.rebalance(node, &id),
-                Kind::StateChange if n.is_multiple_of(2) => {
-                    origin.state_change(node, "stopping", &id)
-                }
-                Kind::StateChange => origin.state_change(node, "terminated", &id),
-                Kind::ScheduledChange => origin.scheduled_change(std::slice::from_ref(node), &id),
-                Kind::CapacityReservationInterruption => origin.capacity_reservation(node, &id),
-            };
-            (event, vec![one.cluster.clone()])
-        };
-        bus.put(&event.event).await?;
-        published.push(Published {
-            id,
-            kind: event.kind,
-            clusters,
-            at: Instant::now(),
-        });
-        n += 1;
-        tokio::time::sleep(every).await;
-    }
-    Ok(published)
 }
 
 /// The demo: the plan, every set-up cluster walked to the end, and what the stream became.
