@@ -1,0 +1,571 @@
+//! `routerctl verify` on the home account's deployed stacks: it passes on a clean deployment, and
+//! each deliberate breakage, made one at a time and then undone, is caught by name with its fix.
+//! One test, as each breakage starts from the same deployment.
+
+use anyhow::Result;
+use aws_sdk_sqs::types::QueueAttributeName;
+use e2e_tests::INVOKE_BUDGET;
+use routerctl::verify;
+
+use super::{
+    assert_detail, assert_fix, delete_alarm, put_role_policy, queue_policy, set_attribute,
+    set_environment, set_queue_policy, verify_fails,
+};
+use crate::cli::Estate;
+
+#[tokio::test]
+async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Result<()> {
+    let estate = Estate::deploy().await?;
+    let aws = estate.aws();
+    let sandbox = &estate.sandbox;
+
+    let report = verify_fails(&estate, &[], &[]).await?;
+    let names: Vec<&str> = report.checks.iter().map(|c| c.name.as_str()).collect();
+    for expected in [
+        "stack",
+        "rule:SpotInterruptionRule",
+        "rule:RebalanceRecommendationRule",
+        "rule:StateChangeRule",
+        "rule:ScheduledChangeRule",
+        "rule:CapacityReservationInterruptionRule",
+        "ingest-queue",
+        "ingest-queue:policy",
+        "event-source-mapping",
+        "dead-letter-queue",
+        "dead-letter-queue:policy",
+        "function",
+        "function:environment",
+        "router-role",
+        "dashboard",
+        "alarm:LateForwardsAlarm",
+        // Found without --cluster: every queue the router's template names.
+        "tenant:alpha:queue",
+        "tenant:alpha:encryption",
+        "tenant:alpha:queue-policy",
+        "tenant:alpha:router-role",
+        "tenant:beta:queue",
+    ] {
+        assert!(names.contains(&expected), "{expected} missing: {names:?}");
+    }
+    let role_check = &report.check("router-role").unwrap().detail;
+    for action in ["tag:GetResources", "sqs:ChangeMessageVisibility"] {
+        assert!(role_check.contains(action), "{role_check}");
+    }
+    // One account served: no spoke roles to assume.
+    assert!(
+        !names.contains(&"router-role:assume-spoke-roles"),
+        "{names:?}"
+    );
+
+    // A rule disabled by hand.
+    let state_rule = sandbox.resource("StateChangeRule").await?;
+    aws.events.disable_rule().name(&state_rule).send().await?;
+    let report = verify_fails(&estate, &[], &["rule:StateChangeRule"]).await?;
+    let check = report.check("rule:StateChangeRule").unwrap();
+    assert!(check.detail.contains("is DISABLED"), "{}", check.detail);
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains(&format!("aws events enable-rule --name {state_rule}")),
+        "{check:?}"
+    );
+    aws.events.enable_rule().name(&state_rule).send().await?;
+
+    // A pattern narrowed to terminated only: stopping instances would never be drained.
+    let original = aws.events.describe_rule().name(&state_rule).send().await?;
+    let original = original.event_pattern().unwrap().to_owned();
+    aws.events
+        .put_rule()
+        .name(&state_rule)
+        .event_pattern(r#"{"source":["aws.ec2"],"detail-type":["EC2 Instance State-change Notification"],"detail":{"state":["terminated"]}}"#)
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["rule:StateChangeRule"]).await?;
+    assert_detail(
+        &report,
+        "rule:StateChangeRule",
+        "differs from what the router handles",
+    );
+    aws.events
+        .put_rule()
+        .name(&state_rule)
+        .event_pattern(original)
+        .send()
+        .await?;
+
+    // A rule whose target was removed.
+    let spot_rule = sandbox.resource("SpotInterruptionRule").await?;
+    let targets = aws
+        .events
+        .list_targets_by_rule()
+        .rule(&spot_rule)
+        .send()
+        .await?;
+    let target = targets.targets()[0].clone();
+    aws.events
+        .remove_targets()
+        .rule(&spot_rule)
+        .ids(target.id())
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["rule:SpotInterruptionRule"]).await?;
+    let check = report.check("rule:SpotInterruptionRule").unwrap();
+    assert!(
+        check.detail.contains("does not target the ingest queue"),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("aws events put-targets")
+    );
+    aws.events
+        .put_targets()
+        .rule(&spot_rule)
+        .targets(target)
+        .send()
+        .await?;
+
+    // The ingest queue's policy as it was before it denied other senders: any principal of the
+    // account whose identity policy allows sqs:SendMessage could forge an interruption.
+    let ingest = sandbox.ingest_queue_url().await?;
+    let policy = queue_policy(aws, &ingest).await?;
+    let mut undenied = policy.clone();
+    undenied["Statement"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|s| s["Sid"] != "DenySendersOtherThanTheseRules");
+    set_queue_policy(aws, &ingest, &undenied).await?;
+    let report = verify_fails(&estate, &[], &["ingest-queue:policy"]).await?;
+    assert_detail(
+        &report,
+        "ingest-queue:policy",
+        "it does not deny other senders",
+    );
+    assert_fix(
+        &report,
+        "ingest-queue:policy",
+        "DenySendersOtherThanTheseRules",
+    );
+
+    // ... and opened to every rule as well (no aws:SourceArn).
+    let mut open = undenied.clone();
+    open["Statement"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("Condition");
+    set_queue_policy(aws, &ingest, &open).await?;
+    let report = verify_fails(&estate, &[], &["ingest-queue:policy"]).await?;
+    assert_detail(
+        &report,
+        "ingest-queue:policy",
+        "lets any EventBridge rule send",
+    );
+    set_queue_policy(aws, &ingest, &policy).await?;
+
+    // The event source mapping without ReportBatchItemFailures.
+    let mapping = aws
+        .lambda
+        .list_event_source_mappings()
+        .function_name(sandbox.function_name()?)
+        .send()
+        .await?;
+    let uuid = mapping.event_source_mappings()[0]
+        .uuid()
+        .unwrap()
+        .to_owned();
+    aws.lambda
+        .update_event_source_mapping()
+        .uuid(&uuid)
+        .set_function_response_types(Some(vec![]))
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["event-source-mapping"]).await?;
+    assert_detail(
+        &report,
+        "event-source-mapping",
+        "lacks ReportBatchItemFailures",
+    );
+    aws.lambda
+        .update_event_source_mapping()
+        .uuid(&uuid)
+        .function_response_types(
+            aws_sdk_lambda::types::FunctionResponseType::ReportBatchItemFailures,
+        )
+        .send()
+        .await?;
+
+    // A QUEUE_NAME_TEMPLATE the router would refuse to start with: the router's own validation.
+    let function = sandbox.function_name()?;
+    let env: std::collections::HashMap<String, String> =
+        sandbox.function_environment().await?.into_iter().collect();
+    let mut broken = env.clone();
+    broken.insert("QUEUE_NAME_TEMPLATE".into(), "karpenter-queue".into());
+    set_environment(aws, function, broken).await?;
+    let report = verify_fails(&estate, &[], &["function:environment"]).await?;
+    let check = report.check("function:environment").unwrap();
+    assert!(
+        check
+            .detail
+            .contains(r#"QUEUE_NAME_TEMPLATE="karpenter-queue": it does not contain {cluster}"#),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("karpenter-{cluster}")
+    );
+    set_environment(aws, function, env).await?;
+
+    // A tenant queue re-created (or edited) without encryption.
+    let alpha = sandbox.queue_url("karpenter-alpha").await?;
+    set_attribute(
+        aws,
+        &alpha,
+        QueueAttributeName::SqsManagedSseEnabled,
+        "false",
+    )
+    .await?;
+    let report = verify_fails(&estate, &[], &["tenant:alpha:encryption"]).await?;
+    assert!(
+        report
+            .check("tenant:alpha:encryption")
+            .unwrap()
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("SqsManagedSseEnabled=true"),
+        "{}",
+        report.render()
+    );
+    set_attribute(
+        aws,
+        &alpha,
+        QueueAttributeName::SqsManagedSseEnabled,
+        "true",
+    )
+    .await?;
+
+    // A tenant queue policy written for another router role: it denies the real one.
+    let alpha_policy = queue_policy(aws, &alpha).await?;
+    let stale = serde_json::to_string(&alpha_policy)?.replace(
+        sandbox.router_role_arn()?,
+        "arn:aws:iam::123456789012:role/old-router",
+    );
+    set_queue_policy(aws, &alpha, &serde_json::from_str(&stale)?).await?;
+    let report = verify_fails(&estate, &[], &["tenant:alpha:queue-policy"]).await?;
+    assert_detail(
+        &report,
+        "tenant:alpha:queue-policy",
+        "DenySendersOtherThanRouter",
+    );
+    set_queue_policy(aws, &alpha, &alpha_policy).await?;
+
+    // The role's send permission narrowed to beta's queue.
+    let role = sandbox
+        .router_role_arn()?
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let document = aws
+        .iam
+        .get_role_policy()
+        .role_name(&role)
+        .policy_name("interruption-router")
+        .send()
+        .await?
+        .policy_document()
+        .to_owned();
+    let document = aws_model::policy::decode_iam_document(&document).map_err(anyhow::Error::msg)?;
+    let narrowed = document.replace("karpenter-*", "karpenter-beta");
+    assert_ne!(narrowed, document);
+    put_role_policy(aws, &role, &narrowed).await?;
+    let report = verify_fails(&estate, &[], &["tenant:alpha:router-role"]).await?;
+    assert_detail(
+        &report,
+        "tenant:alpha:router-role",
+        "may not sqs:GetQueueUrl (",
+    );
+    assert_detail(&report, "tenant:alpha:router-role", "sqs:ListQueueTags (");
+    assert_detail(&report, "tenant:alpha:router-role", "on karpenter-alpha");
+    put_role_policy(aws, &role, &document).await?;
+
+    // The role without the Tagging API lookup path and without the hand-back of records.
+    let narrowed = document
+        .replace("\"tag:GetResources\"", "\"tag:GetTagKeys\"")
+        .replace("\"sqs:ChangeMessageVisibility\"", "\"sqs:ListQueues\"");
+    assert_ne!(narrowed, document);
+    put_role_policy(aws, &role, &narrowed).await?;
+    let report = verify_fails(&estate, &[], &["router-role"]).await?;
+    let check = report.check("router-role").unwrap();
+    assert!(
+        check.detail.contains("may not tag:GetResources on *")
+            && check
+                .detail
+                .contains("sqs:ChangeMessageVisibility on ir-ingest"),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("statements ResolveInstanceTagsByArn, ConsumeIngestQueue"),
+        "{check:?}"
+    );
+    put_role_policy(aws, &role, &document).await?;
+
+    // The late-forwards alarm deleted: nobody hears of interruptions forwarded too late.
+    delete_alarm(aws, "ir-LateForwardsAlarm").await?;
+    let report = verify_fails(&estate, &[], &["alarm:LateForwardsAlarm"]).await?;
+    assert_detail(
+        &report,
+        "alarm:LateForwardsAlarm",
+        "no alarm watches InterruptionRouter LateForwards",
+    );
+    assert_fix(
+        &report,
+        "alarm:LateForwardsAlarm",
+        "aws cloudwatch put-metric-alarm --region us-east-1 --alarm-name ir-LateForwardsAlarm",
+    );
+    sandbox.create_alarm("LateForwardsAlarm").await?;
+
+    // The dashboard deleted by hand.
+    let dashboard = aws
+        .cloudwatch
+        .get_dashboard()
+        .dashboard_name("ir")
+        .send()
+        .await?;
+    aws.cloudwatch
+        .delete_dashboards()
+        .dashboard_names("ir")
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["dashboard"]).await?;
+    assert_detail(&report, "dashboard", "dashboard ir does not exist");
+    aws.cloudwatch
+        .put_dashboard()
+        .dashboard_name("ir")
+        .dashboard_body(dashboard.dashboard_body().unwrap())
+        .send()
+        .await?;
+
+    // A default-bus rule without `account`: every foreign event its bus receives would be
+    // dead-lettered account-not-served and page (or arrive twice through the central bus).
+    let spot_rule = sandbox.resource("SpotInterruptionRule").await?;
+    let scoped = aws
+        .events
+        .describe_rule()
+        .name(&spot_rule)
+        .send()
+        .await?
+        .event_pattern()
+        .unwrap()
+        .to_owned();
+    aws.events
+        .put_rule()
+        .name(&spot_rule)
+        .event_pattern(
+            r#"{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}"#,
+        )
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["rule:SpotInterruptionRule"]).await?;
+    assert_detail(
+        &report,
+        "rule:SpotInterruptionRule",
+        "it matches every account's events",
+    );
+    assert_fix(
+        &report,
+        "rule:SpotInterruptionRule",
+        r#""account":["123456789012"]"#,
+    );
+    aws.events
+        .put_rule()
+        .name(&spot_rule)
+        .event_pattern(scoped)
+        .send()
+        .await?;
+
+    // The metrics-missing alarm deleted: documents Lambda's log filter drops would leave every
+    // router alarm silent, and nothing would say so.
+    delete_alarm(aws, "ir-RouterMetricsMissingAlarm").await?;
+    let report = verify_fails(&estate, &[], &["alarm:RouterMetricsMissingAlarm"]).await?;
+    assert_detail(
+        &report,
+        "alarm:RouterMetricsMissingAlarm",
+        "metric documents",
+    );
+    assert_fix(&report, "alarm:RouterMetricsMissingAlarm", "--metrics");
+    sandbox.create_alarm("RouterMetricsMissingAlarm").await?;
+
+    // Lambda counted invocations, and the log group holds only lines without metric documents
+    // (a router build whose documents Lambda's filter dropped at LogLevel=WARN).
+    let function = sandbox.function_name()?.to_owned();
+    aws.cloudwatch
+        .put_metric_data()
+        .namespace("AWS/Lambda")
+        .metric_data(
+            aws_sdk_cloudwatch::types::MetricDatum::builder()
+                .metric_name("Invocations")
+                .dimensions(
+                    aws_sdk_cloudwatch::types::Dimension::builder()
+                        .name("FunctionName")
+                        .value(&function)
+                        .build(),
+                )
+                .value(3.0)
+                .build(),
+        )
+        .send()
+        .await?;
+    sandbox
+        .ship_logs(&[r#"{"level":"WARN","timestamp":"2026-11-23T00:00:00Z","fields":{"message":"failed, will be retried"}}"#.to_owned()])
+        .await?;
+    let report = verify_fails(&estate, &[], &["function:metrics"]).await?;
+    assert_detail(&report, "function:metrics", "holds no metric document");
+    // The router as built now, run at WARN under Lambda's filter: its documents reach the logs.
+    let router = estate
+        .world
+        .start_router(&[("AWS_LAMBDA_LOG_LEVEL", "WARN")])
+        .await?;
+    router
+        .invoke(e2e_tests::sqs_event(&[]).to_string(), INVOKE_BUDGET)
+        .await;
+    let kept = router.stdout_lines();
+    assert!(
+        kept.iter().any(|l| l.contains("CloudWatchMetrics")),
+        "{kept:?}"
+    );
+    sandbox.ship_logs(&kept).await?;
+    router.stop().await;
+    verify_fails(&estate, &[], &[]).await?;
+
+    // Karpenter's controller role lost its access to alpha's queue (its getting-started policy
+    // names only the queue Karpenter created itself).
+    let karpenter = routerctl::demo::sandbox::karpenter_role_name("alpha");
+    let attached = aws
+        .iam
+        .list_attached_role_policies()
+        .role_name(&karpenter)
+        .send()
+        .await?;
+    let grants: Vec<String> = attached
+        .attached_policies()
+        .iter()
+        .filter_map(|p| p.policy_arn().map(str::to_owned))
+        .collect();
+    assert_eq!(grants.len(), 1, "the tenant stack's grant: {grants:?}");
+    aws.iam
+        .detach_role_policy()
+        .role_name(&karpenter)
+        .policy_arn(&grants[0])
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &[], &["tenant:alpha:karpenter-role"]).await?;
+    assert_detail(
+        &report,
+        "tenant:alpha:karpenter-role",
+        "may not sqs:GetQueueUrl",
+    );
+    assert_fix(
+        &report,
+        "tenant:alpha:karpenter-role",
+        &format!("KARPENTER_ROLE={karpenter}"),
+    );
+    aws.iam
+        .attach_role_policy()
+        .role_name(&karpenter)
+        .policy_arn(&grants[0])
+        .send()
+        .await?;
+
+    // All repaired.
+    verify_fails(&estate, &[], &[]).await?;
+
+    // A tenant queue deleted: only a named cluster can be missed.
+    aws.sqs
+        .delete_queue()
+        .queue_url(sandbox.queue_url("karpenter-beta").await?)
+        .send()
+        .await?;
+    let report = verify_fails(&estate, &["alpha", "beta"], &["tenant:beta:queue"]).await?;
+    let check = report.check("tenant:beta:queue").unwrap();
+    assert!(
+        check.detail.contains("queue karpenter-beta does not exist"),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("make deploy-tenant CLUSTER=beta"),
+        "{check:?}"
+    );
+
+    // A rule deleted outside CloudFormation: the stack still names it, DescribeRule finds none.
+    let scheduled = sandbox.resource("ScheduledChangeRule").await?;
+    let targets = aws
+        .events
+        .list_targets_by_rule()
+        .rule(&scheduled)
+        .send()
+        .await?;
+    let ids: Vec<String> = targets
+        .targets()
+        .iter()
+        .map(|t| t.id().to_owned())
+        .collect();
+    aws.events
+        .remove_targets()
+        .rule(&scheduled)
+        .set_ids(Some(ids))
+        .send()
+        .await?;
+    aws.events.delete_rule().name(&scheduled).send().await?;
+    let report = verify_fails(&estate, &[], &["rule:ScheduledChangeRule"]).await?;
+    assert_detail(
+        &report,
+        "rule:ScheduledChangeRule",
+        "does not exist (deleted outside CloudFormation)",
+    );
+    assert_fix(
+        &report,
+        "rule:ScheduledChangeRule",
+        "re-create the rule as base.yaml defines it, or delete and re-deploy the stack",
+    );
+
+    // A stack name that is not deployed.
+    let report = verify::run(
+        aws,
+        &verify::Options {
+            stack: "nope".into(),
+            ..verify::Options::default()
+        },
+    )
+    .await;
+    assert_eq!(report.failures().len(), 1);
+    assert_eq!(report.failures()[0].name, "stack");
+    assert!(
+        report.failures()[0]
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("make deploy-base")
+    );
+    Ok(())
+}
