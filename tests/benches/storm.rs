@@ -6,28 +6,37 @@
 //! Run with `make bench` (builds the release binary first). Options: `--events N` (1000),
 //! `--clusters K` (10), `--batch B` (100), `--runs R` (3), `--cold-starts C` (10),
 //! `--rss-events M` (10000), `--org-accounts A` (10), `--org-clusters C` (10), `--write FILE`.
+//!
+//! This file reads the options and runs the benchmarks in turn (`main`): what a storm runs on and
+//! what a pass costs are in `storm/passes.rs`, the emulator's own per-call costs in
+//! `storm/emulator.rs`, the tables and figures in `storm/figures.rs`, the EC2 brownout row in
+//! `storm/brownout.rs`.
 
 use std::{
-    collections::{BTreeMap, HashMap},
-    fmt::Write as _,
-    path::{Path, PathBuf},
+    path::PathBuf,
     time::{Duration, Instant, SystemTime},
 };
 
 use anyhow::{Context, Result, bail, ensure};
-use aws_model::events::{Origin, Synthetic, rfc3339};
+use aws_model::events::{Synthetic, rfc3339};
 use e2e_tests::{
-    World, karpenter_tags,
     organisation::{Organisation, member_places},
     sqs_event,
 };
-use local_aws::{
-    function::{Function, router_binary},
-    moto::{ACCOUNT, REGION},
-};
+use local_aws::function::{Function, router_binary};
 
 #[path = "storm/brownout.rs"]
 mod brownout;
+#[path = "storm/emulator.rs"]
+mod emulator;
+#[path = "storm/figures.rs"]
+mod figures;
+#[path = "storm/passes.rs"]
+mod passes;
+
+use emulator::EmulatorCosts;
+use figures::{criterion_rates, criterion_table, machine, ms, spread, storm_table};
+use passes::{Estate, Pass, bodies, naive, pass};
 
 /// Nodes per cluster in the organisation storm (accounts × clusters × this = events per storm).
 const ORG_NODES: i32 = 10;
@@ -79,338 +88,6 @@ fn options() -> Result<Options> {
         "--events must be a multiple of --clusters"
     );
     Ok(o)
-}
-
-/// The emulator with `clusters` queues and `events / clusters` Karpenter nodes per cluster.
-struct Estate {
-    world: World,
-    /// Nodes, interleaved across clusters: node i belongs to cluster i % K.
-    nodes: Vec<(String, String)>,
-    queues: BTreeMap<String, String>,
-}
-
-impl Estate {
-    async fn new(o: &Options) -> Result<Self> {
-        let world = World::start().await?;
-        let mut queues = BTreeMap::new();
-        let mut per_cluster = Vec::new();
-        for c in 0..o.clusters {
-            let cluster = format!("c{c:02}");
-            queues.insert(cluster.clone(), world.create_tenant_queue(&cluster).await?);
-            per_cluster.push((
-                cluster.clone(),
-                world
-                    .launch_many(&karpenter_tags(&cluster), (o.events / o.clusters) as i32)
-                    .await?,
-            ));
-        }
-        let nodes = (0..o.events).map(|i| {
-            let (cluster, ids) = &per_cluster[i % o.clusters];
-            (ids[i / o.clusters].clone(), cluster.clone())
-        });
-        Ok(Self {
-            nodes: nodes.collect(),
-            queues,
-            world,
-        })
-    }
-
-    /// One spot warning per node, with ids unique to `run`.
-    fn storm(&self, run: &str) -> Vec<Synthetic> {
-        let origin = Origin {
-            account: ACCOUNT.into(),
-            region: REGION.into(),
-        };
-        self.nodes
-            .iter()
-            .enumerate()
-            .map(|(i, (node, _))| origin.spot_warning(node, &format!("{run}-{i}")))
-            .collect()
-    }
-
-    /// Reads every queue and checks it holds exactly the storm's events for its cluster, once.
-    async fn check_delivery(&self, storm: &[Synthetic]) -> Result<()> {
-        let owner: HashMap<&str, &str> = self
-            .nodes
-            .iter()
-            .map(|(n, c)| (n.as_str(), c.as_str()))
-            .collect();
-        let mut expected: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for e in storm {
-            expected
-                .entry(owner[e.instances[0].as_str()])
-                .or_default()
-                .push(&e.id);
-        }
-        for (cluster, url) in &self.queues {
-            let mut got: Vec<String> = self
-                .world
-                .drain(url)
-                .await?
-                .iter()
-                .map(|m| m.json()["id"].as_str().unwrap_or_default().to_owned())
-                .collect();
-            got.sort();
-            let mut want: Vec<String> = expected
-                .remove(cluster.as_str())
-                .unwrap_or_default()
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-            want.sort();
-            if got != want {
-                let missing = want.iter().filter(|w| !got.contains(w)).count();
-                bail!(
-                    "DELIVERY CHECK FAILED for {cluster}: {} received, {} expected, {missing} missing or misrouted",
-                    got.len(),
-                    want.len()
-                );
-            }
-        }
-        Ok(())
-    }
-
-    async fn start_router(&self, binary: &Path) -> Result<Function> {
-        Function::start_ready(binary, &self.world.router_env(&[])).await
-    }
-}
-
-/// What one pass of a storm cost.
-#[derive(Clone, Default)]
-struct Pass {
-    events: usize,
-    calls: BTreeMap<String, u64>,
-    wall: Duration,
-    latencies: Vec<Duration>,
-}
-
-impl Pass {
-    fn calls_per_event(&self) -> f64 {
-        self.calls.values().sum::<u64>() as f64 / self.events as f64
-    }
-    fn events_per_second(&self) -> f64 {
-        self.events as f64 / self.wall.as_secs_f64()
-    }
-    /// Adds `other`'s events, calls, time and latencies to this pass.
-    fn add(&mut self, other: Pass) {
-        self.events += other.events;
-        for (action, n) in other.calls {
-            *self.calls.entry(action).or_default() += n;
-        }
-        self.wall += other.wall;
-        self.latencies.extend(other.latencies);
-    }
-}
-
-/// Sends `bodies` to `router`, as SQS batches of `batch` records, or one direct invocation each,
-/// and counts the calls `world`'s proxy saw.
-async fn pass(
-    world: &World,
-    router: &Function,
-    bodies: &[String],
-    batch: Option<usize>,
-) -> Result<Pass> {
-    world.proxy.reset_counts();
-    let mut latencies = Vec::new();
-    let started = Instant::now();
-    for chunk in bodies.chunks(batch.unwrap_or(1)) {
-        let payload = match batch {
-            Some(_) => sqs_event(chunk).to_string(),
-            None => chunk[0].clone(),
-        };
-        let t = Instant::now();
-        let outcome = router.invoke(payload, Duration::from_secs(30)).await;
-        latencies.push(t.elapsed());
-        let ok = match batch {
-            Some(_) => outcome
-                .json()
-                .is_some_and(|r| r["batchItemFailures"].as_array().is_some_and(Vec::is_empty)),
-            None => outcome.json().is_some_and(|r| r["outcome"] == "forwarded"),
-        };
-        if !ok {
-            let log = router.stdout_lines();
-            let problems: Vec<&String> = log
-                .iter()
-                .filter(|l| l.contains("\"WARN\"") || l.contains("\"ERROR\""))
-                .collect();
-            bail!(
-                "the router did not forward everything: {outcome:?}\nits last warnings:\n{:#?}",
-                &problems[problems.len().saturating_sub(5)..]
-            );
-        }
-    }
-    Ok(Pass {
-        events: bodies.len(),
-        calls: world.proxy.calls(),
-        wall: started.elapsed(),
-        latencies,
-    })
-}
-
-/// The events' bodies, as EventBridge delivers them.
-fn bodies(storm: &[Synthetic]) -> Vec<String> {
-    storm.iter().map(Synthetic::body).collect()
-}
-
-/// The naive per-event strategy: DescribeInstances + GetQueueUrl + SendMessage for every event,
-/// no cache, no batching (what a simple per-event router does), through the same proxy.
-async fn naive(estate: &Estate, storm: &[Synthetic]) -> Result<Pass> {
-    let sdk = local_aws::moto::sdk_config_for(&estate.world.proxy.endpoint()).await;
-    let (ec2, sqs) = (
-        aws_sdk_ec2::Client::new(&sdk),
-        aws_sdk_sqs::Client::new(&sdk),
-    );
-    estate.world.proxy.reset_counts();
-    let mut latencies = Vec::new();
-    let started = Instant::now();
-    for event in storm {
-        let t = Instant::now();
-        let out = ec2
-            .describe_instances()
-            .instance_ids(&event.instances[0])
-            .send()
-            .await?;
-        let tags = out
-            .reservations()
-            .iter()
-            .flat_map(|r| r.instances())
-            .flat_map(|i| i.tags())
-            .collect::<Vec<_>>();
-        let cluster = tags
-            .iter()
-            .find(|t| t.key() == Some("eks:eks-cluster-name"))
-            .and_then(|t| t.value())
-            .context("untagged")?;
-        let url = sqs
-            .get_queue_url()
-            .queue_name(format!("karpenter-{cluster}"))
-            .send()
-            .await?;
-        sqs.send_message()
-            .queue_url(url.queue_url().context("no url")?)
-            .message_body(event.body())
-            .send()
-            .await?;
-        latencies.push(t.elapsed());
-    }
-    Ok(Pass {
-        events: storm.len(),
-        calls: estate.world.proxy.calls(),
-        wall: started.elapsed(),
-        latencies,
-    })
-}
-
-/// What the emulator itself charges per call, measured sequentially through the same proxy: it
-/// explains the batched/naive throughput ratio on this emulator, which is far below the call ratio.
-struct EmulatorCosts {
-    describe_one: Duration,
-    get_queue_url: Duration,
-    send_message: Duration,
-    send_message_batch_10: Duration,
-}
-
-impl EmulatorCosts {
-    const SAMPLES: usize = 30;
-
-    async fn measure(estate: &Estate, storm: &[Synthetic]) -> Result<Self> {
-        let sdk = local_aws::moto::sdk_config_for(&estate.world.proxy.endpoint()).await;
-        let (ec2, sqs) = (
-            aws_sdk_ec2::Client::new(&sdk),
-            aws_sdk_sqs::Client::new(&sdk),
-        );
-        let (node, cluster) = &estate.nodes[0];
-        let queue = &estate.queues[cluster];
-        let body = storm[0].body();
-        let mut times: [Vec<Duration>; 4] = Default::default();
-        for _ in 0..Self::SAMPLES {
-            let t = Instant::now();
-            ec2.describe_instances().instance_ids(node).send().await?;
-            times[0].push(t.elapsed());
-            let t = Instant::now();
-            sqs.get_queue_url()
-                .queue_name(format!("karpenter-{cluster}"))
-                .send()
-                .await?;
-            times[1].push(t.elapsed());
-            let t = Instant::now();
-            sqs.send_message()
-                .queue_url(queue)
-                .message_body(&body)
-                .send()
-                .await?;
-            times[2].push(t.elapsed());
-            let entries = (0..10)
-                .map(|i| {
-                    aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .message_body(&body)
-                        .build()
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let t = Instant::now();
-            sqs.send_message_batch()
-                .queue_url(queue)
-                .set_entries(Some(entries))
-                .send()
-                .await?;
-            times[3].push(t.elapsed());
-        }
-        // The probe's messages are not part of any storm.
-        estate.world.drain(queue).await?;
-        let [d, g, m, b] = times.map(|t| percentile(&t, 50));
-        Ok(Self {
-            describe_one: d,
-            get_queue_url: g,
-            send_message: m,
-            send_message_batch_10: b,
-        })
-    }
-
-    /// Naive cost per event over batched cost per event (one tenth of a full SendMessageBatch),
-    /// with every call made one after another.
-    fn sequential_ratio(&self) -> f64 {
-        (self.describe_one + self.get_queue_url + self.send_message).as_secs_f64()
-            / (self.send_message_batch_10.as_secs_f64() / 10.0)
-    }
-}
-
-/// A markdown table of storm passes: calls/event, throughput and invocation latency, each as
-/// median (min–max) over the runs.
-fn storm_table(rows: &[(&str, &Vec<Pass>)]) -> String {
-    let mut table = String::from(
-        "| pass | AWS calls / event | events / s | invocation p50 ms | invocation p99 ms |\n|---|---|---|---|---|",
-    );
-    for (label, passes) in rows {
-        let (c, c0, c1) = spread(passes.iter().map(Pass::calls_per_event));
-        let (r, r0, r1) = spread(passes.iter().map(Pass::events_per_second));
-        let (p50, p50a, p50b) = spread(passes.iter().map(|p| ms(percentile(&p.latencies, 50))));
-        let (p99, p99a, p99b) = spread(passes.iter().map(|p| ms(percentile(&p.latencies, 99))));
-        let _ = write!(
-            table,
-            "\n| {label} | {c:.3} ({c0:.3}–{c1:.3}) | {r:.0} ({r0:.0}–{r1:.0}) | {p50:.1} ({p50a:.1}–{p50b:.1}) | {p99:.1} ({p99a:.1}–{p99b:.1}) |"
-        );
-    }
-    table
-}
-
-fn percentile(values: &[Duration], p: usize) -> Duration {
-    let mut v = values.to_vec();
-    v.sort_unstable();
-    v.get(((p * v.len()).div_ceil(100)).clamp(1, v.len().max(1)) - 1)
-        .copied()
-        .unwrap_or_default()
-}
-
-/// Median, min and max of a figure over runs.
-fn spread(values: impl IntoIterator<Item = f64>) -> (f64, f64, f64) {
-    let mut v: Vec<f64> = values.into_iter().collect();
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[0], v[v.len() - 1])
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 #[tokio::main]
@@ -748,93 +425,4 @@ async fn main() -> Result<()> {
         eprintln!("wrote {}", path.display());
     }
     Ok(())
-}
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let memory = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .next()
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map_or("unknown memory".into(), |kb| {
-            format!("{:.0} GiB", kb as f64 / 1024.0 / 1024.0)
-        });
-    let rustc = std::process::Command::new("rustc")
-        .arg("--version")
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    format!(
-        "{cpu}, {cores} cores, {memory}, {rustc}, moto {}",
-        local_aws::moto::MOTO_VERSION
-    )
-}
-
-/// The criterion results of `cargo bench --bench core`, if they are there: (id, ns per iteration,
-/// events per iteration).
-fn criterion_results() -> Vec<(&'static str, f64, f64)> {
-    let target = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.ancestors().nth(3).map(Path::to_path_buf))
-        .unwrap_or_else(|| PathBuf::from("target"));
-    [
-        ("classify/spot-interruption", 1.0),
-        ("classify/rebalance-recommendation", 1.0),
-        ("classify/state-change", 1.0),
-        ("classify/capacity-reservation", 1.0),
-        ("classify/scheduled-change", 1.0),
-        ("classify/ignored-state", 1.0),
-        ("batch/sqs-100", 100.0),
-        ("scheduled-change/classify-only", 1.0),
-        ("scheduled-change/split-only", 1.0),
-    ]
-    .into_iter()
-    .filter_map(|(id, events)| {
-        let path = target.join("criterion").join(id).join("new/estimates.json");
-        let ns = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-            .and_then(|v| v["mean"]["point_estimate"].as_f64())?;
-        Some((id, ns, events))
-    })
-    .collect()
-}
-
-/// Events per second of each criterion benchmark.
-fn criterion_rates() -> Vec<(&'static str, f64)> {
-    criterion_results()
-        .into_iter()
-        .map(|(id, ns, events)| (id, events / (ns / 1e9)))
-        .collect()
-}
-
-fn criterion_table() -> String {
-    let results = criterion_results();
-    if results.is_empty() {
-        return "(not run: `cargo bench --workspace --bench core` first)".into();
-    }
-    let mut table = String::from("| benchmark | time per iteration | events/s |\n|---|---|---|\n");
-    for (id, ns, events) in results {
-        let _ = writeln!(
-            table,
-            "| {id} | {:.2} µs | {:.0} |",
-            ns / 1000.0,
-            events / (ns / 1e9)
-        );
-    }
-    table.push_str("\nParse + classify + plan (Health events: + split), per event; `batch/sqs-100` includes deserialising the SQS event.");
-    table
 }

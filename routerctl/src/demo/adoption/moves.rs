@@ -1,0 +1,179 @@
+//! One move of the scene: [`Estate::advance`] takes a cluster one step further, by adopt's
+//! `--apply` or, where adopt hands the step to the operator, by what the operator does (the
+//! helm upgrade, the getting-started stack's update with `--stack-template`, Terraform's apply,
+//! a purge); a [`Move`] says which.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use aws_model::stacks;
+use local_aws::moto::{ACCOUNT, REGION};
+
+use super::{Estate, Move, STACK};
+use crate::adopt::{self, Outcome as Adopted, steps::State};
+use crate::demo::old_setups::Flavour;
+
+impl Estate {
+    /// One move further for `cluster`: what the operator does where adopt's plan hands them the
+    /// next step, else adopt's `--apply`.
+    pub async fn advance(&mut self, cluster: &str) -> Result<Move> {
+        let plan = self.adopt(&adopt::Options::plan_of(STACK, cluster)).await?;
+        let at = plan
+            .cluster(cluster)
+            .context("cluster left out of the plan")?;
+        let flavour = self.clusters[cluster].flavour;
+        let queue = Self::tenant_queue(cluster);
+        if let Some(next) = at.next() {
+            let reading = self.clusters[cluster]
+                .karpenter
+                .as_ref()
+                .and_then(|k| k.reading().map(str::to_owned));
+            match (next.number, &next.state) {
+                // The helm command the plan prints, then --apply (below) starts the check.
+                (3, State::Todo) if reading.as_deref() != Some(queue.as_str()) => {
+                    self.helm(cluster, &queue).await?;
+                    return Ok(Move::Operator {
+                        step: 3,
+                        did: format!("helm upgrade … --set settings.interruptionQueue={queue}"),
+                    });
+                }
+                (1 | 4, State::Waiting) => {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    return Ok(Move::Waited {
+                        step: next.number,
+                        why: next.detail.clone(),
+                    });
+                }
+                (7, State::Waiting) => {
+                    let old = self.clusters[cluster].old_queue.clone().unwrap_or_default();
+                    let url = self.sandbox.queue_url(&old).await?;
+                    self.aws.sqs.purge_queue().queue_url(&url).send().await?;
+                    return Ok(Move::Operator {
+                        step: 7,
+                        did: format!("aws sqs purge-queue --queue-url {url}"),
+                    });
+                }
+                (6 | 7, State::Todo) if flavour != Some(Flavour::ByHand) => {
+                    let did = self.retire_with_its_tool(cluster, next.number).await?;
+                    return Ok(Move::Operator {
+                        step: next.number,
+                        did,
+                    });
+                }
+                _ => {}
+            }
+        }
+        // By hand: the operator says so, and adopt deletes what carries no tool's mark.
+        let options = match flavour {
+            Some(Flavour::ByHand) => self.apply(cluster).delete_hand_made(),
+            _ => self.apply(cluster),
+        };
+        let report = self.adopt(&options).await?;
+        match &report.outcome {
+            Adopted::Finished => Ok(Move::Finished),
+            Adopted::Applied { step, did } => {
+                if matches!(step, 1 | 2) {
+                    // moto skips parts of the tenant stack; put them back as AWS would have them.
+                    let role = self.clusters[cluster].role.clone();
+                    self.sandbox
+                        .complete_tenant(cluster, role.as_deref())
+                        .await?;
+                }
+                Ok(Move::Applied {
+                    step: *step,
+                    did: did.clone(),
+                })
+            }
+            Adopted::Refused { why, .. } => bail!("{cluster} is stuck: {why}"),
+            other => bail!("adopt --apply did not apply: {other:?}"),
+        }
+    }
+
+    /// What the tool that made `cluster`'s old set-up does once it no longer declares the rules
+    /// (step 6) or the queue (step 7): the getting-started stack updated with adopt's edit of its
+    /// template; Terraform's apply deleting what its configuration dropped.
+    async fn retire_with_its_tool(&mut self, cluster: &str, step: u8) -> Result<String> {
+        match self.clusters[cluster].flavour {
+            Some(Flavour::GettingStarted) => {
+                let report = self
+                    .adopt(&adopt::Options::stack_template(STACK, cluster))
+                    .await?;
+                let Adopted::Template { stack, edit, .. } = report.outcome else {
+                    bail!("--stack-template printed no template: {}", report.render());
+                };
+                stacks::update(&self.aws.cfn, &stack, &edit.template, &[]).await?;
+                Ok(format!(
+                    "routerctl adopt --stack-template > {stack}.yaml ({}); aws cloudformation \
+                     deploy --stack-name {stack} --template-file {stack}.yaml",
+                    edit.summary()
+                ))
+            }
+            _ => {
+                let plan = self.adopt(&adopt::Options::plan_of(STACK, cluster)).await?;
+                let tool = plan
+                    .cluster(cluster)
+                    .context("no plan")?
+                    .step(step)
+                    .detail
+                    .clone();
+                if step == 6 {
+                    let rules = self
+                        .aws
+                        .events
+                        .list_rules()
+                        .name_prefix("Karpenter")
+                        .send()
+                        .await?;
+                    // Both Terraform modules tag their rules ClusterName.
+                    for rule in rules.rules().iter().filter_map(|r| r.name()) {
+                        if !self.rule_tagged_for(rule, cluster).await? {
+                            continue;
+                        }
+                        let targets = self
+                            .aws
+                            .events
+                            .list_targets_by_rule()
+                            .rule(rule)
+                            .send()
+                            .await?;
+                        let ids: Vec<String> = targets
+                            .targets()
+                            .iter()
+                            .map(|t| t.id().to_owned())
+                            .collect();
+                        self.aws
+                            .events
+                            .remove_targets()
+                            .rule(rule)
+                            .set_ids(Some(ids))
+                            .send()
+                            .await?;
+                        self.aws.events.delete_rule().name(rule).send().await?;
+                    }
+                    Ok(format!("terraform apply without the rules ({tool})"))
+                } else {
+                    let old = self.clusters[cluster].old_queue.clone().unwrap_or_default();
+                    let url = self.sandbox.queue_url(&old).await?;
+                    self.aws.sqs.delete_queue().queue_url(&url).send().await?;
+                    Ok(format!("terraform apply without the queue {old}"))
+                }
+            }
+        }
+    }
+
+    async fn rule_tagged_for(&self, rule: &str, cluster: &str) -> Result<bool> {
+        let arn = format!("arn:aws:events:{REGION}:{ACCOUNT}:rule/{rule}");
+        let tags = self
+            .aws
+            .events
+            .list_tags_for_resource()
+            .resource_arn(arn)
+            .send()
+            .await?;
+        Ok(tags
+            .tags()
+            .iter()
+            .any(|t| t.key() == "ClusterName" && t.value() == cluster))
+    }
+}

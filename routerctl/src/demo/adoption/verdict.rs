@@ -1,0 +1,138 @@
+//! The verdict: [`Estate::finish`] stops the stream, lets the router and every Karpenter drain,
+//! and checks every event against the queue its cluster's Karpenter was pointed at when it was
+//! sent; the [`Outcome`] says what the stream's events became.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::atomic::Ordering,
+};
+
+use anyhow::Result;
+
+use super::{Estate, Outcome};
+
+impl Estate {
+    /// Stops the stream, lets the router and every Karpenter drain, and checks what each
+    /// Karpenter read.
+    pub async fn finish(mut self) -> Result<Outcome> {
+        self.stream_stop.store(true, Ordering::SeqCst);
+        let published = self.stream.await??;
+        let drained = self.esm.await??;
+        let mut reads = BTreeMap::new();
+        let mut owner: BTreeMap<String, String> = BTreeMap::new();
+        for (name, cluster) in self.clusters.iter_mut() {
+            for node in &cluster.nodes {
+                owner.insert(node.clone(), name.clone());
+            }
+            if let Some(karpenter) = cluster.karpenter.as_mut() {
+                karpenter.stop().await?;
+                reads.insert(name.clone(), karpenter.reads());
+            }
+        }
+        let mut missed = Vec::new();
+        for event in &published {
+            for cluster in &event.clusters {
+                let karpenter = self.clusters[cluster].karpenter.as_ref().unwrap();
+                let queue = karpenter.reading_at(event.at).unwrap_or_default();
+                let read = reads[cluster]
+                    .iter()
+                    .any(|r| r.id == event.id && r.queue == queue);
+                if !read {
+                    missed.push(format!(
+                        "{cluster}: {} ({}) was sent while its Karpenter read {queue}, which \
+                         never received it",
+                        event.id,
+                        event.kind.label()
+                    ));
+                }
+            }
+        }
+        // Reads that are not the stream's: adopt's probes and sentinels, by cluster and queue.
+        let adopts = |suffix: bool| {
+            reads
+                .iter()
+                .flat_map(|(cluster, reads)| {
+                    reads
+                        .iter()
+                        .filter(move |r| {
+                            r.id.starts_with("routerctl-adopt-")
+                                && r.id.ends_with("-sentinel") == suffix
+                        })
+                        .map(move |r| (cluster.clone(), r.queue.clone(), r.id.clone()))
+                })
+                .collect::<Vec<_>>()
+        };
+        let (probes, sentinels) = (adopts(false), adopts(true));
+        let mut misrouted = Vec::new();
+        for (cluster, reads) in &reads {
+            for read in reads
+                .iter()
+                .filter(|r| r.queue == Self::tenant_queue(cluster))
+            {
+                for instance in &read.instances {
+                    if owner.get(instance) != Some(cluster) {
+                        misrouted.push(format!(
+                            "{} in {}: names {instance} of {}",
+                            read.id,
+                            read.queue,
+                            owner.get(instance).map_or("no cluster", String::as_str)
+                        ));
+                    }
+                }
+            }
+        }
+        let dlq = self.sandbox.base.output("DeadLetterQueueArn")?.to_owned();
+        let dlq_url = self
+            .sandbox
+            .queue_url(aws_model::aws::arn_name(&dlq))
+            .await?;
+        let dead_lettered = self
+            .aws
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&dlq_url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await?
+            .attributes()
+            .and_then(|a| {
+                a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_default();
+        let mut kinds: BTreeMap<String, BTreeSet<&'static str>> = BTreeMap::new();
+        for event in &published {
+            for cluster in &event.clusters {
+                kinds
+                    .entry(cluster.clone())
+                    .or_default()
+                    .insert(event.kind.label());
+            }
+        }
+        let duplicates = reads
+            .iter()
+            .map(|(cluster, reads)| {
+                let mut seen = BTreeSet::new();
+                let twice = reads
+                    .iter()
+                    .filter(|r| !r.id.starts_with("routerctl-") && !seen.insert((&r.id, &r.queue)))
+                    .count();
+                (cluster.clone(), twice)
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        self.moto.stop().await;
+        Ok(Outcome {
+            published: published.len(),
+            kinds,
+            missed,
+            misrouted,
+            dead_lettered,
+            handed_back: drained.retried,
+            probes,
+            sentinels,
+            duplicates,
+        })
+    }
+}

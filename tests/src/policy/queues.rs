@@ -1,0 +1,251 @@
+//! The checks on the queues: only the router may write a tenant queue, every queue is encrypted
+//! and refuses plain HTTP, the ingest queue's visibility timeout outlasts the function, and its
+//! mapping reports batch item failures.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use aws_model::template::Template;
+
+use super::{
+    Found,
+    router::is_router_role,
+    statements::{PolicyKind, Principal, Statement, statements},
+    values::{branches, get_att, items, list_branches, reference, text},
+};
+
+/// A queue policy granting an AWS principal anything grants it to the router's role alone, and
+/// denies SendMessage to every other principal (an identity policy elsewhere in the account
+/// cannot then write fake interruptions).
+pub(super) fn tenant_queue_writable_only_by_router(t: &Template) -> Found {
+    let mut found = Found::new();
+    let all = statements(t);
+    let queue_policies: BTreeSet<&str> = all
+        .iter()
+        .filter(|s| s.kind == PolicyKind::Resource && t.is_a(&s.holder, "AWS::SQS::QueuePolicy"))
+        .map(|s| s.holder.as_str())
+        .collect();
+    for policy in queue_policies {
+        let of_policy: Vec<&Statement> = all.iter().filter(|s| s.holder == policy).collect();
+        let mut grants_aws = false;
+        for s in of_policy.iter().filter(|s| s.is_allow()) {
+            if s.body.get("NotPrincipal").is_some() {
+                found.push((s.label(), "Allow with NotPrincipal".into()));
+            }
+            for set in s.principal_sets() {
+                let aws: Vec<&Principal> = set
+                    .iter()
+                    .filter(|p| !matches!(p, Principal::Service(_)))
+                    .collect();
+                if aws.is_empty() {
+                    continue;
+                }
+                grants_aws = true;
+                if aws.len() > 1 {
+                    found.push((
+                        s.label(),
+                        format!(
+                            "Allow to {} principals; only the router role may send",
+                            aws.len()
+                        ),
+                    ));
+                }
+                for p in aws {
+                    match p {
+                        Principal::Aws(v) if is_router_role(t, v) => {}
+                        other => found.push((
+                            s.label(),
+                            format!("Allow to {other:?}, which is not the router role"),
+                        )),
+                    }
+                }
+            }
+        }
+        if !grants_aws {
+            continue;
+        }
+        let denies_others = of_policy.iter().any(|s| {
+            s.is_deny()
+                && s.principals() == [Principal::Any]
+                && s.covers("sqs:SendMessage")
+                && [
+                    "ArnNotEquals",
+                    "ArnNotLike",
+                    "StringNotEquals",
+                    "StringNotLike",
+                ]
+                .iter()
+                .any(|op| {
+                    s.condition("aws:PrincipalArn").iter().any(|(o, v)| {
+                        o == op
+                            && list_branches(v)
+                                .iter()
+                                .all(|l| l.len() == 1 && is_router_role(t, l[0]))
+                    })
+                })
+        });
+        if !denies_others {
+            found.push((
+                policy.to_owned(),
+                "no Deny of sqs:SendMessage for principals other than the router role".into(),
+            ));
+        }
+    }
+    found
+}
+
+fn is_true(v: &Value) -> bool {
+    v == &json!(true) || v == &json!("true")
+}
+
+/// Encryption at rest: SSE-SQS or a KMS key on every queue, whatever the parameters. Both
+/// chosen by one `Fn::If` on the same condition (`KmsKey`) are judged branch by branch.
+pub(super) fn queues_encrypted(t: &Template) -> Found {
+    let mut found = Found::new();
+    let condition = |v: &Value| v.get("Fn::If").and_then(|b| b.get(0)).cloned();
+    for (id, q) in t.resources_of("AWS::SQS::Queue") {
+        let props = &q["Properties"];
+        let (sse, kms) = (&props["SqsManagedSseEnabled"], &props["KmsMasterKeyId"]);
+        let (sse_branches, kms_branches) = (branches(sse), branches(kms));
+        let encrypted = if condition(sse).is_some()
+            && condition(sse) == condition(kms)
+            && sse_branches.len() == kms_branches.len()
+        {
+            sse_branches
+                .iter()
+                .zip(&kms_branches)
+                .all(|(s, k)| s.is_some_and(is_true) || k.is_some())
+        } else {
+            sse_branches.into_iter().all(|b| b.is_some_and(is_true))
+                || kms_branches.into_iter().all(|b| b.is_some())
+        };
+        if !encrypted {
+            found.push((
+                id.to_owned(),
+                "neither SqsManagedSseEnabled: true nor a KmsMasterKeyId".into(),
+            ));
+        }
+    }
+    found
+}
+
+/// Every queue is covered by a queue policy, and every queue policy denies all SQS actions to
+/// everyone over plain HTTP.
+pub(super) fn queue_policies_require_tls(t: &Template) -> Found {
+    let mut found = Found::new();
+    let all = statements(t);
+    let tls_deny_covers = |s: &Statement, queue: &str| {
+        s.is_deny()
+            && s.principals() == [Principal::Any]
+            && s.actions().iter().any(|a| a == "sqs:*" || a == "*")
+            && s.condition("aws:SecureTransport").iter().any(|(op, v)| {
+                op == "Bool"
+                    && list_branches(v)
+                        .iter()
+                        .all(|l| *l == [&json!("false")] || *l == [&json!(false)])
+            })
+            && s.resources()
+                .iter()
+                .any(|r| get_att(r, "Arn") == Some(queue) || *r == "*")
+    };
+    for (id, p) in t.resources_of("AWS::SQS::QueuePolicy") {
+        for queue in items(&p["Properties"]["Queues"]) {
+            let queue = reference(queue).map_or_else(|| text(queue), str::to_owned);
+            if !all
+                .iter()
+                .any(|s| s.holder == id && tls_deny_covers(s, &queue))
+            {
+                found.push((
+                    id.to_owned(),
+                    format!("no Deny of sqs:* on {queue} when aws:SecureTransport is false"),
+                ));
+            }
+        }
+    }
+    for (queue, _) in t.resources_of("AWS::SQS::Queue") {
+        let covered = t.resources_of("AWS::SQS::QueuePolicy").any(|(_, p)| {
+            items(&p["Properties"]["Queues"])
+                .iter()
+                .any(|q| reference(q) == Some(queue))
+        });
+        if !covered {
+            found.push((
+                queue.to_owned(),
+                "no queue policy, so nothing refuses plain-HTTP access".into(),
+            ));
+        }
+    }
+    found
+}
+
+fn literal_u64(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| v.as_str()?.parse().ok())
+}
+
+/// Lambda requires an SQS source's visibility timeout to be at least 6x the function timeout;
+/// below it a slow batch reappears in the queue while still being processed.
+pub(super) fn ingest_visibility_timeout(t: &Template) -> Found {
+    let mut found = Found::new();
+    for (id, m) in t.resources_of("AWS::Lambda::EventSourceMapping") {
+        let props = &m["Properties"];
+        let Some(queue) =
+            get_att(&props["EventSourceArn"], "Arn").filter(|q| t.is_a(q, "AWS::SQS::Queue"))
+        else {
+            found.push((id.into(), "source is not a queue of this template".into()));
+            continue;
+        };
+        let function = reference(&props["FunctionName"])
+            .or_else(|| get_att(&props["FunctionName"], "Arn"))
+            .filter(|f| t.is_a(f, "AWS::Lambda::Function"));
+        let Some(function) = function else {
+            found.push((id.into(), "function is not one of this template".into()));
+            continue;
+        };
+        // The AWS defaults when the property is absent: 30 s visibility, 3 s timeout.
+        let visibility = &t.doc["Resources"][queue]["Properties"]["VisibilityTimeout"];
+        let timeout = &t.doc["Resources"][function]["Properties"]["Timeout"];
+        let visibility = if visibility.is_null() {
+            Some(30)
+        } else {
+            literal_u64(visibility)
+        };
+        let timeout = if timeout.is_null() {
+            Some(3)
+        } else {
+            literal_u64(timeout)
+        };
+        match (visibility, timeout) {
+            (Some(v), Some(f)) if v >= 6 * f => {}
+            (Some(v), Some(f)) => found.push((
+                queue.into(),
+                format!("VisibilityTimeout {v} < 6 x {function} Timeout {f}"),
+            )),
+            _ => found.push((
+                queue.into(),
+                format!("VisibilityTimeout or {function} Timeout is not a literal: cannot verify"),
+            )),
+        }
+    }
+    found
+}
+
+/// Without ReportBatchItemFailures one failed record makes Lambda redeliver the whole batch,
+/// and the records already forwarded arrive twice.
+pub(super) fn report_batch_item_failures(t: &Template) -> Found {
+    let mut found = Found::new();
+    for (id, m) in t.resources_of("AWS::Lambda::EventSourceMapping") {
+        let always = branches(&m["Properties"]["FunctionResponseTypes"])
+            .into_iter()
+            .all(|b| {
+                b.is_some_and(|types| items(types).contains(&&json!("ReportBatchItemFailures")))
+            });
+        if !always {
+            found.push((
+                id.into(),
+                "FunctionResponseTypes lacks ReportBatchItemFailures".into(),
+            ));
+        }
+    }
+    found
+}

@@ -1,0 +1,134 @@
+//! The templates agree with each other and with the router: the hub's and spoke's rules copy
+//! base.yaml's patterns, every rule may deliver to its targets, the forwarding role trusts
+//! exactly the spoke rules, and the alarms read the router's metrics namespace.
+
+use std::collections::BTreeSet;
+
+use e2e_tests::policy::{alternatives, items, statements};
+use serde_json::{Value, json};
+
+use super::{base, spoke};
+
+/// The default-bus rules of base.yaml, whose patterns the router's kinds are checked against
+/// (routerctl/src/verify/); the central bus's and spoke.yaml's copies must not drift from them.
+const RULES: [&str; 5] = [
+    "SpotInterruptionRule",
+    "RebalanceRecommendationRule",
+    "StateChangeRule",
+    "ScheduledChangeRule",
+    "CapacityReservationInterruptionRule",
+];
+
+#[test]
+fn hub_and_spoke_rules_copy_the_base_patterns_exactly() {
+    let base = base();
+    let spoke = spoke();
+    for id in RULES {
+        let rule = &base.doc["Resources"][id]["Properties"];
+        assert!(rule["EventPattern"].is_object(), "{id}");
+        // On the default bus, the stack's own account's events only; the hub bus takes whatever
+        // its policy admits.
+        assert_eq!(
+            rule["EventPattern"]["account"],
+            json!([{"Ref": "AWS::AccountId"}]),
+            "{id}"
+        );
+        let mut without_account = rule["EventPattern"].clone();
+        without_account.as_object_mut().unwrap().remove("account");
+        let hub = &base.doc["Resources"][format!("Hub{id}")]["Properties"];
+        assert_eq!(hub["EventPattern"], without_account, "Hub{id}");
+        assert_eq!(hub["Targets"], rule["Targets"], "Hub{id}: same targets");
+        assert_eq!(
+            spoke.doc["Resources"][id]["Properties"]["EventPattern"], rule["EventPattern"],
+            "spoke.yaml {id}"
+        );
+    }
+    assert_eq!(base.resources_of("AWS::Events::Rule").count(), 10);
+    assert_eq!(spoke.resources_of("AWS::Events::Rule").count(), 5);
+}
+
+/// Each rule's target (and dead-letter queue) lets that rule deliver: the queue policy names the
+/// rule in aws:SourceArn, or a Lambda permission does. A rule missing there drops its events.
+#[test]
+fn every_base_rule_may_deliver_to_its_targets() {
+    let base = base();
+    let all = statements(&base);
+    let names_rule = |values: &Value, rule: &str| {
+        items(values)
+            .iter()
+            .any(|v| **v == json!({"Fn::GetAtt": [rule, "Arn"]}))
+    };
+    for (rule, r) in base.resources_of("AWS::Events::Rule") {
+        for target in items(&r["Properties"]["Targets"]) {
+            for arn in [&target["Arn"], &target["DeadLetterConfig"]["Arn"]] {
+                let id = arn["Fn::GetAtt"][0].as_str().expect("a GetAtt target");
+                let admitted = all.iter().any(|s| {
+                    s.is_allow()
+                        && s.body["Principal"] == json!({"Service": "events.amazonaws.com"})
+                        && (s.subjects.iter().any(|q| q == id)
+                            || s.holder.ends_with("Permission")
+                                && s.body["Resource"] == json!({"Ref": id}))
+                        && s.condition("aws:SourceArn")
+                            .iter()
+                            .any(|(_, v)| names_rule(v, rule))
+                });
+                assert!(admitted, "{rule} -> {id}: no grant names the rule");
+            }
+        }
+    }
+}
+
+/// The forwarding role's trust names exactly the five rules' ARNs, built from their names.
+#[test]
+fn the_forwarding_role_trusts_exactly_the_spoke_rules() {
+    let spoke = spoke();
+    let trust = statements(&spoke)
+        .into_iter()
+        .find(|s| s.holder == "ForwardToHubRole" && s.body["Sid"] == "OnlyTheseRules")
+        .unwrap();
+    let trusted: BTreeSet<String> = trust
+        .condition("aws:SourceArn")
+        .iter()
+        .flat_map(|(_, v)| items(v))
+        .map(|v| v["Fn::Sub"].as_str().unwrap().to_owned())
+        .collect();
+    let rules: BTreeSet<String> = spoke
+        .resources_of("AWS::Events::Rule")
+        .map(|(id, r)| {
+            let name = r["Properties"]["Name"]["Fn::Sub"].as_str().unwrap();
+            let targets = items(&r["Properties"]["Targets"]);
+            assert_eq!(targets.len(), 1, "{id}");
+            assert_eq!(targets[0]["Arn"], json!({"Ref": "HubEventBusArn"}), "{id}");
+            assert_eq!(
+                targets[0]["RoleArn"],
+                json!({"Fn::GetAtt": ["ForwardToHubRole", "Arn"]}),
+                "{id}"
+            );
+            format!(
+                "arn:${{AWS::Partition}}:events:${{AWS::Region}}:${{AWS::AccountId}}:rule/{name}"
+            )
+        })
+        .collect();
+    assert_eq!(trusted, rules);
+}
+
+/// The alarms on the router's metrics and its METRICS_NAMESPACE read the same mapping.
+#[test]
+fn router_metric_alarms_use_the_function_namespace() {
+    let base = base();
+    let namespace = &base.doc["Resources"]["RouterFunction"]["Properties"]["Environment"]["Variables"]
+        ["METRICS_NAMESPACE"];
+    assert_eq!(
+        *namespace,
+        json!({"Fn::FindInMap": ["Metrics", "Router", "Namespace"]})
+    );
+    for id in ["LateForwardsAlarm", "AccountUnreachableAlarm"] {
+        let alarm = &base.doc["Resources"][id]["Properties"];
+        assert_eq!(alarm["Namespace"], *namespace, "{id}");
+        assert_eq!(
+            alternatives(&alarm["Dimensions"][0]["Value"]),
+            [&json!({"Ref": "RouterFunction"})],
+            "{id}"
+        );
+    }
+}

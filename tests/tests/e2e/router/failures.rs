@@ -1,0 +1,323 @@
+//! When forwarding fails: permanent failures handed back without a dead-letter queue, entries SQS
+//! fails inside a 200 answer, a close deadline, AccessDenied dead-lettered once its grace is over,
+//! and a hanging redrive-policy read that costs one bounded wait per batch.
+
+use anyhow::Result;
+use e2e_tests::{INVOKE_BUDGET, Received, batch_item_failures, ec2_event, fixture, sqs_event};
+use local_aws::{
+    proxy::{Fault, FaultPlan},
+    runtime_api::Invocation,
+};
+use serde_json::{Value, json};
+
+use super::{Estate, now_ms, total};
+
+#[tokio::test]
+async fn without_a_dead_letter_queue_permanent_failures_are_handed_back() -> Result<()> {
+    let estate = Estate::new().await?;
+    let router = estate.world.start_router(&[]).await?;
+    // gamma had a queue (the router used it), and it is gone: its events are lost unless kept.
+    let first = ec2_event("state-change-stopping.json", &estate.gamma, "before").to_string();
+    let response = router
+        .invoke(sqs_event(&[first]).to_string(), INVOKE_BUDGET)
+        .await;
+    assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+    estate
+        .world
+        .sqs
+        .delete_queue()
+        .queue_url(&estate.queues["gamma"])
+        .send()
+        .await?;
+    let bodies = vec![
+        ec2_event("spot-interruption-warning.json", &estate.alpha[0], "ok").to_string(),
+        ec2_event("spot-interruption-warning.json", &estate.gamma, "no-queue").to_string(),
+        "{\"not\": \"an event\"}".to_owned(),
+        ec2_event("spot-interruption-warning.json", &estate.beta[0], "ok-too").to_string(),
+    ];
+    let response = router
+        .invoke(sqs_event(&bodies).to_string(), INVOKE_BUDGET)
+        .await;
+    assert_eq!(batch_item_failures(&response), ["msg-1", "msg-2"]);
+    assert_eq!(
+        estate.world.drain(&estate.queues["alpha"]).await?.len(),
+        1,
+        "a neighbour's failure fails nobody else"
+    );
+    assert_eq!(estate.world.drain(&estate.queues["beta"]).await?.len(), 1);
+    assert_eq!(estate.world.depth(&estate.queues["dlq"]).await?, 0);
+
+    // Direct: the invocation fails, so Lambda's async retries and on-failure destination keep it.
+    match router.invoke(bodies[1].clone(), INVOKE_BUDGET).await {
+        Invocation::Error {
+            error_type,
+            message,
+        } => {
+            assert_eq!(error_type, "InterruptionRouter.NotRouted");
+            assert!(message.contains("karpenter-gamma"), "{message}");
+        }
+        other => panic!("expected an invocation error, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn entries_sqs_fails_inside_a_200_answer_are_retried_or_handed_back_never_counted_sent()
+-> Result<()> {
+    let estate = Estate::new().await?;
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    // 30 spot warnings for alpha: three SendMessageBatch calls of ten.
+    let bodies: Vec<String> = (0..30)
+        .map(|i| {
+            ec2_event(
+                "spot-interruption-warning.json",
+                &estate.alpha[i % 2],
+                &format!("spot-{i}"),
+            )
+            .to_string()
+        })
+        .collect();
+    // Every SendMessageBatch answer (retries included) reports at least one entry failed.
+    estate.world.proxy.set_plan(FaultPlan::rate(
+        1.0,
+        &["SendMessageBatch"],
+        &[Fault::PartialBatch],
+        42,
+    ));
+    let response = router
+        .invoke(sqs_event(&bodies).to_string(), INVOKE_BUDGET)
+        .await;
+    let failed = batch_item_failures(&response);
+    assert!(
+        !failed.is_empty(),
+        "every batch lost an entry on every attempt"
+    );
+
+    let delivered: Vec<Value> = estate
+        .world
+        .drain(&estate.queues["alpha"])
+        .await?
+        .iter()
+        .map(Received::json)
+        .collect();
+    let delivered_ids: Vec<&str> = delivered
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    for (i, _) in bodies.iter().enumerate() {
+        let id = format!("spot-{i}");
+        let handed_back = failed.contains(&format!("msg-{i}"));
+        let present = delivered_ids.iter().filter(|d| **d == id).count();
+        // Withheld entries never reached SQS: a failed record is absent, a handled one present once.
+        assert_eq!(
+            present,
+            usize::from(!handed_back),
+            "{id}: handed back {handed_back}, delivered {present}x"
+        );
+    }
+    // Retries happened: more calls than the three a clean run needs.
+    assert!(estate.world.proxy.calls()["SendMessageBatch"] > 3);
+
+    // Redelivering the handed-back records (as the event source mapping does) completes the set.
+    estate.world.proxy.set_plan(FaultPlan::none());
+    let retry: Vec<String> = failed
+        .iter()
+        .map(|m| bodies[m.trim_start_matches("msg-").parse::<usize>().unwrap()].clone())
+        .collect();
+    assert_eq!(
+        batch_item_failures(
+            &router
+                .invoke(sqs_event(&retry).to_string(), INVOKE_BUDGET)
+                .await
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        estate.world.drain(&estate.queues["alpha"]).await?.len(),
+        failed.len()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_close_deadline_hands_back_undone_records_instead_of_timing_out() -> Result<()> {
+    let estate = Estate::new().await?;
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    let bodies = vec![
+        ec2_event("spot-interruption-warning.json", &estate.alpha[0], "slow-1").to_string(),
+        ec2_event("spot-interruption-warning.json", &estate.beta[0], "slow-2").to_string(),
+        fixture("asg-terminate-lifecycle-action.json").to_string(),
+    ];
+    // SQS answers only after 20 s; the invocation has 2 s.
+    estate.world.proxy.set_plan(FaultPlan::rate(
+        1.0,
+        &["SendMessageBatch"],
+        &[Fault::Slow(std::time::Duration::from_secs(20))],
+        7,
+    ));
+    let response = router
+        .invoke(
+            sqs_event(&bodies).to_string(),
+            std::time::Duration::from_secs(2),
+        )
+        .await;
+    assert_eq!(
+        batch_item_failures(&response),
+        ["msg-0", "msg-1"],
+        "undone records are handed back, the ignored one is done"
+    );
+    let logs = router.log_records();
+    assert!(
+        logs.iter().any(|l| l["fields"]["outcome"] == "failed"
+            && l["fields"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("deadline"))),
+        "the failure names the deadline: {logs:#?}"
+    );
+    Ok(())
+}
+
+/// `event` (from [`sqs_event`]) with record `i` first received at `first_receive_ms[i]`.
+fn first_received(mut event: Value, first_receive_ms: &[u128]) -> Value {
+    for (record, at) in event["Records"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .zip(first_receive_ms)
+    {
+        record["attributes"]["ApproximateFirstReceiveTimestamp"] = json!(at.to_string());
+    }
+    event
+}
+
+#[tokio::test]
+async fn access_denied_is_dead_lettered_with_its_cause_once_its_grace_is_over() -> Result<()> {
+    let estate = Estate::new().await?;
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    // beta's queue refuses the router (its queue policy admits another principal): SQS answers
+    // AccessDenied to every SendMessageBatch there, as it would in AWS. (Matched on the queue
+    // URL's end, not the name alone: the dead letter's detail names the queue too.)
+    estate
+        .world
+        .proxy
+        .set_plan(FaultPlan::none().with_window_matching(
+            "SendMessageBatch",
+            "/karpenter-beta\"",
+            std::time::Duration::ZERO..std::time::Duration::from_secs(3600),
+            Fault::Denied,
+        ));
+    let bodies = vec![
+        ec2_event("spot-interruption-warning.json", &estate.alpha[0], "ok").to_string(),
+        ec2_event(
+            "spot-interruption-warning.json",
+            &estate.beta[0],
+            "denied-long",
+        )
+        .to_string(),
+        ec2_event(
+            "spot-interruption-warning.json",
+            &estate.beta[1],
+            "denied-new",
+        )
+        .to_string(),
+    ];
+    // Record 1 was first received ten minutes ago (past the grace), record 2 just now.
+    let ten_minutes_ago = now_ms() - 600_000;
+    let event = first_received(sqs_event(&bodies), &[now_ms(), ten_minutes_ago, now_ms()]);
+    let response = router.invoke(event.to_string(), INVOKE_BUDGET).await;
+
+    // The new one is retried (IAM and queue policies take time to propagate after a deploy);
+    // the old one is not retried for minutes as a brownout would be: it is dead-lettered now.
+    assert_eq!(
+        batch_item_failures(&response),
+        ["msg-2"],
+        "{}",
+        router.printed_lines().join("\n")
+    );
+    assert_eq!(estate.world.drain(&estate.queues["alpha"]).await?.len(), 1);
+    assert_eq!(estate.world.depth(&estate.queues["beta"]).await?, 0);
+    let dead = estate.world.drain(&estate.queues["dlq"]).await?;
+    assert_eq!(dead.len(), 1, "{dead:#?}");
+    assert_eq!(dead[0].body, bodies[1]);
+    assert_eq!(dead[0].attributes["reason"], "access-denied");
+    let detail = &dead[0].attributes["detail"];
+    for names in [
+        "karpenter-beta",
+        "the router's execution role",
+        "AccessDenied",
+        "Fix:",
+    ] {
+        assert!(
+            detail.contains(names),
+            "the detail names {names:?}: {detail}"
+        );
+    }
+    let emf = router.emf_documents().pop().unwrap();
+    assert_eq!(total(&emf, "AccessDenied"), 1);
+    assert_eq!(total(&emf, "DeadLettered.access-denied"), 1);
+    assert_eq!(total(&emf, "Failed"), 1);
+    let logs = router.log_records();
+    assert!(
+        logs.iter()
+            .any(|l| l["level"] == "ERROR" && l["fields"]["reason"] == "access-denied"),
+        "an ERROR line says what to fix: {logs:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_hanging_redrive_policy_read_costs_one_bounded_wait_per_batch() -> Result<()> {
+    let estate = Estate::new().await?;
+    // A fresh router: it has never read the ingest queue's redrive policy.
+    let router = estate.world.start_router(&estate.router_config()).await?;
+    // beta's queue is down, and GetQueueAttributes hangs for a minute (an SQS slowdown).
+    estate.world.proxy.set_plan(
+        FaultPlan::rate(
+            1.0,
+            &["GetQueueAttributes"],
+            &[Fault::Slow(std::time::Duration::from_secs(60))],
+            3,
+        )
+        .with_window_matching(
+            "SendMessageBatch",
+            "karpenter-beta",
+            std::time::Duration::ZERO..std::time::Duration::from_secs(3600),
+            Fault::Unavailable,
+        ),
+    );
+    let mut bodies =
+        vec![ec2_event("spot-interruption-warning.json", &estate.alpha[0], "ok").to_string()];
+    for i in 0..4 {
+        let node = &estate.beta[i % 2];
+        bodies.push(
+            ec2_event("spot-interruption-warning.json", node, &format!("down-{i}")).to_string(),
+        );
+    }
+    // Twelve seconds to the deadline: four reads one after another, each waiting for the SDK's
+    // operation timeout, would not fit.
+    let budget = std::time::Duration::from_secs(12);
+    for round in 0..2 {
+        let response = router.invoke(sqs_event(&bodies).to_string(), budget).await;
+        assert!(
+            matches!(response, Invocation::Response(_)),
+            "round {round}: the invocation must answer before its deadline: {response:?}"
+        );
+        assert_eq!(
+            batch_item_failures(&response),
+            ["msg-1", "msg-2", "msg-3", "msg-4"],
+            "round {round}: only beta's records are handed back"
+        );
+    }
+    assert_eq!(
+        estate.world.drain(&estate.queues["alpha"]).await?.len(),
+        2,
+        "the forwarded record is acknowledged, not handed back with the batch"
+    );
+    let calls = estate.world.proxy.calls();
+    assert_eq!(
+        calls.get("GetQueueAttributes"),
+        Some(&1),
+        "one read for the first batch, and its failure remembered for the second: {calls:?}"
+    );
+    Ok(())
+}
