@@ -1,0 +1,42 @@
+//! A rollback returns only once the old rules deliver again, so its helm command, run at once,
+//! misses nothing.
+
+use super::*;
+
+/// EventBridge applies EnableRule "after a short period". A rollback that returned at once would
+/// have its helm command move Karpenter back to the old queue before the old rules deliver again:
+/// what comes meanwhile reaches only the new queue, which Karpenter has left. The stand-in's
+/// delay has those teeth (a rollback without the wait loses events here); adopt's wait does not.
+#[tokio::test]
+async fn a_rollback_returns_once_the_old_rules_deliver_so_its_helm_command_misses_nothing()
+-> Result<()> {
+    for settle in [Duration::ZERO, Scene::demo().settle()] {
+        let mut estate =
+            Estate::start(None, scene(&[("alpha", Some(Flavour::GettingStarted))])).await?;
+        walk(&mut estate, "alpha", |m| {
+            matches!(m, Move::Applied { step: 5, .. })
+        })
+        .await?;
+        let rolled = estate
+            .adopt(&adopt::Options::rollback(STACK, "alpha").settle(settle))
+            .await?;
+        assert!(
+            matches!(rolled.outcome, Outcome::RolledBack { .. }),
+            "{}",
+            rolled.render()
+        );
+        // The operator runs the printed helm command the moment it appears.
+        estate.helm("alpha", "alpha").await?;
+        tokio::time::sleep(estate.scene.rule_delay * 2).await;
+        let outcome = estate.finish().await?;
+        if settle.is_zero() {
+            assert!(
+                !outcome.missed.is_empty(),
+                "a rollback that does not wait for EventBridge must lose events here"
+            );
+        } else {
+            assert_eq!(outcome.missed, Vec::<String>::new());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,275 @@
+//! The demo's scene walked to the end while every kind of event flows: every kind of set-up
+//! moved, one rolled back and moved again, the hand-made one deleted only when the operator says so.
+
+use super::*;
+
+#[tokio::test]
+async fn adopting_every_kind_of_set_up_while_events_flow_misses_none_and_survives_a_rollback()
+-> Result<()> {
+    let mut estate = Estate::start(None, Scene::demo()).await?;
+
+    // The plan reads what each cluster runs, by what the resources do, and changes nothing.
+    let plan = estate.adopt(&adopt::Options::plan(STACK)).await?;
+    let text = plan.render();
+    let today = |cluster: &str| plan.cluster(cluster).unwrap().today.join("\n");
+    assert!(
+        today("alpha").contains(
+            "old queue alpha, made by stack Karpenter-alpha (KarpenterInterruptionQueue); its \
+             Karpenter may read it (KarpenterControllerRole-alpha"
+        ),
+        "{text}"
+    );
+    assert!(
+        today("beta").contains("made by Terraform (tag ClusterName"),
+        "{text}"
+    );
+    assert!(
+        today("gamma").contains("made by hand or a tool that leaves no mark"),
+        "{text}"
+    );
+    assert!(
+        today("delta").starts_with("no interruption set-up found"),
+        "{text}"
+    );
+    for cluster in ["alpha", "beta", "gamma"] {
+        let steps = &plan.cluster(cluster).unwrap().steps;
+        assert_eq!(steps[0].state, State::Todo, "{text}");
+        assert!(
+            steps[1..].iter().all(|s| s.state == State::Blocked),
+            "{text}"
+        );
+    }
+    let stacks = estate.aws.cfn.describe_stacks().send().await?;
+    assert!(
+        stacks
+            .stacks()
+            .iter()
+            .all(|s| !s.stack_name().unwrap_or_default().contains("-tenant-")),
+        "a plan deploys nothing"
+    );
+
+    // alpha up to the helm command: the plan prints it with its kube-context; --apply before
+    // the operator ran it starts a check, which would fail; no rule is touched until then.
+    let moves = walk(&mut estate, "alpha", |m| {
+        matches!(m, Move::Operator { step: 3, .. })
+    })
+    .await?;
+    assert!(
+        matches!(moves[0], Move::Applied { step: 1, .. }),
+        "{moves:?}"
+    );
+    assert_eq!(
+        rule_states(&estate.aws, "Karpenter-alpha").await?,
+        vec![RuleState::Enabled; 5]
+    );
+
+    // To step 5, with gamma and beta walking beside it (their rounds of evidence overlap
+    // alpha's): the round's probe taken from the new queue, its sentinel untouched in the old.
+    let at_step_5 = |m: &Move| matches!(m, Move::Applied { step: 5, .. });
+    let walked = walk_together(
+        &mut estate,
+        &[
+            ("alpha", &at_step_5),
+            ("gamma", &at_step_5),
+            ("beta", &at_step_5),
+        ],
+    )
+    .await?;
+    let [moves, gamma_moves, beta_moves] = <[Vec<Move>; 3]>::try_from(walked)
+        .map_err(|w| anyhow::anyhow!("three walks, not {}", w.len()))?;
+    let mut sent = probes(&moves);
+    assert_eq!(sent.len(), 1, "{moves:?}");
+    sent.extend(probes(&gamma_moves));
+    sent.extend(probes(&beta_moves));
+    let Some(Move::Applied { did, .. }) = moves.last() else {
+        anyhow::bail!("{moves:?}");
+    };
+    assert!(did.contains("was taken from karpenter-alpha"), "{did}");
+    assert!(
+        did.contains("is still in alpha, received by nobody"),
+        "{did}"
+    );
+    assert_eq!(
+        rule_states(&estate.aws, "Karpenter-alpha").await?,
+        vec![RuleState::Disabled; 5]
+    );
+
+    // Rollback: marked, rules enabled, and it returns only once EventBridge applies them, so
+    // the helm command it prints, run at once, loses nothing.
+    let rolled = estate.adopt(&estate.rollback("alpha")).await?;
+    let Outcome::RolledBack {
+        enabled,
+        waited,
+        helm,
+    } = &rolled.outcome
+    else {
+        anyhow::bail!("{:?}", rolled.outcome);
+    };
+    assert_eq!(enabled.len(), 5);
+    assert!(*waited >= estate.scene.settle(), "{waited:?}");
+    assert!(helm.contains("settings.interruptionQueue=alpha"), "{helm}");
+    estate.helm("alpha", "alpha").await?;
+    assert_eq!(
+        rule_states(&estate.aws, "Karpenter-alpha").await?,
+        vec![RuleState::Enabled; 5]
+    );
+    let after = estate
+        .adopt(&adopt::Options::plan_of(STACK, "alpha"))
+        .await?;
+    let plan_alpha = after.cluster("alpha").unwrap();
+    assert!(plan_alpha.rolled_back);
+    assert_eq!(plan_alpha.step(3).state, State::Todo, "{}", after.render());
+    assert!(
+        plan_alpha.step(3).detail.contains("rolled back at"),
+        "{}",
+        after.render()
+    );
+    assert_eq!(plan_alpha.step(5).state, State::Blocked);
+
+    // gamma's set-up has no tool's mark: adopt deletes it only when the operator says it was made
+    // by hand.
+    let without = estate.adopt(&estate.apply("gamma")).await?;
+    let Outcome::Refused { step: 6, why } = &without.outcome else {
+        anyhow::bail!("{}", without.render());
+    };
+    assert!(why.contains("--delete-hand-made"), "{why}");
+    assert_eq!(
+        rule_states(&estate.aws, "KarpenterSpotInterrupt-gamma").await?,
+        vec![RuleState::Disabled]
+    );
+
+    // Everyone to the end, side by side (alpha moves again after its rollback).
+    let mut finished = Vec::new();
+    let mut all = Vec::new();
+    for _ in 0..1000 {
+        for cluster in ["alpha", "beta", "gamma"] {
+            if finished.contains(&cluster) {
+                continue;
+            }
+            let made = estate.advance(cluster).await?;
+            if made == Move::Finished {
+                finished.push(cluster);
+            }
+            all.push((cluster, made));
+        }
+        if finished.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(finished.len(), 3, "{all:?}");
+    let by = |cluster: &str| -> Vec<Move> {
+        all.iter()
+            .filter(|(c, _)| *c == cluster)
+            .map(|(_, m)| m.clone())
+            .collect()
+    };
+    sent.extend(
+        all.iter()
+            .flat_map(|(_, m)| probes(std::slice::from_ref(m))),
+    );
+    // The getting-started stack edited with --stack-template, Terraform's set-up removed by
+    // Terraform, the one made by hand deleted by adopt.
+    assert!(
+        by("alpha").iter().any(|m| matches!(m, Move::Operator { step: 7, did } if did.contains("--stack-template") && did.contains("InterruptionPolicy now grant"))),
+        "{:?}",
+        by("alpha")
+    );
+    assert!(
+        by("beta").iter().any(
+            |m| matches!(m, Move::Operator { step: 6, did } if did.contains("terraform apply"))
+        ),
+        "{:?}",
+        by("beta")
+    );
+    assert!(
+        by("gamma").iter().any(|m| matches!(m, Move::Applied { step: 6, did } if did.contains("KarpenterSpotInterrupt-gamma"))),
+        "{:?}",
+        by("gamma")
+    );
+
+    // Nothing old is left; each tenant stack grants the controller role; a rollback with no old
+    // rule left is refused.
+    let rules = estate.aws.events.list_rules().send().await?;
+    assert!(
+        rules
+            .rules()
+            .iter()
+            .all(|r| r.name().unwrap_or_default().starts_with(STACK)),
+        "{:?}",
+        rules.rules()
+    );
+    for queue in ["alpha", "Karpenter-beta", "Karpenter-gamma"] {
+        assert!(
+            estate.sandbox.queue_url(queue).await.is_err(),
+            "{queue} is still there"
+        );
+    }
+    for cluster in ["alpha", "gamma"] {
+        let stack = estate
+            .aws
+            .cfn
+            .describe_stacks()
+            .stack_name(tenant_stack(cluster))
+            .send()
+            .await?;
+        let role = estate.clusters[cluster].role.clone().unwrap();
+        let parameters = stack.stacks()[0].parameters();
+        assert!(
+            parameters
+                .iter()
+                .any(|p| p.parameter_key() == Some("KarpenterRoleName")
+                    && p.parameter_value() == Some(role.as_str())),
+            "{parameters:?}"
+        );
+    }
+    let error = estate
+        .adopt(&estate.rollback("gamma"))
+        .await
+        .expect_err("nothing to roll back to")
+        .to_string();
+    assert!(error.contains("no old rule left"), "{error}");
+    let last = estate.adopt(&adopt::Options::plan(STACK)).await?;
+    for cluster in ["alpha", "beta", "gamma"] {
+        assert!(
+            last.cluster(cluster).unwrap().next().is_none(),
+            "{}",
+            last.render()
+        );
+    }
+
+    // Every event reached the queue its cluster's Karpenter was pointed at when it was sent,
+    // once; no router queue holds another cluster's event.
+    let clusters = estate.clusters.keys().cloned().collect::<Vec<_>>();
+    let outcome = estate.finish().await?;
+    assert_eq!(outcome.missed, Vec::<String>::new());
+    assert_eq!(outcome.misrouted, Vec::<String>::new());
+    assert!(outcome.duplicates.is_empty(), "{:?}", outcome.duplicates);
+    assert_eq!(outcome.dead_lettered, 0);
+    for cluster in ["alpha", "beta", "gamma"] {
+        assert_eq!(
+            outcome.kinds[cluster].len(),
+            5,
+            "{cluster}: {:?}",
+            outcome.kinds
+        );
+    }
+    assert!(outcome.published >= 300, "{}", outcome.published);
+    // Each round's probe went through the router to its cluster's new queue, where that
+    // cluster's Karpenter read it; no sentinel was read (each Karpenter had left its old queue).
+    assert_eq!(sent.len(), 4, "alpha twice, beta and gamma once: {sent:?}");
+    for probe in &sent {
+        let cluster = probe.split('-').nth(2).unwrap();
+        assert!(
+            outcome.probes.contains(&(
+                cluster.to_owned(),
+                Estate::tenant_queue(cluster),
+                probe.clone()
+            )),
+            "{probe}: {:?}",
+            outcome.probes
+        );
+    }
+    assert_eq!(outcome.probes.len(), sent.len(), "{:?}", outcome.probes);
+    assert_eq!(outcome.sentinels, Vec::new(), "{clusters:?}");
+    Ok(())
+}
