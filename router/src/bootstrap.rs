@@ -17,7 +17,7 @@ use crate::{
     config::{Config, ConfigError},
     handler::Router,
     logging::LogSettings,
-    retry::RETRY_BASE,
+    retry::{ATTEMPT_TIMEOUT, RETRY_BASE},
 };
 
 /// SDK limits per call. Generous next to normal latencies (EC2 ~100 ms, SQS ~20 ms), tight next to
@@ -26,7 +26,6 @@ use crate::{
 /// second: in a storm every record of a batch waits for it); past that the router's own retries
 /// take over (another lookup path, jittered backoff, within the invocation's budget).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(7);
 const MAX_ATTEMPTS: u32 = 2;
 

@@ -23,6 +23,9 @@ pub const RETRY_BASE: Duration = Duration::from_millis(200);
 pub const RETRY_CAP: Duration = Duration::from_secs(2);
 /// Longest redelivery delay, before jitter.
 pub const REDELIVERY_CAP: Duration = Duration::from_secs(60);
+/// Longest one SDK call attempt may take (the bootstrap's timeout configuration) before it is
+/// abandoned and retried: a fixed lookup hedge delay past it would never hedge on time.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The wait before retry number `attempt` (1 for the first retry) inside an invocation:
 /// 200 ms · 2^(attempt-1), at most 2 s, scaled by `jitter` ∈ [0, 1] into [d/2, d].

@@ -442,7 +442,7 @@ fn integer(
 }
 
 /// A fixed hedge delay longer than an SDK attempt may take would never hedge on time.
-const MAX_HEDGE_DELAY_MS: u64 = crate::bootstrap::ATTEMPT_TIMEOUT.as_millis() as u64;
+const MAX_HEDGE_DELAY_MS: u64 = crate::retry::ATTEMPT_TIMEOUT.as_millis() as u64;
 
 /// `LOOKUP_HEDGE_DELAY_MS` (auto, a number of ms, or off), `EC2_SUSPECT_AFTER_FAILURES`,
 /// `EC2_SUSPECT_SECONDS`.
