@@ -3,6 +3,38 @@
 
 use super::*;
 
+/// Fixed, alpha's walk goes on to step 5: its old rules off.
+async fn walk_alpha_to_step_5(estate: &mut Estate) -> Result<()> {
+    let moves = walk(estate, "alpha", |m| {
+        matches!(m, Move::Applied { step: 5, .. })
+    })
+    .await?;
+    assert_eq!(
+        rule_states(&estate.aws, "Karpenter-alpha").await?,
+        vec![RuleState::Disabled; 5],
+        "{moves:?}"
+    );
+    Ok(())
+}
+
+/// Nothing missed or misrouted, and the one sentinel the failed check left was taken by alpha's
+/// Karpenter, from alpha.
+async fn finish_with_one_sentinel_from_alpha(estate: Estate) -> Result<()> {
+    let outcome = estate.finish().await?;
+    assert_eq!(outcome.missed, Vec::<String>::new());
+    assert_eq!(outcome.misrouted, Vec::<String>::new());
+    assert_eq!(outcome.sentinels.len(), 1, "{:?}", outcome.sentinels);
+    assert!(
+        outcome
+            .sentinels
+            .iter()
+            .all(|(cluster, queue, _)| cluster == "alpha" && queue == "alpha"),
+        "{:?}",
+        outcome.sentinels
+    );
+    Ok(())
+}
+
 /// The two ways Karpenter is not where the helm command said: a GitOps controller puts the old
 /// value back, or the command ran in another cluster's kube-context (whose Karpenter, with a role
 /// that may read `karpenter-*`, then reads this cluster's new queue). Either way the sentinel in
@@ -58,28 +90,8 @@ async fn a_gitops_revert_leaves_the_old_rules_on_and_verify_names_the_reader() -
 
     // Fixed (the value changed in Git): to step 5, the old rules off.
     estate.helm("alpha", "karpenter-alpha").await?;
-    let moves = walk(&mut estate, "alpha", |m| {
-        matches!(m, Move::Applied { step: 5, .. })
-    })
-    .await?;
-    assert_eq!(
-        rule_states(&aws, "Karpenter-alpha").await?,
-        vec![RuleState::Disabled; 5],
-        "{moves:?}"
-    );
-    let outcome = estate.finish().await?;
-    assert_eq!(outcome.missed, Vec::<String>::new());
-    assert_eq!(outcome.misrouted, Vec::<String>::new());
-    // The sentinel the failed check left was taken by alpha's Karpenter, from alpha.
-    assert_eq!(outcome.sentinels.len(), 1, "{:?}", outcome.sentinels);
-    assert!(
-        outcome
-            .sentinels
-            .iter()
-            .all(|(cluster, queue, _)| cluster == "alpha" && queue == "alpha"),
-        "{:?}",
-        outcome.sentinels
-    );
+    walk_alpha_to_step_5(&mut estate).await?;
+    finish_with_one_sentinel_from_alpha(estate).await?;
     Ok(())
 }
 
@@ -154,29 +166,9 @@ async fn a_helm_command_in_another_kube_context_leaves_the_old_rules_on() -> Res
     // Fixed: zeta back on its own queue, alpha's Karpenter on the new one; then to the end.
     zeta.point_at(zeta_queue).await?;
     estate.helm("alpha", "karpenter-alpha").await?;
-    let moves = walk(&mut estate, "alpha", |m| {
-        matches!(m, Move::Applied { step: 5, .. })
-    })
-    .await?;
-    assert_eq!(
-        rule_states(&aws, "Karpenter-alpha").await?,
-        vec![RuleState::Disabled; 5],
-        "{moves:?}"
-    );
+    walk_alpha_to_step_5(&mut estate).await?;
     zeta.stop().await?;
-    let outcome = estate.finish().await?;
-    assert_eq!(outcome.missed, Vec::<String>::new());
-    assert_eq!(outcome.misrouted, Vec::<String>::new());
-    // The sentinel the failed check left was taken by alpha's Karpenter, from alpha.
-    assert_eq!(outcome.sentinels.len(), 1, "{:?}", outcome.sentinels);
-    assert!(
-        outcome
-            .sentinels
-            .iter()
-            .all(|(cluster, queue, _)| cluster == "alpha" && queue == "alpha"),
-        "{:?}",
-        outcome.sentinels
-    );
+    finish_with_one_sentinel_from_alpha(estate).await?;
     let zeta_took = zeta
         .reads()
         .iter()
