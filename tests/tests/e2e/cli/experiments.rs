@@ -120,6 +120,24 @@ async fn fis_reports_from_the_routers_logs_which_clusters_got_the_experiments_ev
         rendered.contains("PASS: 8 events about the experiment's instances reached alpha"),
         "{rendered}"
     );
+    // The binary prints the same report and exits 0 on a pass. Printed: the operating guide's
+    // transcript is this output (`--nocapture`).
+    let (code, out, err) = routerctl(
+        &estate,
+        &[
+            "fis",
+            "--experiment-id",
+            &experiment,
+            "--stack",
+            "ir",
+            "--settle",
+            "2s",
+        ],
+    )
+    .await?;
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, rendered, "{err}");
+    println!("$ routerctl fis --experiment-id {experiment} --stack ir --settle 2s\n{out}");
 
     // --strict counts beta's unrelated spot warning against isolation.
     let strict = fis::run(
