@@ -56,7 +56,7 @@ PARAMS ?=
 # The AWS CLI (the tests substitute a recording stand-in).
 AWS ?= $(VENV)/bin/aws
 
-.PHONY: help tools build demo demo-scenes test clippy-driver unit tests lint template-lint policy-lint policy-documents clippy fmt-check bench soak fuzz package deploy-base deploy-spoke deploy-tenant deploy-fis
+.PHONY: help tools build demo demo-scenes test test-build clippy-driver unit tests lint template-lint policy-lint policy-documents clippy fmt-check bench soak fuzz package deploy-base deploy-spoke deploy-tenant deploy-fis
 
 help:
 	@echo "make demo        the whole system on a local AWS emulator (no AWS account needed)"
@@ -99,8 +99,8 @@ demo-scenes:
 	$(TARGET_DIR)/debug/routerctl demo
 	$(TARGET_DIR)/debug/routerctl demo --accounts 3 --regions 2
 
-# What CI runs, ordered to keep the two cores busy: the Python tools install while cargo builds;
-# the test binaries are built before anything competes with them; then the tests, which mostly
+# What CI runs, ordered to keep the two cores busy: formatting first (it fails in a second); the
+# Python tools install while cargo builds the binaries and the tests; then the tests, which mostly
 # wait on AWS's timing, run beside everything that needs no build: cfn-lint and checkov, the
 # policy linters and the demo. clippy runs inside the build (see "clippy in the build" below), not as a
 # second compile. Incremental compilation is off: CI runs this on a clean clone, where the
@@ -108,18 +108,22 @@ demo-scenes:
 test: export CARGO_INCREMENTAL = 0
 test: export RUSTC_WORKSPACE_WRAPPER = $(CLIPPY_DRIVER)
 test: export CLIPPY_ARGS = $(CLIPPY_IN_BUILD_ARGS)
-test: clippy-driver
-	$(MAKE) -j2 --output-sync=target tools build
-	$(MAKE) fmt-check
-	$(CARGO) test --workspace --all-targets --no-run
+test: clippy-driver fmt-check
+	$(MAKE) -j2 --output-sync=target tools test-build
 	$(MAKE) -j3 tests template-lint policy-documents demo-scenes
+
+# One cargo invocation builds the binaries and every test, bench and example target (the tests'
+# in the test profile, which `cargo test` then finds fresh), so the test binaries' compile and
+# link steps overlap the tail of the build instead of following it.
+test-build:
+	$(CARGO) build --workspace --all-targets
 
 # clippy in the build. `cargo clippy` is `cargo check` with the workspace's crates handed to
 # clippy-driver through RUSTC_WORKSPACE_WRAPPER; a separate `cargo clippy` therefore compiles the
 # whole AWS SDK a second time, in check mode (measured: 7.5 of make test's 12.8 minutes of wall
 # time, beside the tests). make test hands the same wrapper to its own build instead:
 # clippy-driver is rustc plus clippy's lint passes, so the project's crates are linted as they
-# are compiled (bins, libs, tests, benches and examples: the --all-targets set) and the
+# are compiled (bins, libs, tests, benches and examples: test-build's --all-targets) and the
 # dependencies, which clippy never lints, are built once. CLIPPY_ARGS is how cargo-clippy passes
 # `-- -D warnings` to the driver. Cargo counts the wrapper in the project crates' fingerprints, so
 # a plain `cargo test` after make test recompiles those crates (not the SDK) once.
