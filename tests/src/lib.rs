@@ -315,6 +315,26 @@ pub fn batch_item_failures(invocation: &Invocation) -> Vec<String> {
         .collect()
 }
 
+/// Hands `router` an SQS batch of `bodies` (message ids `msg-0`, `msg-1`, …), as the event source
+/// mapping would, within [`INVOKE_BUDGET`], and returns the ids it handed back.
+pub async fn invoke_batch(router: &Function, bodies: &[String]) -> Vec<String> {
+    let response = router
+        .invoke(sqs_event(bodies).to_string(), INVOKE_BUDGET)
+        .await;
+    batch_item_failures(&response)
+}
+
+/// [`invoke_batch`], asserting the router handled every record (its output is the message).
+pub async fn assert_batch_handled(router: &Function, bodies: &[String]) {
+    let handed_back = invoke_batch(router, bodies).await;
+    assert_eq!(
+        handed_back,
+        Vec::<String>::new(),
+        "records handed back; the router printed:\n{}",
+        router.printed_lines().join("\n")
+    );
+}
+
 /// AWS's resource provider schemas, as cfn-lint ships them in the project's `.venv` (installed by
 /// `make tools`): `cfnlint/data/schemas`.
 pub fn cfn_schemas() -> Result<PathBuf> {

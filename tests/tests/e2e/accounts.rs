@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::{Context, Result};
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use e2e_tests::{
-    batch_item_failures, health_event,
+    assert_batch_handled, batch_item_failures, health_event,
     organisation::{Organisation, Place, event_in, member_places},
     sqs_event,
 };
@@ -91,15 +91,7 @@ async fn every_kind_reaches_exactly_its_account_region_and_cluster() -> Result<(
         unserved,
     ];
     let bodies: Vec<String> = events.iter().map(Value::to_string).collect();
-    let response = router
-        .invoke(sqs_event(&bodies).to_string(), INVOKE_BUDGET)
-        .await;
-    assert_eq!(
-        batch_item_failures(&response),
-        Vec::<String>::new(),
-        "{:?}",
-        router.stdout_lines()
-    );
+    assert_batch_handled(&router, &bodies).await;
 
     let expected: BTreeMap<Place, BTreeSet<&str>> = [
         (hub_prod, BTreeSet::from(["spot-hub"])),

@@ -9,10 +9,7 @@
 
 use anyhow::{Context, Result};
 use aws_model::stacks::BASE_TEMPLATE;
-use e2e_tests::{
-    INVOKE_BUDGET, World, batch_item_failures, ec2_event, karpenter_tags, policy::Template,
-    sqs_event,
-};
+use e2e_tests::{World, assert_batch_handled, ec2_event, karpenter_tags, policy::Template};
 use interruption_router::logging::Level;
 
 /// The values base.yaml's `LogLevel` parameter allows (it becomes `ApplicationLogLevel`).
@@ -57,10 +54,7 @@ async fn metric_documents_survive_every_log_level_the_stack_allows() -> Result<(
             .to_string(),
             r#"{"detail-type":"EC2 Spot Instance Interruption Warning","source":5}"#.to_owned(),
         ];
-        let response = router
-            .invoke(sqs_event(&bodies).to_string(), INVOKE_BUDGET)
-            .await;
-        assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+        assert_batch_handled(&router, &bodies).await;
 
         let documents = router.emf_documents();
         assert_eq!(

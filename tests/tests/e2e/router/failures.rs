@@ -3,7 +3,10 @@
 //! and a hanging redrive-policy read that costs one bounded wait per batch.
 
 use anyhow::Result;
-use e2e_tests::{INVOKE_BUDGET, Received, batch_item_failures, ec2_event, fixture, sqs_event};
+use e2e_tests::{
+    INVOKE_BUDGET, Received, assert_batch_handled, batch_item_failures, ec2_event, fixture,
+    invoke_batch, sqs_event,
+};
 use local_aws::{
     proxy::{Fault, FaultPlan},
     runtime_api::Invocation,
@@ -18,10 +21,7 @@ async fn without_a_dead_letter_queue_permanent_failures_are_handed_back() -> Res
     let router = estate.world.start_router(&[]).await?;
     // gamma had a queue (the router used it), and it is gone: its events are lost unless kept.
     let first = ec2_event("state-change-stopping.json", &estate.gamma, "before").to_string();
-    let response = router
-        .invoke(sqs_event(&[first]).to_string(), INVOKE_BUDGET)
-        .await;
-    assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+    assert_batch_handled(&router, &[first]).await;
     estate
         .world
         .sqs
@@ -35,10 +35,7 @@ async fn without_a_dead_letter_queue_permanent_failures_are_handed_back() -> Res
         "{\"not\": \"an event\"}".to_owned(),
         ec2_event("spot-interruption-warning.json", &estate.beta[0], "ok-too").to_string(),
     ];
-    let response = router
-        .invoke(sqs_event(&bodies).to_string(), INVOKE_BUDGET)
-        .await;
-    assert_eq!(batch_item_failures(&response), ["msg-1", "msg-2"]);
+    assert_eq!(invoke_batch(&router, &bodies).await, ["msg-1", "msg-2"]);
     assert_eq!(
         estate.world.drain(&estate.queues["alpha"]).await?.len(),
         1,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use e2e_tests::{INVOKE_BUDGET, batch_item_failures, ec2_event, karpenter_tags, sqs_event};
+use e2e_tests::{assert_batch_handled, ec2_event, karpenter_tags};
 use serde_json::Value;
 
 use super::{Estate, refused_start, total};
@@ -25,10 +25,7 @@ async fn a_cluster_onboarded_while_events_flow_gets_them_seconds_after_its_queue
         let id = format!("spot-{n}");
         let body = ec2_event("spot-interruption-warning.json", &node, &id).to_string();
         let at = Instant::now();
-        let response = router
-            .invoke(sqs_event(&[body]).to_string(), INVOKE_BUDGET)
-            .await;
-        assert_eq!(batch_item_failures(&response), Vec::<String>::new(), "{id}");
+        assert_batch_handled(&router, &[body]).await;
         sent.push((id, at));
         tokio::time::sleep(Duration::from_millis(250)).await;
         Ok(())
@@ -91,10 +88,7 @@ async fn a_cluster_onboarded_while_events_flow_gets_them_seconds_after_its_queue
         .send()
         .await?;
     let body = ec2_event("spot-interruption-warning.json", &node, "after-loss").to_string();
-    let response = router
-        .invoke(sqs_event(&[body]).to_string(), INVOKE_BUDGET)
-        .await;
-    assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+    assert_batch_handled(&router, &[body]).await;
     let dead = estate.world.drain(&estate.queues["dlq"]).await?;
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].attributes["reason"], "queue-missing");
@@ -127,10 +121,7 @@ async fn clusters_not_onboarded_are_counted_per_cluster_and_shadow_mode_does_not
         .map(|(e, _)| e.to_string())
         .collect();
     let router = estate.world.start_router(&estate.router_config()).await?;
-    let response = router
-        .invoke(sqs_event(&events).to_string(), INVOKE_BUDGET)
-        .await;
-    assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+    assert_batch_handled(&router, &events).await;
     let emf = router.emf_documents().pop().unwrap();
     assert_eq!(
         per_name(&emf, "NoTenantQueue."),

@@ -3,7 +3,7 @@
 //! own account routes nothing.
 
 use anyhow::Result;
-use e2e_tests::{INVOKE_BUDGET, World, batch_item_failures, ec2_event, fixture, sqs_event};
+use e2e_tests::{INVOKE_BUDGET, World, ec2_event, fixture, invoke_batch};
 use local_aws::runtime_api::Invocation;
 use serde_json::json;
 
@@ -74,10 +74,7 @@ async fn a_router_that_does_not_know_its_own_account_routes_nothing() -> Result<
             foreign.to_string()
         },
     ];
-    let response = router
-        .invoke(sqs_event(&bodies).to_string(), INVOKE_BUDGET)
-        .await;
-    assert_eq!(batch_item_failures(&response), ["msg-0", "msg-1"]);
+    assert_eq!(invoke_batch(&router, &bodies).await, ["msg-0", "msg-1"]);
     for queue in ["alpha", "beta", "dlq"] {
         assert_eq!(
             estate.world.depth(&estate.queues[queue]).await?,

@@ -2,7 +2,7 @@
 //! invocations alike, and a duplicate reaches its own cluster again, never another.
 
 use anyhow::Result;
-use e2e_tests::{INVOKE_BUDGET, Received, batch_item_failures, ec2_event, health_event, sqs_event};
+use e2e_tests::{INVOKE_BUDGET, Received, assert_batch_handled, ec2_event, health_event};
 use serde_json::{Value, json};
 
 use super::{Estate, Expect, total};
@@ -18,15 +18,7 @@ async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<(
         .collect();
     let bodies: Vec<String> = events.iter().map(|(b, _)| b.clone()).collect();
 
-    let response = router
-        .invoke(sqs_event(&bodies).to_string(), INVOKE_BUDGET)
-        .await;
-    assert_eq!(
-        batch_item_failures(&response),
-        Vec::<String>::new(),
-        "{:?}",
-        router.stdout_lines()
-    );
+    assert_batch_handled(&router, &bodies).await;
     estate.assert_queues_hold_exactly(&events).await?;
 
     // All misses of the batch went to EC2 in one call; one SendMessageBatch per queue per round.
@@ -54,10 +46,7 @@ async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<(
 
     // The same batch again: everything is cached, so EC2 and GetQueueUrl are not asked again.
     estate.world.proxy.reset_counts();
-    let response = router
-        .invoke(sqs_event(&bodies).to_string(), INVOKE_BUDGET)
-        .await;
-    assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+    assert_batch_handled(&router, &bodies).await;
     estate.assert_queues_hold_exactly(&events).await?;
     let calls = estate.world.proxy.calls();
     assert_eq!(calls.get("DescribeInstances"), None, "{calls:?}");
@@ -132,10 +121,7 @@ async fn duplicates_reach_their_own_cluster_again_and_never_another() -> Result<
     // The same event twice in one batch, and the Health pair; then everything once more.
     let batch = vec![spot.clone(), spot.clone(), primary.clone(), backup.clone()];
     for _ in 0..2 {
-        let response = router
-            .invoke(sqs_event(&batch).to_string(), INVOKE_BUDGET)
-            .await;
-        assert_eq!(batch_item_failures(&response), Vec::<String>::new());
+        assert_batch_handled(&router, &batch).await;
     }
 
     let alpha = estate.world.drain(&estate.queues["alpha"]).await?;

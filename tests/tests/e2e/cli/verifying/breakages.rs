@@ -61,15 +61,11 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     let state_rule = sandbox.resource("StateChangeRule").await?;
     aws.events.disable_rule().name(&state_rule).send().await?;
     let report = verify_fails(&estate, &[], &["rule:StateChangeRule"]).await?;
-    let check = report.check("rule:StateChangeRule").unwrap();
-    assert!(check.detail.contains("is DISABLED"), "{}", check.detail);
-    assert!(
-        check
-            .fix
-            .as_deref()
-            .unwrap()
-            .contains(&format!("aws events enable-rule --name {state_rule}")),
-        "{check:?}"
+    assert_detail(&report, "rule:StateChangeRule", "is DISABLED");
+    assert_fix(
+        &report,
+        "rule:StateChangeRule",
+        &format!("aws events enable-rule --name {state_rule}"),
     );
     aws.events.enable_rule().name(&state_rule).send().await?;
 
@@ -111,18 +107,15 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         .send()
         .await?;
     let report = verify_fails(&estate, &[], &["rule:SpotInterruptionRule"]).await?;
-    let check = report.check("rule:SpotInterruptionRule").unwrap();
-    assert!(
-        check.detail.contains("does not target the ingest queue"),
-        "{}",
-        check.detail
+    assert_detail(
+        &report,
+        "rule:SpotInterruptionRule",
+        "does not target the ingest queue",
     );
-    assert!(
-        check
-            .fix
-            .as_deref()
-            .unwrap()
-            .contains("aws events put-targets")
+    assert_fix(
+        &report,
+        "rule:SpotInterruptionRule",
+        "aws events put-targets",
     );
     aws.events
         .put_targets()
@@ -208,21 +201,12 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     broken.insert("QUEUE_NAME_TEMPLATE".into(), "karpenter-queue".into());
     set_environment(aws, function, broken).await?;
     let report = verify_fails(&estate, &[], &["function:environment"]).await?;
-    let check = report.check("function:environment").unwrap();
-    assert!(
-        check
-            .detail
-            .contains(r#"QUEUE_NAME_TEMPLATE="karpenter-queue": it does not contain {cluster}"#),
-        "{}",
-        check.detail
+    assert_detail(
+        &report,
+        "function:environment",
+        r#"QUEUE_NAME_TEMPLATE="karpenter-queue": it does not contain {cluster}"#,
     );
-    assert!(
-        check
-            .fix
-            .as_deref()
-            .unwrap()
-            .contains("karpenter-{cluster}")
-    );
+    assert_fix(&report, "function:environment", "karpenter-{cluster}");
     set_environment(aws, function, env).await?;
 
     // A tenant queue re-created (or edited) without encryption.
@@ -235,16 +219,10 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     )
     .await?;
     let report = verify_fails(&estate, &[], &["tenant:alpha:encryption"]).await?;
-    assert!(
-        report
-            .check("tenant:alpha:encryption")
-            .unwrap()
-            .fix
-            .as_deref()
-            .unwrap()
-            .contains("SqsManagedSseEnabled=true"),
-        "{}",
-        report.render()
+    assert_fix(
+        &report,
+        "tenant:alpha:encryption",
+        "SqsManagedSseEnabled=true",
     );
     set_attribute(
         aws,
@@ -306,22 +284,16 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     assert_ne!(narrowed, document);
     put_role_policy(aws, &role, &narrowed).await?;
     let report = verify_fails(&estate, &[], &["router-role"]).await?;
-    let check = report.check("router-role").unwrap();
-    assert!(
-        check.detail.contains("may not tag:GetResources on *")
-            && check
-                .detail
-                .contains("sqs:ChangeMessageVisibility on ir-ingest"),
-        "{}",
-        check.detail
+    assert_detail(&report, "router-role", "may not tag:GetResources on *");
+    assert_detail(
+        &report,
+        "router-role",
+        "sqs:ChangeMessageVisibility on ir-ingest",
     );
-    assert!(
-        check
-            .fix
-            .as_deref()
-            .unwrap()
-            .contains("statements ResolveInstanceTagsByArn, ConsumeIngestQueue"),
-        "{check:?}"
+    assert_fix(
+        &report,
+        "router-role",
+        "statements ResolveInstanceTagsByArn, ConsumeIngestQueue",
     );
     put_role_policy(aws, &role, &document).await?;
 
@@ -502,19 +474,15 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         .send()
         .await?;
     let report = verify_fails(&estate, &["alpha", "beta"], &["tenant:beta:queue"]).await?;
-    let check = report.check("tenant:beta:queue").unwrap();
-    assert!(
-        check.detail.contains("queue karpenter-beta does not exist"),
-        "{}",
-        check.detail
+    assert_detail(
+        &report,
+        "tenant:beta:queue",
+        "queue karpenter-beta does not exist",
     );
-    assert!(
-        check
-            .fix
-            .as_deref()
-            .unwrap()
-            .contains("make deploy-tenant CLUSTER=beta"),
-        "{check:?}"
+    assert_fix(
+        &report,
+        "tenant:beta:queue",
+        "make deploy-tenant CLUSTER=beta",
     );
 
     // A rule deleted outside CloudFormation: the stack still names it, DescribeRule finds none.

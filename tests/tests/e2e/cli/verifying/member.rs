@@ -8,7 +8,7 @@ use local_aws::moto::env_for;
 use routerctl::{demo::sandbox::Sandbox, verify};
 use serde_json::Value;
 
-use super::{put_role_policy, set_queue_policy};
+use super::{assert_detail, assert_failures, assert_fix, put_role_policy, set_queue_policy};
 use crate::cli::routerctl_binary;
 
 const MEMBER: &str = "111111111111";
@@ -30,15 +30,7 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
     };
     let verify_fails = async |options: &verify::Options, failing: &[&str]| {
         let report = Box::pin(verify::run(&hub.aws, options)).await;
-        let failed: Vec<&str> = report.failures().iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(failed, failing, "{}", report.render());
-        for check in report.failures() {
-            assert!(
-                check.fix.as_deref().is_some_and(|f| !f.is_empty()),
-                "{} has no fix",
-                check.name
-            );
-        }
+        assert_failures(&report, failing);
         report
     };
 
@@ -101,19 +93,15 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
     }
     put_role_policy(&hub.aws, &router_role, &unscoped.to_string()).await?;
     let report = verify_fails(&options, &["router-role:assume-spoke-roles"]).await;
-    let check = report.check("router-role:assume-spoke-roles").unwrap();
-    assert!(
-        check.detail.contains("an account it does not serve"),
-        "{}",
-        check.detail
+    assert_detail(
+        &report,
+        "router-role:assume-spoke-roles",
+        "an account it does not serve",
     );
-    assert!(
-        check
-            .fix
-            .as_deref()
-            .unwrap()
-            .contains("aws:ResourceAccount"),
-        "{check:?}"
+    assert_fix(
+        &report,
+        "router-role:assume-spoke-roles",
+        "aws:ResourceAccount",
     );
     put_role_policy(&hub.aws, &router_role, &scoped).await?;
 
@@ -142,20 +130,13 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
     };
     put_spoke_policy(&widened.to_string()).await?;
     let report = verify_fails(&options, &[&member("role-permissions")]).await;
-    let check = report.check(&member("role-permissions")).unwrap();
-    assert!(
-        check.detail.contains("may also sqs:ReceiveMessage")
-            && check.detail.contains("sqs:PurgeQueue"),
-        "{}",
-        check.detail
-    );
-    assert!(
-        check
-            .fix
-            .as_deref()
-            .unwrap()
-            .contains("aws iam put-role-policy --role-name interruption-router-spoke"),
-        "{check:?}"
+    let permissions = member("role-permissions");
+    assert_detail(&report, &permissions, "may also sqs:ReceiveMessage");
+    assert_detail(&report, &permissions, "sqs:PurgeQueue");
+    assert_fix(
+        &report,
+        &permissions,
+        "aws iam put-role-policy --role-name interruption-router-spoke",
     );
     put_spoke_policy(&original).await?;
 
@@ -163,13 +144,11 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
     let rule = "interruption-router-state-change";
     spoke_aws.events.disable_rule().name(rule).send().await?;
     let report = verify_fails(&options, &[&member("rule:StateChangeRule")]).await;
-    let check = report.check(&member("rule:StateChangeRule")).unwrap();
-    assert!(check.detail.contains("is DISABLED"), "{}", check.detail);
-    assert!(
-        check.fix.as_deref().unwrap().contains(&format!(
-            "aws events enable-rule --name {rule} --region us-east-1"
-        )),
-        "{check:?}"
+    assert_detail(&report, &member("rule:StateChangeRule"), "is DISABLED");
+    assert_fix(
+        &report,
+        &member("rule:StateChangeRule"),
+        &format!("aws events enable-rule --name {rule} --region us-east-1"),
     );
     spoke_aws.events.enable_rule().name(rule).send().await?;
 
@@ -186,28 +165,18 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
     };
     put_bus_policy(verify::hub_bus_policy(&bus, "222222222222", None)).await?;
     let report = verify_fails(&options, &[&member("hub-bus-policy")]).await;
-    let check = report.check(&member("hub-bus-policy")).unwrap();
-    assert!(
-        check
-            .detail
-            .contains("111111111111 may not events:PutEvents on ir-hub"),
-        "{}",
-        check.detail
+    assert_detail(
+        &report,
+        &member("hub-bus-policy"),
+        "111111111111 may not events:PutEvents on ir-hub",
     );
-    assert!(
-        check.fix.as_deref().unwrap().contains("ServedAccounts"),
-        "{check:?}"
-    );
+    assert_fix(&report, &member("hub-bus-policy"), "ServedAccounts");
 
     // An organisation-wide bus policy: undetermined without --org-id, a pass with it.
     put_bus_policy(verify::hub_bus_policy(&bus, "*", Some("o-abcd123456"))).await?;
     let report = verify_fails(&options, &[&member("hub-bus-policy")]).await;
-    let check = report.check(&member("hub-bus-policy")).unwrap();
-    assert!(check.detail.contains("undetermined"), "{}", check.detail);
-    assert!(
-        check.fix.as_deref().unwrap().contains("--org-id"),
-        "{check:?}"
-    );
+    assert_detail(&report, &member("hub-bus-policy"), "undetermined");
+    assert_fix(&report, &member("hub-bus-policy"), "--org-id");
     let with_org = verify::Options {
         org_id: Some("o-abcd123456".into()),
         ..options.clone()
@@ -227,11 +196,10 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
         .send()
         .await?;
     let report = verify_fails(&options, &[&member("role-trust")]).await;
-    let check = report.check(&member("role-trust")).unwrap();
-    assert!(
-        check.detail.contains("another role of the hub account"),
-        "{}",
-        check.detail
+    assert_detail(
+        &report,
+        &member("role-trust"),
+        "another role of the hub account",
     );
     spoke_aws
         .iam
@@ -259,21 +227,15 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
     )
     .await?;
     let report = verify_fails(&options, &[&member("tenant:prod:queue-policy")]).await;
-    let check = report.check(&member("tenant:prod:queue-policy")).unwrap();
-    assert!(
-        check.detail.contains(
-            "the spoke role arn:aws:iam::111111111111:role/interruption-router-spoke is denied"
-        ),
-        "{}",
-        check.detail
+    assert_detail(
+        &report,
+        &member("tenant:prod:queue-policy"),
+        "the spoke role arn:aws:iam::111111111111:role/interruption-router-spoke is denied",
     );
-    assert!(
-        check
-            .fix
-            .as_deref()
-            .unwrap()
-            .contains("BaseStackName empty"),
-        "{check:?}"
+    assert_fix(
+        &report,
+        &member("tenant:prod:queue-policy"),
+        "BaseStackName empty",
     );
     set_queue_policy(
         spoke_aws,

@@ -26,6 +26,12 @@ async fn verify_fails(
     };
     // Boxed: verify's future is large, and the tests await it many times.
     let report = Box::pin(verify::run(estate.aws(), &options)).await;
+    assert_failures(&report, failing);
+    Ok(report)
+}
+
+/// Asserts that exactly `failing` checks of `report` fail, in that order, each with a fix.
+fn assert_failures(report: &verify::Report, failing: &[&str]) {
     let failed: Vec<&str> = report.failures().iter().map(|c| c.name.as_str()).collect();
     assert_eq!(failed, failing, "{}", report.render());
     for check in report.failures() {
@@ -35,7 +41,6 @@ async fn verify_fails(
             check.name
         );
     }
-    Ok(report)
 }
 
 /// Deletes the sandbox's alarm whose name starts with `prefix` (`<stack>-<logical id>`).
