@@ -64,10 +64,10 @@ impl Estate {
         vec![("DEAD_LETTER_QUEUE_URL", self.queues["dlq"].as_str())]
     }
 
-    /// One event of every sort, with what must become of it.
-    fn events(&self) -> Vec<(Value, Expect)> {
+    /// One event of every sort, as the JSON text it travels as, with what must become of it.
+    fn events(&self) -> Vec<(String, Expect)> {
         let arn = |id: &str| format!("arn:aws:ec2:us-east-1:123456789012:instance/{id}");
-        vec![
+        let events: Vec<(Value, Expect)> = vec![
             (
                 ec2_event("spot-interruption-warning.json", &self.alpha[0], "spot-a0"),
                 Expect::Verbatim("alpha"),
@@ -157,7 +157,11 @@ impl Estate {
                 Expect::Ignored,
             ),
             (fixture("health-non-ec2-risk.json"), Expect::Ignored),
-        ]
+        ];
+        events
+            .into_iter()
+            .map(|(event, expect)| (event.to_string(), expect))
+            .collect()
     }
 
     /// Reads every queue and checks it holds exactly what `events` says, once each.

@@ -118,7 +118,7 @@ async fn clusters_not_onboarded_are_counted_per_cluster_and_shadow_mode_does_not
     let events: Vec<String> = estate
         .events()
         .into_iter()
-        .map(|(e, _)| e.to_string())
+        .map(|(event, _)| event)
         .collect();
     let router = estate.world.start_router(&estate.router_config()).await?;
     assert_batch_handled(&router, &events).await;

@@ -11,11 +11,7 @@ use super::{Estate, Expect, total};
 async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<()> {
     let estate = Estate::new().await?;
     let router = estate.world.start_router(&estate.router_config()).await?;
-    let events: Vec<(String, Expect)> = estate
-        .events()
-        .into_iter()
-        .map(|(e, x)| (e.to_string(), x))
-        .collect();
+    let events = estate.events();
     let bodies: Vec<String> = events.iter().map(|(b, _)| b.clone()).collect();
 
     assert_batch_handled(&router, &bodies).await;
@@ -71,11 +67,7 @@ async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<(
 async fn every_event_reaches_exactly_its_cluster_from_direct_invocations() -> Result<()> {
     let estate = Estate::new().await?;
     let router = estate.world.start_router(&estate.router_config()).await?;
-    let events: Vec<(String, Expect)> = estate
-        .events()
-        .into_iter()
-        .map(|(e, x)| (e.to_string(), x))
-        .collect();
+    let events = estate.events();
     for (body, expect) in &events {
         let outcome = router
             .invoke(body.clone(), INVOKE_BUDGET)
