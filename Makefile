@@ -53,10 +53,21 @@ ROLE_PATH ?=
 SPOKE_ROLE_PATH ?=
 # More stack parameters, as Key=Value pairs.
 PARAMS ?=
+# Deploy a release (make release; its directory copied into BUCKET with aws s3 sync) instead of
+# this checkout: the deploy targets take the templates from the release directory, and
+# deploy-base runs the release's zip for ARCH from BUCKET (CodeS3Key empty).
+RELEASE ?=
+RELEASE_DIR ?= $(TARGET_DIR)/release-dist
+RELEASE_PREFIX ?= interruption-router
+TEMPLATES := $(if $(RELEASE),$(RELEASE_DIR)/$(RELEASE_PREFIX)/$(RELEASE),cloudformation)
+# CFN_ROLE: the role CloudFormation deploys as (deployer.yaml's CloudFormationRoleArn output), for
+# a deployer whose own policy allows changes only through it (docs/operating.md).
+CFN_ROLE ?=
+role_arn = $(if $(CFN_ROLE),--role-arn $(CFN_ROLE))
 # The AWS CLI (the tests substitute a recording stand-in).
 AWS ?= $(VENV)/bin/aws
 
-.PHONY: help tools build demo demo-scenes test test-build clippy-driver unit tests lint template-lint policy-lint policy-documents clippy fmt-check bench soak fuzz package deploy-base deploy-spoke deploy-tenant deploy-fis
+.PHONY: help tools build demo demo-scenes test test-build clippy-driver unit tests lint template-lint policy-lint policy-documents clippy fmt-check bench soak fuzz package release deploy-base deploy-spoke deploy-tenant deploy-fis
 
 help:
 	@echo "make demo        the whole system on a local AWS emulator (no AWS account needed)"
@@ -64,8 +75,9 @@ help:
 	@echo "make bench       storm, cold-start and micro benchmarks; writes BENCHMARKS.md"
 	@echo "make soak        the fault scenarios with 3,000 events each"
 	@echo "make fuzz        fuzz the event parser for FUZZ_SECONDS (default 120)"
-	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64)"
-	@echo "make deploy-base BUCKET=… REGION=… [STACK_NAME=…] [INGEST_MODE=Queue|Direct] [LOG_LEVEL=…] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [SPOKE_ROLE_PATH=/…/] [PARAMS=…]"
+	@echo "make release     the release directory: zips per architecture, SBOMs, SHA256SUMS, templates ($(RELEASE_DIR))"
+	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64), for a build of your own"
+	@echo "make deploy-base BUCKET=… REGION=… [RELEASE=<version>] [STACK_NAME=…] [INGEST_MODE=Queue|Direct] [LOG_LEVEL=…] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [SPOKE_ROLE_PATH=/…/] [PARAMS=…]"
 	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] [SPOKE_ROLE_PATH=…] (member account)"
 	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create]"
 	@echo "make deploy-fis  CLUSTER=… REGION=… [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…]"
@@ -230,25 +242,60 @@ package: $(VENV)/.package-installed
 		--output-format zip -p interruption-router
 	@echo "packaged $(ZIP) ($$($(PYTHON) tools/zip_arch.py $(ZIP)))"
 
-# The code goes to a key named by architecture and content: CloudFormation updates the function
-# only when CodeS3Key changes. The stack's Architecture is what the zip's binary is built for (an
-# arm64 function running an x86_64 binary deploys cleanly and fails every invocation). The
-# template goes through the bucket too: base.yaml is past the 51,200 bytes CloudFormation takes
-# inline.
+# The release a platform team deploys (tools/release.py says what goes where): every architecture
+# whose Rust target is installed, built with cargo-lambda; each zip's SBOM from cargo-cyclonedx;
+# the dependencies checked by cargo-deny against deny.toml first. Not part of make test (about 15
+# minutes per architecture on 2 cores); release::artifacts:: runs the same script on a stand-in
+# binary. The two cargo tools install from crates.io into .tools/ on first use, pinned here.
+CARGO_CYCLONEDX_VERSION := 0.5.9
+CARGO_DENY_VERSION := 0.20.2
+TOOLS_DIR := $(CURDIR)/.tools
+
+$(TOOLS_DIR)/bin/cargo-cyclonedx:
+	$(CARGO) install --locked --quiet --root $(TOOLS_DIR) cargo-cyclonedx@$(CARGO_CYCLONEDX_VERSION)
+
+$(TOOLS_DIR)/bin/cargo-deny:
+	$(CARGO) install --locked --quiet --root $(TOOLS_DIR) cargo-deny@$(CARGO_DENY_VERSION)
+
+release: $(VENV)/.package-installed $(TOOLS_DIR)/bin/cargo-cyclonedx $(TOOLS_DIR)/bin/cargo-deny
+	$(PYTHON) tools/release.py build --out $(RELEASE_DIR) --prefix $(RELEASE_PREFIX) \
+		--cargo-lambda $(VENV)/bin/cargo-lambda --cyclonedx $(TOOLS_DIR)/bin/cargo-cyclonedx \
+		--cargo-deny $(TOOLS_DIR)/bin/cargo-deny
+
+# A release (RELEASE=<version>): the release's base.yaml with CodeS3Key empty, so the function
+# runs <prefix>/<version>/bootstrap-<ARCH>.zip from the bucket, which must hold it (aws s3 sync);
+# ARCH defaults to what the release directory holds (arm64 first). A build of your own (make
+# package): the code goes to a key named by architecture and content (CloudFormation updates the
+# function only when CodeS3Key changes). Either way the stack's Architecture is what the binary is
+# built for (an arm64 function running an x86_64 binary deploys cleanly and fails every
+# invocation). The template goes through the bucket too: base.yaml is past the 51,200 bytes
+# CloudFormation takes inline.
 deploy-base: $(VENV)/.installed
 	$(call require,BUCKET,the S3 bucket (same region) to upload bootstrap.zip and the template to)
 	$(call require,REGION,the AWS region to deploy to)
-	@test -f $(ZIP) || { echo "error: $(ZIP) not found; run make package first"; exit 1; }
-	@arch=$$($(PYTHON) tools/zip_arch.py $(ZIP)); \
-	if [ -n "$(ARCH)" ] && [ "$(ARCH)" != "$$arch" ]; then \
-		echo "error: ARCH=$(ARCH) but $(ZIP) holds an $$arch binary: run make package ARCH=$(ARCH), or drop ARCH"; exit 1; \
+	@if [ -n "$(RELEASE)" ]; then \
+		test -f $(TEMPLATES)/base.yaml || { echo "error: $(TEMPLATES)/base.yaml not found: RELEASE=$(RELEASE) needs that release's directory (make release, or RELEASE_DIR=<where it is>)"; exit 1; }; \
+		arch="$(ARCH)"; \
+		if [ -z "$$arch" ]; then for a in arm64 x86_64; do test -f $(TEMPLATES)/bootstrap-$$a.zip && { arch=$$a; break; }; done; fi; \
+		[ -n "$$arch" ] || { echo "error: $(TEMPLATES) holds no bootstrap-<arch>.zip: give ARCH=arm64|x86_64"; exit 1; }; \
+		key=$(RELEASE_PREFIX)/$(RELEASE)/bootstrap-$$arch.zip; \
+		$(AWS) s3api head-object --region $(REGION) --bucket $(BUCKET) --key $$key >/dev/null 2>&1 || { \
+			echo "error: s3://$(BUCKET)/$$key not found: copy the release into the bucket (aws s3 sync $(RELEASE_DIR)/ s3://$(BUCKET)/), or give the ARCH it was built for"; exit 1; }; \
+		code="CodeS3Key= Architecture=$$arch"; \
+	else \
+		test -f $(ZIP) || { echo "error: $(ZIP) not found: run make package first, or deploy a release with RELEASE=<version>"; exit 1; }; \
+		arch=$$($(PYTHON) tools/zip_arch.py $(ZIP)); \
+		if [ -n "$(ARCH)" ] && [ "$(ARCH)" != "$$arch" ]; then \
+			echo "error: ARCH=$(ARCH) but $(ZIP) holds an $$arch binary: run make package ARCH=$(ARCH), or drop ARCH"; exit 1; \
+		fi; \
+		key=interruption-router/bootstrap-$$arch-$$(sha256sum $(ZIP) | cut -c1-16).zip; \
+		$(AWS) s3 cp --region $(REGION) $(ZIP) s3://$(BUCKET)/$$key; \
+		code="CodeS3Key=$$key Architecture=$$arch"; \
 	fi; \
-	key=interruption-router/bootstrap-$$arch-$$(sha256sum $(ZIP) | cut -c1-16).zip; \
-	$(AWS) s3 cp --region $(REGION) $(ZIP) s3://$(BUCKET)/$$key; \
 	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(STACK_NAME) \
-		--template-file cloudformation/base.yaml --s3-bucket $(BUCKET) --s3-prefix interruption-router/templates \
-		--capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
-		--parameter-overrides CodeS3Bucket=$(BUCKET) CodeS3Key=$$key Architecture=$$arch \
+		--template-file $(TEMPLATES)/base.yaml --s3-bucket $(BUCKET) --s3-prefix interruption-router/templates \
+		--capabilities CAPABILITY_IAM --no-fail-on-empty-changeset $(role_arn) \
+		--parameter-overrides CodeS3Bucket=$(BUCKET) $$code \
 		$(call if_set,INGEST_MODE,IngestMode) $(call if_set,LOG_LEVEL,LogLevel) \
 		$(call if_set,ALARM_TOPIC,AlarmTopicArn) $(call if_set,KMS_KEY,KmsKey) \
 		$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) \
@@ -264,7 +311,7 @@ deploy-spoke: $(VENV)/.installed
 		echo "error: a new spoke stack needs HUB_BUS and ROUTER_ROLE: the hub stack's HubEventBusArn and RouterRoleArn outputs"; exit 1; \
 	fi; \
 	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(SPOKE_STACK) \
-		--template-file cloudformation/spoke.yaml --capabilities CAPABILITY_NAMED_IAM --no-fail-on-empty-changeset \
+		--template-file $(TEMPLATES)/spoke.yaml --capabilities CAPABILITY_NAMED_IAM --no-fail-on-empty-changeset $(role_arn) \
 		$(call parameter_overrides,$(call if_set,HUB_BUS,HubEventBusArn) $(call if_set,ROUTER_ROLE,RouterRoleArn) $(call if_set,CREATE_SPOKE_ROLE,CreateSpokeRole) \
 			$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) \
 			$(call if_set,SPOKE_ROLE_PATH,SpokeRolePath) $(PARAMS))
@@ -290,7 +337,7 @@ deploy-tenant: $(VENV)/.installed
 		*) role="KarpenterRoleName=$(KARPENTER_ROLE)" ;; \
 	esac; \
 	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(TENANT_STACK) \
-		--template-file cloudformation/tenant.yaml --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
+		--template-file $(TEMPLATES)/tenant.yaml --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset $(role_arn) \
 		--parameter-overrides ClusterName=$(CLUSTER) $$role $(call if_set,ALARM_TOPIC,AlarmTopicArn) \
 		$(call if_set,KMS_KEY,KmsKey) $(PARAMS)
 	@queue=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(TENANT_STACK) \
@@ -303,6 +350,6 @@ deploy-fis: $(VENV)/.installed
 	$(call require,CLUSTER,the EKS cluster whose spot nodes the experiment interrupts)
 	$(call require,REGION,the AWS region of the cluster)
 	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(FIS_STACK) \
-		--template-file cloudformation/fis.yaml --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
+		--template-file $(TEMPLATES)/fis.yaml --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset $(role_arn) \
 		--parameter-overrides ClusterName=$(CLUSTER) \
 		$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) $(PARAMS)

@@ -11,6 +11,33 @@ pub const BASE_TEMPLATE: &str = include_str!("../../cloudformation/base.yaml");
 pub const TENANT_TEMPLATE: &str = include_str!("../../cloudformation/tenant.yaml");
 pub const FIS_TEMPLATE: &str = include_str!("../../cloudformation/fis.yaml");
 pub const SPOKE_TEMPLATE: &str = include_str!("../../cloudformation/spoke.yaml");
+/// The deployer's least-privilege policy and CloudFormation's service role (deployed once per
+/// account by an administrator).
+pub const DEPLOYER_TEMPLATE: &str = include_str!("../../cloudformation/deployer.yaml");
+
+/// The release a template belongs to: its `Release` mapping's `Version` (base.yaml's `Router`
+/// entry, spoke.yaml's `Spoke`), which its `Version` output and version tags carry.
+pub fn template_version(template: &str) -> Result<String> {
+    let doc = crate::template::Template::parse("template", template)?.doc;
+    let release = &doc["Mappings"]["Release"];
+    ["Router", "Spoke"]
+        .iter()
+        .find_map(|entry| release[entry]["Version"].as_str())
+        .map(str::to_owned)
+        .context("no Release mapping with a Version")
+}
+
+/// Where base.yaml's function finds its code when `CodeS3Key` is empty: the release's zip for
+/// `architecture`, `<CodePrefix>/bootstrap-<architecture>.zip` (what `make release` lays out).
+pub fn release_code_key(architecture: &str) -> String {
+    let doc = crate::template::Template::parse("base.yaml", BASE_TEMPLATE)
+        .expect("base.yaml parses")
+        .doc;
+    let prefix = doc["Mappings"]["Release"]["Router"]["CodePrefix"]
+        .as_str()
+        .expect("base.yaml has Release.Router.CodePrefix");
+    format!("{prefix}/bootstrap-{architecture}.zip")
+}
 
 /// The tenant stack `make deploy-tenant` deploys for `cluster` next to the base stack `base`:
 /// `<base>-tenant-<cluster>`, with each `_` (which EKS allows in cluster names and CloudFormation

@@ -14,14 +14,18 @@ AWS does. Each fix says what AWS does and where moto differs.
   base.yaml and tenant.yaml write it). moto stores the object as the key's policy where its KMS
   API expects a JSON string, so DescribeKey and GetKeyPolicy on the key fail with a 500. Stored
   here as the JSON text KMS returns.
+* AWS::Lambda::Function's Tags (base.yaml tags the function with its release). CloudFormation
+  tags the function; moto creates it without them, so ListTags answers none. Applied here.
 """
 
 import json
 
 try:
+    from moto.awslambda import models as _lambda
     from moto.iam import models as _iam
     from moto.kms import models as _kms
 except Exception:  # not the moto server (sitecustomize runs in every interpreter on the path)
+    _lambda = None
     _iam = None
     _kms = None
 
@@ -58,3 +62,37 @@ if _iam is not None:
 
 if _kms is not None:
     _fix_cloudformation_properties(_kms.Key, _key_policy_as_json)
+
+
+def _function_tagged(model):
+    """Has moto's CloudFormation tag a function it creates or updates with the template's Tags."""
+    create = model.create_from_cloudformation_json.__func__
+    update = model.update_from_cloudformation_json.__func__
+
+    def tag(function, cloudformation_json):
+        tags = (cloudformation_json.get("Properties") or {}).get("Tags") or []
+        function.tags.update({t["Key"]: t["Value"] for t in tags if "Key" in t and "Value" in t})
+        return function
+
+    def create_tagged(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        function = create(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        return tag(function, cloudformation_json)
+
+    # moto's CloudFormation passes these by name.
+    def update_tagged(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+        function = update(
+            cls,
+            original_resource=original_resource,
+            new_resource_name=new_resource_name,
+            cloudformation_json=cloudformation_json,
+            account_id=account_id,
+            region_name=region_name,
+        )
+        return tag(function, cloudformation_json)
+
+    model.create_from_cloudformation_json = classmethod(create_tagged)
+    model.update_from_cloudformation_json = classmethod(update_tagged)
+
+
+if _lambda is not None:
+    _function_tagged(_lambda.LambdaFunction)

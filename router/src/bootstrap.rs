@@ -11,6 +11,7 @@ use std::{sync::Arc, time::Duration};
 use aws_config::{BehaviorVersion, retry::RetryConfig, timeout::TimeoutConfig};
 use lambda_runtime::{Diagnostic, service_fn};
 use lambda_runtime_api_client::{body::Body, build_request};
+use tracing::Instrument;
 
 use crate::{
     accounts::Accounts,
@@ -32,7 +33,15 @@ const MAX_ATTEMPTS: u32 = 2;
 pub async fn run() -> Result<(), lambda_runtime::Error> {
     let logging = LogSettings::from_env();
     logging.init();
+    // Every line the process writes carries the release as a field of this span (JSON: in
+    // `spans`), so a log search finds which version handled an event. An ERROR-level span is
+    // enabled at every LogLevel but FATAL, which writes no line at all.
+    let release = tracing::error_span!("router", version = crate::VERSION);
+    start(logging).instrument(release).await
+}
 
+async fn start(logging: LogSettings) -> Result<(), lambda_runtime::Error> {
+    tracing::info!("interruption-router {} starting", crate::VERSION);
     let config = match Config::from_env() {
         Ok(config) => config,
         Err(error) => return Err(init_failed(error).await),
@@ -68,6 +77,7 @@ pub async fn run() -> Result<(), lambda_runtime::Error> {
     let router = Router::new(&config, Arc::new(accounts), function_name)
         .with_metrics_level(logging.metrics_level());
     tracing::info!(
+        version = crate::VERSION,
         queue_name_template = ?config.queue_names,
         cluster_tag_keys = ?config.tags.cluster_keys,
         managed_tag_key = ?config.tags.managed_key,

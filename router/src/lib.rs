@@ -30,3 +30,7 @@ pub mod redeliver;
 pub mod resolve;
 pub mod retry;
 pub mod tenancy;
+
+/// The release this build is (the workspace's version): logged at start and on every line, and
+/// what base.yaml's and spoke.yaml's `Version` outputs and version tags say.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -123,9 +123,10 @@ pub async fn run(options: Options) -> Result<Report> {
         .collect();
 
     let base = step("Deploying cloudformation/base.yaml (queue mode)", async {
+        // Where the stack's default CodeS3Key finds the release's zip.
         moto.put_object(
             "demo-artifacts",
-            "bootstrap.zip",
+            &stacks::release_code_key("arm64"),
             b"placeholder: the router runs as a local process",
         )
         .await?;

@@ -128,8 +128,12 @@ pub async fn run(options: Options) -> Result<Report> {
             members.join(", ")
         ),
         async {
-            moto.put_object("demo-artifacts", "bootstrap.zip", b"placeholder")
-                .await?;
+            moto.put_object(
+                "demo-artifacts",
+                &stacks::release_code_key("arm64"),
+                b"placeholder",
+            )
+            .await?;
             stacks::create(
                 &hub.cfn,
                 BASE_STACK,

@@ -15,6 +15,8 @@
 //! order [`run`] reports them:
 //!
 //! * `stack.rs`: `stack`, the base stack and the outputs everything else is found by;
+//! * `version.rs`: `version`, the release the stack was deployed from, and whether it is this
+//!   routerctl's;
 //! * `rules.rs`: `rule:<name>`, the five rules (and their central-bus copies);
 //! * `queues.rs`: `ingest-queue`, `dead-letter-queue`, their `:policy`, `event-source-mapping`;
 //! * `function/`: `function`, `function:environment`, Direct mode's `function:invoke-permission`
@@ -45,6 +47,7 @@ pub(crate) mod rules;
 mod spokes;
 pub(crate) mod stack;
 pub(crate) mod tenants;
+mod version;
 
 pub use monitoring::{ALARMS, Monitored};
 pub use queues::events_queue_policy;
@@ -134,6 +137,7 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
     let Some(base) = stack::check(aws, &options.stack, checks).await else {
         return report;
     };
+    checks.push(version::check(&base, &aws.region));
     // Rules first: the queue and function policies are checked against their ARNs.
     let function = function::load(aws, &base).await;
     let function_arn = function.as_ref().ok().and_then(|f| f.function_arn());

@@ -1,4 +1,5 @@
-//! Every IAM and resource policy document the four templates create, rendered for deployments
+//! Every IAM and resource policy document the templates create (the four stacks' and the
+//! deployer's), rendered for deployments
 //! that between them take every branch of every condition a policy depends on, one JSON object
 //! per line: what `make lint` hands the IAM policy linters (tools/lint_policies.py).
 //!
@@ -11,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result, bail};
 use aws_model::{
-    stacks::{BASE_TEMPLATE, FIS_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE},
+    stacks::{BASE_TEMPLATE, DEPLOYER_TEMPLATE, FIS_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE},
     template::{Deployment, Stage, Template},
 };
 use serde_json::{Value, json};
@@ -46,9 +47,13 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
         ("base.yaml", "Queue mode", base()),
         (
             "base.yaml",
-            "Direct mode, alarm topic",
+            "Direct mode, alarm topic, a build of one's own",
             base()
                 .parameter("IngestMode", "Direct")
+                .parameter(
+                    "CodeS3Key",
+                    "interruption-router/bootstrap-arm64-0123456789abcdef.zip",
+                )
                 .parameter("AlarmTopicArn", "arn:aws:sns:us-east-1:123456789012:alarms"),
         ),
         (
@@ -134,6 +139,24 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
                 .parameter("ClusterName", "alpha")
                 .parameter("PermissionsBoundary", "platform/boundary")
                 .parameter("RolePath", "/platform/"),
+        ),
+        (
+            "deployer.yaml",
+            "default names",
+            Stage::new("interruption-router-deployer", HUB, REGION)
+                .parameter("ArtifactBucket", "artifacts"),
+        ),
+        (
+            "deployer.yaml",
+            "other names",
+            Stage::new("ir-deployer", HUB, REGION)
+                .parameter("ArtifactBucket", "platform-artifacts-eu-west-1")
+                .parameter("ArtifactPrefix", "releases/interruption-router")
+                .parameter("StackName", "ir")
+                .parameter("SpokeStackName", "ir-spoke")
+                .parameter("SpokeRoleName", "ir-spoke")
+                .parameter("RuleNamePrefix", "ir")
+                .parameter("QueuePrefix", "kq-"),
         ),
     ]
 }
@@ -260,6 +283,7 @@ fn main() -> Result<()> {
         ("tenant.yaml", TENANT_TEMPLATE),
         ("spoke.yaml", SPOKE_TEMPLATE),
         ("fis.yaml", FIS_TEMPLATE),
+        ("deployer.yaml", DEPLOYER_TEMPLATE),
     ];
     let mut seen: BTreeMap<(&str, String), BTreeSet<bool>> = BTreeMap::new();
     let mut lines = Vec::new();

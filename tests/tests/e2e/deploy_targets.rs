@@ -15,13 +15,13 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A scratch directory with the stand-in's record and state.
-struct Cli {
-    dir: PathBuf,
+/// A scratch directory with the stand-in's record and state (`release::` deploys with it too).
+pub(crate) struct Cli {
+    pub(crate) dir: PathBuf,
 }
 
 impl Cli {
-    fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         let dir =
             std::env::temp_dir().join(format!("deploy-targets-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -30,7 +30,7 @@ impl Cli {
     }
 
     /// `make <args>` with the stand-in as AWS; (success, stdout + stderr).
-    fn make(&self, args: &[&str]) -> (bool, String) {
+    pub(crate) fn make(&self, args: &[&str]) -> (bool, String) {
         let standin = repo().join("tests/fixtures/aws_standin.py");
         let output = Command::new("make")
             .arg("-C")
@@ -49,13 +49,37 @@ impl Cli {
         (output.status.success(), text)
     }
 
-    /// Every `cloudformation deploy` recorded so far: (stack, the whole argument list).
-    fn deploys(&self) -> Vec<(String, Vec<String>)> {
+    /// `aws <args>` run as the stand-in, recorded like the targets' calls.
+    pub(crate) fn aws(&self, args: &[&str]) -> (bool, String) {
+        let output = Command::new("python3")
+            .arg(repo().join("tests/fixtures/aws_standin.py"))
+            .args(args)
+            .env("AWS_STANDIN_RECORD", self.dir.join("calls.jsonl"))
+            .env("AWS_STANDIN_STATE", self.dir.join("stacks"))
+            .output()
+            .expect("the stand-in runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.success(), text)
+    }
+
+    /// Every call recorded so far, each as its argument list.
+    pub(crate) fn calls(&self) -> Vec<Vec<String>> {
         let Ok(text) = std::fs::read_to_string(self.dir.join("calls.jsonl")) else {
             return Vec::new();
         };
         text.lines()
             .map(|l| serde_json::from_str::<Vec<String>>(l).unwrap())
+            .collect()
+    }
+
+    /// Every `cloudformation deploy` recorded so far: (stack, the whole argument list).
+    pub(crate) fn deploys(&self) -> Vec<(String, Vec<String>)> {
+        self.calls()
+            .into_iter()
             .filter(|a| a.starts_with(&["cloudformation".into(), "deploy".into()]))
             .map(|a| {
                 let stack = a[a.iter().position(|x| x == "--stack-name").unwrap() + 1].clone();
@@ -72,7 +96,7 @@ impl Cli {
 }
 
 /// A zip holding a `bootstrap` whose ELF header says `machine` (183 aarch64, 62 x86-64).
-fn zip_with_binary_for(dir: &Path, machine: u16) -> PathBuf {
+pub(crate) fn zip_with_binary_for(dir: &Path, machine: u16) -> PathBuf {
     let zip = dir.join(format!("bootstrap-{machine}.zip"));
     let script = format!(
         "import struct, zipfile\n\
@@ -159,7 +183,7 @@ fn run_snippet(snippet: &str, list: Option<&str>, manifest: &str) -> (bool, Stri
     )
 }
 
-fn has(args: &[String], pair: &str) -> bool {
+pub(crate) fn has(args: &[String], pair: &str) -> bool {
     args.iter().any(|a| a == pair)
 }
 

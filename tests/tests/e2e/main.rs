@@ -21,5 +21,6 @@ mod locked_down;
 mod log_levels;
 mod permissions;
 mod policy;
+mod release;
 mod router;
 mod stacks;

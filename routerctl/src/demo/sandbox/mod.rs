@@ -72,9 +72,10 @@ impl Sandbox {
         parameters: &[(&str, &str)],
     ) -> Result<Self> {
         let aws = Aws::new(&sdk_config_for(moto.endpoint()).await)?;
+        // Where the stack's default CodeS3Key finds the release's zip.
         moto.put_object(
             "sandbox-artifacts",
-            "bootstrap.zip",
+            &stacks::release_code_key("arm64"),
             b"placeholder: the router runs as a local process",
         )
         .await?;

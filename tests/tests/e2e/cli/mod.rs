@@ -98,7 +98,7 @@ fn sorted(ids: Vec<&str>) -> Vec<String> {
 }
 
 /// The routerctl binary of this build: next to the test executable's directory, or $ROUTERCTL_BIN.
-fn routerctl_binary() -> PathBuf {
+pub(crate) fn routerctl_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("ROUTERCTL_BIN") {
         return path.into();
     }
@@ -163,7 +163,7 @@ async fn the_binary_prints_reports_and_exits_by_verdict() -> Result<()> {
         "{out}"
     );
     assert!(
-        out.ends_with("FAIL: 1 of 25 checks failed: rule:StateChangeRule\n"),
+        out.ends_with("FAIL: 1 of 26 checks failed: rule:StateChangeRule\n"),
         "{out}"
     );
 

@@ -60,7 +60,11 @@ async fn every_queue_reports_its_stacks_key_and_every_role_the_boundary() -> Res
     let aws = Aws::new(&world.moto.sdk_config().await)?;
     world
         .moto
-        .put_object("artifacts", "bootstrap.zip", b"not run here")
+        .put_object(
+            "artifacts",
+            &stacks::release_code_key("arm64"),
+            b"not run here",
+        )
         .await?;
     let boundary = aws
         .iam

@@ -50,17 +50,20 @@ impl Clients {
     }
 }
 
-/// The function's code where base.yaml's `CodeS3Bucket=artifacts` points (the router itself runs
-/// as a local process).
+/// The function's code where base.yaml's `CodeS3Bucket=artifacts` points with `CodeS3Key` empty
+/// (the release's zip), and where earlier templates' default `bootstrap.zip` did (the router
+/// itself runs as a local process).
 async fn upload_code(world: &World) -> Result<()> {
-    world
-        .moto
-        .put_object(
-            "artifacts",
-            "bootstrap.zip",
-            b"the router runs as a local process",
-        )
-        .await
+    for key in [
+        stacks::release_code_key("arm64"),
+        "bootstrap.zip".to_owned(),
+    ] {
+        world
+            .moto
+            .put_object("artifacts", &key, b"the router runs as a local process")
+            .await?;
+    }
+    Ok(())
 }
 
 /// The base stack in Queue mode and one tenant stack per cluster, as `make deploy-base` and

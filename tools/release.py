@@ -1,0 +1,460 @@
+"""`make release`: the directory a platform team copies into one artifact bucket per region.
+
+    <out>/<prefix>/<version>/bootstrap-<arch>.zip       the router for Lambda's <arch>
+    <out>/<prefix>/<version>/bootstrap-<arch>.cdx.json  its CycloneDX SBOM (cargo-cyclonedx)
+    <out>/<prefix>/<version>/{base,tenant,spoke,fis,deployer}.yaml
+    <out>/<prefix>/<version>/CHANGELOG.md, CHECKS      what changed; what was checked, and what not
+    <out>/<prefix>/<version>/SHA256SUMS                 every file above (`sha256sum -c` reads it)
+    <out>/<prefix>/latest/{base,tenant,spoke,fis,deployer}.yaml, VERSION, SHA256SUMS
+
+base.yaml's function takes its code from <prefix>/<version>/bootstrap-<Architecture>.zip when
+CodeS3Key is empty (its Release mapping's CodePrefix, written here), so `latest/base.yaml` is the
+same file as `<version>/base.yaml` and always names versioned code.
+
+Reproducible: the zips hold one file with fixed metadata (the commit's time, mode 0755), the
+binary is built with the checkout's and cargo's paths remapped, and the SBOM's absolute paths and
+time are the same for every run of one commit. `build` ends with `verify`, which the tests run
+on a release made from a stand-in binary (`--binary`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from zip_arch import MACHINES  # noqa: E402
+
+TEMPLATES = ["base.yaml", "tenant.yaml", "spoke.yaml", "fis.yaml", "deployer.yaml"]
+TRIPLES = {"x86_64": "x86_64-unknown-linux-gnu", "arm64": "aarch64-unknown-linux-gnu"}
+DEFAULT_PREFIX = "interruption-router"
+PACKAGE = "interruption-router"
+
+
+class ReleaseError(Exception):
+    """What is wrong and how to fix it; the release stops."""
+
+
+def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=False, text=True, **kwargs)
+
+
+def say(line: str) -> None:
+    print(f"release: {line}", flush=True)
+
+
+# ------------------------------------------------------------------ what the checkout says
+
+
+def workspace_version() -> str:
+    out = run(["cargo", "metadata", "--format-version", "1", "--no-deps", "--locked"],
+              cwd=ROOT, capture_output=True)
+    if out.returncode != 0:
+        raise ReleaseError(f"cargo metadata failed: {out.stderr.strip()}")
+    for package in json.loads(out.stdout)["packages"]:
+        if package["name"] == PACKAGE:
+            return package["version"]
+    raise ReleaseError(f"no package {PACKAGE} in the workspace")
+
+
+def release_mapping(text: str, entry: str) -> dict[str, str]:
+    """The `Release: <entry>:` mapping of a template, read as text (the templates' short-form
+    tags are not plain YAML)."""
+    block = re.search(rf"^  Release:\n    {entry}:\n((?:      \S.*\n)+)", text, re.M)
+    if not block:
+        raise ReleaseError(f"no Mappings.Release.{entry} in the template")
+    values = {}
+    for line in block.group(1).splitlines():
+        key, _, value = line.strip().partition(":")
+        values[key] = value.strip().strip('"')
+    return values
+
+
+def check_versions(version: str) -> None:
+    """Cargo.toml, the templates and the CHANGELOG must name one release."""
+    for name, entry in [("base.yaml", "Router"), ("spoke.yaml", "Spoke")]:
+        found = release_mapping((ROOT / "cloudformation" / name).read_text(), entry).get("Version")
+        if found != version:
+            raise ReleaseError(
+                f"cloudformation/{name} says Release.{entry}.Version {found!r}, Cargo.toml says "
+                f"{version}: set the mapping to \"{version}\" (or the workspace version to {found})")
+    prefix = release_mapping((ROOT / "cloudformation/base.yaml").read_text(), "Router").get("CodePrefix")
+    if prefix != f"{DEFAULT_PREFIX}/{version}":
+        raise ReleaseError(
+            f"cloudformation/base.yaml says Release.Router.CodePrefix {prefix!r}: set it to "
+            f"{DEFAULT_PREFIX}/{version} (make release writes RELEASE_PREFIX in its copy)")
+    if not changelog_section(version):
+        raise ReleaseError(
+            f"CHANGELOG.md has no section \"## {version}\": say what changed and what an operator "
+            "must do to upgrade")
+
+
+def changelog_section(version: str) -> str:
+    text = (ROOT / "CHANGELOG.md").read_text() if (ROOT / "CHANGELOG.md").exists() else ""
+    match = re.search(rf"^## {re.escape(version)}\b.*?(?=^## |\Z)", text, re.M | re.S)
+    return match.group(0) if match else ""
+
+
+def commit_time() -> int:
+    """SOURCE_DATE_EPOCH if set, else the commit's time: what the zips and the SBOM say."""
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        return int(os.environ["SOURCE_DATE_EPOCH"])
+    out = run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True)
+    if out.returncode != 0 or not out.stdout.strip():
+        raise ReleaseError("git log failed: make release runs in a git checkout")
+    return int(out.stdout.strip())
+
+
+def installed_targets() -> set[str]:
+    out = run(["rustup", "target", "list", "--installed"], capture_output=True)
+    if out.returncode != 0:
+        # Without rustup, the host's own target is the one there is.
+        host = run(["rustc", "-vV"], capture_output=True).stdout
+        return {line.split(": ")[1] for line in host.splitlines() if line.startswith("host: ")}
+    return set(out.stdout.split())
+
+
+# ------------------------------------------------------------------ what goes in is checked
+
+
+def deny(cargo_deny: str) -> list[str]:
+    """Licences, duplicate versions and sources of what the router links (deny.toml says what is
+    allowed and why); then the advisories, which need the RustSec database."""
+    common = [cargo_deny, "--manifest-path", str(ROOT / "router/Cargo.toml"), "--locked",
+              "--exclude-dev", "--config", str(ROOT / "deny.toml")]
+    checked = run(common + ["--offline", "check", "licenses", "bans", "sources"], cwd=ROOT)
+    if checked.returncode != 0:
+        raise ReleaseError("cargo-deny refused the dependencies (above): fix them, or change "
+                           "deny.toml with the reason")
+    version = run([cargo_deny, "--version"], capture_output=True).stdout.strip()
+    lines = [f"licences, duplicate versions, sources: passed ({version}, deny.toml)"]
+    advisories = run(common + ["check", "advisories"], cwd=ROOT, capture_output=True)
+    if advisories.returncode == 0:
+        lines.append(f"advisories: passed ({version})")
+    else:
+        said = (advisories.stderr or advisories.stdout).strip().splitlines()
+        fetch_failed = any(w in " ".join(said).lower() for w in ("fetch", "clone", "database", "network"))
+        if not fetch_failed:
+            print("\n".join(said), file=sys.stderr)
+            raise ReleaseError("cargo-deny found advisories against the dependencies (above)")
+        say("ADVISORIES NOT CHECKED: cargo-deny could not fetch the RustSec advisory database "
+            "from this machine:")
+        for line in said[-3:]:
+            print(f"    {line}", flush=True)
+        say("run `cargo deny check advisories` where the database can be fetched before "
+            "publishing this release")
+        lines.append("advisories: NOT CHECKED (the RustSec advisory database could not be fetched "
+                     "where this release was built)")
+    return lines
+
+
+# ------------------------------------------------------------------ building
+
+
+def build_binary(arch: str, cargo_lambda: str) -> Path:
+    """A release build for `arch` with cargo-lambda (zig links against Lambda's glibc), the
+    checkout's and cargo's own paths remapped so the binary does not depend on where they are."""
+    cargo_home = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo"))
+    flags = [f"--remap-path-prefix={ROOT}=/build", f"--remap-path-prefix={cargo_home}=/cargo"]
+    env = dict(os.environ, CARGO_ENCODED_RUSTFLAGS="\x1f".join(flags))
+    env.pop("RUSTFLAGS", None)
+    lambda_dir = ROOT / "target" / f"lambda-{arch}"
+    say(f"{arch}: cargo lambda build --release --target {TRIPLES[arch]} (about 15 minutes on 2 cores)")
+    out = run([cargo_lambda, "lambda", "build", "--release", "--target", TRIPLES[arch],
+               "--package", PACKAGE, "--lambda-dir", str(lambda_dir)], cwd=ROOT, env=env)
+    if out.returncode != 0:
+        raise ReleaseError(f"{arch}: the build failed (above)")
+    return lambda_dir / PACKAGE / "bootstrap"
+
+
+def elf_arch(path: Path) -> str | None:
+    header = path.read_bytes()[:20] if path.stat().st_size >= 20 else b""
+    if header[:4] != b"\x7fELF":
+        return None
+    order = "little" if header[5] == 1 else "big"
+    return MACHINES.get(int.from_bytes(header[18:20], order))
+
+
+def write_zip(binary: Path, zip_path: Path, when: int) -> None:
+    """One file, `bootstrap`, with fixed metadata: the same binary gives the same bytes."""
+    import time
+    stamp = time.gmtime(max(when, 315532800))[:6]  # zip cannot say anything before 1980
+    info = zipfile.ZipInfo("bootstrap", date_time=stamp)
+    info.create_system = 3  # unix, so the mode below is read
+    info.external_attr = (0o100755 & 0xFFFF) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    with zipfile.ZipFile(zip_path, "w") as z:
+        z.writestr(info, binary.read_bytes(), compresslevel=6)
+
+
+def sbom(arch: str, cyclonedx: str, out: Path, when: int, zip_name: str) -> None:
+    """cargo-cyclonedx's SBOM of the router binary's dependencies for `arch`'s target (build
+    scripts' dependencies, which do not ship, left out), with the checkout's path made relative
+    so the document does not depend on where the checkout is."""
+    member_files = [ROOT / d / f for d, f in [("router", "interruption-router_bin.cdx.json"),
+                                             ("routerctl", "routerctl_bin.cdx.json"),
+                                             ("tests", "policy-documents_bin.cdx.json")]]
+    existed = {p for p in member_files if p.exists()}
+    env = dict(os.environ, SOURCE_DATE_EPOCH=str(when))
+    done = run([cyclonedx, "cyclonedx", "--manifest-path", str(ROOT / "router/Cargo.toml"),
+                "--format", "json", "--spec-version", "1.5", "--describe", "binaries",
+                "--target", TRIPLES[arch], "--no-build-deps"], cwd=ROOT, env=env,
+               capture_output=True)
+    produced = ROOT / "router" / "interruption-router_bin.cdx.json"
+    try:
+        if done.returncode != 0 or not produced.exists():
+            raise ReleaseError(f"{arch}: cargo-cyclonedx failed: {done.stderr.strip()}")
+        text = produced.read_text().replace(f"file://{ROOT}", "file://.")
+    finally:
+        # cargo-cyclonedx writes one file per workspace binary next to its Cargo.toml.
+        for p in member_files:
+            if p not in existed and p.exists():
+                p.unlink()
+    doc = json.loads(text)
+    doc["metadata"].setdefault("properties", []).append(
+        {"name": "interruption-router:artifact", "value": zip_name})
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_sums(directory: Path) -> None:
+    names = sorted(p.name for p in directory.iterdir() if p.is_file() and p.name != "SHA256SUMS")
+    (directory / "SHA256SUMS").write_text("".join(f"{sha256(directory / n)}  {n}\n" for n in names))
+
+
+def build(args: argparse.Namespace) -> int:
+    version = workspace_version()
+    check_versions(version)
+    when = commit_time()
+    prefix = args.prefix.strip("/")
+    if not re.fullmatch(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*", prefix):
+        raise ReleaseError(f"RELEASE_PREFIX={args.prefix!r}: give an S3 key prefix of letters, "
+                           "digits, '.', '_', '-' and '/' (e.g. interruption-router)")
+    given = dict(b.split("=", 1) for b in args.binary)
+    wanted = args.arch or list(TRIPLES)
+    for arch in list(given) + wanted:
+        if arch not in TRIPLES:
+            raise ReleaseError(f"architecture {arch!r}: Lambda runs x86_64 or arm64")
+
+    checks = [f"interruption-router {version}, commit time {when}"]
+    if args.cargo_deny:
+        checks += deny(args.cargo_deny)
+    else:
+        checks.append("licences, duplicate versions, sources, advisories: NOT CHECKED "
+                      "(a development build: --cargo-deny not given)")
+
+    out = Path(args.out).resolve()
+    version_dir, latest = out / prefix / version, out / prefix / "latest"
+    for d in (version_dir, latest):
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
+
+    targets = installed_targets()
+    built = []
+    for arch, triple in TRIPLES.items():
+        if arch not in wanted:
+            checks.append(f"{arch}: not built (not asked for)")
+            continue
+        if arch in given:
+            binary = Path(given[arch])
+            checks.append(f"{arch}: the binary given ({binary.name}), not built here")
+        elif triple in targets:
+            if not args.cargo_lambda:
+                raise ReleaseError(f"{arch}: --cargo-lambda is needed to build (make release gives it)")
+            binary = build_binary(arch, args.cargo_lambda)
+            checks.append(f"{arch}: built (cargo lambda build --release --target {triple})")
+        else:
+            say(f"{arch}: NOT BUILT: the Rust target {triple} is not installed here "
+                f"(rustup target add {triple}, then make release again)")
+            checks.append(f"{arch}: not built (the Rust target {triple} is not installed)")
+            continue
+        found = elf_arch(binary)
+        if found != arch:
+            raise ReleaseError(f"{binary} is a {found or 'non-ELF'} binary, not {arch}")
+        zip_name = f"bootstrap-{arch}.zip"
+        write_zip(binary, version_dir / zip_name, when)
+        if args.cyclonedx:
+            sbom(arch, args.cyclonedx, version_dir / f"bootstrap-{arch}.cdx.json", when, zip_name)
+        built.append(arch)
+        say(f"{arch}: {prefix}/{version}/{zip_name}")
+    if not built:
+        raise ReleaseError("no architecture could be built: install a Rust target "
+                           f"({', '.join(TRIPLES.values())})")
+    if not args.cyclonedx:
+        checks.append("SBOM: NOT MADE (a development build: --cyclonedx not given)")
+
+    for name in TEMPLATES:
+        text = (ROOT / "cloudformation" / name).read_text()
+        if name == "base.yaml":
+            text = text.replace(f"      CodePrefix: {DEFAULT_PREFIX}/{version}\n",
+                                f"      CodePrefix: {prefix}/{version}\n", 1)
+        (version_dir / name).write_text(text)
+        (latest / name).write_text(text)
+    shutil.copyfile(ROOT / "CHANGELOG.md", version_dir / "CHANGELOG.md")
+    (version_dir / "CHECKS").write_text("".join(f"{c}\n" for c in checks))
+    (latest / "VERSION").write_text(f"{version}\n")
+    write_sums(version_dir)
+    write_sums(latest)
+
+    problems = verify(out, prefix, version, sbom_required=bool(args.cyclonedx))
+    if problems:
+        raise ReleaseError("the release does not verify:\n  " + "\n  ".join(problems))
+    say(f"{out}/{prefix}: {version} ({', '.join(built)}) and latest/; "
+        f"upload with: aws s3 sync {out}/ s3://<bucket of each region>/")
+    return 0
+
+
+# ------------------------------------------------------------------ verifying
+
+
+def router_dependencies(triple: str) -> set[str]:
+    """`name@version` of every crate the router binary links for `triple`, as cargo resolves it
+    (normal dependencies; build scripts' and dev-dependencies do not ship)."""
+    out = run(["cargo", "tree", "--locked", "--package", PACKAGE, "--edges", "normal",
+               "--target", triple, "--prefix", "none", "--format", "{p}"],
+              cwd=ROOT, capture_output=True)
+    if out.returncode != 0:
+        raise ReleaseError(f"cargo tree failed: {out.stderr.strip()}")
+    deps = set()
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[1].startswith("v") and parts[0] != PACKAGE:
+            deps.add(f"{parts[0]}@{parts[1][1:]}")
+    return deps
+
+
+def check_sums(directory: Path) -> list[str]:
+    sums = directory / "SHA256SUMS"
+    if not sums.exists():
+        return [f"{directory}: no SHA256SUMS"]
+    problems, listed = [], set()
+    for line in sums.read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        listed.add(name)
+        path = directory / name
+        if not path.is_file():
+            problems.append(f"{path}: listed in SHA256SUMS, missing")
+        elif sha256(path) != digest:
+            problems.append(f"{path}: its SHA-256 is not the one SHA256SUMS lists")
+    for p in directory.iterdir():
+        if p.name != "SHA256SUMS" and p.name not in listed:
+            problems.append(f"{p}: not in SHA256SUMS")
+    return problems
+
+
+def check_sbom(path: Path, arch: str, version: str) -> list[str]:
+    if not path.exists():
+        return [f"{path}: missing (every zip has its SBOM)"]
+    doc = json.loads(path.read_text())
+    problems = []
+    component = doc.get("metadata", {}).get("component", {})
+    if doc.get("bomFormat") != "CycloneDX":
+        problems.append(f"{path}: not a CycloneDX document")
+    if (component.get("name"), component.get("version")) != (PACKAGE, version):
+        problems.append(f"{path}: describes {component.get('name')} {component.get('version')}, "
+                        f"not {PACKAGE} {version}")
+    triples = {p.get("value") for p in doc.get("metadata", {}).get("properties", [])
+               if p.get("name") == "cdx:rustc:sbom:target:triple"}
+    if triples != {TRIPLES[arch]}:
+        problems.append(f"{path}: made for {sorted(triples)}, not {TRIPLES[arch]}")
+    listed = {f"{c.get('name')}@{c.get('version')}" for c in doc.get("components", [])}
+    missing = sorted(router_dependencies(TRIPLES[arch]) - listed)
+    if missing:
+        problems.append(f"{path}: lacks {len(missing)} of the router's dependencies: "
+                        + ", ".join(missing[:10]) + (" …" if len(missing) > 10 else ""))
+    return problems
+
+
+def verify(out: Path, prefix: str, version: str, sbom_required: bool = True) -> list[str]:
+    """Everything a bucket copy of this release must hold, checked from the files alone."""
+    version_dir, latest = out / prefix / version, out / prefix / "latest"
+    problems = check_sums(version_dir) + check_sums(latest)
+    zips = sorted(version_dir.glob("bootstrap-*.zip"))
+    if not zips:
+        problems.append(f"{version_dir}: no bootstrap-<arch>.zip")
+    for z in zips:
+        arch = z.name[len("bootstrap-"):-len(".zip")]
+        with zipfile.ZipFile(z) as archive:
+            entries = archive.infolist()
+            if [e.filename for e in entries] != ["bootstrap"]:
+                problems.append(f"{z}: holds {[e.filename for e in entries]}, not just bootstrap")
+                continue
+            if (entries[0].external_attr >> 16) & 0o777 != 0o755:
+                problems.append(f"{z}: bootstrap is not executable (mode 0755)")
+            with tempfile.NamedTemporaryFile() as tmp:
+                tmp.write(archive.read("bootstrap")[:20])
+                tmp.flush()
+                if elf_arch(Path(tmp.name)) != arch:
+                    problems.append(f"{z}: bootstrap is not an {arch} binary")
+        if sbom_required:
+            problems += check_sbom(version_dir / f"bootstrap-{arch}.cdx.json", arch, version)
+    for name in TEMPLATES:
+        if not (version_dir / name).exists():
+            problems.append(f"{version_dir / name}: missing")
+        elif (latest / name).read_bytes() != (version_dir / name).read_bytes():
+            problems.append(f"{latest / name}: not the same as {version}/{name}")
+    base = (version_dir / "base.yaml").read_text() if (version_dir / "base.yaml").exists() else ""
+    if base:
+        mapping = release_mapping(base, "Router")
+        if mapping.get("Version") != version or mapping.get("CodePrefix") != f"{prefix}/{version}":
+            problems.append(f"{version_dir}/base.yaml: Release mapping {mapping}, not Version "
+                            f"{version} with CodePrefix {prefix}/{version}")
+        if '"${CodePrefix}/bootstrap-${Architecture}.zip"' not in base:
+            problems.append(f"{version_dir}/base.yaml: its function does not take "
+                            "${CodePrefix}/bootstrap-${Architecture}.zip")
+    if (latest / "VERSION").exists() and (latest / "VERSION").read_text() != f"{version}\n":
+        problems.append(f"{latest}/VERSION: not {version}")
+    return problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build the release directory, then verify it")
+    b.add_argument("--out", required=True, help="the release directory (a bucket's root)")
+    b.add_argument("--prefix", default=DEFAULT_PREFIX, help="the key prefix in the bucket")
+    b.add_argument("--arch", action="append", choices=sorted(TRIPLES),
+                   help="only these architectures (default: every one whose target is installed)")
+    b.add_argument("--binary", action="append", default=[], metavar="ARCH=PATH",
+                   help="take this binary for ARCH instead of building it (tests)")
+    b.add_argument("--cargo-lambda", help="cargo-lambda, to build each installed target")
+    b.add_argument("--cyclonedx", help="cargo-cyclonedx, to make each zip's SBOM")
+    b.add_argument("--cargo-deny", help="cargo-deny, to check what goes in (deny.toml)")
+    v = sub.add_parser("verify", help="check a release directory")
+    v.add_argument("out")
+    v.add_argument("--prefix", default=DEFAULT_PREFIX)
+    v.add_argument("--version", help="default: the workspace's")
+    v.add_argument("--no-sbom", action="store_true", help="a development build made without SBOMs")
+    args = parser.parse_args()
+    try:
+        if args.command == "build":
+            return build(args)
+        version = args.version or workspace_version()
+        problems = verify(Path(args.out).resolve(), args.prefix.strip("/"), version,
+                          sbom_required=not args.no_sbom)
+        for p in problems:
+            print(f"release: {p}", file=sys.stderr)
+        if not problems:
+            say(f"{args.out}: {version} verifies (checksums, zips, SBOMs, templates, latest/)")
+        return 1 if problems else 0
+    except ReleaseError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
