@@ -170,11 +170,30 @@ def build_binary(arch: str, cargo_lambda: str) -> Path:
     env.pop("RUSTFLAGS", None)
     lambda_dir = ROOT / "target" / f"lambda-{arch}"
     say(f"{arch}: cargo lambda build --release --target {TRIPLES[arch]} (about 15 minutes on 2 cores)")
-    out = run([cargo_lambda, "lambda", "build", "--release", "--target", TRIPLES[arch],
-               "--package", PACKAGE, "--lambda-dir", str(lambda_dir)], cwd=ROOT, env=env)
+    # --disable-optimizations: the workspace's release profile as it is (cargo-lambda would
+    # otherwise put its own defaults in, panic=abort among them, where the router wants unwind).
+    out = run([cargo_lambda, "lambda", "build", "--release", "--disable-optimizations",
+               "--target", TRIPLES[arch], "--package", PACKAGE, "--lambda-dir", str(lambda_dir)],
+              cwd=ROOT, env=env)
     if out.returncode != 0:
         raise ReleaseError(f"{arch}: the build failed (above)")
-    return lambda_dir / PACKAGE / "bootstrap"
+    binary = lambda_dir / PACKAGE / "bootstrap"
+    needed = glibc_needed(binary)
+    if needed > LAMBDA_GLIBC:
+        raise ReleaseError(f"{arch}: the binary needs glibc 2.{needed[1]}, and Lambda's "
+                           f"provided.al2023 has 2.{LAMBDA_GLIBC[1]}")
+    say(f"{arch}: needs glibc 2.{needed[1]} at most (provided.al2023 has 2.{LAMBDA_GLIBC[1]})")
+    return binary
+
+
+# provided.al2023's glibc: a binary that needs a newer symbol version fails to start there.
+LAMBDA_GLIBC = (2, 34)
+
+
+def glibc_needed(binary: Path) -> tuple[int, int]:
+    """The newest GLIBC_2.x symbol version the binary asks for (its .dynstr names them)."""
+    found = [(2, int(m)) for m in re.findall(rb"GLIBC_2\.(\d+)", binary.read_bytes())]
+    return max(found, default=(2, 0))
 
 
 def elf_arch(path: Path) -> str | None:
