@@ -29,6 +29,7 @@ use e2e_tests::{World, karpenter_tags};
 use interruption_router::VERSION;
 use local_aws::{
     esm::{EventSourceMapping, Stop},
+    eventbridge::DefaultBus,
     function::{Function, router_binary},
     moto::{ACCOUNT, REGION, env_for, sdk_config_as},
 };
@@ -244,53 +245,50 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
         EventSourceMapping::take_over(&aws.lambda, &world.sqs, &function, Duration::from_secs(30))
             .await?;
 
-    // Events flow: a spot warning per node every round, through EventBridge, each marked with
-    // its round so its copy in a cluster queue says which event it is. Each stack's update waits
-    // for two more rounds, so events are sent between every two updates as well as during them.
+    // Events flow: a spot warning per node every round, through the default bus as AWS runs it
+    // from the rules the stacks have at that moment (local_aws::eventbridge: moto's own PutEvents
+    // also delivers to disabled rules), each marked with its round so its copy in a cluster
+    // queue says which event it is. Each stack's update waits for two more rounds, so events are
+    // sent between every two updates as well as during them.
+    let bus = DefaultBus::new(&aws, Duration::ZERO).await?;
     let updated = Arc::new(AtomicBool::new(false));
     let base_updated = Arc::new(AtomicBool::new(false));
     let rounds = Arc::new(AtomicUsize::new(0));
+    let stopped = Arc::new(AtomicBool::new(false));
     let publisher = {
-        let (events, nodes, updated, rounds) = (
-            aws.events.clone(),
-            nodes.clone(),
-            updated.clone(),
-            rounds.clone(),
-        );
+        let (nodes, updated, rounds) = (nodes.clone(), updated.clone(), rounds.clone());
+        let stopped = stopped.clone();
         tokio::spawn(async move {
-            let origin = Origin {
-                account: ACCOUNT.into(),
-                region: REGION.into(),
-            };
-            let mut sent: BTreeMap<String, String> = BTreeMap::new();
-            let mut after_update = 0;
-            for round in 0.. {
-                if updated.load(Ordering::SeqCst) {
-                    after_update += 1;
-                }
-                if after_update > 3 {
-                    break;
-                }
-                let entries = nodes
-                    .iter()
-                    .map(|(node, cluster)| {
+            let published = async {
+                let origin = Origin {
+                    account: ACCOUNT.into(),
+                    region: REGION.into(),
+                };
+                let mut sent: BTreeMap<String, String> = BTreeMap::new();
+                let mut after_update = 0;
+                for round in 0.. {
+                    if updated.load(Ordering::SeqCst) {
+                        after_update += 1;
+                    }
+                    if after_update > 3 {
+                        break;
+                    }
+                    for (node, cluster) in &nodes {
                         let mut event = origin.spot_warning(node, &format!("r{round}"));
                         let mark = format!("round {round} {node}");
                         event.event["detail"]["upgrade-probe"] = mark.clone().into();
                         sent.insert(mark, cluster.to_string());
-                        event.put_events_entry()
-                    })
-                    .collect();
-                let out = events
-                    .put_events()
-                    .set_entries(Some(entries))
-                    .send()
-                    .await?;
-                anyhow::ensure!(out.failed_entry_count() == 0, "{out:?}");
-                rounds.store(round + 1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            anyhow::Ok(sent)
+                        bus.put(&event.event).await?;
+                    }
+                    rounds.store(round + 1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                anyhow::Ok(sent)
+            };
+            let result = published.await;
+            // The updates wait for rounds that will not come.
+            stopped.store(true, Ordering::SeqCst);
+            result
         })
     };
 
@@ -298,26 +296,32 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
     // zip), then the tenants and the member's spoke.
     let updater = {
         let (cfn, member_cfn, tenants) = (aws.cfn.clone(), member.cfn.clone(), tenants.clone());
-        let (updated, base_updated, rounds) =
-            (updated.clone(), base_updated.clone(), rounds.clone());
+        let (updated, base_updated, rounds, stopped) = (
+            updated.clone(),
+            base_updated.clone(),
+            rounds.clone(),
+            stopped.clone(),
+        );
         let router_role = base.output("RouterRoleArn")?.to_owned();
         tokio::spawn(async move {
             let after_two_more_rounds = async |step: usize| {
                 while rounds.load(Ordering::SeqCst) < 2 * step {
+                    anyhow::ensure!(!stopped.load(Ordering::SeqCst), "events stopped flowing");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
+                anyhow::Ok(())
             };
             let update = async {
-                after_two_more_rounds(1).await;
+                after_two_more_rounds(1).await?;
                 stacks::update(&cfn, BASE, BASE_TEMPLATE, &[("CodeS3Key", "")]).await?;
                 base_updated.store(true, Ordering::SeqCst);
                 println!("upgrade: {BASE} updated");
                 for (n, tenant) in tenants.iter().enumerate() {
-                    after_two_more_rounds(2 + n).await;
+                    after_two_more_rounds(2 + n).await?;
                     stacks::update(&cfn, tenant, TENANT_TEMPLATE, &[]).await?;
                     println!("upgrade: {tenant} updated");
                 }
-                after_two_more_rounds(2 + tenants.len()).await;
+                after_two_more_rounds(2 + tenants.len()).await?;
                 stacks::update(
                     &member_cfn,
                     "interruption-router-spoke",
@@ -364,8 +368,8 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
             break;
         }
     }
-    updater.await??;
     let sent = publisher.await??;
+    updater.await??;
     router.stop().await;
     assert!(
         swapped,
