@@ -81,6 +81,7 @@ help:
 	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] [SPOKE_ROLE_PATH=…] (member account)"
 	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create]"
 	@echo "make deploy-fis  CLUSTER=… REGION=… [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…]"
+	@echo "  every deploy target: [RELEASE=<version> [RELEASE_DIR=…]] (templates from a release) [CFN_ROLE=<arn>] (CloudFormation deploys as that role)"
 
 # ------------------------------------------------------------------ tools
 tools: $(VENV)/.installed $(VENV)/.lint-installed $(CHECKOV_VENV)/.installed
@@ -244,9 +245,9 @@ package: $(VENV)/.package-installed
 
 # The release a platform team deploys (tools/release.py says what goes where): every architecture
 # whose Rust target is installed, built with cargo-lambda; each zip's SBOM from cargo-cyclonedx;
-# the dependencies checked by cargo-deny against deny.toml first. Not part of make test (about 15
-# minutes per architecture on 2 cores); release::artifacts:: runs the same script on a stand-in
-# binary. The two cargo tools install from crates.io into .tools/ on first use, pinned here.
+# the dependencies checked by cargo-deny against deny.toml first. Not part of make test (a clean
+# clone took 56 minutes here for both architectures, tools included, beside other builds);
+# release::artifacts:: runs the same script on the debug binary. The two cargo tools install from crates.io into .tools/ on first use, pinned here.
 CARGO_CYCLONEDX_VERSION := 0.5.9
 CARGO_DENY_VERSION := 0.20.2
 TOOLS_DIR := $(CURDIR)/.tools

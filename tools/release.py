@@ -169,7 +169,7 @@ def build_binary(arch: str, cargo_lambda: str) -> Path:
     env = dict(os.environ, CARGO_ENCODED_RUSTFLAGS="\x1f".join(flags))
     env.pop("RUSTFLAGS", None)
     lambda_dir = ROOT / "target" / f"lambda-{arch}"
-    say(f"{arch}: cargo lambda build --release --target {TRIPLES[arch]} (about 15 minutes on 2 cores)")
+    say(f"{arch}: cargo lambda build --release --target {TRIPLES[arch]} (tens of minutes on 2 cores)")
     # --disable-optimizations: the workspace's release profile as it is (cargo-lambda would
     # otherwise put its own defaults in, panic=abort among them, where the router wants unwind).
     out = run([cargo_lambda, "lambda", "build", "--release", "--disable-optimizations",
