@@ -1,0 +1,98 @@
+//! The deployer's least privilege (cloudformation/deployer.yaml), evaluated as IAM does with the
+//! project's policy evaluator on the documents CloudFormation would create:
+//!
+//! * DeployerPolicy allows every AWS call the make deploy targets make (recorded by the AWS CLI
+//!   stand-in, CFN_ROLE set) and the spoke StackSet's, and no change to a stack without the
+//!   deploy role, to another stack, or outside the release's prefix;
+//! * CloudFormationRole allows, on the resources each stack creates (as named in the deployed
+//!   templates), every action AWS's resource schemas list for that type's handlers, less the ones
+//!   for features the templates do not use (each named with why), and nothing on other names.
+//!
+//! The linters (tools/lint_policies.py, `make policy-lint`) check the same documents against
+//! AWS's action, resource and condition-key database.
+//!
+//! [`deployer_policy`] holds the first, [`cloudformation_role`] the second.
+
+mod cloudformation_role;
+mod deployer_policy;
+
+use anyhow::{Context, Result};
+use aws_model::{
+    policy::{Policy, Principal, Request, evaluate},
+    stacks::DEPLOYER_TEMPLATE,
+    template::{Stage, Template},
+};
+use serde_json::json;
+
+pub(super) const ACCOUNT: &str = "123456789012";
+pub(super) const REGION: &str = "eu-west-1";
+
+/// The deployer stack's two documents and its role's ARN.
+pub(super) struct Deployer {
+    pub(super) policy: Vec<Policy>,
+    /// The role's inline policies.
+    pub(super) role: Vec<Policy>,
+    pub(super) role_arn: String,
+}
+
+pub(super) fn deployer() -> Result<Deployer> {
+    let template = Template::parse("deployer.yaml", DEPLOYER_TEMPLATE)?;
+    let stage = Stage::new("interruption-router-deployer", ACCOUNT, REGION)
+        .parameter("ArtifactBucket", "artifacts");
+    let d = template.deploy(&stage)?;
+    let policy = d.properties("DeployerPolicy")?.context("DeployerPolicy")?;
+    let role = d
+        .properties("CloudFormationRole")?
+        .context("CloudFormationRole")?;
+    let role_arn = d
+        .resolve(&json!({"Fn::GetAtt": ["CloudFormationRole", "Arn"]}))?
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .context("the role's ARN")?;
+    let role_policies = role["Policies"]
+        .as_array()
+        .context("the role's policies")?
+        .iter()
+        .map(|p| {
+            Policy::parse(
+                format!("CloudFormationRole {}", p["PolicyName"]),
+                &p["PolicyDocument"].to_string(),
+            )
+            .map_err(anyhow::Error::msg)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Deployer {
+        policy: vec![
+            Policy::parse("DeployerPolicy", &policy["PolicyDocument"].to_string())
+                .map_err(anyhow::Error::msg)?,
+        ],
+        role: role_policies,
+        role_arn,
+    })
+}
+
+pub(super) fn allowed(
+    policies: &[Policy],
+    action: &str,
+    resource: &str,
+    context: &[(&str, &str)],
+) -> bool {
+    evaluate(
+        policies,
+        &Request {
+            principal: Principal::Attached,
+            action,
+            resource,
+            context,
+        },
+    )
+    .is_allowed()
+}
+
+pub(super) fn stack_arn(stack: &str) -> String {
+    format!(
+        "arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/{stack}/0f1e2d3c-aaaa-bbbb-cccc-000000000000"
+    )
+}
+
+/// Condition keys a request carries, by name.
+pub(super) type Conditions = Vec<(String, String)>;
