@@ -85,6 +85,8 @@ pub struct InvocationMetrics {
     pub get_queue_url_calls: u64,
     /// ListQueueTags and GetQueueAttributes calls that tell a tenant queue from a look-alike.
     pub queue_ownership_calls: u64,
+    /// GetParameter calls that tell a lost queue from a cluster that is not onboarded.
+    pub tenant_record_calls: u64,
     pub assume_role_calls: u64,
     pub change_visibility_calls: u64,
     /// Handed-back records whose visibility was shortened (they return in seconds).
@@ -130,6 +132,7 @@ impl InvocationMetrics {
             count("SendMessageBatchCalls", self.send_message_batch_calls),
             count("GetQueueUrlCalls", self.get_queue_url_calls),
             count("QueueOwnershipCalls", self.queue_ownership_calls),
+            count("TenantRecordCalls", self.tenant_record_calls),
             count("AssumeRoleCalls", self.assume_role_calls),
             count("ChangeMessageVisibilityCalls", self.change_visibility_calls),
             count("RedeliveryDelaysSet", self.redelivery_delays_set),
@@ -334,7 +337,7 @@ mod tests {
             .iter()
             .map(|d| d["Metrics"].as_array().unwrap().len())
             .sum();
-        assert_eq!(declared, 24 + 250);
+        assert_eq!(declared, 25 + 250);
     }
 
     #[test]

@@ -20,10 +20,12 @@ use std::{
     collections::{HashMap, VecDeque},
     future::Future,
     sync::Mutex,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-use crate::event::Scope;
+use tokio::time::Instant;
+
+use crate::accounts::Scope;
 
 /// The hedge delay while a scope has too few latencies to learn from.
 pub const INITIAL_HEDGE_DELAY: Duration = Duration::from_millis(300);
@@ -41,7 +43,7 @@ pub enum HedgeDelay {
     Auto,
     /// After this long, whatever EC2's latencies.
     Fixed(Duration),
-    /// Never on time; the Tagging API is asked only once EC2 has failed (the SDK retries EC2).
+    /// Never on time; the Tagging API is asked only once EC2 has failed.
     Off,
 }
 
@@ -180,6 +182,8 @@ pub async fn race<T, E>(
     tokio::pin!(primary, hedge, hedge_after);
     // Alone until EC2 answers or is late.
     let primary_error = tokio::select! {
+        // Deterministic polling order: a seeded simulation must replay the same race.
+        biased;
         result = &mut primary => match result {
             Ok(answer) => return Raced::Primary { answer, hedged: false },
             Err(e) => Some(e),
@@ -197,6 +201,7 @@ pub async fn race<T, E>(
     }
     // Both in flight.
     tokio::select! {
+        biased;
         result = &mut primary => match result {
             Ok(answer) => Raced::Primary { answer, hedged: true },
             Err(primary) => match hedge.await {

@@ -4,21 +4,20 @@
 //! the two AWS paths that read an instance's tags, [`hedge`] when to use which, and [`Resolver`]
 //! what keeps lookups few and answers coming while AWS fails:
 //!
-//! * a moka cache of instance → owner: ownership never changes during an instance's life, so
+//! * a cache of instance → owner: ownership never changes during an instance's life, so
 //!   positives live long (`CACHE_TTL_SECONDS`), while "not ours" lives briefly
 //!   (`NEGATIVE_CACHE_TTL_SECONDS`) because tags can land just after an instance starts;
-//! * every miss of a scope goes out together, at most 200 ids per lookup ([`Resolver::chunk`]);
-//!   concurrent misses for the same instance share one lookup (moka's `try_get_with`);
+//! * every miss of a place goes out together, at most 200 ids per lookup ([`Resolver::chunk`]);
 //! * DescribeInstances first, hedged: when it fails or is later than its recent p95, GetResources
 //!   (which does not share EC2's throttle) is asked too and the first answer that stands is used.
 //!   After consecutive EC2 failures the scope asks GetResources first for a while, so a throttled
 //!   EC2 is not hammered by the router while every Karpenter of the account needs it ([`hedge`]);
 //! * stale-if-error: an instance's owner never changes and instance ids are never reused, so when
 //!   every path fails, the last owner seen (kept for [`LAST_KNOWN_HORIZON`] after its positive
-//!   entry expired) is still a correct answer, and is served (and counted) instead of a failure.
+//!   answer stopped being fresh) is still AWS's answer, and is served (and counted) instead of a
+//!   failure.
 //!
-//! Keys carry the event's [`Scope`]: lookups run in the instance's own account and region, with
-//! the clients [`Accounts`] hands out.
+//! Lookups run in the instance's own account and region, as the sender [`Accounts`] names there.
 
 pub mod hedge;
 pub mod lookup;
@@ -30,14 +29,11 @@ use std::{
         Arc,
         atomic::{AtomicU64, Ordering},
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-use futures_util::{
-    FutureExt,
-    future::{Either, join_all},
-};
-use moka::{Expiry, future::Cache};
+use futures_util::future::{Either, join_all};
+use tokio::time::Instant;
 
 use self::hedge::{Ec2Health, Raced, race};
 pub use self::{
@@ -46,14 +42,17 @@ pub use self::{
     tags::{ClusterTagKey, Owner, TagRules},
 };
 use crate::{
-    accounts::{Accounts, Clients, Unreachable},
-    event::{IgnoreReason, InstanceId, Scope},
+    accounts::{Accounts, Place, Unreachable},
+    aws::{Aws, CallError, Session},
+    cache::TtlCache,
+    event::{IgnoreReason, InstanceId},
 };
 
-/// How long a positive answer stays available as a stale answer after it expired.
+/// How long a positive answer stays available as a stale answer after it stopped being fresh.
 pub const LAST_KNOWN_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// How long the resolver (and the forwarder's queue URLs) trust an answer; `Config::cache`.
+/// How long the resolver (and the forwarder's queue destinations) trust an answer;
+/// `Config::cache`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheConfig {
     /// How long "instance i-… belongs to cluster c" is trusted. Ownership never changes during an
@@ -64,15 +63,14 @@ pub struct CacheConfig {
     pub max_entries: u64,
 }
 
-/// An instance as seen from an event's account and region.
+/// An instance as seen from the place its event was admitted into.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct InstanceKey {
-    pub scope: Scope,
+    pub place: Place,
     pub instance: InstanceId,
 }
 
-/// A lookup that failed on every path, after the SDK's own retries: transient, the records that
-/// needed it are retried.
+/// A lookup that failed on every path: transient, the records that needed it are retried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
     #[error(transparent)]
@@ -105,61 +103,54 @@ pub struct Resolution {
     pub stale_answers: u64,
 }
 
-/// A cached answer, and the path that gave it (it decides how long the answer is kept).
+/// An answer, the path that gave it (it decides how long the answer is kept) and until when it
+/// is fresh.
 #[derive(Debug, Clone)]
-struct Answer {
+struct Known {
     owner: Owner,
-    path: Path,
+    fresh_until: Instant,
 }
 
-/// One chunk's lookup, shared by the keys it answers. An id missing from `answers` was not found
-/// on `path`.
+/// One chunk's lookup. An id missing from `answers` was not found on `path`.
 #[derive(Debug)]
 struct Looked {
-    answers: HashMap<InstanceId, Answer>,
+    answers: HashMap<InstanceId, Owner>,
     path: Path,
 }
 
-pub struct Resolver {
-    accounts: Arc<Accounts>,
+pub struct Resolver<A> {
+    aws: Arc<A>,
+    accounts: Arc<Accounts<A>>,
     rules: TagRules,
-    fresh: Cache<InstanceKey, Answer>,
-    last_known: Cache<InstanceKey, Arc<str>>,
+    config: CacheConfig,
+    known: TtlCache<InstanceKey, Known>,
     ec2: Arc<Ec2Health>,
 }
 
-impl Resolver {
+impl<A: Aws> Resolver<A> {
     pub fn new(
-        accounts: Arc<Accounts>,
+        aws: Arc<A>,
+        accounts: Arc<Accounts<A>>,
         rules: TagRules,
         cache: &CacheConfig,
         lookup: LookupConfig,
     ) -> Self {
-        let fresh = Cache::builder()
-            .max_capacity(cache.max_entries)
-            .expire_after(AnswerExpiry {
-                ttl: cache.ttl,
-                negative_ttl: cache.negative_ttl,
-            })
-            .build();
-        let last_known = Cache::builder()
-            .max_capacity(cache.max_entries)
-            .time_to_live(cache.ttl + LAST_KNOWN_HORIZON)
-            .build();
         Self {
+            aws,
             accounts,
             rules,
-            fresh,
-            last_known,
+            config: *cache,
+            known: TtlCache::new(cache.max_entries as usize),
             ec2: Arc::new(Ec2Health::new(lookup)),
         }
     }
 
-    /// Splits `keys` into cache answers and misses (each key once).
-    pub async fn cached(
+    /// Splits `keys` into fresh answers and misses (each key once).
+    pub fn cached(
         &self,
         keys: impl IntoIterator<Item = InstanceKey>,
     ) -> (Vec<(InstanceKey, Owner)>, Vec<InstanceKey>) {
+        let now = Instant::now();
         let mut hits = Vec::new();
         let mut misses = Vec::new();
         let mut seen = HashSet::new();
@@ -167,28 +158,28 @@ impl Resolver {
             if !seen.insert(key.clone()) {
                 continue;
             }
-            match self.fresh.get(&key).await {
-                Some(answer) => hits.push((key, answer.owner)),
+            match self.known.get(&key).filter(|k| now < k.fresh_until) {
+                Some(known) => hits.push((key, known.owner)),
                 None => misses.push(key),
             }
         }
         (hits, misses)
     }
 
-    /// Groups misses into lookups: one scope each, at most [`MAX_IDS_PER_DESCRIBE`] ids.
+    /// Groups misses into lookups: one place each, at most [`MAX_IDS_PER_DESCRIBE`] ids, in a
+    /// stable order.
     pub fn chunk(mut misses: Vec<InstanceKey>) -> Vec<Vec<InstanceKey>> {
         misses.sort();
         misses.dedup();
         let mut chunks = Vec::new();
-        for group in misses.chunk_by(|a, b| a.scope == b.scope) {
+        for group in misses.chunk_by(|a, b| a.place == b.place) {
             chunks.extend(group.chunks(MAX_IDS_PER_DESCRIBE).map(<[_]>::to_vec));
         }
         chunks
     }
 
-    /// Looks up one chunk (keys of one scope). Each key's cache entry is initialised from the
-    /// chunk's lookup; a key another task is already looking up waits for that lookup instead.
-    /// A key every path failed for gets its last known owner if there is one, else the error.
+    /// Looks up one chunk (keys of one place) and keeps each answer. A key every path failed
+    /// for gets its last known owner if there is one, else the error.
     pub async fn look_up(
         &self,
         chunk: &[InstanceKey],
@@ -197,48 +188,68 @@ impl Resolver {
         let Some(first) = chunk.first() else {
             return Vec::new();
         };
-        let scope = first.scope.clone();
         let ids: Vec<InstanceId> = chunk.iter().map(|k| k.instance.clone()).collect();
-        let lookup =
-            async move { self.look_up_ids(&scope, &ids, stats).await.map(Arc::new) }.shared();
-        let answers = chunk.iter().map(|key| {
-            let lookup = lookup.clone();
-            async move {
-                let answer = self
-                    .fresh
-                    .try_get_with_by_ref(key, async move {
-                        let looked = lookup.await?;
-                        let answer = looked.answers.get(&key.instance).cloned().unwrap_or(Answer {
-                            owner: Owner::NotOurs(IgnoreReason::UnknownInstance),
-                            path: looked.path,
+        match self.look_up_ids(&first.place, &ids, stats).await {
+            Ok(looked) => chunk
+                .iter()
+                .map(|key| {
+                    let owner = looked
+                        .answers
+                        .get(&key.instance)
+                        .cloned()
+                        .unwrap_or(Owner::NotOurs(IgnoreReason::UnknownInstance));
+                    self.keep(key, &owner, looked.path);
+                    (key.clone(), Ok(owner))
+                })
+                .collect(),
+            Err(error) => {
+                let error = Arc::new(error);
+                chunk
+                    .iter()
+                    .map(|key| {
+                        let last = self.known.get(key).and_then(|k| match k.owner {
+                            Owner::Cluster(c) => Some(c),
+                            Owner::NotOurs(_) => None,
                         });
-                        if let Owner::Cluster(cluster) = &answer.owner {
-                            self.last_known.insert(key.clone(), cluster.clone()).await;
-                        }
-                        Ok::<_, ResolveError>(answer)
+                        let owner = match last {
+                            Some(cluster) => {
+                                stats.stale_answers.fetch_add(1, Ordering::Relaxed);
+                                tracing::info!(scope = %key.place.scope, instance = %key.instance, cluster = %cluster, %error, "every lookup failed: serving the last known owner");
+                                Ok(Owner::Cluster(cluster))
+                            }
+                            None => Err(error.clone()),
+                        };
+                        (key.clone(), owner)
                     })
-                    .await;
-                let owner = match answer {
-                    Ok(answer) => Ok(answer.owner),
-                    Err(error) => match self.last_known.get(key).await {
-                        Some(cluster) => {
-                            stats.stale_answers.fetch_add(1, Ordering::Relaxed);
-                            tracing::info!(scope = %key.scope, instance = %key.instance, cluster = %cluster, %error, "every lookup failed: serving the last known owner");
-                            Ok(Owner::Cluster(cluster))
-                        }
-                        None => Err(error),
-                    },
-                };
-                (key.clone(), owner)
+                    .collect()
             }
-        });
-        join_all(answers).await
+        }
+    }
+
+    /// Keeps an answer for as long as what it says can be trusted.
+    fn keep(&self, key: &InstanceKey, owner: &Owner, path: Path) {
+        let fresh_for = match (owner, path) {
+            (Owner::Cluster(_), _) => self.config.ttl,
+            // GetResources leaves out untagged and unknown instances alike, and may lag a launch:
+            // such an answer is used once, never kept.
+            (Owner::NotOurs(IgnoreReason::UnknownInstance), Path::GetResources) => Duration::ZERO,
+            (Owner::NotOurs(_), _) => self.config.negative_ttl,
+        };
+        let kept_for = match owner {
+            Owner::Cluster(_) => fresh_for + LAST_KNOWN_HORIZON,
+            Owner::NotOurs(_) => fresh_for,
+        };
+        let known = Known {
+            owner: owner.clone(),
+            fresh_until: Instant::now() + fresh_for,
+        };
+        self.known.insert(key.clone(), known, kept_for);
     }
 
     /// Resolves every key at once: the cache, then every chunk's lookup. (The handler interleaves
     /// these steps with sending; this is the whole of it for tests and benchmarks.)
     pub async fn resolve(&self, keys: impl IntoIterator<Item = InstanceKey>) -> Resolution {
-        let (hits, misses) = self.cached(keys).await;
+        let (hits, misses) = self.cached(keys);
         let stats = LookupStats::default();
         let mut resolution = Resolution {
             cache_hits: hits.len() as u64,
@@ -258,17 +269,18 @@ impl Resolver {
         resolution
     }
 
-    /// One lookup of `ids`, all of `scope`: hedged from EC2 to the Tagging API, or the Tagging
+    /// One lookup of `ids`, all of `place`: hedged from EC2 to the Tagging API, or the Tagging
     /// API first while EC2 is suspected.
     async fn look_up_ids(
         &self,
-        scope: &Scope,
+        place: &Place,
         ids: &[InstanceId],
         stats: &LookupStats,
     ) -> Result<Looked, ResolveError> {
-        let clients = self.accounts.clients(scope).await?;
+        let session = self.accounts.session(place).await?;
+        let scope = &place.scope;
         if self.ec2.suspected(scope) {
-            return self.tagging_first(&clients, scope, ids, stats).await;
+            return self.tagging_first(&session, ids, stats).await;
         }
         let hedge_after = match self.ec2.hedge_delay(scope) {
             Some(delay) => Either::Left(tokio::time::sleep(delay)),
@@ -276,12 +288,12 @@ impl Resolver {
         };
         let hedge = async {
             stats.hedged.fetch_add(1, Ordering::Relaxed);
-            self.via_tagging(&clients, scope, ids, &stats.calls).await
+            self.via_tagging(&session, ids, &stats.calls).await
         };
         let every_id =
-            |answers: &HashMap<InstanceId, Answer>| ids.iter().all(|id| answers.contains_key(id));
+            |answers: &HashMap<InstanceId, Owner>| ids.iter().all(|id| answers.contains_key(id));
         match race(
-            self.describe(&clients, scope, ids, &stats.calls),
+            self.describe(&session, ids, &stats.calls),
             hedge,
             hedge_after,
             every_id,
@@ -296,7 +308,7 @@ impl Resolver {
                 answers: answer,
                 path: Path::GetResources,
             }),
-            Raced::BothFailed { primary, hedge } => Err(Self::both_failed(
+            Raced::BothFailed { primary, hedge } => Err(both_failed(
                 [Path::DescribeInstances, Path::GetResources],
                 [primary, hedge],
             )),
@@ -307,12 +319,11 @@ impl Resolver {
     /// (untagged, or not yet indexed after a launch), or for all of them if it failed.
     async fn tagging_first(
         &self,
-        clients: &Clients,
-        scope: &Scope,
+        session: &Session,
         ids: &[InstanceId],
         stats: &LookupStats,
     ) -> Result<Looked, ResolveError> {
-        let tagging_error = match self.via_tagging(clients, scope, ids, &stats.calls).await {
+        let tagging_error = match self.via_tagging(session, ids, &stats.calls).await {
             Ok(mut answers) => {
                 let unlisted: Vec<InstanceId> = ids
                     .iter()
@@ -320,7 +331,7 @@ impl Resolver {
                     .cloned()
                     .collect();
                 if !unlisted.is_empty()
-                    && let Ok(found) = self.describe(clients, scope, &unlisted, &stats.calls).await
+                    && let Ok(found) = self.describe(session, &unlisted, &stats.calls).await
                 {
                     answers.extend(found);
                 }
@@ -331,105 +342,70 @@ impl Resolver {
             }
             Err(e) => e,
         };
-        match self.describe(clients, scope, ids, &stats.calls).await {
+        match self.describe(session, ids, &stats.calls).await {
             Ok(answers) => Ok(Looked {
                 answers,
                 path: Path::DescribeInstances,
             }),
-            Err(ec2_error) => Err(Self::both_failed(
+            Err(ec2_error) => Err(both_failed(
                 [Path::GetResources, Path::DescribeInstances],
                 [tagging_error, ec2_error],
             )),
         }
     }
 
-    fn both_failed(paths: [Path; 2], errors: [String; 2]) -> ResolveError {
-        ResolveError::Failed(format!(
-            "{}: {}; {}: {}",
-            paths[0].label(),
-            errors[0],
-            paths[1].label(),
-            errors[1]
-        ))
-    }
-
     /// DescribeInstances (one call per chunk), as a task of its own: a call the hedge outran
-    /// runs on to its end, so EC2's health learns its latency, or its failure or timeout. With
-    /// hedging on, each call is one attempt (the hedge is the retry); with it off, the SDK's.
+    /// runs on to its end, so EC2's health learns its latency, or its failure or timeout.
     fn describe(
         &self,
-        clients: &Clients,
-        scope: &Scope,
+        session: &Session,
         ids: &[InstanceId],
         calls: &Arc<LookupCalls>,
-    ) -> impl Future<Output = Result<HashMap<InstanceId, Answer>, String>> + use<> {
-        let (ec2, rules, health) = (clients.ec2.clone(), self.rules.clone(), self.ec2.clone());
-        let (scope, ids, calls) = (scope.clone(), ids.to_vec(), calls.clone());
-        let sdk_retries = health.config().hedge == HedgeDelay::Off;
+    ) -> impl Future<Output = Result<HashMap<InstanceId, Owner>, CallError>> + use<A> {
+        let (aws, rules, health) = (self.aws.clone(), self.rules.clone(), self.ec2.clone());
+        let (session, ids, calls) = (session.clone(), ids.to_vec(), calls.clone());
         let task = tokio::spawn(async move {
             let started = Instant::now();
-            let result = lookup::describe_instances(&ec2, &rules, &ids, &calls, sdk_retries).await;
+            let result = lookup::describe_instances(&*aws, &session, &rules, &ids, &calls).await;
             match &result {
-                Ok(_) => health.answered(&scope, started.elapsed()),
+                Ok(_) => health.answered(&session.scope, started.elapsed()),
                 Err(error) => {
-                    let suspected = health.failed(&scope);
-                    tracing::warn!(%scope, path = Path::DescribeInstances.label(), ids = ids.len(), %error, suspected, "lookup path failed");
+                    let suspected = health.failed(&session.scope);
+                    tracing::warn!(scope = %session.scope, path = Path::DescribeInstances.label(), ids = ids.len(), %error, suspected, "lookup path failed");
                 }
             }
-            result.map(|owners| Self::answers(owners, Path::DescribeInstances))
+            result
         });
-        task.map(|joined| {
-            joined.unwrap_or_else(|e| Err(format!("the DescribeInstances task ended: {e}")))
-        })
+        async move {
+            task.await.unwrap_or_else(|e| {
+                Err(CallError::new(
+                    "TaskEnded",
+                    format!("the DescribeInstances task ended: {e}"),
+                ))
+            })
+        }
     }
 
-    /// GetResources, 100 ARNs per call.
     async fn via_tagging(
         &self,
-        clients: &Clients,
-        scope: &Scope,
+        session: &Session,
         ids: &[InstanceId],
         calls: &LookupCalls,
-    ) -> Result<HashMap<InstanceId, Answer>, String> {
-        let mut owners = HashMap::with_capacity(ids.len());
-        for part in ids.chunks(MAX_ARNS_PER_GET_RESOURCES) {
-            match lookup::get_resources(&clients.tagging, &self.rules, scope, part, calls).await {
-                Ok(found) => owners.extend(found),
-                Err(e) => {
-                    tracing::warn!(%scope, path = Path::GetResources.label(), ids = ids.len(), error = %e, "lookup path failed");
-                    return Err(e);
-                }
-            }
+    ) -> Result<HashMap<InstanceId, Owner>, CallError> {
+        let result = lookup::get_resources(&*self.aws, session, &self.rules, ids, calls).await;
+        if let Err(error) = &result {
+            tracing::warn!(scope = %session.scope, path = Path::GetResources.label(), ids = ids.len(), %error, "lookup path failed");
         }
-        Ok(Self::answers(owners, Path::GetResources))
-    }
-
-    fn answers(owners: HashMap<InstanceId, Owner>, path: Path) -> HashMap<InstanceId, Answer> {
-        owners
-            .into_iter()
-            .map(|(id, owner)| (id, Answer { owner, path }))
-            .collect()
+        result
     }
 }
 
-struct AnswerExpiry {
-    ttl: Duration,
-    negative_ttl: Duration,
-}
-
-impl Expiry<InstanceKey, Answer> for AnswerExpiry {
-    fn expire_after_create(
-        &self,
-        _key: &InstanceKey,
-        answer: &Answer,
-        _created_at: std::time::Instant,
-    ) -> Option<Duration> {
-        Some(match (&answer.owner, answer.path) {
-            (Owner::Cluster(_), _) => self.ttl,
-            // GetResources leaves out untagged and unknown instances alike, and may lag a launch:
-            // such an answer is used once, never kept.
-            (Owner::NotOurs(IgnoreReason::UnknownInstance), Path::GetResources) => Duration::ZERO,
-            (Owner::NotOurs(_), _) => self.negative_ttl,
-        })
-    }
+fn both_failed(paths: [Path; 2], errors: [CallError; 2]) -> ResolveError {
+    ResolveError::Failed(format!(
+        "{}: {}; {}: {}",
+        paths[0].label(),
+        errors[0],
+        paths[1].label(),
+        errors[1]
+    ))
 }
