@@ -30,7 +30,6 @@ KARPENTER_ROLE ?=
 # The SNS topic (same region) the alarms notify: the base stack's, and each tenant queue's
 # unread-message alarm. Unset keeps what the stack has.
 ALARM_TOPIC ?=
-INGEST_MODE ?=
 LOG_LEVEL ?=
 # package: the architecture to build (default arm64). deploy-base reads the architecture from the
 # zip's binary; ARCH, when given, must agree with it.
@@ -65,7 +64,7 @@ help:
 	@echo "make soak        the fault scenarios with 3,000 events each"
 	@echo "make fuzz        fuzz the event parser for FUZZ_SECONDS (default 120)"
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64)"
-	@echo "make deploy-base BUCKET=… REGION=… [STACK_NAME=…] [INGEST_MODE=Queue|Direct] [LOG_LEVEL=…] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [SPOKE_ROLE_PATH=/…/] [PARAMS=…]"
+	@echo "make deploy-base BUCKET=… REGION=… [STACK_NAME=…] [LOG_LEVEL=…] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [SPOKE_ROLE_PATH=/…/] [PARAMS=…]"
 	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] [SPOKE_ROLE_PATH=…] (member account)"
 	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create]"
 	@echo "make deploy-fis  CLUSTER=… REGION=… [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…]"
@@ -249,7 +248,7 @@ deploy-base: $(VENV)/.installed
 		--template-file cloudformation/base.yaml --s3-bucket $(BUCKET) --s3-prefix interruption-router/templates \
 		--capabilities CAPABILITY_IAM --no-fail-on-empty-changeset \
 		--parameter-overrides CodeS3Bucket=$(BUCKET) CodeS3Key=$$key Architecture=$$arch \
-		$(call if_set,INGEST_MODE,IngestMode) $(call if_set,LOG_LEVEL,LogLevel) \
+		$(call if_set,LOG_LEVEL,LogLevel) \
 		$(call if_set,ALARM_TOPIC,AlarmTopicArn) $(call if_set,KMS_KEY,KmsKey) \
 		$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) \
 		$(call if_set,SPOKE_ROLE_PATH,SpokeRolePath) $(PARAMS)

@@ -79,7 +79,9 @@ pub async fn create(
 
 /// Updates a stack to `template` with `parameters` (the others keep their deployed values: passed
 /// as they are rather than with `UsePreviousValue`, which moto 5.2.5 fails on for a parameter that
-/// took its default; no parameter here is NoEcho) and waits until the update is complete.
+/// took its default; no parameter here is NoEcho) and waits until the update is complete. A
+/// deployed parameter the new template no longer declares is dropped, as `aws cloudformation
+/// deploy` drops it (CloudFormation refuses parameters a template does not declare).
 pub async fn update(
     cfn: &aws_sdk_cloudformation::Client,
     name: &str,
@@ -93,9 +95,11 @@ pub async fn update(
             .first()
             .with_context(|| format!("no stack {name}"))?,
     );
+    let declared = crate::template::Template::parse(name, template)?;
+    let declared = &declared.doc["Parameters"];
     let mut all: Vec<Parameter> = parameters.iter().map(|(k, v)| parameter(k, v)).collect();
     for (key, value) in &previous {
-        if !parameters.iter().any(|(k, _)| k == key) {
+        if declared.get(key).is_some() && !parameters.iter().any(|(k, _)| k == key) {
             all.push(parameter(key, value));
         }
     }

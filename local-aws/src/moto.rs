@@ -49,7 +49,14 @@ impl MotoServer {
                 .env("PYTHONPATH", &fixes)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(match std::env::var_os("MOTO_LOG_DIR") {
+                    Some(dir) => std::fs::File::create(
+                        std::path::Path::new(&dir).join(format!("moto-{}.log", port.0)),
+                    )
+                    .map(Stdio::from)
+                    .unwrap_or_else(|_| Stdio::null()),
+                    None => Stdio::null(),
+                })
                 .kill_on_drop(true)
                 .spawn()
                 .with_context(|| format!("starting {}", program.display()))?;

@@ -14,14 +14,21 @@ AWS does. Each fix says what AWS does and where moto differs.
   base.yaml and tenant.yaml write it). moto stores the object as the key's policy where its KMS
   API expects a JSON string, so DescribeKey and GetKeyPolicy on the key fail with a 500. Stored
   here as the JSON text KMS returns.
+* A resource whose Condition is false, changed by a stack update (base.yaml's central-bus rules
+  when Direct mode's targets went). CloudFormation neither creates nor updates it; moto's update
+  path, unlike its create path, ignores the Condition and resolves the resource's properties,
+  failing the whole update when they name another resource the condition left out ("Fn::GetAtt
+  references undefined resource HubEventBus"). Skipped here, as CloudFormation skips it.
 """
 
 import json
 
 try:
+    from moto.cloudformation import parsing as _cfn
     from moto.iam import models as _iam
     from moto.kms import models as _kms
 except Exception:  # not the moto server (sitecustomize runs in every interpreter on the path)
+    _cfn = None
     _iam = None
     _kms = None
 
@@ -58,3 +65,19 @@ if _iam is not None:
 
 if _kms is not None:
     _fix_cloudformation_properties(_kms.Key, _key_policy_as_json)
+
+
+def _update_only_what_the_conditions_create(update):
+    def update_if_created(logical_id, resource_json, resources_map, *args, **kwargs):
+        condition = resource_json.get("Condition")
+        if condition and not resources_map.lazy_condition_map[condition]:
+            return None
+        return update(logical_id, resource_json, resources_map, *args, **kwargs)
+
+    return update_if_created
+
+
+if _cfn is not None:
+    _cfn.parse_and_update_resource = _update_only_what_the_conditions_create(
+        _cfn.parse_and_update_resource
+    )

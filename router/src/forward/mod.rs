@@ -43,7 +43,8 @@ use crate::{
     resolve::CacheConfig,
 };
 
-/// SendMessageBatch calls in flight at once: enough to send to every cluster of a storm together.
+/// Destinations being found and SendMessageBatch calls in flight at once: enough to send to every
+/// cluster of a storm together, few enough not to time out on SQS's (or an emulator's) latency.
 const MAX_IN_FLIGHT: usize = 32;
 
 /// A count shared by the concurrent calls of one delivery.
@@ -138,12 +139,15 @@ impl<A: Aws> Forwarder<A> {
                 None => destinations.push((destination, vec![batch])),
             }
         }
+        // Finding a destination (its calls, when not cached) and sending share one bound.
         let in_flight = Semaphore::new(MAX_IN_FLIGHT);
         let mut jobs: FuturesUnordered<BoxFuture<'_, Step>> = destinations
             .iter()
             .enumerate()
             .map(|(d, (destination, _))| -> BoxFuture<'_, Step> {
+                let in_flight = &in_flight;
                 Box::pin(async move {
+                    let _permit = in_flight.acquire().await;
                     Step::Found {
                         d,
                         found: self.find(destination, stats).await,

@@ -230,7 +230,20 @@ impl<A: Aws> Router<A> {
                 response.add_failure(record.id);
             }
         }
-        Ok(serde_json::to_value(response).expect("SqsBatchResponse serialises"))
+        let mut answer = serde_json::to_value(response).expect("SqsBatchResponse serialises");
+        // Records that did not come from an event source mapping (no eventSourceARN: an
+        // operator's invoke, `routerctl simulate` or adopt's probe) get each record's outcome
+        // too: "not handed back" alone cannot tell forwarded from ignored. A mapping's answer
+        // stays exactly the partial-batch response it expects.
+        if sqs.records.iter().all(|r| r.event_source_arn.is_none()) {
+            let each: serde_json::Map<String, Value> = records
+                .iter()
+                .zip(&outcomes)
+                .map(|(r, o)| (r.id.to_owned(), Value::from(o.label())))
+                .collect();
+            answer["outcomes"] = Value::Object(each);
+        }
+        Ok(answer)
     }
 }
 

@@ -111,11 +111,13 @@ struct Known {
     fresh_until: Instant,
 }
 
-/// One chunk's lookup. An id missing from `answers` was not found on `path`.
+/// One chunk's lookup. An id missing from `answers` was not found on `path`, unless `unasked`
+/// says it could not be asked there (then its lookup failed, with that error).
 #[derive(Debug)]
 struct Looked {
     answers: HashMap<InstanceId, Owner>,
     path: Path,
+    unasked: Option<Arc<ResolveError>>,
 }
 
 pub struct Resolver<A> {
@@ -189,40 +191,52 @@ impl<A: Aws> Resolver<A> {
             return Vec::new();
         };
         let ids: Vec<InstanceId> = chunk.iter().map(|k| k.instance.clone()).collect();
-        match self.look_up_ids(&first.place, &ids, stats).await {
-            Ok(looked) => chunk
-                .iter()
-                .map(|key| {
-                    let owner = looked
-                        .answers
-                        .get(&key.instance)
-                        .cloned()
-                        .unwrap_or(Owner::NotOurs(IgnoreReason::UnknownInstance));
-                    self.keep(key, &owner, looked.path);
-                    (key.clone(), Ok(owner))
-                })
-                .collect(),
-            Err(error) => {
-                let error = Arc::new(error);
-                chunk
-                    .iter()
-                    .map(|key| {
-                        let last = self.known.get(key).and_then(|k| match k.owner {
-                            Owner::Cluster(c) => Some(c),
-                            Owner::NotOurs(_) => None,
-                        });
-                        let owner = match last {
-                            Some(cluster) => {
-                                stats.stale_answers.fetch_add(1, Ordering::Relaxed);
-                                tracing::info!(scope = %key.place.scope, instance = %key.instance, cluster = %cluster, %error, "every lookup failed: serving the last known owner");
-                                Ok(Owner::Cluster(cluster))
-                            }
-                            None => Err(error.clone()),
-                        };
-                        (key.clone(), owner)
-                    })
-                    .collect()
+        let looked = self
+            .look_up_ids(&first.place, &ids, stats)
+            .await
+            .unwrap_or_else(|error| Looked {
+                answers: HashMap::new(),
+                path: Path::DescribeInstances,
+                unasked: Some(Arc::new(error)),
+            });
+        chunk
+            .iter()
+            .map(|key| {
+                let owner = match (looked.answers.get(&key.instance), &looked.unasked) {
+                    (Some(owner), _) => {
+                        self.keep(key, owner, looked.path);
+                        Ok(owner.clone())
+                    }
+                    (None, None) => {
+                        let unknown = Owner::NotOurs(IgnoreReason::UnknownInstance);
+                        self.keep(key, &unknown, looked.path);
+                        Ok(unknown)
+                    }
+                    (None, Some(error)) => self.last_known(key, error, stats),
+                };
+                (key.clone(), owner)
+            })
+            .collect()
+    }
+
+    /// Stale-if-error: the last owner seen for `key`, if any, else the lookup's error.
+    fn last_known(
+        &self,
+        key: &InstanceKey,
+        error: &Arc<ResolveError>,
+        stats: &LookupStats,
+    ) -> Result<Owner, Arc<ResolveError>> {
+        let last = self.known.get(key).and_then(|k| match k.owner {
+            Owner::Cluster(c) => Some(c),
+            Owner::NotOurs(_) => None,
+        });
+        match last {
+            Some(cluster) => {
+                stats.stale_answers.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(scope = %key.place.scope, instance = %key.instance, cluster = %cluster, %error, "every lookup failed: serving the last known owner");
+                Ok(Owner::Cluster(cluster))
             }
+            None => Err(error.clone()),
         }
     }
 
@@ -303,10 +317,12 @@ impl<A: Aws> Resolver<A> {
             Raced::Primary { answer, .. } => Ok(Looked {
                 answers: answer,
                 path: Path::DescribeInstances,
+                unasked: None,
             }),
             Raced::Hedge { answer, .. } => Ok(Looked {
                 answers: answer,
                 path: Path::GetResources,
+                unasked: None,
             }),
             Raced::BothFailed { primary, hedge } => Err(both_failed(
                 [Path::DescribeInstances, Path::GetResources],
@@ -316,13 +332,24 @@ impl<A: Aws> Resolver<A> {
     }
 
     /// While EC2 is suspected: GetResources, then DescribeInstances for the ids it did not list
-    /// (untagged, or not yet indexed after a launch), or for all of them if it failed.
+    /// (untagged, or not yet indexed after a launch), or for all of them if it failed, but only as
+    /// a probe ([`Ec2Health::may_probe`]); otherwise what is still unknown fails, to be retried.
     async fn tagging_first(
         &self,
         session: &Session,
         ids: &[InstanceId],
         stats: &LookupStats,
     ) -> Result<Looked, ResolveError> {
+        let spared = || {
+            CallError::new(
+                "Ec2Suspected",
+                format!(
+                    "not asked: EC2 is suspected in {} and was probed less than {} s ago",
+                    session.scope,
+                    hedge::PROBE_INTERVAL.as_secs()
+                ),
+            )
+        };
         let tagging_error = match self.via_tagging(session, ids, &stats.calls).await {
             Ok(mut answers) => {
                 let unlisted: Vec<InstanceId> = ids
@@ -330,22 +357,50 @@ impl<A: Aws> Resolver<A> {
                     .filter(|id| !answers.contains_key(*id))
                     .cloned()
                     .collect();
-                if !unlisted.is_empty()
-                    && let Ok(found) = self.describe(session, &unlisted, &stats.calls).await
-                {
-                    answers.extend(found);
-                }
+                // What the Tagging API did not list (untagged, or not indexed yet) only EC2 can
+                // tell: asked if a probe is due, else those ids fail for now and are retried.
+                let unasked = if unlisted.is_empty() {
+                    None
+                } else if !self.ec2.may_probe(&session.scope) {
+                    Some(spared())
+                } else {
+                    match self.describe(session, &unlisted, &stats.calls).await {
+                        Ok(found) => {
+                            answers.extend(found);
+                            return Ok(Looked {
+                                answers,
+                                path: Path::DescribeInstances,
+                                unasked: None,
+                            });
+                        }
+                        Err(ec2_error) => Some(ec2_error),
+                    }
+                };
+                let unlisted = CallError::new("Unlisted", "not listed by the Tagging API");
                 return Ok(Looked {
                     answers,
                     path: Path::GetResources,
+                    unasked: unasked.map(|e| {
+                        Arc::new(both_failed(
+                            [Path::GetResources, Path::DescribeInstances],
+                            [unlisted, e],
+                        ))
+                    }),
                 });
             }
             Err(e) => e,
         };
+        if !self.ec2.may_probe(&session.scope) {
+            return Err(both_failed(
+                [Path::GetResources, Path::DescribeInstances],
+                [tagging_error, spared()],
+            ));
+        }
         match self.describe(session, ids, &stats.calls).await {
             Ok(answers) => Ok(Looked {
                 answers,
                 path: Path::DescribeInstances,
+                unasked: None,
             }),
             Err(ec2_error) => Err(both_failed(
                 [Path::GetResources, Path::DescribeInstances],

@@ -43,13 +43,11 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
             .parameter("RouterRoleArn", ROUTER_ROLE)
     };
     vec![
-        ("base.yaml", "Queue mode", base()),
+        ("base.yaml", "defaults", base()),
         (
             "base.yaml",
-            "Direct mode, alarm topic",
-            base()
-                .parameter("IngestMode", "Direct")
-                .parameter("AlarmTopicArn", "arn:aws:sns:us-east-1:123456789012:alarms"),
+            "alarm topic",
+            base().parameter("AlarmTopicArn", "arn:aws:sns:us-east-1:123456789012:alarms"),
         ),
         (
             "base.yaml",
@@ -60,12 +58,11 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
         ),
         (
             "base.yaml",
-            "hub of an organisation, Direct mode",
+            "hub of an organisation",
             base()
                 .parameter("CentralBus", "Enabled")
                 .parameter("ServedAccounts", "*")
-                .parameter("OrganizationId", "o-abcd123456")
-                .parameter("IngestMode", "Direct"),
+                .parameter("OrganizationId", "o-abcd123456"),
         ),
         (
             "base.yaml",

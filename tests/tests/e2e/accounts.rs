@@ -33,6 +33,8 @@ fn router_config(org: &Organisation) -> Vec<(&'static str, &str)> {
     vec![
         ("DEAD_LETTER_QUEUE_URL", org.dlq.as_str()),
         ("SERVED_ACCOUNTS", "111111111111,222222222222"),
+        // As base.yaml sets it, from the ingest queue's maxReceiveCount.
+        ("MAX_RECEIVE_COUNT", "20"),
     ]
 }
 

@@ -175,3 +175,36 @@ async fn a_payload_that_is_not_an_sqs_event_fails_the_invocation_with_why() {
     assert!(error.contains("SQS event source mapping"), "{error}");
     assert!(aws.calls().is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_operators_invoke_gets_each_records_outcome_and_a_mapping_only_its_failures() {
+    let aws = three_clusters();
+    let router = router(&aws, &[]);
+    let records = [warning("a1", "i-0a000001"), Msg::new("bad", "{".into())];
+    // As the event source mapping sends it: the partial-batch response, nothing more.
+    let mapped = invoke(&router, &aws, &records).await;
+    let response = mapped.response.as_ref().unwrap();
+    assert!(response.get("outcomes").is_none(), "{response}");
+    // Without eventSourceARN (simulate, adopt's probe): every record's outcome.
+    let mut event: serde_json::Value =
+        serde_json::from_str(super::sqs_event(&records).get()).unwrap();
+    for r in event["Records"].as_array_mut().unwrap() {
+        r.as_object_mut().unwrap().remove("eventSourceARN");
+    }
+    let payload = serde_json::value::RawValue::from_string(event.to_string()).unwrap();
+    let direct = router
+        .invoke(
+            &payload,
+            super::super::Invocation {
+                request_id: "r",
+                function_arn: super::FUNCTION_ARN,
+                deadline_ms: u64::MAX,
+            },
+        )
+        .await;
+    let response = direct.response.unwrap();
+    assert_eq!(
+        response["outcomes"],
+        serde_json::json!({"a1": "forwarded", "bad": "dead-lettered"})
+    );
+}

@@ -153,3 +153,62 @@ async fn many_misses_go_out_two_hundred_ids_per_lookup() {
     assert_eq!(again.metrics.cache_hits, 10);
     assert_eq!(aws.count("DescribeInstances"), 3);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_suspected_ec2_is_asked_at_most_once_per_probe_interval() {
+    use crate::resolve::hedge::PROBE_INTERVAL;
+    let aws = suspected_ec2().await;
+    let router = &aws.1;
+    let aws = &aws.0;
+    // The Tagging API fails too: within the probe interval EC2 is spared, the record waits.
+    aws.break_action("GetResources", Fault::code("ThrottlingException"));
+    let answered = invoke(router, aws, &[warning("3", "i-0a000003")]).await;
+    assert_eq!(handed_back(&answered), ["3"]);
+    assert_eq!(
+        aws.count("DescribeInstances"),
+        2,
+        "spared for the whole invocation"
+    );
+    // A probe interval later, one probe (still throttled), and only one, however many retries.
+    tokio::time::advance(PROBE_INTERVAL).await;
+    let answered = invoke(router, aws, &[warning("4", "i-0a000003")]).await;
+    assert_eq!(handed_back(&answered), ["4"]);
+    assert_eq!(aws.count("DescribeInstances"), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn what_the_tagging_api_does_not_list_waits_for_ec2_while_it_is_suspected() {
+    let (aws, router) = suspected_ec2().await;
+    // Untagged: the Tagging API does not list it.
+    aws.instance(HUB, REGION, "i-0e000001", &[]);
+    // Suspected: alpha's node is answered by the Tagging API, the untagged one cannot be, and is
+    // retried rather than taken as unknown.
+    let answered = invoke(
+        &router,
+        &aws,
+        &[
+            warning("ours", "i-0a000003"),
+            warning("unlisted", "i-0e000001"),
+        ],
+    )
+    .await;
+    assert_eq!(handed_back(&answered), ["unlisted"]);
+    assert_eq!(answered.metrics.forwarded.get("alpha"), Some(&1));
+}
+
+/// A router whose EC2 failed twice in a row (throttled), so it is suspected; alpha has nodes
+/// i-0a000001 to i-0a000003.
+async fn suspected_ec2() -> (
+    std::sync::Arc<super::fake::FakeAws>,
+    crate::handler::Router<super::fake::FakeAws>,
+) {
+    let aws = alpha();
+    aws.node(HUB, REGION, "i-0a000002", "alpha");
+    aws.node(HUB, REGION, "i-0a000003", "alpha");
+    aws.break_action("DescribeInstances", Fault::code("RequestLimitExceeded"));
+    let router = router(&aws, &[]);
+    invoke(&router, &aws, &[warning("1", "i-0a000001")]).await;
+    invoke(&router, &aws, &[warning("2", "i-0a000002")]).await;
+    assert_eq!(aws.count("DescribeInstances"), 2);
+    (aws, router)
+}

@@ -1,11 +1,11 @@
-//! Every kind of event reaches exactly its cluster's queue, from an SQS batch and from direct
-//! invocations alike, and a duplicate reaches its own cluster again, never another.
+//! Every kind of event reaches exactly its cluster's queue from an SQS batch, and a duplicate
+//! reaches its own cluster again, never another.
 
 use anyhow::Result;
-use e2e_tests::{INVOKE_BUDGET, Received, assert_batch_handled, ec2_event, health_event};
+use e2e_tests::{Received, assert_batch_handled, ec2_event, health_event};
 use serde_json::{Value, json};
 
-use super::{Estate, Expect, total};
+use super::{Estate, total};
 
 #[tokio::test]
 async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<()> {
@@ -60,33 +60,6 @@ async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<(
     assert_eq!(delivery["fields"]["cluster"], "gamma");
     assert_eq!(delivery["fields"]["kind"], "state-change");
     assert_eq!(delivery["fields"]["instances"], estate.gamma.as_str());
-    Ok(())
-}
-
-#[tokio::test]
-async fn every_event_reaches_exactly_its_cluster_from_direct_invocations() -> Result<()> {
-    let estate = Estate::new().await?;
-    let router = estate.world.start_router(&estate.router_config()).await?;
-    let events = estate.events();
-    for (body, expect) in &events {
-        let outcome = router
-            .invoke(body.clone(), INVOKE_BUDGET)
-            .await
-            .json()
-            .unwrap_or_default();
-        let wanted = match expect {
-            Expect::Verbatim(_) | Expect::HealthSplit(_) => "forwarded",
-            Expect::DeadLetter(_) => "dead-lettered",
-            Expect::Ignored => "ignored",
-        };
-        assert_eq!(outcome["outcome"], wanted, "{body}");
-    }
-    estate.assert_queues_hold_exactly(&events).await?;
-    assert_eq!(
-        router.emf_documents().len(),
-        events.len(),
-        "one EMF document per invocation"
-    );
     Ok(())
 }
 

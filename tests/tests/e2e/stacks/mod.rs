@@ -72,7 +72,7 @@ async fn deploy_queue_mode(world: &World, aws: &Clients) -> Result<(Stack, Vec<S
         &aws.cfn,
         BASE,
         BASE_TEMPLATE,
-        &[("CodeS3Bucket", "artifacts"), ("IngestMode", "Queue")],
+        &[("CodeS3Bucket", "artifacts")],
     )
     .await?;
     routerctl::demo::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;

@@ -58,7 +58,7 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
     assert!(
         report
             .render()
-            .starts_with("verify ir in us-east-1, Queue mode, member account 111111111111"),
+            .starts_with("verify ir in us-east-1, member account 111111111111"),
         "{}",
         report.render()
     );
