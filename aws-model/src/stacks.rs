@@ -131,6 +131,37 @@ pub async fn update(
     }
 }
 
+/// Deletes a stack (every resource it made) and waits until it is gone, as deleting a tenant
+/// stack offboards its cluster.
+pub async fn delete(cfn: &aws_sdk_cloudformation::Client, name: &str) -> Result<()> {
+    cfn.delete_stack()
+        .stack_name(name)
+        .send()
+        .await
+        .with_context(|| format!("DeleteStack {name}"))?;
+    for _ in 0..600 {
+        let status = match cfn.describe_stacks().stack_name(name).send().await {
+            // CloudFormation describes a deleted stack by name no more.
+            Err(e)
+                if aws_sdk_cloudformation::error::ProvideErrorMetadata::message(&e)
+                    .is_some_and(|m| m.contains("does not exist")) =>
+            {
+                return Ok(());
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("DescribeStacks {name}"))),
+            Ok(out) => out.stacks().first().and_then(|s| s.stack_status()).cloned(),
+        };
+        match status {
+            None | Some(StackStatus::DeleteComplete) => return Ok(()),
+            Some(s) if s.as_str().ends_with("_IN_PROGRESS") => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            Some(s) => bail!("stack {name} is {} instead of deleted", s.as_str()),
+        }
+    }
+    bail!("stack {name} was not deleted in time")
+}
+
 /// Waits for the stack to reach `done`; a failure names the resources that failed.
 async fn wait(
     cfn: &aws_sdk_cloudformation::Client,

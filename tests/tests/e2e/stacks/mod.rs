@@ -20,6 +20,7 @@ use local_aws::moto::{ACCOUNT, REGION};
 use serde_json::{Value, json};
 
 mod created;
+mod environments;
 mod monitoring;
 mod routing;
 mod updates;
