@@ -60,7 +60,7 @@ AWS ?= $(VENV)/bin/aws
 help:
 	@echo "make demo        the whole system on a local AWS emulator (no AWS account needed)"
 	@echo "make test        everything CI runs: lint, unit, integration and end-to-end tests, demo"
-	@echo "make bench       storm, cold-start and micro benchmarks; writes BENCHMARKS.md"
+	@echo "make bench       storm, cold-start, micro benchmarks, organisation storm; writes BENCHMARKS.md"
 	@echo "make soak        the fault scenarios with 3,000 events each"
 	@echo "make fuzz        fuzz the event parser for FUZZ_SECONDS (default 120)"
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64)"
@@ -191,11 +191,13 @@ fuzz:
 # The storm benchmark runs the optimised router binary; criterion runs first so its figures land in
 # BENCHMARKS.md. The binary is built with the bench profile (it inherits release: LTO, one codegen
 # unit, strip, panic=unwind) so cargo bench reuses the same optimised build of the AWS SDK instead
-# of compiling it a second time for the release profile.
+# of compiling it a second time for the release profile. Last, the organisation storm: the router's
+# code against a model of AWS's quotas in virtual time (simulation/), which appends its section.
 bench: $(VENV)/.installed
 	$(CARGO) build --profile bench --workspace --bins
 	$(CARGO) bench --workspace --bench core
 	$(CARGO) bench --workspace --bench storm -- --write $(CURDIR)/BENCHMARKS.md
+	$(CARGO) run --profile bench -p simulation --bin organisation-storm -- --write $(CURDIR)/BENCHMARKS.md
 
 # ------------------------------------------------------------------ packaging and deployment
 LAMBDA_TARGET_arm64 := aarch64-unknown-linux-gnu

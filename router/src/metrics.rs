@@ -81,6 +81,8 @@ pub struct InvocationMetrics {
     pub get_resources_calls: u64,
     /// Lookups that also asked the Tagging API because DescribeInstances failed or was late.
     pub hedged_lookups: u64,
+    /// Sweeps of an account and region's Karpenter nodes ([`crate::resolve`]).
+    pub sweeps: u64,
     pub send_message_batch_calls: u64,
     pub get_queue_url_calls: u64,
     /// ListQueueTags and GetQueueAttributes calls that tell a tenant queue from a look-alike.
@@ -129,6 +131,7 @@ impl InvocationMetrics {
             count("DescribeInstancesCalls", self.describe_instances_calls),
             count("GetResourcesCalls", self.get_resources_calls),
             count("HedgedLookups", self.hedged_lookups),
+            count("Sweeps", self.sweeps),
             count("SendMessageBatchCalls", self.send_message_batch_calls),
             count("GetQueueUrlCalls", self.get_queue_url_calls),
             count("QueueOwnershipCalls", self.queue_ownership_calls),
@@ -337,7 +340,7 @@ mod tests {
             .iter()
             .map(|d| d["Metrics"].as_array().unwrap().len())
             .sum();
-        assert_eq!(declared, 25 + 250);
+        assert_eq!(declared, 26 + 250);
     }
 
     #[test]

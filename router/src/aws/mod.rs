@@ -130,14 +130,26 @@ pub struct Tagged {
     pub tags: Vec<(String, String)>,
 }
 
-/// One page of DescribeInstances with the `instance-id` filter (at most 200 ids): one unknown id
-/// in `InstanceIds` fails the whole call with `InvalidInstanceID.NotFound`, while under the filter
-/// unknown ids are simply absent.
+/// One page of DescribeInstances, by one filter.
 #[derive(Debug, Clone, Copy)]
 pub struct DescribeInstances<'a> {
-    pub ids: &'a [InstanceId],
+    pub filter: InstanceFilter<'a>,
     pub next_token: Option<&'a str>,
 }
+
+/// Which instances a DescribeInstances asks for.
+#[derive(Debug, Clone, Copy)]
+pub enum InstanceFilter<'a> {
+    /// The `instance-id` filter (at most 200 ids): one unknown id in `InstanceIds` fails the
+    /// whole call with `InvalidInstanceID.NotFound`, while under the filter unknown ids are
+    /// simply absent.
+    Ids(&'a [InstanceId]),
+    /// Every instance carrying the tag key (the `tag-key` filter), [`SWEEP_PAGE`] a page.
+    TagKey(&'a str),
+}
+
+/// Instances per page of a [`InstanceFilter::TagKey`] sweep (DescribeInstances' largest page).
+pub const SWEEP_PAGE: i32 = 1000;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InstancePage {

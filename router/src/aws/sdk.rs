@@ -28,8 +28,8 @@ use aws_sdk_sqs::{
 };
 
 use super::{
-    Aws, CallError, DescribeInstances, EntryFailure, EntryResult, Identity, InstancePage,
-    SendEntry, Session, Tagged, VisibilityEntry,
+    Aws, CallError, DescribeInstances, EntryFailure, EntryResult, Identity, InstanceFilter,
+    InstancePage, SWEEP_PAGE, SendEntry, Session, Tagged, VisibilityEntry,
 };
 use crate::{
     accounts::{Scope, partition},
@@ -233,16 +233,19 @@ impl Aws for SdkAws {
         query: DescribeInstances<'_>,
     ) -> Result<InstancePage, CallError> {
         let clients = self.clients(at);
-        let filter = Filter::builder()
-            .name("instance-id")
-            .set_values(Some(
-                query.ids.iter().map(|id| id.as_str().to_owned()).collect(),
-            ))
-            .build();
-        let page = clients
-            .ec2
-            .describe_instances()
-            .filters(filter)
+        let request = clients.ec2.describe_instances();
+        let request = match query.filter {
+            InstanceFilter::Ids(ids) => request.filters(
+                Filter::builder()
+                    .name("instance-id")
+                    .set_values(Some(ids.iter().map(|id| id.as_str().to_owned()).collect()))
+                    .build(),
+            ),
+            InstanceFilter::TagKey(key) => request
+                .filters(Filter::builder().name("tag-key").values(key).build())
+                .max_results(SWEEP_PAGE),
+        };
+        let page = request
             .set_next_token(query.next_token.map(str::to_owned))
             .send()
             .await

@@ -195,6 +195,7 @@ impl Config {
             });
         }
         let max_entries = integer(&get, "CACHE_MAX_ENTRIES", 100_000, 1)?;
+        let sweep_every = seconds(&get, "SWEEP_INTERVAL_SECONDS", 600, 0)?;
         let lookup = lookup_config(&get)?;
 
         let metrics_namespace = {
@@ -325,6 +326,7 @@ impl Config {
                 ttl,
                 negative_ttl,
                 max_entries,
+                sweep_every,
             },
             lookup,
             metrics_namespace,

@@ -200,6 +200,10 @@ impl<A: Aws> Router<A> {
         }
         // Jobs still running at the deadline are abandoned with their records unfinished.
         drop(jobs);
+        // The records are delivered (or given up): now the sweeps this batch's misses decided on.
+        self.resolver
+            .sweep_pending(budget.deliver_until, &lookups)
+            .await;
         metrics.describe_instances_calls += lookups
             .calls
             .describe_instances
@@ -210,6 +214,7 @@ impl<A: Aws> Router<A> {
             .load(std::sync::atomic::Ordering::Relaxed);
         metrics.hedged_lookups += lookups.hedged.into_inner();
         metrics.stale_answers += lookups.stale_answers.into_inner();
+        metrics.sweeps += lookups.sweeps.into_inner();
         metrics.send_message_batch_calls += sends.send_message_batch_calls.get();
         metrics.get_queue_url_calls += sends.get_queue_url_calls.get();
         metrics.queue_ownership_calls += sends.queue_ownership_calls.get();

@@ -19,7 +19,7 @@ use std::{
 
 use super::tags::{Owner, TagRules};
 use crate::{
-    aws::{Aws, CallError, DescribeInstances, Session, Tagged},
+    aws::{Aws, CallError, DescribeInstances, InstanceFilter, Session, Tagged},
     event::InstanceId,
 };
 
@@ -68,7 +68,7 @@ pub async fn describe_instances<A: Aws>(
             .describe_instances(
                 at,
                 DescribeInstances {
-                    ids,
+                    filter: InstanceFilter::Ids(ids),
                     next_token: next_token.as_deref(),
                 },
             )
@@ -83,6 +83,42 @@ pub async fn describe_instances<A: Aws>(
             None => return Ok(owners),
         }
     }
+}
+
+/// The owner of every instance of the session's account and region that carries `tag` (the
+/// managed tag: every Karpenter node), at most `max_pages` pages of 1,000.
+pub async fn sweep<A: Aws>(
+    aws: &A,
+    at: &Session,
+    rules: &TagRules,
+    tag: &str,
+    max_pages: usize,
+    calls: &LookupCalls,
+) -> Result<HashMap<InstanceId, Owner>, CallError> {
+    let mut owners = HashMap::new();
+    let mut next_token: Option<String> = None;
+    for _ in 0..max_pages {
+        calls.describe_instances.fetch_add(1, Ordering::Relaxed);
+        let page = aws
+            .describe_instances(
+                at,
+                DescribeInstances {
+                    filter: InstanceFilter::TagKey(tag),
+                    next_token: next_token.as_deref(),
+                },
+            )
+            .await?;
+        owners.extend(
+            page.instances
+                .iter()
+                .map(|t| (t.id.clone(), owner(rules, t))),
+        );
+        match page.next_token {
+            Some(token) => next_token = Some(token),
+            None => break,
+        }
+    }
+    Ok(owners)
 }
 
 /// The owner of every tagged instance among `ids`, [`MAX_ARNS_PER_GET_RESOURCES`] per call.

@@ -7,7 +7,15 @@
 //! * a cache of instance → owner: ownership never changes during an instance's life, so
 //!   positives live long (`CACHE_TTL_SECONDS`), while "not ours" lives briefly
 //!   (`NEGATIVE_CACHE_TTL_SECONDS`) because tags can land just after an instance starts;
-//! * every miss of a place goes out together, at most 200 ids per lookup ([`Resolver::chunk`]);
+//! * a sweep per account and region: the first miss there also asks
+//!   DescribeInstances for every instance with the managed tag (`karpenter.sh/nodepool`: every
+//!   Karpenter node of the account and region, 1,000 a page, at most [`SWEEP_MAX_PAGES`]) and keeps
+//!   every owner it finds, so an organisation's storm costs each execution environment about two
+//!   EC2 calls per account instead of one per batch per account; swept again on a miss after
+//!   `SWEEP_INTERVAL_SECONDS` (600; 0 never sweeps). It is made once the invocation's records are delivered, before it answers
+//!   ([`Resolver::sweep_pending`]: Lambda freezes an environment that has answered);
+//! * every other miss of a place goes out together, at most 200 ids per lookup
+//!   ([`Resolver::chunk`]): what a sweep did not find (launched since, or not Karpenter's);
 //! * DescribeInstances first, hedged: when it fails or is later than its recent p95, GetResources
 //!   (which does not share EC2's throttle) is asked too and the first answer that stands is used.
 //!   After consecutive EC2 failures the scope asks GetResources first for a while, so a throttled
@@ -26,7 +34,7 @@ pub mod tags;
 use std::{
     collections::{HashMap, HashSet},
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
     time::Duration,
@@ -42,7 +50,7 @@ pub use self::{
     tags::{ClusterTagKey, Owner, TagRules},
 };
 use crate::{
-    accounts::{Accounts, Place, Unreachable},
+    accounts::{Accounts, Place, Scope, Unreachable},
     aws::{Aws, CallError, Session},
     cache::TtlCache,
     event::{IgnoreReason, InstanceId},
@@ -50,6 +58,11 @@ use crate::{
 
 /// How long a positive answer stays available as a stale answer after it stopped being fresh.
 pub const LAST_KNOWN_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
+/// A sweep that failed is not tried again for this long.
+pub const SWEEP_RETRY: Duration = Duration::from_secs(30);
+/// Pages a sweep reads at most (1,000 instances each): a larger fleet is looked up per id past
+/// them.
+pub const SWEEP_MAX_PAGES: usize = 3;
 
 /// How long the resolver (and the forwarder's queue destinations) trust an answer;
 /// `Config::cache`.
@@ -61,6 +74,9 @@ pub struct CacheConfig {
     /// How long "not ours" is trusted: short, because tags may land just after launch.
     pub negative_ttl: Duration,
     pub max_entries: u64,
+    /// A scope swept this recently is not swept again: its misses are instances launched since
+    /// (or not Karpenter's), which per-id lookups answer. Zero: never sweep.
+    pub sweep_every: Duration,
 }
 
 /// An instance as seen from the place its event was admitted into.
@@ -89,6 +105,8 @@ pub struct LookupStats {
     pub hedged: AtomicU64,
     /// Answers served from an expired entry because every lookup path failed.
     pub stale_answers: AtomicU64,
+    /// Sweeps of an account and region made (each page is a DescribeInstances call).
+    pub sweeps: AtomicU64,
 }
 
 /// What [`Resolver::resolve`] found, and what it cost.
@@ -101,6 +119,7 @@ pub struct Resolution {
     pub get_resources_calls: u64,
     pub hedged: u64,
     pub stale_answers: u64,
+    pub sweeps: u64,
 }
 
 /// An answer, the path that gave it (it decides how long the answer is kept) and until when it
@@ -125,8 +144,17 @@ pub struct Resolver<A> {
     accounts: Arc<Accounts<A>>,
     rules: TagRules,
     config: CacheConfig,
-    known: TtlCache<InstanceKey, Known>,
+    /// Owners by (scope, instance): whoever asks, an instance's owner is the same.
+    known: TtlCache<(Scope, InstanceId), Known>,
+    /// Scopes swept (or being swept) lately (`true`), or whose sweep failed lately (`false`).
+    swept: TtlCache<Scope, bool>,
+    /// Sweeps decided in this invocation, not yet made ([`Resolver::sweep_pending`]).
+    pending: Mutex<Vec<Place>>,
     ec2: Arc<Ec2Health>,
+}
+
+fn cache_key(key: &InstanceKey) -> (Scope, InstanceId) {
+    (key.place.scope.clone(), key.instance.clone())
 }
 
 impl<A: Aws> Resolver<A> {
@@ -143,6 +171,8 @@ impl<A: Aws> Resolver<A> {
             rules,
             config: *cache,
             known: TtlCache::new(cache.max_entries as usize),
+            swept: TtlCache::new(10_000),
+            pending: Mutex::default(),
             ec2: Arc::new(Ec2Health::new(lookup)),
         }
     }
@@ -160,7 +190,11 @@ impl<A: Aws> Resolver<A> {
             if !seen.insert(key.clone()) {
                 continue;
             }
-            match self.known.get(&key).filter(|k| now < k.fresh_until) {
+            match self
+                .known
+                .get(&cache_key(&key))
+                .filter(|k| now < k.fresh_until)
+            {
                 Some(known) => hits.push((key, known.owner)),
                 None => misses.push(key),
             }
@@ -190,6 +224,7 @@ impl<A: Aws> Resolver<A> {
         let Some(first) = chunk.first() else {
             return Vec::new();
         };
+        self.start_sweep(&first.place, stats);
         let ids: Vec<InstanceId> = chunk.iter().map(|k| k.instance.clone()).collect();
         let looked = self
             .look_up_ids(&first.place, &ids, stats)
@@ -226,7 +261,7 @@ impl<A: Aws> Resolver<A> {
         error: &Arc<ResolveError>,
         stats: &LookupStats,
     ) -> Result<Owner, Arc<ResolveError>> {
-        let last = self.known.get(key).and_then(|k| match k.owner {
+        let last = self.known.get(&cache_key(key)).and_then(|k| match k.owner {
             Owner::Cluster(c) => Some(c),
             Owner::NotOurs(_) => None,
         });
@@ -240,8 +275,87 @@ impl<A: Aws> Resolver<A> {
         }
     }
 
-    /// Keeps an answer for as long as what it says can be trusted.
+    /// The first lookup of a scope in a while also sweeps it: every Karpenter node of its account
+    /// and region, each owner kept for the lookups that follow. Decided here, made by
+    /// [`Resolver::sweep_pending`] once the invocation's records are delivered. Not while EC2 is
+    /// suspected, without a managed tag to sweep by, or after a recent sweep (or a recent failure
+    /// to sweep).
+    fn start_sweep(&self, place: &Place, stats: &LookupStats) {
+        let scope = &place.scope;
+        if self.rules.managed_key.is_none()
+            || self.config.sweep_every.is_zero()
+            || self.swept.get(scope).is_some()
+            || self.ec2.suspected(scope)
+        {
+            return;
+        }
+        self.swept
+            .insert(scope.clone(), true, self.config.sweep_every);
+        stats.sweeps.fetch_add(1, Ordering::Relaxed);
+        self.pending
+            .lock()
+            .expect("pending sweeps")
+            .push(place.clone());
+    }
+
+    /// Makes the sweeps this invocation decided on, all at once, until `by`. After the records'
+    /// deliveries, so a sweep never delays them; before the invocation answers, because Lambda
+    /// freezes an execution environment once it has answered and a call left running would stall
+    /// mid-flight and fail on thaw. A sweep still running at `by` is stopped and tried again
+    /// after [`SWEEP_RETRY`].
+    pub async fn sweep_pending(&self, by: Instant, stats: &LookupStats) {
+        let places = std::mem::take(&mut *self.pending.lock().expect("pending sweeps"));
+        join_all(places.iter().map(|place| async move {
+            if tokio::time::timeout_at(by, self.sweep(place, stats)).await.is_err() {
+                self.swept.insert(place.scope.clone(), false, SWEEP_RETRY);
+                tracing::warn!(scope = %place.scope, "sweep unfinished when the invocation had to answer: stopped");
+            }
+        }))
+        .await;
+    }
+
+    async fn sweep(&self, place: &Place, stats: &LookupStats) {
+        let scope = &place.scope;
+        let Some(tag) = self.rules.managed_key.as_deref() else {
+            return;
+        };
+        let Ok(session) = self.accounts.session(place).await else {
+            // No credentials yet (AssumeRole throttled, say): the scope's next miss, which needs
+            // them too, decides the sweep again.
+            self.swept.remove(scope);
+            return;
+        };
+        let started = Instant::now();
+        match lookup::sweep(
+            &*self.aws,
+            &session,
+            &self.rules,
+            tag,
+            SWEEP_MAX_PAGES,
+            &stats.calls,
+        )
+        .await
+        {
+            Ok(found) => {
+                self.ec2.answered(scope, started.elapsed());
+                for (id, owner) in found {
+                    self.keep_as((scope.clone(), id), &owner, Path::DescribeInstances);
+                }
+            }
+            Err(error) => {
+                let suspected = self.ec2.failed(scope);
+                self.swept.insert(scope.clone(), false, SWEEP_RETRY);
+                tracing::warn!(%scope, %error, suspected, "sweep failed: looking up per instance");
+            }
+        }
+    }
+
     fn keep(&self, key: &InstanceKey, owner: &Owner, path: Path) {
+        self.keep_as(cache_key(key), owner, path);
+    }
+
+    /// Keeps an answer for as long as what it says can be trusted.
+    fn keep_as(&self, key: (Scope, InstanceId), owner: &Owner, path: Path) {
         let fresh_for = match (owner, path) {
             (Owner::Cluster(_), _) => self.config.ttl,
             // GetResources leaves out untagged and unknown instances alike, and may lag a launch:
@@ -257,7 +371,7 @@ impl<A: Aws> Resolver<A> {
             owner: owner.clone(),
             fresh_until: Instant::now() + fresh_for,
         };
-        self.known.insert(key.clone(), known, kept_for);
+        self.known.insert(key, known, kept_for);
     }
 
     /// Resolves every key at once: the cache, then every chunk's lookup. (The handler interleaves
@@ -276,10 +390,13 @@ impl<A: Aws> Resolver<A> {
         let chunks = Self::chunk(misses);
         let looked = join_all(chunks.iter().map(|chunk| self.look_up(chunk, &stats))).await;
         resolution.owners.extend(looked.into_iter().flatten());
+        self.sweep_pending(Instant::now() + crate::retry::DELIVER_WINDOW, &stats)
+            .await;
         resolution.describe_calls = stats.calls.describe_instances.load(Ordering::Relaxed);
         resolution.get_resources_calls = stats.calls.get_resources.load(Ordering::Relaxed);
         resolution.hedged = stats.hedged.into_inner();
         resolution.stale_answers = stats.stale_answers.into_inner();
+        resolution.sweeps = stats.sweeps.into_inner();
         resolution
     }
 

@@ -22,7 +22,8 @@ fn warning(n: &str, instance: &str) -> Msg {
 }
 
 #[tokio::test(start_paused = true)]
-async fn every_record_reaches_its_own_cluster_once_in_one_lookup_and_one_send_per_queue() {
+async fn every_record_reaches_its_own_cluster_once_in_one_lookup_one_sweep_and_one_send_per_queue()
+{
     let aws = three_clusters();
     let router = router(&aws, &[]);
     let records = [
@@ -36,7 +37,9 @@ async fn every_record_reaches_its_own_cluster_once_in_one_lookup_and_one_send_pe
     assert_eq!(aws.bodies(HUB, REGION, "karpenter-alpha").len(), 2);
     assert_eq!(aws.bodies(HUB, REGION, "karpenter-beta").len(), 1);
     assert_eq!(aws.bodies(HUB, REGION, "karpenter-gamma").len(), 1);
-    assert_eq!(aws.count("DescribeInstances"), 1, "{:?}", aws.calls());
+    // One lookup of the batch's four nodes, and the scope's sweep beside it.
+    assert_eq!(aws.count("DescribeInstances"), 2, "{:?}", aws.calls());
+    assert_eq!(answered.metrics.sweeps, 1);
     assert_eq!(aws.count("SendMessageBatch"), 3);
     assert_eq!(sum(&answered.metrics.forwarded), 4);
     // The bodies are the originals, byte for byte.
@@ -77,7 +80,8 @@ async fn a_failing_queue_hands_back_only_its_own_records() {
 async fn a_brief_brownout_is_ridden_out_inside_the_invocation() {
     let aws = three_clusters();
     aws.fail("SendMessageBatch", 2, Fault::code("ServiceUnavailable"));
-    aws.fail("DescribeInstances", 1, Fault::code("RequestLimitExceeded"));
+    // The scope's sweep and the lookup both throttled, then the Tagging API too.
+    aws.fail("DescribeInstances", 2, Fault::code("RequestLimitExceeded"));
     aws.fail("GetResources", 1, Fault::code("ThrottlingException"));
     let router = router(&aws, &[]);
     let answered = invoke(&router, &aws, &[warning("a1", "i-0a000001")]).await;

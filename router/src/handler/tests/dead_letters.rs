@@ -23,7 +23,9 @@ fn warning(n: &str) -> Msg {
 #[tokio::test(start_paused = true)]
 async fn each_permanent_failure_is_dead_lettered_once_with_its_reason() {
     type Setup = fn(&super::fake::FakeAws);
-    let cases: [(&str, Setup, Msg, &[(&str, &str)], &str); 6] = [
+    /// (what happens, the world's setup, the record, the router's variables, the reason)
+    type Case<'a> = (&'a str, Setup, Msg, &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case<'_>; 6] = [
         (
             "not an event",
             |_| {},

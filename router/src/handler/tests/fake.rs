@@ -16,8 +16,8 @@ use tokio::time::Instant;
 use crate::{
     accounts::Scope,
     aws::{
-        Aws, CallError, DescribeInstances, EntryFailure, EntryResult, Identity, InstancePage,
-        SendEntry, Session, Tagged, VisibilityEntry,
+        Aws, CallError, DescribeInstances, EntryFailure, EntryResult, Identity, InstanceFilter,
+        InstancePage, SWEEP_PAGE, SendEntry, Session, Tagged, VisibilityEntry,
     },
     event::InstanceId,
     retry::ATTEMPT_TIMEOUT,
@@ -30,6 +30,10 @@ pub const REGION: &str = "us-east-1";
 pub const OTHER_REGION: &str = "eu-west-1";
 /// The wall clock at the start of a test.
 pub const EPOCH_MS: u64 = 1_790_000_000_000;
+
+/// Faults scripted for this (`fail(SWEEP, …)`) apply to sweeps (DescribeInstances by tag key)
+/// before any scripted for DescribeInstances itself.
+pub const SWEEP: &str = "Sweep";
 
 /// What a scripted call does instead of answering.
 #[derive(Debug, Clone)]
@@ -71,9 +75,13 @@ pub struct Call {
     pub region: String,
 }
 
+/// An instance's tags.
+type Tags = Vec<(String, String)>;
+
 #[derive(Default)]
 struct World {
-    instances: BTreeMap<(String, String), BTreeMap<InstanceId, Vec<(String, String)>>>,
+    /// By (account, region).
+    instances: BTreeMap<(String, String), BTreeMap<InstanceId, Tags>>,
     queues: BTreeMap<(String, String, String), Queue>,
     parameters: BTreeSet<(String, String, String)>,
     /// Roles AssumeRole succeeds for.
@@ -264,6 +272,17 @@ impl FakeAws {
 
     /// Records a call made as `at`, then applies its scripted fault, if any.
     async fn call(&self, action: &'static str, at: Option<&Session>) -> Result<(), CallError> {
+        self.call_as(action, None, at).await
+    }
+
+    /// [`FakeAws::call`], where a fault scripted for `kind` (a [`SWEEP`]) comes before the
+    /// action's own.
+    async fn call_as(
+        &self,
+        action: &'static str,
+        kind: Option<&'static str>,
+        at: Option<&Session>,
+    ) -> Result<(), CallError> {
         let fault = {
             let mut world = self.world();
             world.calls.push(Call {
@@ -271,7 +290,9 @@ impl FakeAws {
                 account: at.map(|s| s.scope.account.to_string()).unwrap_or_default(),
                 region: at.map(|s| s.scope.region.to_string()).unwrap_or_default(),
             });
-            let scripted = world.faults.get_mut(action).and_then(VecDeque::pop_front);
+            let scripted = kind
+                .and_then(|k| world.faults.get_mut(k).and_then(VecDeque::pop_front))
+                .or_else(|| world.faults.get_mut(action).and_then(VecDeque::pop_front));
             scripted.or_else(|| world.always.get(action).cloned())
         };
         if let Some(session) = at {
@@ -380,11 +401,34 @@ impl Aws for FakeAws {
         at: &Session,
         query: DescribeInstances<'_>,
     ) -> Result<InstancePage, CallError> {
-        self.call("DescribeInstances", Some(at)).await?;
-        Ok(InstancePage {
-            instances: self.tagged(&at.scope, query.ids),
-            next_token: None,
-        })
+        let kind = matches!(query.filter, InstanceFilter::TagKey(_)).then_some(SWEEP);
+        self.call_as("DescribeInstances", kind, Some(at)).await?;
+        match query.filter {
+            InstanceFilter::Ids(ids) => Ok(InstancePage {
+                instances: self.tagged(&at.scope, ids),
+                next_token: None,
+            }),
+            InstanceFilter::TagKey(key) => {
+                let world = self.world();
+                let all: Vec<Tagged> = world
+                    .instances
+                    .get(&(at.scope.account.to_string(), at.scope.region.to_string()))
+                    .into_iter()
+                    .flatten()
+                    .filter(|(_, tags)| tags.iter().any(|(k, _)| k == key))
+                    .map(|(id, tags)| Tagged {
+                        id: id.clone(),
+                        tags: tags.clone(),
+                    })
+                    .collect();
+                let from: usize = query.next_token.map_or(0, |t| t.parse().unwrap_or(0));
+                let to = (from + SWEEP_PAGE as usize).min(all.len());
+                Ok(InstancePage {
+                    instances: all[from..to].to_vec(),
+                    next_token: (to < all.len()).then(|| to.to_string()),
+                })
+            }
+        }
     }
 
     async fn get_resources(

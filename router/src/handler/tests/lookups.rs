@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::{
     Msg, aws,
-    fake::{Fault, HUB, REGION},
+    fake::{Fault, HUB, REGION, SWEEP},
     handed_back, invoke, router, spot, sum,
 };
 use crate::resolve::hedge::INITIAL_HEDGE_DELAY;
@@ -26,7 +26,8 @@ fn warning(n: &str, instance: &str) -> Msg {
 #[tokio::test(start_paused = true)]
 async fn a_failing_ec2_is_answered_by_the_tagging_api_at_once() {
     let aws = alpha();
-    aws.fail("DescribeInstances", 1, Fault::code("Unavailable"));
+    // The scope's sweep and the lookup.
+    aws.fail("DescribeInstances", 2, Fault::code("Unavailable"));
     let router = router(&aws, &[]);
     let started = Instant::now();
     let answered = invoke(&router, &aws, &[warning("m", "i-0a000001")]).await;
@@ -43,17 +44,23 @@ async fn a_failing_ec2_is_answered_by_the_tagging_api_at_once() {
 #[tokio::test(start_paused = true)]
 async fn a_late_ec2_is_outrun_after_the_hedge_delay() {
     let aws = alpha();
-    aws.fail("DescribeInstances", 1, Fault::Slow(Duration::from_secs(2)));
+    aws.fail("DescribeInstances", 2, Fault::Slow(Duration::from_secs(2)));
     let router = router(&aws, &[]);
-    let started = Instant::now();
-    let answered = invoke(&router, &aws, &[warning("m", "i-0a000001")]).await;
+    // When the copy is in the queue (the invocation itself also waits for the scope's sweep).
+    let queue = &*aws;
+    let delivered = |at: Duration| async move {
+        tokio::time::sleep(at).await;
+        queue.bodies(HUB, REGION, "karpenter-alpha").len()
+    };
+    let records = [warning("m", "i-0a000001")];
+    let (answered, before_the_hedge, within_a_second) = tokio::join!(
+        invoke(&router, &aws, &records),
+        delivered(INITIAL_HEDGE_DELAY - Duration::from_millis(1)),
+        delivered(Duration::from_millis(999)),
+    );
     assert_eq!(sum(&answered.metrics.forwarded), 1);
     assert_eq!(answered.metrics.hedged_lookups, 1);
-    let took = started.elapsed();
-    assert!(
-        took >= INITIAL_HEDGE_DELAY && took < Duration::from_secs(1),
-        "{took:?}"
-    );
+    assert_eq!((before_the_hedge, within_a_second), (0, 1));
 }
 
 #[tokio::test(start_paused = true)]
@@ -145,13 +152,109 @@ async fn many_misses_go_out_two_hundred_ids_per_lookup() {
     let router = router(&aws, &[]);
     let answered = invoke(&router, &aws, &records).await;
     assert!(handed_back(&answered).is_empty());
-    assert_eq!(aws.count("DescribeInstances"), 3);
+    // Three chunks, and the scope's sweep (450 nodes: one page).
+    assert_eq!(aws.count("DescribeInstances"), 4);
     assert_eq!(aws.count("SendMessageBatch"), 45);
     assert_eq!(aws.bodies(HUB, REGION, "karpenter-alpha").len(), 450);
     // The same instances again: every answer is cached.
     let again = invoke(&router, &aws, &records[..10]).await;
     assert_eq!(again.metrics.cache_hits, 10);
+    assert_eq!(aws.count("DescribeInstances"), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_swept_scope_answers_its_other_nodes_without_a_lookup() {
+    let aws = alpha();
+    for n in 2..=5 {
+        aws.node(HUB, REGION, &format!("i-0a00000{n}"), "alpha");
+    }
+    // Not Karpenter's: no managed tag, so the sweep does not list it.
+    aws.instance(
+        HUB,
+        REGION,
+        "i-0e000001",
+        &[("eks:eks-cluster-name", "alpha")],
+    );
+    let router = router(&aws, &[]);
+    invoke(&router, &aws, &[warning("first", "i-0a000001")]).await;
+    assert_eq!(
+        aws.count("DescribeInstances"),
+        2,
+        "the lookup and the sweep"
+    );
+    // Nodes never seen before: the sweep found them all.
+    let answered = invoke(
+        &router,
+        &aws,
+        &[warning("2", "i-0a000002"), warning("5", "i-0a000005")],
+    )
+    .await;
+    assert_eq!(answered.metrics.cache_hits, 2);
+    assert_eq!(aws.count("DescribeInstances"), 2);
+    // What the sweep could not list is looked up, and the scope is not swept again soon.
+    let answered = invoke(&router, &aws, &[warning("mng", "i-0e000001")]).await;
+    assert_eq!(answered.metrics.ignored.get("unmanaged-instance"), Some(&1));
+    assert_eq!(answered.metrics.sweeps, 0);
     assert_eq!(aws.count("DescribeInstances"), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_sweeps_off_each_miss_is_looked_up_alone() {
+    let aws = alpha();
+    aws.node(HUB, REGION, "i-0a000002", "alpha");
+    let router = router(&aws, &[("SWEEP_INTERVAL_SECONDS", "0")]);
+    let answered = invoke(&router, &aws, &[warning("1", "i-0a000001")]).await;
+    assert_eq!(answered.metrics.sweeps, 0);
+    let answered = invoke(&router, &aws, &[warning("2", "i-0a000002")]).await;
+    assert_eq!(answered.metrics.cache_misses, 1);
+    assert_eq!(aws.count("DescribeInstances"), 2, "two lookups, no sweep");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invocation_answers_once_its_sweeps_are_done() {
+    let aws = alpha();
+    aws.node(HUB, REGION, "i-0a000002", "alpha");
+    // The lookup answers at once, the sweep after two seconds.
+    aws.fail(SWEEP, 1, Fault::Slow(Duration::from_secs(2)));
+    let router = router(&aws, &[]);
+    let started = Instant::now();
+    let answered = invoke(&router, &aws, &[warning("first", "i-0a000001")]).await;
+    assert_eq!(aws.bodies(HUB, REGION, "karpenter-alpha").len(), 1);
+    assert_eq!(answered.metrics.sweeps, 1);
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "answered before its sweep ended: Lambda would freeze it mid-call"
+    );
+    // So the next invocation has what it found.
+    let answered = invoke(&router, &aws, &[warning("2", "i-0a000002")]).await;
+    assert_eq!(answered.metrics.cache_hits, 1);
+    assert_eq!(aws.count("DescribeInstances"), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sweep_unfinished_at_the_delivery_deadline_is_stopped_and_tried_again_later() {
+    use crate::{resolve::SWEEP_RETRY, retry::DELIVER_WINDOW};
+    let aws = alpha();
+    aws.node(HUB, REGION, "i-0a000002", "alpha");
+    aws.fail(SWEEP, 1, Fault::Slow(Duration::from_secs(60)));
+    let router = router(&aws, &[]);
+    let started = Instant::now();
+    let answered = invoke(&router, &aws, &[warning("first", "i-0a000001")]).await;
+    assert!(handed_back(&answered).is_empty());
+    assert!(
+        started.elapsed() <= DELIVER_WINDOW,
+        "{:?}",
+        started.elapsed()
+    );
+    // Not swept: the next node is looked up, and no sweep starts again at once.
+    let answered = invoke(&router, &aws, &[warning("2", "i-0a000002")]).await;
+    assert_eq!(answered.metrics.cache_hits, 0);
+    assert_eq!(answered.metrics.sweeps, 0);
+    assert_eq!(aws.count("DescribeInstances"), 3);
+    tokio::time::advance(SWEEP_RETRY).await;
+    aws.node(HUB, REGION, "i-0a000003", "alpha");
+    let answered = invoke(&router, &aws, &[warning("3", "i-0a000003")]).await;
+    assert_eq!(answered.metrics.sweeps, 1);
 }
 
 #[tokio::test(start_paused = true)]

@@ -39,7 +39,7 @@ pub(super) async fn load(aws: &Aws, base: &Base) -> Function {
 /// The function and its environment; the router's configuration when its environment is valid.
 pub(super) fn check(base: &Base, function: &Function, checks: &mut Vec<Check>) -> Option<Config> {
     let dlq_arn = base.output("DeadLetterQueueArn");
-    let config = match function {
+    match function {
         Ok(f) => {
             checks.push(check_function(f, base));
             let (check, config) = check_environment(f, base, dlq_arn);
@@ -57,8 +57,7 @@ pub(super) fn check(base: &Base, function: &Function, checks: &mut Vec<Check>) -
             ));
             None
         }
-    };
-    config
+    }
 }
 
 /// The router role's permissions; the role, read once, for the tenant checks.

@@ -64,7 +64,19 @@ fn config(vars: &[(&str, &str)]) -> Config {
     .unwrap()
 }
 
+/// A resolver whose lookups are the subject: without sweeps (an account's first miss would also
+/// list its nodes, answering later misses; `resolver_sweeping` has them), configured by `vars`.
 async fn resolver_with(world: &World, vars: &[(&str, &str)]) -> Resolver<SdkAws> {
+    let vars: Vec<(&str, &str)> = vars
+        .iter()
+        .copied()
+        .chain([("SWEEP_INTERVAL_SECONDS", "0")])
+        .collect();
+    resolver_sweeping(world, &vars).await
+}
+
+/// A resolver configured by `vars` alone (sweeps on unless they say otherwise).
+async fn resolver_sweeping(world: &World, vars: &[(&str, &str)]) -> Resolver<SdkAws> {
     let config = config(vars);
     let aws = aws(world).await;
     Resolver::new(

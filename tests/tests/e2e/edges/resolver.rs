@@ -1,6 +1,6 @@
 //! The Resolver on its own: one lookup for many instances, chunked misses, failures that are not
-//! cached, the Tagging API answering when DescribeInstances fails or hangs, and an
-//! expired owner still served when every lookup fails.
+//! cached, the Tagging API answering when DescribeInstances fails or hangs, an expired owner
+//! still served when every lookup fails, and the sweep of an account and region's nodes.
 
 use std::{sync::Arc, time::Duration};
 
@@ -12,7 +12,7 @@ use interruption_router::{
 };
 use local_aws::proxy::{Fault, FaultPlan};
 
-use super::{key, resolver, resolver_with};
+use super::{key, resolver, resolver_sweeping, resolver_with};
 
 #[tokio::test]
 async fn one_lookup_resolves_many_instances_and_an_unknown_id_fails_none_of_them() -> Result<()> {
@@ -296,5 +296,43 @@ async fn when_every_lookup_fails_an_expired_owner_is_still_served() -> Result<()
         resolution.owners[&key(&never_seen)].is_err(),
         "nothing known, nothing served"
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_sweep_lists_the_karpenter_nodes_by_their_managed_tag_and_answers_later_misses()
+-> Result<()> {
+    let world = World::start().await?;
+    let first = world.launch(&karpenter_tags("alpha")).await?;
+    let second = world.launch(&karpenter_tags("alpha")).await?;
+    let third = world.launch(&karpenter_tags("beta")).await?;
+    let mng = world.launch(&managed_nodegroup_tags("alpha")).await?;
+    let resolver = resolver_sweeping(&world, &[]).await;
+
+    // The first miss: its lookup, then the sweep (filter tag-key=karpenter.sh/nodepool).
+    let resolution = resolver.resolve([key(&first)]).await;
+    assert_eq!(
+        (resolution.describe_calls, resolution.sweeps),
+        (2, 1),
+        "a lookup and one sweep page"
+    );
+    // The other nodes were listed: no call for them.
+    let resolution = resolver.resolve([key(&second), key(&third)]).await;
+    assert_eq!((resolution.cache_hits, resolution.describe_calls), (2, 0));
+    assert_eq!(
+        resolution.owners[&key(&third)],
+        Ok(Owner::Cluster(Arc::from("beta")))
+    );
+    // Not Karpenter's: the sweep did not list it, so it is looked up; the scope is not swept again.
+    let resolution = resolver.resolve([key(&mng)]).await;
+    assert_eq!(
+        (
+            resolution.cache_misses,
+            resolution.describe_calls,
+            resolution.sweeps
+        ),
+        (1, 1, 0)
+    );
+    assert_eq!(world.proxy.calls().get("DescribeInstances"), Some(&3));
     Ok(())
 }

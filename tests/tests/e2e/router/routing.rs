@@ -17,9 +17,10 @@ async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<(
     assert_batch_handled(&router, &bodies).await;
     estate.assert_queues_hold_exactly(&events).await?;
 
-    // All misses of the batch went to EC2 in one call; one SendMessageBatch per queue per round.
+    // All misses of the batch went to EC2 in one call, then (the records delivered) the scope's
+    // sweep, one page; one SendMessageBatch per queue per round.
     let calls = estate.world.proxy.calls();
-    assert_eq!(calls.get("DescribeInstances"), Some(&1), "{calls:?}");
+    assert_eq!(calls.get("DescribeInstances"), Some(&2), "{calls:?}");
     // alpha, beta, gamma, then the DLQ once for the malformed record.
     assert_eq!(calls.get("SendMessageBatch"), Some(&4), "{calls:?}");
     let emf = router
@@ -27,6 +28,8 @@ async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<(
         .pop()
         .expect("an EMF document per invocation");
     assert_eq!(total(&emf, "Received"), 14);
+    assert_eq!(total(&emf, "Sweeps"), 1);
+    assert_eq!(total(&emf, "DescribeInstancesCalls"), 2);
     assert_eq!(total(&emf, "Forwarded.alpha"), 3);
     assert_eq!(total(&emf, "Forwarded.beta"), 3);
     assert_eq!(total(&emf, "Forwarded.gamma"), 1);

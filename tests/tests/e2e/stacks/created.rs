@@ -140,6 +140,13 @@ async fn the_stacks_create_what_the_templates_declare() -> Result<()> {
     assert_eq!(mapping.event_source_arn(), Some(sqs_arn(&ingest).as_str()));
     assert_eq!(mapping.batch_size(), Some(100));
     assert_eq!(mapping.maximum_batching_window_in_seconds(), Some(1));
+    // What bounds AssumeRole and EC2 sweeps in a storm (docs/many-accounts.md).
+    assert_eq!(
+        mapping
+            .scaling_config()
+            .and_then(|c| c.maximum_concurrency()),
+        Some(5)
+    );
     let response_types: Vec<&str> = mapping
         .function_response_types()
         .iter()

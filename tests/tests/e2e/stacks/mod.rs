@@ -1,12 +1,12 @@
-//! The real templates deployed through moto's CloudFormation: what the stacks create, in both
-//! ingest modes ([`created`]), the router binary, configured from the deployed function's
+//! The real templates deployed through moto's CloudFormation: what the stacks create
+//! ([`created`]), the router binary, configured from the deployed function's
 //! environment, routing events published through EventBridge into the queues the tenant stacks
 //! made ([`routing`]), updates in place from the last release ([`updates`]), and the dashboard and
 //! alarms ([`monitoring`]). This file holds what they share: the deployment and the readers of
 //! what moto made.
 //!
-//! moto ignores SQS::QueuePolicy, FIS::ExperimentTemplate, CloudWatch::Alarm,
-//! Lambda::EventInvokeConfig and LoggingConfig, and never evaluates IAM: those are covered by
+//! moto ignores SQS::QueuePolicy, FIS::ExperimentTemplate, CloudWatch::Alarm and the
+//! function's LoggingConfig, and never evaluates IAM: those are covered by
 //! tests/tests/e2e/policy/, cfn-lint and checkov, not here.
 
 use std::collections::{BTreeMap, BTreeSet};
