@@ -30,7 +30,6 @@ KARPENTER_ROLE ?=
 # The SNS topic (same region) the alarms notify: the base stack's, and each tenant queue's
 # unread-message alarm. Unset keeps what the stack has.
 ALARM_TOPIC ?=
-INGEST_MODE ?=
 LOG_LEVEL ?=
 # package: the architecture to build (default arm64). deploy-base reads the architecture from the
 # zip's binary; ARCH, when given, must agree with it.
@@ -72,12 +71,12 @@ AWS ?= $(VENV)/bin/aws
 help:
 	@echo "make demo        the whole system on a local AWS emulator (no AWS account needed)"
 	@echo "make test        everything CI runs: lint, unit, integration and end-to-end tests, demo"
-	@echo "make bench       storm, cold-start and micro benchmarks; writes BENCHMARKS.md"
+	@echo "make bench       storm, cold-start, micro benchmarks, organisation storm; writes BENCHMARKS.md"
 	@echo "make soak        the fault scenarios with 3,000 events each"
 	@echo "make fuzz        fuzz the event parser for FUZZ_SECONDS (default 120)"
 	@echo "make release     the release directory: zips per architecture, SBOMs, SHA256SUMS, templates ($(RELEASE_DIR))"
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64), for a build of your own"
-	@echo "make deploy-base BUCKET=… REGION=… [RELEASE=<version>] [STACK_NAME=…] [INGEST_MODE=Queue|Direct] [LOG_LEVEL=…] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [SPOKE_ROLE_PATH=/…/] [PARAMS=…]"
+	@echo "make deploy-base BUCKET=… REGION=… [RELEASE=<version>] [STACK_NAME=…] [LOG_LEVEL=…] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [SPOKE_ROLE_PATH=/…/] [PARAMS=…]"
 	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] [SPOKE_ROLE_PATH=…] (member account)"
 	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create]"
 	@echo "make deploy-fis  CLUSTER=… REGION=… [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…]"
@@ -205,11 +204,13 @@ fuzz:
 # The storm benchmark runs the optimised router binary; criterion runs first so its figures land in
 # BENCHMARKS.md. The binary is built with the bench profile (it inherits release: LTO, one codegen
 # unit, strip, panic=unwind) so cargo bench reuses the same optimised build of the AWS SDK instead
-# of compiling it a second time for the release profile.
+# of compiling it a second time for the release profile. Last, the organisation storm: the router's
+# code against a model of AWS's quotas in virtual time (simulation/), which appends its section.
 bench: $(VENV)/.installed
 	$(CARGO) build --profile bench --workspace --bins
 	$(CARGO) bench --workspace --bench core
 	$(CARGO) bench --workspace --bench storm -- --write $(CURDIR)/BENCHMARKS.md
+	$(CARGO) run --profile bench -p simulation --bin organisation-storm -- --write $(CURDIR)/BENCHMARKS.md
 
 # ------------------------------------------------------------------ packaging and deployment
 LAMBDA_TARGET_arm64 := aarch64-unknown-linux-gnu
@@ -297,7 +298,7 @@ deploy-base: $(VENV)/.installed
 		--template-file $(TEMPLATES)/base.yaml --s3-bucket $(BUCKET) --s3-prefix interruption-router/templates \
 		--capabilities CAPABILITY_IAM --no-fail-on-empty-changeset $(role_arn) \
 		--parameter-overrides CodeS3Bucket=$(BUCKET) $$code \
-		$(call if_set,INGEST_MODE,IngestMode) $(call if_set,LOG_LEVEL,LogLevel) \
+		$(call if_set,LOG_LEVEL,LogLevel) \
 		$(call if_set,ALARM_TOPIC,AlarmTopicArn) $(call if_set,KMS_KEY,KmsKey) \
 		$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) \
 		$(call if_set,SPOKE_ROLE_PATH,SpokeRolePath) $(PARAMS)

@@ -26,6 +26,7 @@ pub struct Aws {
     pub logs: aws_sdk_cloudwatchlogs::Client,
     pub cloudwatch: aws_sdk_cloudwatch::Client,
     pub sts: aws_sdk_sts::Client,
+    pub ssm: aws_sdk_ssm::Client,
     /// The configuration the clients were built from (what [`Aws::assume_role`] starts from).
     pub config: aws_config::SdkConfig,
 }
@@ -131,6 +132,7 @@ impl Aws {
             logs: aws_sdk_cloudwatchlogs::Client::new(config),
             cloudwatch: aws_sdk_cloudwatch::Client::new(config),
             sts: aws_sdk_sts::Client::new(config),
+            ssm: aws_sdk_ssm::Client::new(config),
             config: config.clone(),
         })
     }

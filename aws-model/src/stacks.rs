@@ -106,7 +106,9 @@ pub async fn create(
 
 /// Updates a stack to `template` with `parameters` (the others keep their deployed values: passed
 /// as they are rather than with `UsePreviousValue`, which moto 5.2.5 fails on for a parameter that
-/// took its default; no parameter here is NoEcho) and waits until the update is complete.
+/// took its default; no parameter here is NoEcho) and waits until the update is complete. A
+/// deployed parameter the new template no longer declares is dropped, as `aws cloudformation
+/// deploy` drops it (CloudFormation refuses parameters a template does not declare).
 pub async fn update(
     cfn: &aws_sdk_cloudformation::Client,
     name: &str,
@@ -120,9 +122,11 @@ pub async fn update(
             .first()
             .with_context(|| format!("no stack {name}"))?,
     );
+    let declared = crate::template::Template::parse(name, template)?;
+    let declared = &declared.doc["Parameters"];
     let mut all: Vec<Parameter> = parameters.iter().map(|(k, v)| parameter(k, v)).collect();
     for (key, value) in &previous {
-        if !parameters.iter().any(|(k, _)| k == key) {
+        if declared.get(key).is_some() && !parameters.iter().any(|(k, _)| k == key) {
             all.push(parameter(key, value));
         }
     }
@@ -152,6 +156,37 @@ pub async fn update(
         }
         Err(e) => Err(anyhow::Error::new(e).context(format!("UpdateStack {name}"))),
     }
+}
+
+/// Deletes a stack (every resource it made) and waits until it is gone, as deleting a tenant
+/// stack offboards its cluster.
+pub async fn delete(cfn: &aws_sdk_cloudformation::Client, name: &str) -> Result<()> {
+    cfn.delete_stack()
+        .stack_name(name)
+        .send()
+        .await
+        .with_context(|| format!("DeleteStack {name}"))?;
+    for _ in 0..600 {
+        let status = match cfn.describe_stacks().stack_name(name).send().await {
+            // CloudFormation describes a deleted stack by name no more.
+            Err(e)
+                if aws_sdk_cloudformation::error::ProvideErrorMetadata::message(&e)
+                    .is_some_and(|m| m.contains("does not exist")) =>
+            {
+                return Ok(());
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("DescribeStacks {name}"))),
+            Ok(out) => out.stacks().first().and_then(|s| s.stack_status()).cloned(),
+        };
+        match status {
+            None | Some(StackStatus::DeleteComplete) => return Ok(()),
+            Some(s) if s.as_str().ends_with("_IN_PROGRESS") => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            Some(s) => bail!("stack {name} is {} instead of deleted", s.as_str()),
+        }
+    }
+    bail!("stack {name} was not deleted in time")
 }
 
 /// Waits for the stack to reach `done`; a failure names the resources that failed.

@@ -88,7 +88,7 @@ impl EventSourceMapping {
             .await?;
         let Some(mapping) = mappings.event_source_mappings().first() else {
             bail!(
-                "function {function_name} has no event source mapping (is the stack in Queue mode?)"
+                "function {function_name} has no event source mapping (was it deployed from base.yaml?)"
             );
         };
         if let Some(uuid) = mapping.uuid() {

@@ -149,6 +149,19 @@ impl Function {
             .collect()
     }
 
+    /// The EMF documents once there are at least `n` (the process prints them before it answers,
+    /// but its stdout is read here a moment later), or those there are after `limit`.
+    pub async fn emf_documents_at_least(&self, n: usize, limit: Duration) -> Vec<Value> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let documents = self.emf_documents();
+            if documents.len() >= n || tokio::time::Instant::now() >= deadline {
+                return documents;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The structured log lines (JSON, not EMF) printed so far.
     pub fn log_records(&self) -> Vec<Value> {
         self.json_lines()

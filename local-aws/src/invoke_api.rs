@@ -85,8 +85,8 @@ impl InvokeApi {
         format!("http://{}", self.server.addr())
     }
 
-    /// Waits until `n` asynchronous invocations have finished, or `limit` passes; returns how
-    /// every finished one ended.
+    /// Waits until `n` invocations (synchronous or asynchronous) have finished, or `limit` passes;
+    /// returns how every finished one ended.
     pub async fn wait_finished(&self, n: usize, limit: Duration) -> Vec<Invocation> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
@@ -150,7 +150,10 @@ async fn serve(
             .body(Full::new(Bytes::new()))
             .unwrap());
     }
-    let (function_error, body) = match state.function.invoke(body, state.budget).await {
+    let invocation = state.function.invoke(body, state.budget).await;
+    state.finished.lock().unwrap().push(invocation.clone());
+    state.progressed.notify_waiters();
+    let (function_error, body) = match invocation {
         Invocation::Response(body) => (None, body),
         Invocation::Error {
             error_type,

@@ -49,7 +49,14 @@ impl MotoServer {
                 .env("PYTHONPATH", &fixes)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(match std::env::var_os("MOTO_LOG_DIR") {
+                    Some(dir) => std::fs::File::create(
+                        std::path::Path::new(&dir).join(format!("moto-{}.log", port.0)),
+                    )
+                    .map(Stdio::from)
+                    .unwrap_or_else(|_| Stdio::null()),
+                    None => Stdio::null(),
+                })
                 .kill_on_drop(true)
                 .spawn()
                 .with_context(|| format!("starting {}", program.display()))?;
@@ -122,18 +129,46 @@ pub fn karpenter_tags(cluster: &str) -> Vec<(String, String)> {
     ]
 }
 
-/// `cluster`'s queue `karpenter-<cluster>` as tenant.yaml makes it, as far as the router looks:
-/// tagged for the cluster ([`interruption_router::tenancy::TENANT_TAG`]). Returns its URL.
-pub async fn create_tenant_queue(sqs: &aws_sdk_sqs::Client, cluster: &str) -> Result<String> {
+/// `cluster`'s tenant as tenant.yaml makes it, as far as the router looks: the queue
+/// `karpenter-<cluster>` tagged for the cluster ([`interruption_router::tenancy::TENANT_TAG`]),
+/// and its tenant record ([`interruption_router::tenancy::record_name`]). Returns the queue URL.
+pub async fn create_tenant_queue(config: &aws_config::SdkConfig, cluster: &str) -> Result<String> {
     let name = format!("karpenter-{cluster}");
-    let out = sqs
+    let out = aws_sdk_sqs::Client::new(config)
         .create_queue()
         .queue_name(&name)
         .tags(interruption_router::tenancy::TENANT_TAG, cluster)
         .send()
         .await
         .with_context(|| format!("CreateQueue {name}"))?;
+    let record = interruption_router::tenancy::record_name(&name);
+    aws_sdk_ssm::Client::new(config)
+        .put_parameter()
+        .name(&record)
+        .value(cluster)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await
+        .with_context(|| format!("PutParameter {record}"))?;
     Ok(out.queue_url().context("no queue url")?.to_owned())
+}
+
+/// Deletes a tenant as deleting its tenant stack does: the queue and its tenant record.
+pub async fn delete_tenant(config: &aws_config::SdkConfig, queue_url: &str) -> Result<()> {
+    aws_sdk_sqs::Client::new(config)
+        .delete_queue()
+        .queue_url(queue_url)
+        .send()
+        .await
+        .with_context(|| format!("DeleteQueue {queue_url}"))?;
+    let name = queue_url.rsplit('/').next().unwrap_or_default();
+    aws_sdk_ssm::Client::new(config)
+        .delete_parameter()
+        .name(interruption_router::tenancy::record_name(name))
+        .send()
+        .await
+        .with_context(|| format!("DeleteParameter for {name}"))?;
+    Ok(())
 }
 
 /// Launches `count` instances with `tags` (none: untagged) in one RunInstances call; returns

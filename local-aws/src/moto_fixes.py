@@ -16,16 +16,29 @@ AWS does. Each fix says what AWS does and where moto differs.
   here as the JSON text KMS returns.
 * AWS::Lambda::Function's Tags (base.yaml tags the function with its release). CloudFormation
   tags the function; moto creates it without them, so ListTags answers none. Applied here.
+* A resource whose Condition is false, changed by a stack update (base.yaml's central-bus rules
+  when Direct mode's targets went). CloudFormation neither creates nor updates it; moto's update
+  path, unlike its create path, ignores the Condition and resolves the resource's properties,
+  failing the whole update when they name another resource the condition left out ("Fn::GetAtt
+  references undefined resource HubEventBus"). Skipped here, as CloudFormation skips it.
+* A stack's deletion. CloudFormation deletes a resource only once nothing else of the stack
+  refers to it (Ref, Fn::GetAtt, Fn::Sub, DependsOn): dependents first. moto deletes in the
+  order of a Python set, so tenant.yaml's queue can go before the tenant record that names it,
+  and for that moment the router reads "record stands, queue gone" and dead-letters a cluster
+  that is leaving on purpose. Deleted here dependents first.
 """
 
 import json
+import re
 
 try:
     from moto.awslambda import models as _lambda
+    from moto.cloudformation import parsing as _cfn
     from moto.iam import models as _iam
     from moto.kms import models as _kms
 except Exception:  # not the moto server (sitecustomize runs in every interpreter on the path)
     _lambda = None
+    _cfn = None
     _iam = None
     _kms = None
 
@@ -96,3 +109,87 @@ def _function_tagged(model):
 
 if _lambda is not None:
     _function_tagged(_lambda.LambdaFunction)
+
+
+def _update_only_what_the_conditions_create(update):
+    def update_if_created(logical_id, resource_json, resources_map, *args, **kwargs):
+        condition = resource_json.get("Condition")
+        if condition and not resources_map.lazy_condition_map[condition]:
+            return None
+        return update(logical_id, resource_json, resources_map, *args, **kwargs)
+
+    return update_if_created
+
+
+if _cfn is not None:
+    _cfn.parse_and_update_resource = _update_only_what_the_conditions_create(
+        _cfn.parse_and_update_resource
+    )
+
+
+def _references(resource_json, names):
+    """The logical ids among `names` that a resource's JSON refers to or depends on."""
+    found = set()
+
+    def walk(value):
+        if isinstance(value, list):
+            for item in value:
+                walk(item)
+        if not isinstance(value, dict):
+            return
+        for key, item in value.items():
+            if key == "Ref" and isinstance(item, str):
+                found.add(item)
+            elif key == "Fn::GetAtt":
+                target = item[0] if isinstance(item, list) and item else item
+                if isinstance(target, str):
+                    found.add(target.split(".")[0])
+            elif key == "Fn::Sub":
+                template = item[0] if isinstance(item, list) and item else item
+                if isinstance(template, str):
+                    for name in re.findall(r"\$\{([^}!][^}]*)\}", template):
+                        found.add(name.split(".")[0])
+            walk(item)
+
+    walk(resource_json)
+    depends = resource_json.get("DependsOn", [])
+    found.update([depends] if isinstance(depends, str) else depends)
+    return found & names
+
+
+def _delete_dependents_first(resources):
+    """Deletes the stack's resources as CloudFormation does: a resource once no other resource
+    left refers to it; a pass that deletes nothing ends with the last error, as moto's does."""
+    names = set(resources._resource_json_map)
+    needs = {
+        name: _references(json_, names) - {name}
+        for name, json_ in resources._resource_json_map.items()
+    }
+    remaining = {
+        name
+        for name, json_ in resources._resource_json_map.items()
+        if json_.get("DeletionPolicy") != "Retain"
+    }
+    last_error = None
+    while remaining:
+        ready = sorted(
+            n for n in remaining if not any(n in needs[m] for m in remaining if m != n)
+        ) or sorted(remaining)  # a cycle CloudFormation would refuse: moto's order then
+        deleted = set()
+        for name in ready:
+            parsed = resources._parsed_resources.get(name)
+            try:
+                if parsed is not None and not isinstance(parsed, str):
+                    resources._delete_resource(parsed, resources._resource_json_map[name])
+                    resources._parsed_resources.pop(name)
+            except Exception as error:  # noqa: BLE001 -- moto's own delete retries these
+                last_error = error
+            else:
+                deleted.add(name)
+        if not deleted:
+            raise last_error
+        remaining -= deleted
+
+
+if _cfn is not None:
+    _cfn.ResourceMap.delete = _delete_dependents_first

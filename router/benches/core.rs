@@ -6,6 +6,7 @@ use std::{hint::black_box, sync::Arc};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use interruption_router::{
+    accounts::{Home, Served, admit},
     event::{Classified, Kind, classify, health_body_for},
     forward::{Destination, Message, plan_batches},
 };
@@ -20,6 +21,10 @@ fn fixture(name: &str) -> String {
 /// What the handler does per record before any I/O: classify, then one message per owning cluster
 /// (Health events split), then batch planning.
 fn route(bodies: &[&str], clusters: usize) -> usize {
+    let home = Home::new(
+        "arn:aws:lambda:us-east-1:000000000000:function:r",
+        "us-east-1",
+    );
     let mut messages = Vec::with_capacity(bodies.len());
     for (n, body) in bodies.iter().enumerate() {
         if let Ok(Classified::Route(i)) = classify(body) {
@@ -30,7 +35,7 @@ fn route(bodies: &[&str], clusters: usize) -> usize {
             };
             messages.push(Message {
                 destination: Destination::Cluster {
-                    scope: i.scope,
+                    place: admit(&home, &Served::Any, "spoke", &i.origin).unwrap(),
                     cluster,
                 },
                 body,

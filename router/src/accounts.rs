@@ -1,51 +1,54 @@
 //! Accounts: which accounts and regions the router serves, and who it is in each.
 //!
-//! A cluster is (account, region, name): every event carries its [`Scope`], and the router looks
-//! its instances up and writes its cluster's queue *in that scope*, as the principal
-//! [`Sender::for_scope`] names. One rule, which the stacks follow too:
+//! A cluster is (account, region, name): every event is admitted into a [`Place`], its
+//! [`Scope`] (account and region) and the [`Sender`] the router acts as there. One rule, which the
+//! stacks follow too:
 //!
 //! * in the function's own account **and** region it is its execution role, the role base.yaml
 //!   exports as `RouterRoleArn` (tenant stacks there import it from the base stack);
 //! * anywhere else, its own account in another region included, it is the spoke role that
-//!   account created for it (`arn:<partition>:iam::<account>:role<SPOKE_ROLE_PATH><SPOKE_ROLE_NAME>`,
-//!   the path `/` unless the accounts put their roles under one), the role
-//!   spoke.yaml exports as `RouterRoleArn` (tenant stacks there import it from the spoke stack,
-//!   the only stack of the project in that region).
+//!   account created for it (`arn:<partition>:iam::<account>:role<SPOKE_ROLE_PATH><SPOKE_ROLE_NAME>`),
+//!   the role spoke.yaml exports as `RouterRoleArn` (tenant stacks there import it from the spoke
+//!   stack, the only stack of the project in that region).
 //!
 //! So whichever stack a tenant queue imports its sender from, it names the principal the router
-//! uses to write it. Assumed credentials are shared by every region of an account, cached until
-//! five minutes before they expire: an account costs one AssumeRole per credential lifetime.
+//! writes it as.
 //!
-//! Who is served is decided before anything is looked up ([`Accounts::admit`]): an event from an
-//! account that is not served is dead-lettered (`account-not-served`), never looked up, and while
-//! the function's own account is not known nothing is routed (no guess at whose credentials fit).
-//! A spoke role that cannot be assumed makes its account [`Unreachable`]: a transient failure,
+//! Admission is pure and is decided before anything is looked up ([`Accounts::admit`]): the
+//! function's own account comes from each invocation's function ARN ([`Home`]), never from what
+//! an execution environment saw before; an event from an account that is not served is
+//! dead-lettered (`account-not-served`), and if the ARN names no account nothing is routed (no
+//! guess at whose credentials fit).
+//!
+//! A spoke role's credentials are the one thing kept here ([`Accounts::session`]): assumed once
+//! per account (shared by all its regions), renewed five minutes before they expire, one
+//! AssumeRole in flight per account, and a failure answered from memory for
+//! [`ASSUME_FAILURE_MEMORY`] so a batch's lookups and sends for one account cost one attempt, not
+//! one each. A role that cannot be assumed makes its account [`Unreachable`]: a transient failure,
 //! retried like any other, then dead-lettered `account-unreachable`.
 
 use std::{
     collections::{BTreeSet, HashMap},
     fmt,
     sync::{
-        Arc, Mutex, OnceLock,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
-    time::{Duration, Instant, SystemTime},
+    time::Duration,
 };
 
-use aws_config::{Region, SdkConfig, identity::IdentityCache, sts::AssumeRoleProvider};
-use aws_credential_types::{
-    Credentials,
-    provider::{ProvideCredentials, SharedCredentialsProvider, error::CredentialsError, future},
-};
+use aws_credential_types::Credentials;
+use tokio::time::Instant;
 
-use crate::event::Scope;
+use crate::{
+    aws::{Aws, Identity, Session},
+    event::Origin,
+};
 
 /// Credentials this close to expiry are renewed before use.
-const REFRESH_BEFORE: Duration = Duration::from_secs(300);
-/// After a failed AssumeRole, callers within this time get the same failure instead of a new
-/// call: a batch of lookups and sends for one account makes one attempt, not one each.
-const FAILURE_MEMORY: Duration = Duration::from_millis(500);
-const SESSION_NAME: &str = "interruption-router";
+pub const REFRESH_BEFORE: Duration = Duration::from_secs(300);
+/// After a failed AssumeRole, callers within this time get the same failure instead of a new call.
+pub const ASSUME_FAILURE_MEMORY: Duration = Duration::from_millis(500);
 
 /// Which accounts' events the router handles.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,20 +61,76 @@ pub enum Served {
     Any,
 }
 
-/// The clients for one scope.
-#[derive(Debug, Clone)]
-pub struct Clients {
-    pub ec2: aws_sdk_ec2::Client,
-    pub tagging: aws_sdk_resourcegroupstagging::Client,
-    pub sqs: aws_sdk_sqs::Client,
+/// An account and a region, both known.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Scope {
+    pub account: Arc<str>,
+    pub region: Arc<str>,
 }
 
-impl Clients {
-    pub fn new(config: &SdkConfig) -> Self {
+impl Scope {
+    pub fn new(account: &str, region: &str) -> Self {
         Self {
-            ec2: aws_sdk_ec2::Client::new(config),
-            tagging: aws_sdk_resourcegroupstagging::Client::new(config),
-            sqs: aws_sdk_sqs::Client::new(config),
+            account: Arc::from(account),
+            region: Arc::from(region),
+        }
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.account, self.region)
+    }
+}
+
+/// The function itself as one invocation names it: its account (from the invoked function's ARN,
+/// `arn:<partition>:lambda:<region>:<account>:function:…`) and its region (its configuration).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Home {
+    pub account: Option<Arc<str>>,
+    pub region: Arc<str>,
+}
+
+impl Home {
+    pub fn new(function_arn: &str, region: &str) -> Self {
+        Self {
+            account: function_arn
+                .split(':')
+                .nth(4)
+                .filter(|a| is_account_id(a))
+                .map(Arc::from),
+            region: Arc::from(region),
+        }
+    }
+
+    /// Where the ingest queue and the dead-letter queue are, as the function's own role.
+    pub fn place(&self) -> Place {
+        Place {
+            scope: Scope {
+                account: self.account.clone().unwrap_or_else(|| Arc::from("")),
+                region: self.region.clone(),
+            },
+            sender: Sender::Home,
+        }
+    }
+}
+
+/// Where an admitted event is routed, and as whom.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Place {
+    pub scope: Scope,
+    pub sender: Sender,
+}
+
+impl Place {
+    /// How a cluster of this place is named in metrics: by name at home,
+    /// `<account>.<region>.<name>` elsewhere (a name can repeat across accounts).
+    pub fn label(&self, cluster: &str) -> String {
+        match self.sender {
+            Sender::Home => cluster.to_owned(),
+            Sender::Spoke { .. } => {
+                format!("{}.{}.{cluster}", self.scope.account, self.scope.region)
+            }
         }
     }
 }
@@ -91,7 +150,7 @@ pub enum Refused {
 }
 
 /// The principal the router acts as in a scope ([`Sender::for_scope`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Sender {
     /// The function's execution role: its own account, its own region.
     Home,
@@ -103,8 +162,7 @@ impl Sender {
     /// Who the router is in (`account`, `region`), for a router in (`home_account`,
     /// `home_region`) whose spoke roles are `spoke_role` (path and name, as the ARN ends after
     /// `role/`: [`crate::config::Config::spoke_role`]): its own role only at home, the
-    /// account's spoke role everywhere else. The stacks export the same principal for the tenant
-    /// queues of each region (see the module documentation).
+    /// account's spoke role everywhere else.
     pub fn for_scope(
         home_account: &str,
         home_region: &str,
@@ -148,56 +206,31 @@ pub struct Unreachable {
     pub error: String,
 }
 
-pub struct Accounts {
-    base: SdkConfig,
-    home_region: Arc<str>,
-    /// Learned from the first invocation's function ARN; until then nothing is routed.
-    home_account: OnceLock<Arc<str>>,
+/// Who is served, and the spoke role's credentials per account.
+pub struct Accounts<A> {
+    aws: Arc<A>,
     served: Served,
     spoke_role: String,
-    home: Arc<Clients>,
-    by_scope: Mutex<HashMap<Scope, Arc<Clients>>>,
-    assumed: Mutex<HashMap<Arc<str>, Arc<Assumed>>>,
-    assume_role_calls: Arc<AtomicU64>,
+    spokes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<SpokeState>>>>,
+    assume_role_calls: AtomicU64,
 }
 
-impl Accounts {
-    /// `base` is the function's own configuration (its region, credentials, timeouts, retries).
-    pub fn new(base: SdkConfig, served: Served, spoke_role: String) -> Self {
-        let home_region: Arc<str> = Arc::from(base.region().map_or("", |r| r.as_ref()));
+#[derive(Default)]
+struct SpokeState {
+    credentials: Option<Credentials>,
+    failed: Option<(Instant, Unreachable)>,
+}
+
+impl<A: Aws> Accounts<A> {
+    /// `spoke_role` is the spoke role's path and name as its ARN ends after `role/`.
+    pub fn new(aws: Arc<A>, served: Served, spoke_role: String) -> Self {
         Self {
-            home: Arc::new(Clients::new(&base)),
-            base,
-            home_region,
-            home_account: OnceLock::new(),
+            aws,
             served,
             spoke_role,
-            by_scope: Mutex::default(),
-            assumed: Mutex::default(),
-            assume_role_calls: Arc::default(),
+            spokes: Mutex::default(),
+            assume_role_calls: AtomicU64::new(0),
         }
-    }
-
-    /// The function's own account, from its ARN (`arn:<partition>:lambda:<region>:<account>:…`).
-    /// Only the first call counts: the account of a function never changes.
-    pub fn learn_home_account(&self, function_arn: &str) {
-        if let Some(account) = function_arn.split(':').nth(4).filter(|a| is_account_id(a)) {
-            let _ = self.home_account.set(Arc::from(account));
-        }
-    }
-
-    pub fn home_account(&self) -> Option<&str> {
-        self.home_account.get().map(|a| a.as_ref())
-    }
-
-    pub fn home_region(&self) -> &str {
-        &self.home_region
-    }
-
-    /// The clients of the function's own account and region (also where the DLQ and the ingest
-    /// queue are).
-    pub fn home(&self) -> Arc<Clients> {
-        self.home.clone()
     }
 
     /// AssumeRole calls made so far (one per member account per credential lifetime).
@@ -205,176 +238,66 @@ impl Accounts {
         self.assume_role_calls.load(Ordering::Relaxed)
     }
 
-    /// The event's scope with what it leaves out filled in from the function's own: an event
-    /// without `account` or `region` comes from here.
-    pub fn complete(&self, scope: &Scope) -> Scope {
-        Scope {
-            account: scope
-                .account
-                .clone()
-                .or_else(|| self.home_account.get().cloned()),
-            region: scope
-                .region
-                .clone()
-                .filter(|r| !r.is_empty())
-                .or_else(|| Some(self.home_region.clone())),
-        }
+    /// Where an event from `origin` is routed, and as whom. An event without `account` or
+    /// `region` comes from the function's own. Fails closed: while the function's own account is
+    /// unknown, nothing is admitted.
+    pub fn admit(&self, home: &Home, origin: &Origin) -> Result<Place, Refused> {
+        admit(home, &self.served, &self.spoke_role, origin)
     }
 
-    /// Whether the router serves the scope's account. Fails closed: while its own account is
-    /// unknown, no scope is admitted.
-    pub fn admit(&self, scope: &Scope) -> Result<(), Refused> {
-        let Some(home) = self.home_account.get() else {
-            return Err(Refused::HomeUnknown);
+    /// A session acting as `place`'s sender: the function's own role, or the spoke role, assumed
+    /// if its credentials are not at hand.
+    pub async fn session(&self, place: &Place) -> Result<Session, Unreachable> {
+        let identity = match &place.sender {
+            Sender::Home => Identity::Home,
+            Sender::Spoke { account, role_arn } => Identity::Assumed {
+                credentials: self.credentials(account, role_arn).await?,
+                role_arn: Arc::from(role_arn.as_str()),
+            },
         };
-        let Some(account) = scope.account.as_deref() else {
-            // `complete` fills a missing account with the home account once it is known.
-            return Err(Refused::HomeUnknown);
-        };
-        if **home == *account {
-            return Ok(());
-        }
-        let served = match &self.served {
-            Served::Own => false,
-            Served::Listed(accounts) => accounts.contains(account),
-            // An account field that is not an account id cannot be reached anyway.
-            Served::Any => is_account_id(account),
-        };
-        if served {
-            Ok(())
-        } else {
-            Err(Refused::NotServed {
-                account: account.to_owned(),
-            })
-        }
+        Ok(Session {
+            scope: place.scope.clone(),
+            identity,
+        })
     }
 
-    /// Who the router is in an admitted scope; `None` while its own account is unknown.
-    pub fn sender(&self, scope: &Scope) -> Option<Sender> {
-        let home = self.home_account.get()?;
-        let account = scope.account.as_deref().unwrap_or(home);
-        let region = scope.region.as_deref().unwrap_or(&self.home_region);
-        Some(Sender::for_scope(
-            home,
-            &self.home_region,
-            account,
-            region,
-            &self.spoke_role,
-        ))
-    }
-
-    /// The clients for an admitted scope, acting as [`Accounts::sender`]. For a spoke role this
-    /// makes sure its credentials are at hand (assuming it if they are not), so an unreachable
-    /// account is told apart from a failing lookup.
-    pub async fn clients(&self, scope: &Scope) -> Result<Arc<Clients>, Unreachable> {
-        let region = scope.region.as_deref().unwrap_or(&self.home_region);
-        let (account, role_arn) = match self.sender(scope) {
-            Some(Sender::Home) => return Ok(self.home.clone()),
-            Some(Sender::Spoke { account, role_arn }) => (account, role_arn),
-            // admit refuses every scope until the home account is known; never guess.
-            None => {
-                return Err(Unreachable {
-                    account: scope.account.as_deref().unwrap_or_default().to_owned(),
-                    role: String::new(),
-                    error: Refused::HomeUnknown.to_string(),
-                });
-            }
-        };
-        let assumed = self.assumed(&account, role_arn);
-        assumed.credentials().await?;
-        let mut by_scope = self.by_scope.lock().unwrap();
-        let clients = by_scope.entry(scope.clone()).or_insert_with(|| {
-            let mut config = self.base.to_builder();
-            config.set_region(Some(Region::new(region.to_owned())));
-            config.set_credentials_provider(Some(SharedCredentialsProvider::new(AssumedProvider(
-                assumed,
-            ))));
-            // The account's credentials are cached once, in `Assumed`, for all its regions.
-            config.set_identity_cache(Some(IdentityCache::no_cache()));
-            Arc::new(Clients::new(&config.build()))
-        });
-        Ok(clients.clone())
-    }
-
-    fn assumed(&self, account: &str, role: String) -> Arc<Assumed> {
-        let mut assumed = self.assumed.lock().unwrap();
-        if let Some(found) = assumed.get(account) {
-            return found.clone();
-        }
-        let entry = Arc::new(Assumed {
-            account: account.to_owned(),
-            role,
-            base: self.base.clone(),
-            state: tokio::sync::Mutex::default(),
-            calls: self.assume_role_calls.clone(),
-        });
-        assumed.insert(Arc::from(account), entry.clone());
-        entry
-    }
-}
-
-/// One member account's credentials, shared by its clients in every region.
-struct Assumed {
-    account: String,
-    role: String,
-    base: SdkConfig,
-    state: tokio::sync::Mutex<AssumedState>,
-    calls: Arc<AtomicU64>,
-}
-
-#[derive(Default)]
-struct AssumedState {
-    provider: Option<AssumeRoleProvider>,
-    credentials: Option<Credentials>,
-    failed: Option<(Instant, Unreachable)>,
-}
-
-impl fmt::Debug for Assumed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Assumed").field("role", &self.role).finish()
-    }
-}
-
-impl Assumed {
-    /// Cached credentials, or new ones from AssumeRole. One caller at a time renews; the others
-    /// wait and share the result.
-    async fn credentials(&self) -> Result<Credentials, Unreachable> {
-        let mut state = self.state.lock().await;
+    /// Cached credentials, or new ones from AssumeRole. One caller per account renews; the
+    /// others wait and share the result.
+    async fn credentials(&self, account: &str, role_arn: &str) -> Result<Credentials, Unreachable> {
+        let spoke = self
+            .spokes
+            .lock()
+            .unwrap()
+            .entry(account.to_owned())
+            .or_default()
+            .clone();
+        let mut state = spoke.lock().await;
         if let Some(credentials) = &state.credentials {
             let fresh = credentials
                 .expiry()
-                .is_none_or(|at| at > SystemTime::now() + REFRESH_BEFORE);
+                .is_none_or(|at| at > self.aws.now() + REFRESH_BEFORE);
             if fresh {
                 return Ok(credentials.clone());
             }
         }
         if let Some((at, failure)) = &state.failed
-            && at.elapsed() < FAILURE_MEMORY
+            && at.elapsed() < ASSUME_FAILURE_MEMORY
         {
             return Err(failure.clone());
         }
-        if state.provider.is_none() {
-            let provider = AssumeRoleProvider::builder(self.role.clone())
-                .session_name(SESSION_NAME)
-                .configure(&self.base)
-                .build()
-                .await;
-            state.provider = Some(provider);
-        }
-        let provider = state.provider.as_ref().expect("just set");
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        match provider.provide_credentials().await {
+        self.assume_role_calls.fetch_add(1, Ordering::Relaxed);
+        match self.aws.assume_role(role_arn).await {
             Ok(credentials) => {
-                tracing::info!(account = %self.account, role = %self.role, expiry = ?credentials.expiry(), "assumed the spoke role");
+                tracing::info!(account, role = role_arn, expiry = ?credentials.expiry(), "assumed the spoke role");
                 state.credentials = Some(credentials.clone());
                 state.failed = None;
                 Ok(credentials)
             }
             Err(e) => {
                 let failure = Unreachable {
-                    account: self.account.clone(),
-                    role: self.role.clone(),
-                    error: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
+                    account: account.to_owned(),
+                    role: role_arn.to_owned(),
+                    error: e.to_string(),
                 };
                 state.failed = Some((Instant::now(), failure.clone()));
                 Err(failure)
@@ -383,22 +306,38 @@ impl Assumed {
     }
 }
 
-/// The SDK's view of an [`Assumed`]: each call is served from its cache.
-#[derive(Debug)]
-struct AssumedProvider(Arc<Assumed>);
-
-impl ProvideCredentials for AssumedProvider {
-    fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
-    where
-        Self: 'a,
-    {
-        future::ProvideCredentials::new(async move {
-            self.0
-                .credentials()
-                .await
-                .map_err(CredentialsError::provider_error)
-        })
+/// See [`Accounts::admit`].
+pub fn admit(
+    home: &Home,
+    served: &Served,
+    spoke_role: &str,
+    origin: &Origin,
+) -> Result<Place, Refused> {
+    let Some(home_account) = home.account.as_deref() else {
+        return Err(Refused::HomeUnknown);
+    };
+    let account = origin.account.as_deref().unwrap_or(home_account);
+    let region = origin
+        .region
+        .as_deref()
+        .filter(|r| !r.is_empty())
+        .unwrap_or(&home.region);
+    let admitted = account == home_account
+        || match served {
+            Served::Own => false,
+            Served::Listed(accounts) => accounts.contains(account),
+            // An account field that is not an account id cannot be reached anyway.
+            Served::Any => is_account_id(account),
+        };
+    if !admitted {
+        return Err(Refused::NotServed {
+            account: account.to_owned(),
+        });
     }
+    Ok(Place {
+        scope: Scope::new(account, region),
+        sender: Sender::for_scope(home_account, &home.region, account, region, spoke_role),
+    })
 }
 
 /// A 12-digit AWS account id.
@@ -427,33 +366,36 @@ pub fn partition(region: &str) -> &'static str {
 mod tests {
     use super::*;
 
-    fn accounts(served: Served) -> Accounts {
-        let config = SdkConfig::builder()
-            .region(Region::new("us-east-1"))
-            .behavior_version(aws_config::BehaviorVersion::latest())
-            .build();
-        let accounts = Accounts::new(config, served, "interruption-router-spoke".into());
-        accounts.learn_home_account("arn:aws:lambda:us-east-1:111111111111:function:router");
-        accounts
+    const HUB: &str = "111111111111";
+    const SPOKE: &str = "interruption-router-spoke";
+
+    fn home() -> Home {
+        Home::new(
+            "arn:aws:lambda:us-east-1:111111111111:function:router",
+            "us-east-1",
+        )
     }
 
-    fn scope(account: Option<&str>, region: Option<&str>) -> Scope {
-        Scope {
+    fn origin(account: Option<&str>, region: Option<&str>) -> Origin {
+        Origin {
             account: account.map(Arc::from),
             region: region.map(Arc::from),
         }
     }
 
+    fn admitted(
+        served: &Served,
+        account: Option<&str>,
+        region: Option<&str>,
+    ) -> Result<Place, Refused> {
+        admit(&home(), served, SPOKE, &origin(account, region))
+    }
+
     #[test]
     fn own_account_only_by_default() {
-        let a = accounts(Served::Own);
-        assert_eq!(a.home_account(), Some("111111111111"));
-        assert!(
-            a.admit(&scope(Some("111111111111"), Some("eu-west-1")))
-                .is_ok()
-        );
+        assert!(admitted(&Served::Own, Some(HUB), Some("eu-west-1")).is_ok());
         assert_eq!(
-            a.admit(&scope(Some("222222222222"), None)),
+            admitted(&Served::Own, Some("222222222222"), None),
             Err(Refused::NotServed {
                 account: "222222222222".into()
             })
@@ -462,72 +404,69 @@ mod tests {
 
     #[test]
     fn listed_and_organisation_modes() {
-        let listed = accounts(Served::Listed(["222222222222".to_owned()].into()));
-        assert!(listed.admit(&scope(Some("222222222222"), None)).is_ok());
-        assert!(listed.admit(&scope(Some("333333333333"), None)).is_err());
-        let any = accounts(Served::Any);
-        assert!(any.admit(&scope(Some("333333333333"), None)).is_ok());
-        assert!(any.admit(&scope(Some("not-an-account"), None)).is_err());
+        let listed = Served::Listed(["222222222222".to_owned()].into());
+        assert!(admitted(&listed, Some("222222222222"), None).is_ok());
+        assert!(admitted(&listed, Some("333333333333"), None).is_err());
+        assert!(admitted(&Served::Any, Some("333333333333"), None).is_ok());
+        assert!(admitted(&Served::Any, Some("not-an-account"), None).is_err());
     }
 
     #[test]
     fn missing_account_and_region_are_the_functions_own() {
-        let a = accounts(Served::Own);
-        assert_eq!(
-            a.complete(&scope(None, None)),
-            scope(Some("111111111111"), Some("us-east-1"))
-        );
-        assert_eq!(
-            a.complete(&scope(Some("222222222222"), Some("eu-west-1"))),
-            scope(Some("222222222222"), Some("eu-west-1"))
-        );
+        let place = admitted(&Served::Own, None, None).unwrap();
+        assert_eq!(place.scope, Scope::new(HUB, "us-east-1"));
+        assert_eq!(place.sender, Sender::Home);
+        let empty_region = admitted(&Served::Own, Some(HUB), Some("")).unwrap();
+        assert_eq!(empty_region.scope.region.as_ref(), "us-east-1");
     }
 
     #[test]
-    fn the_home_account_is_learned_once_from_a_function_arn() {
-        let a = accounts(Served::Own);
-        a.learn_home_account("arn:aws:lambda:us-east-1:999999999999:function:other");
-        assert_eq!(a.home_account(), Some("111111111111"));
+    fn the_home_account_comes_from_each_invocations_function_arn() {
+        assert_eq!(home().account.as_deref(), Some(HUB));
+        let other = Home::new(
+            "arn:aws:lambda:us-east-1:999999999999:function:r",
+            "us-east-1",
+        );
+        assert_eq!(other.account.as_deref(), Some("999999999999"));
     }
 
     #[test]
-    fn an_unknown_home_account_admits_nothing_and_names_no_sender() {
-        // Fails closed: the account a scope names cannot be told apart from the function's own,
+    fn an_unknown_home_account_admits_nothing() {
+        // Fails closed: the account an event names cannot be told apart from the function's own,
         // so routing would mean guessing whose credentials fit.
-        let fresh = Accounts::new(SdkConfig::builder().build(), Served::Any, "spoke".into());
-        fresh.learn_home_account("not an arn");
-        assert_eq!(fresh.home_account(), None);
+        let unknown = Home::new("not an arn", "us-east-1");
+        assert_eq!(unknown.account, None);
         for account in [Some("222222222222"), None] {
-            let s = fresh.complete(&scope(account, Some("us-east-1")));
-            assert_eq!(fresh.admit(&s), Err(Refused::HomeUnknown), "{s}");
-            assert_eq!(fresh.sender(&s), None);
+            assert_eq!(
+                admit(
+                    &unknown,
+                    &Served::Any,
+                    SPOKE,
+                    &origin(account, Some("us-east-1"))
+                ),
+                Err(Refused::HomeUnknown)
+            );
         }
     }
 
     #[test]
     fn the_router_is_its_own_role_only_at_home_and_the_spoke_role_elsewhere() {
-        let a = accounts(Served::Listed(["222222222222".to_owned()].into()));
+        let served = Served::Listed(["222222222222".to_owned()].into());
         let spoke = |account: &str| Sender::Spoke {
             account: account.into(),
             role_arn: format!("arn:aws:iam::{account}:role/interruption-router-spoke"),
         };
         let placements = [
-            (("111111111111", "us-east-1"), Sender::Home),
-            (("111111111111", "eu-west-1"), spoke("111111111111")),
+            ((HUB, "us-east-1"), Sender::Home),
+            ((HUB, "eu-west-1"), spoke(HUB)),
             (("222222222222", "us-east-1"), spoke("222222222222")),
             (("222222222222", "eu-west-1"), spoke("222222222222")),
         ];
         for ((account, region), expected) in placements {
-            let s = scope(Some(account), Some(region));
-            assert_eq!(a.sender(&s), Some(expected.clone()), "{s}");
+            let place = admitted(&served, Some(account), Some(region)).unwrap();
+            assert_eq!(place.sender, expected, "{account} {region}");
             assert_eq!(
-                Sender::for_scope(
-                    "111111111111",
-                    "us-east-1",
-                    account,
-                    region,
-                    "interruption-router-spoke"
-                ),
+                Sender::for_scope(HUB, "us-east-1", account, region, SPOKE),
                 expected
             );
         }
@@ -537,18 +476,20 @@ mod tests {
         );
         // A spoke role under a path (SPOKE_ROLE_PATH=/platform/) is assumed by its whole ARN.
         assert_eq!(
-            Sender::for_scope(
-                "111111111111",
-                "us-east-1",
-                "222222222222",
-                "us-east-1",
-                "platform/r"
-            ),
+            Sender::for_scope(HUB, "us-east-1", "222222222222", "us-east-1", "platform/r"),
             Sender::Spoke {
                 account: "222222222222".into(),
                 role_arn: "arn:aws:iam::222222222222:role/platform/r".into()
             }
         );
+    }
+
+    #[test]
+    fn clusters_outside_home_are_labelled_with_their_account_and_region() {
+        let home_place = admitted(&Served::Any, None, None).unwrap();
+        assert_eq!(home_place.label("alpha"), "alpha");
+        let away = admitted(&Served::Any, Some("222222222222"), Some("eu-west-1")).unwrap();
+        assert_eq!(away.label("alpha"), "222222222222.eu-west-1.alpha");
     }
 
     #[test]

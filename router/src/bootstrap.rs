@@ -1,8 +1,8 @@
 //! Bootstrap: everything `main` does, so the binary stays a few lines.
 //!
-//! Reads and validates the configuration, builds the AWS clients once (their connection pools and
-//! the router's caches live as long as the execution environment), then hands the router to the
-//! Lambda runtime. A configuration error is reported to the Runtime API's `/init/error`, so
+//! Reads and validates the configuration, builds the AWS side of the seam once ([`SdkAws`]: its
+//! clients' connection pools and the router's caches live as long as the execution environment),
+//! then hands the router to the Lambda runtime. A configuration error is reported to the Runtime API's `/init/error`, so
 //! Lambda shows the message (variable, value, fix) to whoever invokes the function, and the process
 //! exits non-zero.
 
@@ -14,21 +14,18 @@ use lambda_runtime_api_client::{body::Body, build_request};
 use tracing::Instrument;
 
 use crate::{
-    accounts::Accounts,
+    aws::sdk::SdkAws,
     config::{Config, ConfigError},
     handler::Router,
     logging::LogSettings,
-    retry::{ATTEMPT_TIMEOUT, RETRY_BASE},
+    retry::ATTEMPT_TIMEOUT,
 };
 
 /// SDK limits per call. Generous next to normal latencies (EC2 ~100 ms, SQS ~20 ms), tight next to
-/// the two minutes a spot warning gives. The SDK retries a call once, after a jittered wait of at
-/// most the router's own first retry delay ([`RETRY_BASE`], not the SDK's default of up to a
-/// second: in a storm every record of a batch waits for it); past that the router's own retries
-/// take over (another lookup path, jittered backoff, within the invocation's budget).
+/// the two minutes a spot warning gives. One attempt per call: every retry is the router's own
+/// (another lookup path, jittered backoff within the invocation's budget, a short hand-back; see
+/// [`crate::retry`]), so none waits on the SDK's backoff and the whole ladder is in one place.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-const OPERATION_TIMEOUT: Duration = Duration::from_secs(7);
-const MAX_ATTEMPTS: u32 = 2;
 
 pub async fn run() -> Result<(), lambda_runtime::Error> {
     let logging = LogSettings::from_env();
@@ -51,17 +48,13 @@ async fn start(logging: LogSettings) -> Result<(), lambda_runtime::Error> {
             TimeoutConfig::builder()
                 .connect_timeout(CONNECT_TIMEOUT)
                 .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-                .operation_timeout(OPERATION_TIMEOUT)
+                .operation_timeout(ATTEMPT_TIMEOUT)
                 .build(),
         )
-        .retry_config(
-            RetryConfig::standard()
-                .with_max_attempts(MAX_ATTEMPTS)
-                .with_initial_backoff(RETRY_BASE),
-        )
+        .retry_config(RetryConfig::disabled())
         .load()
         .await;
-    if sdk.region().is_none() {
+    let Some(region) = sdk.region().map(|r| r.to_string()) else {
         return Err(init_failed(ConfigError {
             var: "AWS_REGION",
             value: String::new(),
@@ -69,12 +62,11 @@ async fn start(logging: LogSettings) -> Result<(), lambda_runtime::Error> {
             fix: "Lambda sets it; when running elsewhere, export AWS_REGION".into(),
         })
         .await);
-    }
+    };
 
     let function_name =
         std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "interruption-router".into());
-    let accounts = Accounts::new(sdk, config.served.clone(), config.spoke_role());
-    let router = Router::new(&config, Arc::new(accounts), function_name)
+    let router = Router::new(&config, Arc::new(SdkAws::new(sdk)), &region, function_name)
         .with_metrics_level(logging.metrics_level());
     tracing::info!(
         version = crate::VERSION,
@@ -85,6 +77,7 @@ async fn start(logging: LogSettings) -> Result<(), lambda_runtime::Error> {
         served_accounts = ?config.served,
         spoke_role_name = %config.spoke_role_name,
         spoke_role_path = %config.spoke_role_path,
+        max_receive_count = ?config.max_receive_count,
         "router ready"
     );
     lambda_runtime::run(service_fn(|event| router.handle(event))).await

@@ -3,23 +3,29 @@
 //! Karpenter reads EC2 interruption events (spot warnings, rebalance recommendations, state
 //! changes, Health scheduled changes, capacity-reservation warnings) from an SQS queue, and deletes
 //! every message about an instance it does not own, so clusters cannot share a queue. This Lambda
-//! sits between one shared set of rules and one queue per cluster:
+//! sits between one shared set of rules and one queue per cluster. Member accounts and other
+//! regions forward their events to it through a spoke stack; the router acts in each account as
+//! the spoke role that account created for it.
 //!
 //! ```text
-//! EventBridge rules ─▶ [ingest queue ─▶ event source mapping | direct invoke] ─▶ router
-//!   event    classify: which kind, which instances (pure)
-//!   resolve  instance ─▶ cluster from EC2 tags (moka cache + batched DescribeInstances)
-//!   forward  SendMessageBatch into karpenter-<cluster>, only a queue its tenant stack made
-//!            (tenancy), + dead-letter queue for permanent failures
-//!   handler  one invocation: both payload shapes, per-record outcomes, deadline, EMF metrics
+//! EventBridge rules (hub and spokes) ─▶ ingest queue ─▶ event source mapping ─▶ router
+//!   event     classify: which kind, which instances, which account and region (pure)
+//!   accounts  admit the account; who the router is there (its role, or a spoke role)
+//!   resolve   instance ─▶ cluster from EC2 tags (cache + batched, hedged lookups)
+//!   forward   SendMessageBatch into karpenter-<cluster>, only a queue its tenant stack made
+//!             (tenancy), + dead-letter queue for permanent failures
+//!   handler   one invocation: per-record outcomes, budget, hand-back, EMF metrics
 //! ```
 //!
-//! The pure parts ([`event`], [`config`], batch planning in [`forward`], tag rules in [`resolve`],
-//! [`metrics`]) hold the policy; the AWS calls sit behind [`resolve::Resolver`] and
-//! [`forward::Forwarder`]; [`bootstrap`] wires them for the binary.
+//! Every effect goes through one seam, [`aws::Aws`]: AWS calls, the wall clock and retry jitter.
+//! [`aws::sdk::SdkAws`] is the SDK behind it, which [`bootstrap`] wires in for the binary; the
+//! decision tests and the organisation simulation put a model of AWS there instead. Every retry is
+//! in the ladder [`retry`] writes down.
 
 pub mod accounts;
+pub mod aws;
 pub mod bootstrap;
+pub mod cache;
 pub mod config;
 pub mod event;
 pub mod forward;

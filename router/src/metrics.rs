@@ -81,10 +81,14 @@ pub struct InvocationMetrics {
     pub get_resources_calls: u64,
     /// Lookups that also asked the Tagging API because DescribeInstances failed or was late.
     pub hedged_lookups: u64,
+    /// Sweeps of an account and region's Karpenter nodes ([`crate::resolve`]).
+    pub sweeps: u64,
     pub send_message_batch_calls: u64,
     pub get_queue_url_calls: u64,
     /// ListQueueTags and GetQueueAttributes calls that tell a tenant queue from a look-alike.
     pub queue_ownership_calls: u64,
+    /// GetParameter calls that tell a lost queue from a cluster that is not onboarded.
+    pub tenant_record_calls: u64,
     pub assume_role_calls: u64,
     pub change_visibility_calls: u64,
     /// Handed-back records whose visibility was shortened (they return in seconds).
@@ -127,9 +131,11 @@ impl InvocationMetrics {
             count("DescribeInstancesCalls", self.describe_instances_calls),
             count("GetResourcesCalls", self.get_resources_calls),
             count("HedgedLookups", self.hedged_lookups),
+            count("Sweeps", self.sweeps),
             count("SendMessageBatchCalls", self.send_message_batch_calls),
             count("GetQueueUrlCalls", self.get_queue_url_calls),
             count("QueueOwnershipCalls", self.queue_ownership_calls),
+            count("TenantRecordCalls", self.tenant_record_calls),
             count("AssumeRoleCalls", self.assume_role_calls),
             count("ChangeMessageVisibilityCalls", self.change_visibility_calls),
             count("RedeliveryDelaysSet", self.redelivery_delays_set),
@@ -334,7 +340,7 @@ mod tests {
             .iter()
             .map(|d| d["Metrics"].as_array().unwrap().len())
             .sum();
-        assert_eq!(declared, 24 + 250);
+        assert_eq!(declared, 26 + 250);
     }
 
     #[test]

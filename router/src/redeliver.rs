@@ -4,41 +4,24 @@
 //! it becomes visible again when its visibility timeout runs out: the ingest queue's 180 s,
 //! counted from when Lambda received it. Two minutes is all a spot warning gives, so before handing
 //! a record back the router shortens that with ChangeMessageVisibilityBatch to
-//! [`retry::redelivery_delay`] of the record's receive count: seconds after a brief failure, up to
-//! a minute after many. If that call fails the record is still handed back and waits the queue's
-//! timeout, which is slower but loses nothing.
+//! [`crate::retry::redelivery_delay`] of the record's receive count: seconds after a brief
+//! failure, up to a minute after many. If that call fails the record is still handed back and
+//! waits the queue's timeout, which is slower but loses nothing.
 //!
-//! It also reads the queue's redrive policy: on a record's last receive, SQS would move it to the
-//! DLQ without saying why, so the handler dead-letters it itself with the reason it failed. The
-//! read is bounded by the caller's deadline (an SQS slowdown must not hold a batch of forwarded
-//! records past the invocation's end), a failed read is remembered for [`READ_FAILURE_MEMORY`] so
-//! the next batches do not wait on it again, and a good answer is refreshed after
-//! [`POLICY_REFRESH`] (a lowered `maxReceiveCount` would otherwise redrive records without a
-//! reason). While it cannot be read, the last answer is used, or none: then no receive counts as
-//! the last, and SQS's redrive stays the backstop.
+//! Which receive is the last is configuration, not a reading: base.yaml gives the function the
+//! ingest queue's `maxReceiveCount` (`MAX_RECEIVE_COUNT`) from the same value it sets on the
+//! queue's redrive policy, so every execution environment knows it from its first invocation and
+//! no SQS slowdown can hide it.
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    sync::Mutex,
-    time::Duration,
+use std::time::Duration;
+
+use crate::{
+    accounts::{Place, partition},
+    aws::{Aws, EntryResult, VisibilityEntry},
 };
-
-use tokio::time::Instant;
-
-use aws_sdk_sqs::{
-    error::DisplayErrorContext,
-    types::{ChangeMessageVisibilityBatchRequestEntry, QueueAttributeName},
-};
-use serde::Deserialize;
-
-use crate::accounts::partition;
 
 /// ChangeMessageVisibilityBatch takes at most 10 entries.
 const MAX_ENTRIES: usize = 10;
-/// How long a read redrive policy is used before it is read again.
-pub const POLICY_REFRESH: Duration = Duration::from_secs(300);
-/// How long a failed read is not retried.
-pub const READ_FAILURE_MEMORY: Duration = Duration::from_secs(30);
 
 /// Where an SQS record came from, as the event source mapping describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,166 +50,69 @@ pub struct HandBackStats {
     pub failed: u64,
 }
 
-pub struct Redeliver {
-    sqs: aws_sdk_sqs::Client,
-    max_receives: Mutex<HashMap<String, RedriveRead>>,
-}
-
-/// What is known of one queue's redrive policy.
-#[derive(Debug, Clone, Copy, Default)]
-struct RedriveRead {
-    /// The last good answer (`None` inside: the queue has no redrive policy), and when.
-    known: Option<(Option<u32>, Instant)>,
-    /// When a read last failed.
-    failed_at: Option<Instant>,
-}
-
-impl RedriveRead {
-    fn last_answer(&self) -> Option<u32> {
-        self.known.and_then(|(max, _)| max)
+/// Sets each record's visibility to its delay, acting at `home` (the ingest queue is the
+/// function's own); counts what SQS confirmed.
+pub async fn hand_back<A: Aws>(
+    aws: &A,
+    home: &Place,
+    records: &[HandBack<'_>],
+    stats: &mut HandBackStats,
+) {
+    let session = crate::aws::Session {
+        scope: home.scope.clone(),
+        identity: crate::aws::Identity::Home,
+    };
+    let mut by_queue: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+    for (i, r) in records.iter().enumerate() {
+        by_queue.entry(r.origin.queue_arn).or_default().push(i);
     }
-}
-
-impl Redeliver {
-    /// `sqs` is the function's own client: the ingest queue is in its account and region.
-    pub fn new(sqs: aws_sdk_sqs::Client) -> Self {
-        Self {
-            sqs,
-            max_receives: Mutex::default(),
-        }
-    }
-
-    /// The queue's redrive `maxReceiveCount`, read at most every [`POLICY_REFRESH`] and waited
-    /// for until `deadline` at the latest; `None` without a redrive policy or when it has never
-    /// been read (then no receive is treated as the last).
-    pub async fn max_receive_count(&self, queue_arn: &str, deadline: Instant) -> Option<u32> {
-        let read = self
-            .max_receives
-            .lock()
-            .unwrap()
-            .get(queue_arn)
-            .copied()
-            .unwrap_or_default();
-        let fresh = read
-            .known
-            .is_some_and(|(_, at)| at.elapsed() < POLICY_REFRESH);
-        let failed_lately = read
-            .failed_at
-            .is_some_and(|at| at.elapsed() < READ_FAILURE_MEMORY);
-        if fresh || failed_lately {
-            return read.last_answer();
-        }
-        let url = queue_url(queue_arn)?;
-        let request = self
-            .sqs
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(QueueAttributeName::RedrivePolicy)
-            .send();
-        let result = match tokio::time::timeout_at(deadline, request).await {
-            Ok(Ok(out)) => Ok(out
-                .attributes()
-                .and_then(|a| a.get(&QueueAttributeName::RedrivePolicy))
-                .and_then(|policy| serde_json::from_str::<RedrivePolicy>(policy).ok())
-                .map(|p| p.max_receive_count.0)),
-            Ok(Err(e)) => Err(DisplayErrorContext(&e).to_string()),
-            Err(_) => Err("no answer within the invocation's budget".to_owned()),
+    let mut changed = 0;
+    for (queue_arn, positions) in by_queue {
+        let Some(url) = queue_url(queue_arn) else {
+            tracing::warn!(
+                queue = queue_arn,
+                "eventSourceARN is not an SQS queue ARN: records wait out the visibility timeout"
+            );
+            continue;
         };
-        let mut reads = self.max_receives.lock().unwrap();
-        let entry = reads.entry(queue_arn.to_owned()).or_default();
-        match result {
-            Ok(max) => {
-                *entry = RedriveRead {
-                    known: Some((max, Instant::now())),
-                    failed_at: None,
-                };
-                max
-            }
-            Err(error) => {
-                entry.failed_at = Some(Instant::now());
-                tracing::warn!(queue = queue_arn, %error, last_known = ?entry.last_answer(), "could not read the ingest queue's redrive policy");
-                entry.last_answer()
-            }
-        }
-    }
-
-    /// Sets each record's visibility to its delay; returns, per record in order, whether SQS
-    /// confirmed it.
-    pub async fn hand_back(
-        &self,
-        records: &[HandBack<'_>],
-        stats: &mut HandBackStats,
-    ) -> Vec<bool> {
-        let mut confirmed = vec![false; records.len()];
-        let mut by_queue: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for (i, r) in records.iter().enumerate() {
-            by_queue.entry(r.origin.queue_arn).or_default().push(i);
-        }
-        for (queue_arn, positions) in by_queue {
-            let Some(url) = queue_url(queue_arn) else {
-                tracing::warn!(
-                    queue = queue_arn,
-                    "eventSourceARN is not an SQS queue ARN: records wait out the visibility timeout"
-                );
-                stats.failed += positions.len() as u64;
-                continue;
-            };
-            for chunk in positions.chunks(MAX_ENTRIES) {
-                let entries = chunk
-                    .iter()
-                    .map(|&i| {
-                        ChangeMessageVisibilityBatchRequestEntry::builder()
-                            .id(i.to_string())
-                            .receipt_handle(records[i].origin.receipt_handle)
-                            .visibility_timeout(records[i].delay.as_secs().min(43_200) as i32)
-                            .build()
-                    })
-                    .collect::<Result<Vec<_>, _>>();
-                let entries = match entries {
-                    Ok(entries) => entries,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not build ChangeMessageVisibilityBatch");
-                        stats.failed += chunk.len() as u64;
-                        continue;
-                    }
-                };
-                stats.calls += 1;
-                match self
-                    .sqs
-                    .change_message_visibility_batch()
-                    .queue_url(&url)
-                    .set_entries(Some(entries))
-                    .send()
-                    .await
-                {
-                    Ok(out) => {
-                        for ok in out.successful() {
-                            if let Some(i) =
-                                ok.id().parse::<usize>().ok().filter(|i| chunk.contains(i))
-                            {
-                                confirmed[i] = true;
-                            }
-                        }
-                        for failed in out.failed() {
-                            tracing::warn!(
-                                entry = failed.id(),
-                                code = failed.code(),
-                                message = failed.message().unwrap_or_default(),
+        for chunk in positions.chunks(MAX_ENTRIES) {
+            let ids: Vec<String> = chunk.iter().map(|i| i.to_string()).collect();
+            let entries: Vec<VisibilityEntry<'_>> = chunk
+                .iter()
+                .zip(&ids)
+                .map(|(&i, id)| VisibilityEntry {
+                    id,
+                    receipt_handle: records[i].origin.receipt_handle,
+                    timeout_secs: records[i].delay.as_secs().min(u64::from(u32::MAX)) as u32,
+                })
+                .collect();
+            stats.calls += 1;
+            match aws
+                .change_message_visibility_batch(&session, &url, &entries)
+                .await
+            {
+                Ok(results) => {
+                    for result in results {
+                        match result {
+                            EntryResult::Ok { id } if ids.contains(&id) => changed += 1,
+                            EntryResult::Ok { .. } => {}
+                            EntryResult::Failed(f) => tracing::warn!(
+                                entry = f.id,
+                                code = f.code,
+                                message = f.message,
                                 "SQS did not change a handed-back record's visibility: it waits out the visibility timeout"
-                            );
+                            ),
                         }
                     }
-                    Err(e) => {
-                        tracing::warn!(queue = queue_arn, records = chunk.len(), error = %DisplayErrorContext(&e), "ChangeMessageVisibilityBatch failed: handed-back records wait out the visibility timeout");
-                    }
+                }
+                Err(e) => {
+                    tracing::warn!(queue = queue_arn, records = chunk.len(), error = %e, "ChangeMessageVisibilityBatch failed: handed-back records wait out the visibility timeout");
                 }
             }
         }
-        let changed = confirmed.iter().filter(|c| **c).count() as u64;
-        stats.changed += changed;
-        stats.failed += records.len() as u64 - changed;
-        confirmed
     }
+    stats.changed += changed;
+    stats.failed += records.len() as u64 - changed;
 }
 
 /// The URL of an SQS queue from its ARN (`arn:<partition>:sqs:<region>:<account>:<name>`), in the
@@ -254,34 +140,6 @@ pub fn queue_url(arn: &str) -> Option<String> {
     Some(format!("https://sqs.{region}.{suffix}/{account}/{name}"))
 }
 
-#[derive(Deserialize)]
-struct RedrivePolicy {
-    #[serde(rename = "maxReceiveCount")]
-    max_receive_count: Count,
-}
-
-/// SQS returns `maxReceiveCount` as a number or a string, depending on how it was set.
-struct Count(u32);
-
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Number(u32),
-            Text(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Number(n) => Ok(Count(n)),
-            Raw::Text(t) => t
-                .trim()
-                .parse()
-                .map(Count)
-                .map_err(serde::de::Error::custom),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,23 +157,5 @@ mod tests {
         assert_eq!(queue_url("arn:aws:sns:us-east-1:123456789012:t"), None);
         assert_eq!(queue_url("ir-ingest"), None);
         assert_eq!(queue_url("arn:aws:sqs:us-east-1::q"), None);
-    }
-
-    #[test]
-    fn redrive_counts_parse_as_numbers_or_text() {
-        let parse = |s: &str| {
-            serde_json::from_str::<RedrivePolicy>(s)
-                .map(|p| p.max_receive_count.0)
-                .ok()
-        };
-        assert_eq!(
-            parse(r#"{"deadLetterTargetArn":"arn:x","maxReceiveCount":20}"#),
-            Some(20)
-        );
-        assert_eq!(
-            parse(r#"{"deadLetterTargetArn":"arn:x","maxReceiveCount":"5"}"#),
-            Some(5)
-        );
-        assert_eq!(parse(r#"{"deadLetterTargetArn":"arn:x"}"#), None);
     }
 }

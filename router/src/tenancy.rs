@@ -13,11 +13,27 @@
 //!
 //! Anything else with the name is [`Ownership::Foreign`]: its cluster counts as not onboarded
 //! (its own set-up still delivers to it), which `routerctl verify` and `adopt` explain.
+//!
+//! Whether a cluster is onboarded at all is a durable fact in AWS, not something an execution
+//! environment remembers: tenant.yaml also writes a **tenant record** beside its queue, the SSM
+//! parameter [`record_name`] of the queue's name. It outlives a queue deleted by hand and goes with
+//! the stack. So when a cluster's queue is missing, every environment, warm or cold, reads the
+//! record and decides the same: the record stands, the queue was lost (dead-lettered
+//! `queue-missing`, which pages); no record, the cluster is not onboarded (counted, not paged).
 
 use serde_json::Value;
 
 /// The tag tenant.yaml puts on its queue; the value is the cluster's name.
 pub const TENANT_TAG: &str = "interruption-router:tenant";
+
+/// Where tenant records live (an SSM parameter path): IAM grants the router `ssm:GetParameter`
+/// under it only.
+pub const RECORD_PATH: &str = "/interruption-router/tenant-queues/";
+
+/// The tenant record of the queue named `queue` (tenant.yaml's `TenantRecord`).
+pub fn record_name(queue: &str) -> String {
+    format!("{RECORD_PATH}{queue}")
+}
 
 /// How long "this queue is not the router's" is believed: SQS will not let a deleted queue's
 /// name be taken again for 60 s, so a tenant queue cannot replace a look-alike any sooner.

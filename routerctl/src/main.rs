@@ -73,7 +73,8 @@ enum Command {
         /// Pick this instance instead (repeatable); it must carry the cluster tag.
         #[arg(long = "instance", value_name = "ID")]
         instances: Vec<String>,
-        /// The ingest queue URL (Queue mode) or the router function's name or ARN (Direct mode).
+        /// The ingest queue URL, or the router function's name or ARN (invoked with the SQS batch
+        /// the ingest queue would have given it: the ingest queue admits only the stack's rules).
         #[arg(long, value_name = "QUEUE_URL|FUNCTION")]
         to: String,
         /// The state of `--kind state` events.

@@ -1,6 +1,7 @@
 //! `routerctl simulate`: synthetic interruption events for a cluster's running instances, delivered
-//! where the base stack's rules would deliver them: the ingest queue (IngestMode=Queue) or the
-//! router function, invoked asynchronously (IngestMode=Direct).
+//! where the base stack's rules would deliver them (the ingest queue), or handed to the router
+//! function as the SQS batch its event source mapping would have read from there (the ingest
+//! queue admits only the stack's rules in AWS).
 //!
 //! Not through EventBridge: AWS refuses PutEvents entries with an `aws.*` source, so a synthetic
 //! spot warning can only enter the pipeline after the rules. The events are in the exact shapes EC2
@@ -94,7 +95,7 @@ impl std::fmt::Display for Destination {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Destination::Queue(url) => write!(f, "queue {url}"),
-            Destination::Function(name) => write!(f, "function {name} (asynchronous invoke)"),
+            Destination::Function(name) => write!(f, "function {name} (as an SQS batch)"),
         }
     }
 }
@@ -103,7 +104,7 @@ impl std::fmt::Display for Destination {
 #[derive(Debug, Clone)]
 pub struct Sent {
     pub event: Synthetic,
-    /// The SQS message id, or `accepted (202)` for an invoke; the error otherwise.
+    /// The SQS message id, or what the router answered for an invoke; the error otherwise.
     pub result: Result<String, String>,
 }
 
@@ -503,34 +504,76 @@ fn is_access_denied(code: Option<&str>) -> bool {
     matches!(code, Some("AccessDenied" | "AccessDeniedException"))
 }
 
-/// One asynchronous invocation per event, as a rule in Direct mode invokes the function.
+/// The events as the event source mapping would hand them to the router from the ingest queue:
+/// SQS batches of at most 10 records, each invoked synchronously, so the router's answer
+/// (`batchItemFailures`) says which it could not route. Nothing retries a simulated event the
+/// router hands back: there is no queue to hand it back to.
 async fn invoke(aws: &Aws, function: &str, events: Vec<Synthetic>) -> Result<Vec<Sent>> {
     let mut sent = Vec::with_capacity(events.len());
-    for event in events {
+    for chunk in events.chunks(10) {
+        let records: Vec<serde_json::Value> = chunk
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "messageId": e.id, "body": e.body(), "eventSource": "aws:sqs",
+                    "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
+                })
+            })
+            .collect();
+        let payload = serde_json::json!({ "Records": records }).to_string();
         let out = aws
             .lambda
             .invoke()
             .function_name(function)
-            .invocation_type(InvocationType::Event)
-            .payload(Blob::new(event.body()))
+            .invocation_type(InvocationType::RequestResponse)
+            .payload(Blob::new(payload))
             .send()
             .await;
-        let result = match out {
-            Ok(out) if out.status_code() == 202 => Ok("accepted (202)".to_owned()),
-            Ok(out) => Err(format!("Invoke answered {}", out.status_code())),
+        let answer: Result<serde_json::Value, String> = match out {
+            Ok(out) if out.function_error().is_some() => Err(format!(
+                "the router failed the invocation: {}",
+                out.payload()
+                    .map(|p| String::from_utf8_lossy(p.as_ref()).into_owned())
+                    .unwrap_or_default()
+            )),
+            Ok(out) => Ok(out
+                .payload()
+                .and_then(|p| serde_json::from_slice(p.as_ref()).ok())
+                .unwrap_or_default()),
             Err(e)
                 if e.as_service_error()
                     .is_some_and(|s| s.is_resource_not_found_exception()) =>
             {
                 bail!(
                     "function {function} not found in {}: pass the base stack's FunctionName \
-                     output, or the ingest queue URL if the stack is in Queue mode",
+                     output, or its ingest queue URL",
                     aws.region
                 )
             }
             Err(e) => Err(format!("Invoke: {}", describe(&e))),
         };
-        sent.push(Sent { event, result });
+        sent.extend(chunk.iter().map(|event| {
+            Sent {
+                result: match answer.as_ref().map(|a| a["outcomes"][&event.id].as_str()) {
+                    Ok(Some("forwarded")) => Ok("forwarded by the router".to_owned()),
+                    Ok(Some("failed")) => Err(
+                        "the router could not route it now and handed it back (its log says why); \
+                     nothing retries a simulated event"
+                            .to_owned(),
+                    ),
+                    Ok(Some(other)) => Err(format!(
+                        "the router answered {other} (its log says why: not a cluster's instance, \
+                     no tenant queue, …)"
+                    )),
+                    Ok(None) => Err(format!(
+                        "the router's answer names no outcome for it: {}",
+                        answer.as_ref().map(|a| a.to_string()).unwrap_or_default()
+                    )),
+                    Err(why) => Err(why.clone()),
+                },
+                event: event.clone(),
+            }
+        }));
     }
     Ok(sent)
 }

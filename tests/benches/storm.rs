@@ -112,23 +112,16 @@ async fn main() -> Result<()> {
     );
     let estate = Estate::new(&o).await?;
 
-    // 1. Storm: cold cache (fresh process), warm cache (same process), direct invocations.
-    let (mut cold, mut warm, mut direct, mut baseline) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // 1. Storm: cold cache (fresh process), warm cache (same process).
+    let (mut cold, mut warm, mut baseline) = (Vec::new(), Vec::new(), Vec::new());
     for run in 0..o.runs {
         eprintln!("storm run {}/{}…", run + 1, o.runs);
         let router = estate.start_router(&binary).await?;
         let storm = estate.storm(&format!("cold{run}"));
-        cold.push(pass(&estate.world, &router, &bodies(&storm), Some(o.batch)).await?);
+        cold.push(pass(&estate.world, &router, &bodies(&storm), o.batch).await?);
         estate.check_delivery(&storm).await?;
         let storm = estate.storm(&format!("warm{run}"));
-        warm.push(pass(&estate.world, &router, &bodies(&storm), Some(o.batch)).await?);
-        estate.check_delivery(&storm).await?;
-        router.stop().await;
-
-        let router = estate.start_router(&binary).await?;
-        let storm = estate.storm(&format!("direct{run}"));
-        direct.push(pass(&estate.world, &router, &bodies(&storm), None).await?);
+        warm.push(pass(&estate.world, &router, &bodies(&storm), o.batch).await?);
         estate.check_delivery(&storm).await?;
         router.stop().await;
 
@@ -183,7 +176,7 @@ async fn main() -> Result<()> {
         let mut storm = estate.storm(&format!("rss{round}"));
         storm.truncate(left);
         left -= storm.len();
-        rss_pass.add(pass(&estate.world, &router, &bodies(&storm), Some(o.batch)).await?);
+        rss_pass.add(pass(&estate.world, &router, &bodies(&storm), o.batch).await?);
         estate.check_delivery(&storm).await?;
     }
     let peak_rss = router.peak_rss_kib().context("no VmHWM")?;
@@ -206,19 +199,11 @@ async fn main() -> Result<()> {
     for run in 0..o.runs {
         let router = Function::start_ready(&binary, &org_env).await?;
         let cold = format!("orgcold{run}");
-        org_cold.push(
-            pass(
-                &org.world,
-                &router,
-                &org.storm(&places, &cold),
-                Some(o.batch),
-            )
-            .await?,
-        );
+        org_cold.push(pass(&org.world, &router, &org.storm(&places, &cold), o.batch).await?);
         org.check_storm(&cold, ORG_NODES as usize).await?;
         let warm = format!("orgwarm{run}");
         let storm = org.storm(&places, &warm);
-        org_warm.push(pass(&org.world, &router, &storm, Some(storm.len())).await?);
+        org_warm.push(pass(&org.world, &router, &storm, storm.len()).await?);
         org.check_storm(&warm, ORG_NODES as usize).await?;
         router.stop().await;
         assumed.push(
@@ -249,7 +234,6 @@ async fn main() -> Result<()> {
     line(storm_table(&[
         ("batched, cold cache", &cold),
         ("batched, warm cache", &warm),
-        ("direct, one event per invocation", &direct),
         ("naive per-event baseline", &baseline),
     ]));
     let calls = |p: &[Pass]| {
@@ -269,11 +253,10 @@ async fn main() -> Result<()> {
             .sum::<u64>()
     };
     line(format!(
-        "Tagging API (GetResources) calls in these storms without faults, all runs: cold {}, warm {}, direct {} \
+        "Tagging API (GetResources) calls in these storms without faults, all runs: cold {}, warm {} \
          (a lookup asks it only when DescribeInstances fails or is later than its recent p95).",
         tagging(&cold),
-        tagging(&warm),
-        tagging(&direct)
+        tagging(&warm)
     ));
     let (speedup, s0, s1) = spread(
         warm.iter()

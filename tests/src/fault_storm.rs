@@ -33,6 +33,8 @@ pub const ENVIRONMENTS: usize = 5;
 /// The base stack's ingest queue.
 pub const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(180);
 pub const MAX_RECEIVE_COUNT: u32 = 20;
+/// The same, as base.yaml gives it to the function (MAX_RECEIVE_COUNT).
+const MAX_RECEIVE_COUNT_TEXT: &str = "20";
 /// The base stack's event source mapping and function.
 pub const BATCH_SIZE: usize = 100;
 pub const BATCHING_WINDOW: Duration = Duration::from_secs(1);
@@ -149,7 +151,10 @@ impl Storm {
         for _ in 0..ENVIRONMENTS {
             routers.push(
                 self.world
-                    .start_router(&[("DEAD_LETTER_QUEUE_URL", self.dlq.as_str())])
+                    .start_router(&[
+                        ("DEAD_LETTER_QUEUE_URL", self.dlq.as_str()),
+                        ("MAX_RECEIVE_COUNT", MAX_RECEIVE_COUNT_TEXT),
+                    ])
                     .await?,
             );
         }

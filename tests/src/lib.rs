@@ -35,6 +35,8 @@ pub fn managed_nodegroup_tags(cluster: &str) -> Vec<(String, String)> {
 pub struct World {
     pub moto: MotoServer,
     pub proxy: AwsProxy,
+    /// The emulator's default account and region, as the tests act in it.
+    pub config: aws_config::SdkConfig,
     pub ec2: aws_sdk_ec2::Client,
     pub sqs: aws_sdk_sqs::Client,
 }
@@ -47,6 +49,7 @@ impl World {
         Ok(Self {
             ec2: aws_sdk_ec2::Client::new(&config),
             sqs: aws_sdk_sqs::Client::new(&config),
+            config,
             moto,
             proxy,
         })
@@ -76,9 +79,15 @@ impl World {
         Ok(out.queue_url().context("no queue url")?.to_owned())
     }
 
-    /// `cluster`'s tenant queue `karpenter-<cluster>`, tagged as tenant.yaml tags it.
+    /// `cluster`'s tenant queue `karpenter-<cluster>`, tagged as tenant.yaml tags it, and its
+    /// tenant record.
     pub async fn create_tenant_queue(&self, cluster: &str) -> Result<String> {
-        local_aws::moto::create_tenant_queue(&self.sqs, cluster).await
+        local_aws::moto::create_tenant_queue(&self.config, cluster).await
+    }
+
+    /// Deletes a tenant as deleting its stack does: its queue and its tenant record.
+    pub async fn delete_tenant(&self, queue_url: &str) -> Result<()> {
+        local_aws::moto::delete_tenant(&self.config, queue_url).await
     }
 
     pub async fn queue_url(&self, name: &str) -> Result<String> {

@@ -22,6 +22,7 @@ pub type Place = (&'static str, &'static str, &'static str);
 
 /// Clients acting in one account and region.
 struct Site {
+    config: aws_config::SdkConfig,
     ec2: aws_sdk_ec2::Client,
     sqs: aws_sdk_sqs::Client,
 }
@@ -55,10 +56,11 @@ impl Organisation {
                 slot.insert(Site {
                     ec2: aws_sdk_ec2::Client::new(&config),
                     sqs: aws_sdk_sqs::Client::new(&config),
+                    config,
                 });
             }
             let site = &sites[&(account, region)];
-            let url = moto::create_tenant_queue(&site.sqs, cluster).await?;
+            let url = moto::create_tenant_queue(&site.config, cluster).await?;
             queues.insert(place, url);
             for id in moto::launch(&site.ec2, &karpenter_tags(cluster), nodes_per_cluster).await? {
                 owner.insert(id, place);

@@ -38,6 +38,10 @@ pub struct Config {
     /// The function's own execution role (`ROUTER_ROLE_ARN`, set by base.yaml): the sender a
     /// tenant queue made before the tenant tag existed admits at home ([`crate::tenancy`]).
     pub router_role_arn: Option<String>,
+    /// The ingest queue's redrive `maxReceiveCount` (`MAX_RECEIVE_COUNT`, set by base.yaml from
+    /// the value it gives the queue): on that receive a record still failing is dead-lettered with
+    /// its reason. `None`: no receive is the last, and SQS's redrive keeps what still fails.
+    pub max_receive_count: Option<u32>,
 }
 
 /// Turns a cluster name into its Karpenter queue name, e.g. `karpenter-{cluster}`.
@@ -191,6 +195,7 @@ impl Config {
             });
         }
         let max_entries = integer(&get, "CACHE_MAX_ENTRIES", 100_000, 1)?;
+        let sweep_every = seconds(&get, "SWEEP_INTERVAL_SECONDS", 600, 0)?;
         let lookup = lookup_config(&get)?;
 
         let metrics_namespace = {
@@ -288,6 +293,28 @@ impl Config {
             }
         };
 
+        let max_receive_count = match get("MAX_RECEIVE_COUNT").map(|v| v.trim().to_owned()) {
+            None => None,
+            Some(v) if v.is_empty() => None,
+            Some(v) => {
+                match v.parse::<u32>() {
+                    Ok(n) if (1..=1000).contains(&n) => Some(n),
+                    _ => {
+                        return Err(ConfigError {
+                        var: "MAX_RECEIVE_COUNT",
+                        value: v,
+                        problem: "it is not a redrive maxReceiveCount (a whole number from 1 to 1000)"
+                            .into(),
+                        fix: "set it to the ingest queue's redrive maxReceiveCount (base.yaml sets \
+                              both from one value), or unset it to leave the last receive to SQS's \
+                              redrive"
+                            .into(),
+                    });
+                    }
+                }
+            }
+        };
+
         Ok(Self {
             queue_names,
             tags: TagRules {
@@ -299,6 +326,7 @@ impl Config {
                 ttl,
                 negative_ttl,
                 max_entries,
+                sweep_every,
             },
             lookup,
             metrics_namespace,
@@ -306,6 +334,7 @@ impl Config {
             spoke_role_name,
             spoke_role_path,
             router_role_arn,
+            max_receive_count,
         })
     }
 

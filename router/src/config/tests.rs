@@ -38,7 +38,8 @@ fn empty_environment_gives_documented_defaults() {
         CacheConfig {
             ttl: Duration::from_secs(3600),
             negative_ttl: Duration::from_secs(60),
-            max_entries: 100_000
+            max_entries: 100_000,
+            sweep_every: Duration::from_secs(600),
         }
     );
     assert_eq!(c.metrics_namespace, "InterruptionRouter");
@@ -206,6 +207,20 @@ fn bad_numbers_and_inverted_ttls_fail() {
     assert_eq!(
         config(&[("CACHE_MAX_ENTRIES", "-5")]).unwrap_err().var,
         "CACHE_MAX_ENTRIES"
+    );
+    assert_eq!(
+        config(&[("SWEEP_INTERVAL_SECONDS", "10m")])
+            .unwrap_err()
+            .var,
+        "SWEEP_INTERVAL_SECONDS"
+    );
+    assert_eq!(
+        config(&[("SWEEP_INTERVAL_SECONDS", "0")])
+            .unwrap()
+            .cache
+            .sweep_every,
+        Duration::ZERO,
+        "0 turns sweeps off"
     );
     assert_eq!(
         config(&[

@@ -219,16 +219,15 @@ impl fmt::Display for InstanceId {
     }
 }
 
-/// Where an event comes from: its account and region. Every lookup and queue is keyed by scope so
-/// that one router can later serve several accounts and regions; today each scope is served by
-/// the function's own clients (see `resolve` and `forward`).
+/// Where an event says it comes from: its `account` and `region` fields, either of which may be
+/// absent (then it is the function's own: `crate::accounts::admit` fills them in).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Scope {
+pub struct Origin {
     pub account: Option<Arc<str>>,
     pub region: Option<Arc<str>>,
 }
 
-impl fmt::Display for Scope {
+impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let account = self.account.as_deref().unwrap_or("-");
         let region = self.region.as_deref().unwrap_or("-");
@@ -244,7 +243,7 @@ pub struct Interruption {
     pub id: Option<String>,
     /// The event's RFC3339 `time`, for the end-to-end latency metric.
     pub time: Option<String>,
-    pub scope: Scope,
+    pub origin: Origin,
     /// Distinct instance ids, in the order the event names them (never empty).
     pub instances: Vec<InstanceId>,
 }
@@ -382,7 +381,7 @@ pub fn classify(body: &str) -> Result<Classified, Malformed> {
         kind,
         id,
         time: time.map(Cow::into_owned),
-        scope: Scope {
+        origin: Origin {
             account: account.map(|a| Arc::from(a.as_ref())),
             region: region.map(|r| Arc::from(r.as_ref())),
         },

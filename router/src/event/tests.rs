@@ -82,8 +82,8 @@ fn envelope_fields_are_kept_for_logs_and_keys() {
     );
     assert_eq!(i.time.as_deref(), Some("2026-08-21T10:00:00Z"));
     assert_eq!(
-        i.scope,
-        Scope {
+        i.origin,
+        Origin {
             account: Some("000000000000".into()),
             region: Some("us-west-2".into())
         }

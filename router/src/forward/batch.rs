@@ -3,9 +3,7 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
-
-use crate::event::Scope;
+use crate::accounts::Place;
 
 /// SendMessageBatch limits.
 pub const MAX_BATCH_ENTRIES: usize = 10;
@@ -14,10 +12,10 @@ pub const MAX_BATCH_BYTES: usize = 256 * 1024;
 /// Where a message goes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Destination {
-    /// The Karpenter queue of `cluster`, as seen from `scope`.
-    Cluster { scope: Scope, cluster: Arc<str> },
-    /// `DEAD_LETTER_QUEUE_URL`.
-    DeadLetter,
+    /// The Karpenter queue of `cluster`, in `place`'s account and region, written as its sender.
+    Cluster { place: Place, cluster: Arc<str> },
+    /// `DEAD_LETTER_QUEUE_URL`, written as the function's own role (`home`).
+    DeadLetter { home: Place },
 }
 
 /// One SQS message to send.
@@ -76,25 +74,4 @@ pub fn plan_batches(messages: &[Message]) -> Vec<Vec<usize>> {
         }
     }
     batches
-}
-
-pub(super) fn entry(
-    position: usize,
-    message: &Message,
-) -> Result<SendMessageBatchRequestEntry, String> {
-    let mut attributes = HashMap::with_capacity(message.attributes.len());
-    for (name, value) in &message.attributes {
-        let value = MessageAttributeValue::builder()
-            .data_type("String")
-            .string_value(value)
-            .build()
-            .map_err(|e| e.to_string())?;
-        attributes.insert((*name).to_owned(), value);
-    }
-    SendMessageBatchRequestEntry::builder()
-        .id(position.to_string())
-        .message_body(&message.body)
-        .set_message_attributes((!attributes.is_empty()).then_some(attributes))
-        .build()
-        .map_err(|e| e.to_string())
 }

@@ -7,13 +7,14 @@ use crate::accounts::Unreachable;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {
     Sent,
-    /// The cluster's queue was there (this environment used it) and is gone, or the DLQ is: lost.
+    /// The cluster's queue is gone while its tenant stack's record stands (the queue was deleted
+    /// by hand), or the DLQ is: lost, and someone must know.
     QueueMissing {
         queue: String,
     },
-    /// The cluster has no queue, and this environment never saw one (or no valid queue name
-    /// exists for it), or the queue with its name is not the tenant stack's (`foreign` says why):
-    /// not onboarded.
+    /// The cluster is not onboarded: it has neither a queue nor a tenant record (its tenant stack
+    /// was never deployed, or was deleted on purpose), no valid queue name exists for it, or the
+    /// queue with its name is not the tenant stack's (`foreign` says why).
     NoTenantQueue {
         queue: String,
         foreign: Option<String>,
@@ -73,28 +74,4 @@ impl std::fmt::Display for Denial {
             self.fix()
         )
     }
-}
-
-/// Whether an SQS error code says the sender may not do this (a configuration error, which no
-/// retry fixes once IAM and the queue's policy have propagated), rather than a passing failure.
-/// `KmsThrottled` is a brownout and is not one of them.
-pub fn is_denial(code: &str) -> bool {
-    matches!(
-        code,
-        "AccessDenied"
-            | "AccessDeniedException"
-            | "InvalidSecurity"
-            | "KmsAccessDenied"
-            | "KMS.AccessDeniedException"
-            | "KmsDisabled"
-            | "KMS.DisabledException"
-            | "KmsInvalidKeyUsage"
-            | "KMS.InvalidKeyUsageException"
-            | "KmsInvalidState"
-            | "KMS.KMSInvalidStateException"
-            | "KmsNotFound"
-            | "KMS.NotFoundException"
-            | "KmsOptInRequired"
-            | "KMS.OptInRequired"
-    )
 }

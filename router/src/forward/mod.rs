@@ -1,127 +1,120 @@
 //! Forward: put messages into SQS queues and say, for each one, what happened to it.
 //!
-//! The third step of the data path. Messages go to a cluster's Karpenter queue (named by
-//! `QUEUE_NAME_TEMPLATE`, URL resolved once and cached) or to the dead-letter queue.
-//!
-//! Queues come and go, and other tools name queues as the router does. A cluster whose queue
-//! does not exist and never did, as far as this execution environment has seen, or whose queue
-//! the tenant stack did not make ([`crate::tenancy`]: checked once with the URL and cached with
-//! it), is not onboarded yet ([`Delivery::NoTenantQueue`]: its own set-up still delivers its
-//! events; counted, not paged). One whose queue this environment has
-//! used and that is now gone lost it ([`Delivery::QueueMissing`]: dead-lettered, which pages).
-//! "Missing" is remembered for [`MISSING_QUEUE_RECHECK`] only, so a tenant queue created while
-//! events flow is used within seconds. Sending is
-//! planned purely ([`plan_batches`]: per destination, at most 10 entries and 256 KiB per
-//! SendMessageBatch) and executed with every batch in flight at once.
+//! The third step of the data path. Messages go to a cluster's Karpenter queue or to the
+//! dead-letter queue. A cluster's queue is found and judged once and the answer kept
+//! ([`destinations`]: only a queue its tenant stack made is written; a missing queue is lost or
+//! not onboarded as the tenant record says). Sending is planned purely ([`plan_batches`]: per
+//! destination, at most 10 entries and 256 KiB per SendMessageBatch) and every destination goes
+//! its own way: one whose queue cannot be found or written holds back none of the others.
 //!
 //! SendMessageBatch can answer 200 and still have failed some entries, so every entry's result is
-//! read: entries SQS failed on its side are retried (a few times, briefly), entries it refused as
-//! the sender's fault are reported as [`Delivery::Rejected`], and nothing is reported [`Delivery::Sent`]
-//! unless SQS listed it as successful. A call SQS refuses because the sender may not write the
-//! queue (AccessDenied, or a KMS key it may not use) is a configuration error, not a brownout:
-//! it is reported as [`Delivery::Denied`] with the queue and the principal, so the record can be
-//! dead-lettered with that cause instead of retried for minutes. Work still running at the
-//! deadline is abandoned and reported as [`Delivery::Unfinished`], so the caller can hand those
-//! records back for a retry.
+//! read: entries SQS refused as the sender's fault are [`Delivery::Rejected`], the others that
+//! failed are [`Delivery::Failed`] (the handler retries them, [`crate::retry`]), and nothing is
+//! [`Delivery::Sent`] unless SQS listed it as successful. A call SQS refuses because the sender may
+//! not write the queue (AccessDenied, or a KMS key it may not use) is a configuration error, not a
+//! brownout: [`Delivery::Denied`] names the queue, the principal and the fix. Work still running at
+//! the deadline is abandoned and reported as [`Delivery::Unfinished`].
 
 mod batch;
 mod delivery;
+pub mod destinations;
 #[cfg(test)]
 mod tests;
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::Duration,
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, Ordering},
 };
 
-use aws_sdk_sqs::{
-    error::{DisplayErrorContext, ProvideErrorMetadata},
-    types::QueueAttributeName,
-};
-use futures_util::{StreamExt, stream};
-use moka::{Expiry, future::Cache};
-use tokio::time::Instant;
+use futures_util::{StreamExt, future::BoxFuture, stream::FuturesUnordered};
+use tokio::{sync::Semaphore, time::Instant};
 
+use self::destinations::Known;
+pub use self::{
+    batch::{Destination, MAX_BATCH_BYTES, MAX_BATCH_ENTRIES, Message, plan_batches},
+    delivery::{Delivery, Denial},
+    destinations::MISSING_QUEUE_RECHECK,
+};
 use crate::{
-    accounts::{Accounts, Clients, Sender},
+    accounts::{Accounts, Place},
+    aws::{Aws, EntryResult, SendEntry, Session},
+    cache::TtlCache,
     config::QueueNameTemplate,
-    event::Scope,
     resolve::CacheConfig,
-    tenancy::{self, FOREIGN_RECHECK, Ownership},
 };
 
-use self::batch::entry;
-pub use self::batch::{Destination, MAX_BATCH_BYTES, MAX_BATCH_ENTRIES, Message, plan_batches};
-pub use self::delivery::{Delivery, Denial, is_denial};
-/// Attempts per entry when SQS fails it on its side (the SDK already retried the call itself).
-const ENTRY_ATTEMPTS: u32 = 3;
-const ENTRY_RETRY_BASE: Duration = Duration::from_millis(25);
-/// Batches in flight at once: enough to send to every cluster of a storm concurrently.
+/// Destinations being found and SendMessageBatch calls in flight at once: enough to send to every
+/// cluster of a storm together, few enough not to time out on SQS's (or an emulator's) latency.
 const MAX_IN_FLIGHT: usize = 32;
-/// How long "this cluster has no queue" is believed before GetQueueUrl is asked again: long
-/// enough to spare SQS one call per batch in a storm, short enough that a queue created while
-/// events flow gets them seconds later.
-pub const MISSING_QUEUE_RECHECK: Duration = Duration::from_secs(2);
-/// How long a queue seen once is remembered as one the cluster had (so its loss pages).
-const KNOWN_QUEUE_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// SQS calls one [`Forwarder::deliver`] made.
+/// A count shared by the concurrent calls of one delivery.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Calls one or more [`Forwarder::deliver`]s made.
 #[derive(Debug, Default)]
 pub struct ForwardStats {
-    pub send_message_batch_calls: AtomicU64,
-    pub get_queue_url_calls: AtomicU64,
+    pub send_message_batch_calls: Counter,
+    pub get_queue_url_calls: Counter,
     /// ListQueueTags and GetQueueAttributes: whose a found queue is ([`crate::tenancy`]).
-    pub queue_ownership_calls: AtomicU64,
+    pub queue_ownership_calls: Counter,
+    /// GetParameter: whether a cluster without a queue is onboarded.
+    pub tenant_record_calls: Counter,
 }
 
-#[derive(Debug, Clone)]
-enum QueueUrl {
-    /// A tenant queue: the router writes it.
-    Found(Arc<str>),
-    Missing,
-    /// A queue with the name that the tenant stack did not make, and why.
-    Foreign(Arc<str>),
-}
-
-pub struct Forwarder {
-    accounts: Arc<Accounts>,
+pub struct Forwarder<A> {
+    aws: Arc<A>,
+    accounts: Arc<Accounts<A>>,
     queue_names: QueueNameTemplate,
-    dead_letter: Option<String>,
+    dead_letter: Option<Arc<str>>,
     /// The function's own role: the sender a tenant queue from before the tenant tag admits at
     /// home.
     router_role_arn: Option<String>,
-    urls: Cache<(Scope, Arc<str>), QueueUrl>,
-    /// Clusters whose queue this environment has found: losing it pages.
-    known: Cache<(Scope, Arc<str>), ()>,
+    ttl: std::time::Duration,
+    known: TtlCache<(Place, Arc<str>), Known>,
 }
 
-impl Forwarder {
+/// A job of one delivery, finished.
+enum Step {
+    /// Destination `d` was found (its session and URL), or why its copies are not sent.
+    Found {
+        d: usize,
+        found: Result<(Session, Arc<str>), Delivery>,
+    },
+    /// A batch's deliveries.
+    Sent {
+        batch: Vec<usize>,
+        deliveries: Vec<Delivery>,
+    },
+}
+
+impl<A: Aws> Forwarder<A> {
     pub fn new(
-        accounts: Arc<Accounts>,
+        aws: Arc<A>,
+        accounts: Arc<Accounts<A>>,
         queue_names: QueueNameTemplate,
         dead_letter: Option<String>,
         router_role_arn: Option<String>,
         cache: &CacheConfig,
     ) -> Self {
-        let urls = Cache::builder()
-            .max_capacity(10_000)
-            .expire_after(UrlExpiry { ttl: cache.ttl })
-            .build();
-        let known = Cache::builder()
-            .max_capacity(10_000)
-            // Refreshed each time a URL is looked up, so it must outlive a cached URL.
-            .time_to_live(KNOWN_QUEUE_HORIZON.max(cache.ttl))
-            .build();
         Self {
+            aws,
             accounts,
             queue_names,
-            dead_letter,
+            dead_letter: dead_letter.map(Arc::from),
             router_role_arn,
-            urls,
-            known,
+            ttl: cache.ttl,
+            known: TtlCache::new(10_000),
         }
     }
 
@@ -137,158 +130,87 @@ impl Forwarder {
         stats: &ForwardStats,
     ) -> Vec<Delivery> {
         let mut outcomes = vec![Delivery::Unfinished; messages.len()];
-        let mut in_flight = stream::iter(plan_batches(messages))
-            .map(|batch| async move {
-                let results = self.send_batch(messages, &batch, stats).await;
-                (batch, results)
+        let batches = plan_batches(messages);
+        let mut destinations: Vec<(&Destination, Vec<Vec<usize>>)> = Vec::new();
+        for batch in batches {
+            let destination = &messages[batch[0]].destination;
+            match destinations.iter_mut().find(|(d, _)| *d == destination) {
+                Some((_, of)) => of.push(batch),
+                None => destinations.push((destination, vec![batch])),
+            }
+        }
+        // Finding a destination (its calls, when not cached) and sending share one bound.
+        let in_flight = Semaphore::new(MAX_IN_FLIGHT);
+        let mut jobs: FuturesUnordered<BoxFuture<'_, Step>> = destinations
+            .iter()
+            .enumerate()
+            .map(|(d, (destination, _))| -> BoxFuture<'_, Step> {
+                let in_flight = &in_flight;
+                Box::pin(async move {
+                    let _permit = in_flight.acquire().await;
+                    Step::Found {
+                        d,
+                        found: self.find(destination, stats).await,
+                    }
+                })
             })
-            .buffer_unordered(MAX_IN_FLIGHT);
-        // Record each batch as it completes, so a deadline loses only what was really unfinished.
-        while let Ok(Some((batch, results))) =
-            tokio::time::timeout_at(deadline, in_flight.next()).await
-        {
-            for (i, delivery) in batch.into_iter().zip(results) {
-                outcomes[i] = delivery;
+            .collect();
+        // Each result is recorded as it comes, so a deadline loses only what was unfinished.
+        while let Ok(Some(step)) = tokio::time::timeout_at(deadline, jobs.next()).await {
+            match step {
+                Step::Found { d, found: Err(why) } => {
+                    for &i in destinations[d].1.iter().flatten() {
+                        outcomes[i] = why.clone();
+                    }
+                }
+                Step::Found {
+                    d,
+                    found: Ok((session, url)),
+                } => {
+                    let (destination, of) = &destinations[d];
+                    for batch in of.iter().cloned() {
+                        let (session, url, in_flight) = (session.clone(), url.clone(), &in_flight);
+                        jobs.push(Box::pin(async move {
+                            let _permit = in_flight.acquire().await;
+                            let deliveries = self
+                                .send_batch(&session, &url, destination, messages, &batch, stats)
+                                .await;
+                            Step::Sent { batch, deliveries }
+                        }));
+                    }
+                }
+                Step::Sent { batch, deliveries } => {
+                    for (i, delivery) in batch.into_iter().zip(deliveries) {
+                        outcomes[i] = delivery;
+                    }
+                }
             }
         }
         outcomes
     }
 
-    async fn send_batch(
-        &self,
-        messages: &[Message],
-        batch: &[usize],
-        stats: &ForwardStats,
-    ) -> Vec<Delivery> {
-        let destination = &messages[batch[0]].destination;
-        let (clients, url) = match self.url_for(destination, stats).await {
-            Ok(found) => found,
-            // Why the batch could not start holds for each of its messages.
-            Err(why) => return vec![why; batch.len()],
-        };
-        let client = &clients.sqs;
-
-        let mut results = vec![Delivery::Unfinished; batch.len()];
-        let mut pending: Vec<usize> = (0..batch.len()).collect();
-        for attempt in 0..ENTRY_ATTEMPTS {
-            if attempt > 0 {
-                tokio::time::sleep(ENTRY_RETRY_BASE * 2u32.pow(attempt - 1)).await;
-            }
-            let entries = match pending
-                .iter()
-                .map(|&p| entry(p, &messages[batch[p]]))
-                .collect::<Result<Vec<_>, _>>()
-            {
-                Ok(entries) => entries,
-                Err(error) => return vec![Delivery::Failed { error }; batch.len()],
-            };
-            stats
-                .send_message_batch_calls
-                .fetch_add(1, Ordering::Relaxed);
-            let output = match client
-                .send_message_batch()
-                .queue_url(url.as_ref())
-                .set_entries(Some(entries))
-                .send()
-                .await
-            {
-                Ok(output) => output,
-                Err(e) => {
-                    let delivery = if e
-                        .as_service_error()
-                        .is_some_and(|s| s.is_queue_does_not_exist())
-                    {
-                        if let Destination::Cluster { scope, cluster } = destination {
-                            self.urls
-                                .invalidate(&(scope.clone(), cluster.clone()))
-                                .await;
-                        }
-                        Delivery::QueueMissing {
-                            queue: url.to_string(),
-                        }
-                    } else if let Some(denial) = self.denial(&url, destination, &e) {
-                        Delivery::Denied(denial)
-                    } else {
-                        Delivery::Failed {
-                            error: DisplayErrorContext(&e).to_string(),
-                        }
-                    };
-                    for p in pending {
-                        results[p] = delivery.clone();
-                    }
-                    return results;
-                }
-            };
-            let mut answered = vec![false; batch.len()];
-            let position = |id: &str| id.parse::<usize>().ok().filter(|p| pending.contains(p));
-            for ok in output.successful() {
-                if let Some(p) = position(ok.id()) {
-                    answered[p] = true;
-                    results[p] = Delivery::Sent;
-                }
-            }
-            let mut retry = Vec::new();
-            for failed in output.failed() {
-                let Some(p) = position(failed.id()) else {
-                    continue;
-                };
-                answered[p] = true;
-                let message = failed.message().unwrap_or_default().to_owned();
-                results[p] = if failed.sender_fault() {
-                    Delivery::Rejected {
-                        code: failed.code().to_owned(),
-                        message,
-                    }
-                } else {
-                    retry.push(p);
-                    Delivery::Failed {
-                        error: format!("{}: {message}", failed.code()),
-                    }
-                };
-            }
-            // An entry SQS listed neither way was not confirmed: never count it as sent.
-            for &p in pending.iter().filter(|&&p| !answered[p]) {
-                results[p] = Delivery::Failed {
-                    error: "SQS returned no result for the entry".into(),
-                };
-                retry.push(p);
-            }
-            if retry.is_empty() {
-                break;
-            }
-            tracing::debug!(attempt, entries = retry.len(), queue = %url, "retrying entries SQS failed on its side");
-            pending = retry;
-        }
-        results
-    }
-
-    /// The clients and queue URL of a destination: the cluster's queue in its own account and
-    /// region, or the dead-letter queue in the function's own. An error is what each message of
-    /// the batch gets.
-    async fn url_for(
+    /// The session and queue URL of a destination: the cluster's queue in its own account and
+    /// region, or the dead-letter queue in the function's own.
+    async fn find(
         &self,
         destination: &Destination,
         stats: &ForwardStats,
-    ) -> Result<(Arc<Clients>, Arc<str>), Delivery> {
-        let (scope, cluster) = match destination {
-            Destination::DeadLetter => {
-                let url = self
-                    .dead_letter
-                    .as_deref()
-                    .ok_or_else(|| Delivery::Failed {
-                        error: "no DEAD_LETTER_QUEUE_URL configured".into(),
-                    })?;
-                return Ok((self.accounts.home(), Arc::from(url)));
+    ) -> Result<(Session, Arc<str>), Delivery> {
+        let (place, cluster) = match destination {
+            Destination::DeadLetter { home } => {
+                let url = self.dead_letter.clone().ok_or_else(|| Delivery::Failed {
+                    error: "no DEAD_LETTER_QUEUE_URL configured".into(),
+                })?;
+                let session = self
+                    .accounts
+                    .session(home)
+                    .await
+                    .map_err(Delivery::Unreachable)?;
+                return Ok((session, url));
             }
-            Destination::Cluster { scope, cluster } => (scope, cluster),
+            Destination::Cluster { place, cluster } => (place, cluster),
         };
-        let clients = self
-            .accounts
-            .clients(scope)
-            .await
-            .map_err(Delivery::Unreachable)?;
-        let client = &clients.sqs;
-        let Some(name) = self.queue_names.queue_name(cluster) else {
+        let Some(queue) = self.queue_names.queue_name(cluster) else {
             return Err(Delivery::NoTenantQueue {
                 queue: format!(
                     "{}{cluster}… (not a valid SQS queue name)",
@@ -297,164 +219,128 @@ impl Forwarder {
                 foreign: None,
             });
         };
-        let key = (scope.clone(), cluster.clone());
-        let url = self
-            .urls
-            .try_get_with(key.clone(), async {
-                stats.get_queue_url_calls.fetch_add(1, Ordering::Relaxed);
-                let url = match client.get_queue_url().queue_name(&name).send().await {
-                    Ok(out) => match out.queue_url() {
-                        Some(url) => url.to_owned(),
-                        None => return Ok(QueueUrl::Missing),
-                    },
-                    Err(e)
-                        if e.as_service_error()
-                            .is_some_and(|s| s.is_queue_does_not_exist()) =>
-                    {
-                        return Ok(QueueUrl::Missing);
+        let session = self
+            .accounts
+            .session(place)
+            .await
+            .map_err(Delivery::Unreachable)?;
+        let key = (place.clone(), cluster.clone());
+        let known = match self.known.get(&key) {
+            Some(known) => known,
+            None => {
+                let known = destinations::look_up(
+                    &*self.aws,
+                    &session,
+                    place,
+                    &queue,
+                    cluster,
+                    self.router_role_arn.as_deref(),
+                    stats,
+                )
+                .await?;
+                self.known
+                    .insert(key, known.clone(), known.lifetime(self.ttl));
+                known
+            }
+        };
+        known.url(&queue).map(|url| (session, url))
+    }
+
+    /// One SendMessageBatch, and what became of each of its entries.
+    async fn send_batch(
+        &self,
+        session: &Session,
+        url: &str,
+        destination: &Destination,
+        messages: &[Message],
+        batch: &[usize],
+        stats: &ForwardStats,
+    ) -> Vec<Delivery> {
+        let ids: Vec<String> = (0..batch.len()).map(|p| p.to_string()).collect();
+        let entries: Vec<SendEntry<'_>> = batch
+            .iter()
+            .zip(&ids)
+            .map(|(&i, id)| SendEntry {
+                id,
+                body: &messages[i].body,
+                attributes: &messages[i].attributes,
+            })
+            .collect();
+        stats.send_message_batch_calls.inc();
+        let results = match self.aws.send_message_batch(session, url, &entries).await {
+            Ok(results) => results,
+            Err(e) => {
+                let delivery = match destination {
+                    Destination::Cluster { place, cluster } if e.is_missing_queue() => {
+                        self.lost(session, place, cluster, stats).await
                     }
-                    // Not cached: the next batch asks again.
-                    Err(e) => {
-                        return Err(match self.denial(&name, destination, &e) {
-                            Some(denial) => Delivery::Denied(denial),
-                            None => Delivery::Failed {
-                                error: format!("GetQueueUrl {name}: {}", DisplayErrorContext(&e)),
-                            },
-                        });
+                    Destination::DeadLetter { .. } if e.is_missing_queue() => {
+                        Delivery::QueueMissing {
+                            queue: url.to_owned(),
+                        }
+                    }
+                    Destination::Cluster { place, .. }
+                    | Destination::DeadLetter { home: place } => {
+                        destinations::failed(place, url, "SendMessageBatch", e)
                     }
                 };
-                match self.ownership(client, &url, scope, cluster, stats).await? {
-                    Ownership::Foreign(why) => {
-                        tracing::info!(queue = %name, cluster = %cluster, why = %why, "not a tenant queue: the router does not write it");
-                        Ok(QueueUrl::Foreign(Arc::from(why)))
-                    }
-                    _ => {
-                        self.known.insert(key.clone(), ()).await;
-                        Ok(QueueUrl::Found(Arc::from(url)))
-                    }
-                }
-            })
-            .await;
-        match url {
-            Ok(QueueUrl::Found(url)) => Ok((clients.clone(), url)),
-            Ok(QueueUrl::Missing) if self.known.contains_key(&key) => {
-                Err(Delivery::QueueMissing { queue: name })
+                return vec![delivery; batch.len()];
             }
-            Ok(QueueUrl::Missing) => Err(Delivery::NoTenantQueue {
-                queue: name,
-                foreign: None,
-            }),
-            Ok(QueueUrl::Foreign(why)) => Err(Delivery::NoTenantQueue {
-                queue: name,
-                foreign: Some(why.to_string()),
-            }),
-            Err(why) => Err((*why).clone()),
+        };
+        let mut deliveries = vec![
+            Delivery::Failed {
+                error: "SQS returned no result for the entry".into()
+            };
+            batch.len()
+        ];
+        for result in results {
+            let (id, delivery) = match result {
+                EntryResult::Ok { id } => (id, Delivery::Sent),
+                EntryResult::Failed(f) if f.sender_fault => (
+                    f.id,
+                    Delivery::Rejected {
+                        code: f.code,
+                        message: f.message,
+                    },
+                ),
+                EntryResult::Failed(f) => (
+                    f.id,
+                    Delivery::Failed {
+                        error: format!("{}: {}", f.code, f.message),
+                    },
+                ),
+            };
+            if let Some(p) = id.parse::<usize>().ok().filter(|p| *p < batch.len()) {
+                deliveries[p] = delivery;
+            }
         }
+        deliveries
     }
 
-    /// Whose the queue at `url` is ([`crate::tenancy`]): its tenant tag, else its policy. A
-    /// sender that may not read either (a spoke role from before these reads) cannot tell: the
-    /// queue is written as before, with a warning, rather than silenced.
-    async fn ownership(
+    /// A known queue that SQS says is gone: forgotten, and judged again by its tenant record.
+    async fn lost(
         &self,
-        client: &aws_sdk_sqs::Client,
-        url: &str,
-        scope: &Scope,
-        cluster: &str,
+        session: &Session,
+        place: &Place,
+        cluster: &Arc<str>,
         stats: &ForwardStats,
-    ) -> Result<Ownership, Delivery> {
-        let unverifiable = |call: &str, code: &str| {
-            tracing::warn!(queue = %url, call, code, "cannot tell whether the tenant stack made this queue: sending as before; grant the sender sqs:ListQueueTags and sqs:GetQueueAttributes on it (update the base or spoke stack)");
-            Ok(Ownership::Tenant)
+    ) -> Delivery {
+        let key = (place.clone(), cluster.clone());
+        self.known.remove(&key);
+        let Some(queue) = self.queue_names.queue_name(cluster) else {
+            return Delivery::Failed {
+                error: format!("no valid queue name for {cluster}"),
+            };
         };
-        let failed = |call: &str, e: &dyn std::fmt::Display| {
-            Err(Delivery::Failed {
-                error: format!("{call} {url}: {e}"),
-            })
-        };
-        stats.queue_ownership_calls.fetch_add(1, Ordering::Relaxed);
-        match client.list_queue_tags().queue_url(url).send().await {
-            Ok(out) => {
-                let tags = out.tags().into_iter().flatten();
-                if let Some(settled) =
-                    tenancy::by_tag(tags.map(|(k, v)| (k.as_str(), v.as_str())), cluster)
-                {
-                    return Ok(settled);
-                }
+        match destinations::missing(&*self.aws, session, &queue, stats).await {
+            Ok(known) => {
+                self.known
+                    .insert(key, known.clone(), known.lifetime(self.ttl));
+                known.url(&queue).err().unwrap_or(Delivery::Failed {
+                    error: format!("queue {queue} is gone"),
+                })
             }
-            Err(e) => match e.code().filter(|c| is_denial(c)) {
-                Some(code) => return unverifiable("ListQueueTags", code),
-                None => return failed("ListQueueTags", &DisplayErrorContext(&e)),
-            },
+            Err(delivery) => delivery,
         }
-        stats.queue_ownership_calls.fetch_add(1, Ordering::Relaxed);
-        let policy = match client
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(QueueAttributeName::Policy)
-            .send()
-            .await
-        {
-            Ok(out) => out
-                .attributes()
-                .and_then(|a| a.get(&QueueAttributeName::Policy))
-                .cloned(),
-            Err(e) => match e.code().filter(|c| is_denial(c)) {
-                Some(code) => return unverifiable("GetQueueAttributes", code),
-                None => return failed("GetQueueAttributes", &DisplayErrorContext(&e)),
-            },
-        };
-        let sender = match self.accounts.sender(scope) {
-            Some(Sender::Spoke { role_arn, .. }) => Some(role_arn),
-            _ => self.router_role_arn.clone(),
-        };
-        Ok(tenancy::by_policy(policy.as_deref(), sender.as_deref()))
-    }
-
-    /// `error` as the denial it is when its code says the sender may not write `queue`.
-    fn denial(
-        &self,
-        queue: &str,
-        destination: &Destination,
-        error: &impl ProvideErrorMetadata,
-    ) -> Option<Denial> {
-        let code = error.code().filter(|c| is_denial(c))?;
-        Some(Denial {
-            queue: queue.to_owned(),
-            sender: self.sender(destination),
-            code: code.to_owned(),
-            message: error.message().unwrap_or_default().to_owned(),
-        })
-    }
-
-    /// Who the router is when it writes `destination`, for messages.
-    fn sender(&self, destination: &Destination) -> String {
-        let scope = match destination {
-            Destination::Cluster { scope, .. } => scope.clone(),
-            Destination::DeadLetter => Scope::default(),
-        };
-        self.accounts
-            .sender(&scope)
-            .map_or_else(|| "an unknown principal".to_owned(), |s| s.to_string())
-    }
-}
-
-struct UrlExpiry {
-    ttl: Duration,
-}
-
-impl Expiry<(Scope, Arc<str>), QueueUrl> for UrlExpiry {
-    fn expire_after_create(
-        &self,
-        _key: &(Scope, Arc<str>),
-        url: &QueueUrl,
-        _at: std::time::Instant,
-    ) -> Option<Duration> {
-        Some(match url {
-            QueueUrl::Found(_) => self.ttl,
-            // Short, so a tenant queue created while events flow is picked up in seconds.
-            QueueUrl::Missing => MISSING_QUEUE_RECHECK,
-            QueueUrl::Foreign(_) => FOREIGN_RECHECK,
-        })
     }
 }

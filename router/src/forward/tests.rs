@@ -3,13 +3,23 @@
 use std::sync::Arc;
 
 use super::batch::{Destination, MAX_BATCH_BYTES, Message, plan_batches};
-use super::delivery::{Denial, is_denial};
-use crate::event::Scope;
+use super::delivery::Denial;
+use crate::{
+    accounts::{Place, Scope, Sender},
+    aws::is_denial,
+};
+
+fn home() -> Place {
+    Place {
+        scope: Scope::new("111111111111", "us-east-1"),
+        sender: Sender::Home,
+    }
+}
 
 fn to(cluster: &str, size: usize) -> Message {
     Message {
         destination: Destination::Cluster {
-            scope: Scope::default(),
+            place: home(),
             cluster: Arc::from(cluster),
         },
         body: "x".repeat(size),
@@ -73,7 +83,7 @@ fn attribute_bytes_count_towards_the_limit() {
 #[test]
 fn dead_letter_messages_batch_separately() {
     let mut dlq = to("a", 10);
-    dlq.destination = Destination::DeadLetter;
+    dlq.destination = Destination::DeadLetter { home: home() };
     let messages = vec![to("a", 10), dlq.clone(), to("a", 10), dlq];
     assert_eq!(plan_batches(&messages), vec![vec![0, 2], vec![1, 3]]);
 }

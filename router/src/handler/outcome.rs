@@ -1,37 +1,51 @@
 //! Outcome: how one record ended, and the rules that decide it from its deliveries.
 //!
-//! Each record ends in exactly one [`Outcome`]. Only [`Outcome::Failed`] records are handed back
-//! for another try; a permanent failure goes to the dead-letter queue with a
-//! [`DeadLetterReason`], and so does a transient one on the record's last receive.
+//! Each record ends in exactly one [`Outcome`]: [`Finished`] (forwarded, ignored, or
+//! dead-lettered with a [`DeadLetterReason`]), or [`Outcome::Failed`], handed back for another
+//! try. A permanent failure goes to the dead-letter queue, and so does a transient one on the
+//! record's last receive.
 
 use std::fmt;
 
-use crate::{
-    event::IgnoreReason,
-    forward::{Delivery, Destination, Message},
-};
+use crate::{event::IgnoreReason, forward::Delivery};
 
 /// How one record ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
+    Finished(Finished),
+    /// Not done; hand it back for a retry.
+    Failed(Failure),
+}
+
+/// A record done with: nothing about it changes after this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
     /// Delivered to every owning cluster's queue.
     Forwarded,
     /// Well formed, but nothing to deliver.
     Ignored(IgnoreReason),
     /// Failed permanently; the original payload is in the dead-letter queue with this reason.
     DeadLettered(DeadLetterReason),
-    /// Not done; hand it back for a retry.
-    Failed(Failure),
 }
 
 impl Outcome {
+    pub const FORWARDED: Outcome = Outcome::Finished(Finished::Forwarded);
+
     pub fn label(&self) -> &'static str {
         match self {
-            Outcome::Forwarded => "forwarded",
-            Outcome::Ignored(_) => "ignored",
-            Outcome::DeadLettered(_) => "dead-lettered",
+            Outcome::Finished(Finished::Forwarded) => "forwarded",
+            Outcome::Finished(Finished::Ignored(_)) => "ignored",
+            Outcome::Finished(Finished::DeadLettered(_)) => "dead-lettered",
             Outcome::Failed(_) => "failed",
         }
+    }
+
+    pub fn ignored(reason: IgnoreReason) -> Self {
+        Outcome::Finished(Finished::Ignored(reason))
+    }
+
+    pub fn dead_lettered(reason: DeadLetterReason) -> Self {
+        Outcome::Finished(Finished::DeadLettered(reason))
     }
 }
 
@@ -127,24 +141,20 @@ impl fmt::Display for DeadLetterReason {
 /// A permanent failure to dead-letter: reason, detail, clusters affected.
 pub type Permanent = (DeadLetterReason, String, String);
 
-/// The outcome of a record whose copies were planned (or that failed before), or the permanent
-/// failure to dead-letter. Transient beats permanent: a record is retried while anything might
-/// still help, and dead-lettered only once nothing can.
-pub fn forward_outcome(
-    messages: &[Message],
-    deliveries: &[Delivery],
-    unresolved: Option<&Failure>,
-    ignored: Option<IgnoreReason>,
+/// The outcome of a record whose copies were planned, one `(cluster, delivery)` each, or the
+/// permanent failure to dead-letter. Transient beats permanent: a record is retried while
+/// anything might still help, and dead-lettered only once nothing can.
+pub fn forward_outcome<'a>(
+    copies: impl IntoIterator<Item = (&'a str, &'a Delivery)>,
+    ignored: IgnoreReason,
 ) -> Result<Outcome, Permanent> {
     let mut permanent: Option<(DeadLetterReason, String)> = None;
     let mut clusters = Vec::new();
-    for (message, delivery) in messages.iter().zip(deliveries) {
-        let cluster = match &message.destination {
-            Destination::Cluster { cluster, .. } => cluster.to_string(),
-            Destination::DeadLetter => String::new(),
-        };
+    let (mut copies_seen, mut sent) = (0, 0);
+    for (cluster, delivery) in copies {
+        copies_seen += 1;
         match delivery {
-            Delivery::Sent => {}
+            Delivery::Sent => sent += 1,
             Delivery::Failed { error } => {
                 return Ok(Outcome::Failed(Failure::new(
                     Cause::Send,
@@ -158,7 +168,7 @@ pub fn forward_outcome(
                 )));
             }
             // A failure like the others until its grace is over (the handler decides, as it
-            // knows when the record was first seen).
+            // knows when the record was first received).
             Delivery::Denied(denial) => {
                 return Ok(Outcome::Failed(Failure::new(
                     Cause::AccessDenied,
@@ -176,42 +186,33 @@ pub fn forward_outcome(
             Delivery::QueueMissing { queue } => {
                 permanent.get_or_insert((
                     DeadLetterReason::QueueMissing,
-                    format!("queue {queue} of cluster {cluster} does not exist"),
+                    format!(
+                        "queue {queue} of cluster {cluster} does not exist, but its tenant record does: it was deleted outside its tenant stack"
+                    ),
                 ));
-                clusters.push(cluster);
+                clusters.push(cluster.to_owned());
             }
             Delivery::Rejected { code, message } => {
                 permanent.get_or_insert((
                     DeadLetterReason::Rejected,
                     format!("SQS refused the message for {cluster}: {code}: {message}"),
                 ));
-                clusters.push(cluster);
+                clusters.push(cluster.to_owned());
             }
         }
     }
-    // A lookup failure is transient: retry the record, even if its other clusters got their copy.
-    if let Some(failure) = unresolved {
-        return Ok(Outcome::Failed(failure.clone()));
-    }
     match permanent {
         Some((reason, detail)) => Err((reason, detail, clusters.join(","))),
-        None if messages.is_empty() => Ok(Outcome::Ignored(
-            ignored.unwrap_or(IgnoreReason::UnknownInstance),
-        )),
-        None if deliveries
-            .iter()
-            .all(|d| matches!(d, Delivery::NoTenantQueue { .. })) =>
-        {
-            Ok(Outcome::Ignored(IgnoreReason::NoTenantQueue))
-        }
-        None => Ok(Outcome::Forwarded),
+        None if copies_seen == 0 => Ok(Outcome::ignored(ignored)),
+        None if sent == 0 => Ok(Outcome::ignored(IgnoreReason::NoTenantQueue)),
+        None => Ok(Outcome::FORWARDED),
     }
 }
 
 /// The outcome of a record whose original was sent to the dead-letter queue.
 pub fn dead_letter_outcome(delivery: &Delivery, reason: DeadLetterReason) -> Outcome {
     match delivery {
-        Delivery::Sent => Outcome::DeadLettered(reason),
+        Delivery::Sent => Outcome::dead_lettered(reason),
         other => Outcome::Failed(Failure::new(
             Cause::NotKept,
             format!("{reason}, and the dead-letter queue did not take it: {other:?}"),
@@ -221,46 +222,30 @@ pub fn dead_letter_outcome(delivery: &Delivery, reason: DeadLetterReason) -> Out
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
 
     #[test]
     fn a_record_is_forwarded_only_when_every_copy_was_sent() {
-        let m = |c: &str| Message {
-            destination: Destination::Cluster {
-                scope: Default::default(),
-                cluster: Arc::from(c),
-            },
-            body: "{}".into(),
-            attributes: vec![],
+        let of = |deliveries: &[Delivery]| {
+            let copies: Vec<(&str, &Delivery)> =
+                ["a", "b"].into_iter().zip(deliveries.iter()).collect();
+            forward_outcome(copies, IgnoreReason::UnknownInstance)
         };
-        let two = [m("a"), m("b")];
         assert_eq!(
-            forward_outcome(&two, &[Delivery::Sent, Delivery::Sent], None, None),
-            Ok(Outcome::Forwarded)
+            of(&[Delivery::Sent, Delivery::Sent]),
+            Ok(Outcome::FORWARDED)
         );
         assert!(matches!(
-            forward_outcome(&two, &[Delivery::Sent, Delivery::Unfinished], None, None),
+            of(&[Delivery::Sent, Delivery::Unfinished]),
             Ok(Outcome::Failed(Failure {
                 cause: Cause::Deadline,
                 ..
             }))
         ));
-        let throttled = Failure::new(Cause::Lookup, "throttled");
-        assert_eq!(
-            forward_outcome(
-                &two,
-                &[Delivery::Sent, Delivery::Sent],
-                Some(&throttled),
-                None
-            ),
-            Ok(Outcome::Failed(throttled))
-        );
         let missing = Delivery::QueueMissing {
             queue: "karpenter-b".into(),
         };
-        match forward_outcome(&two, &[Delivery::Sent, missing.clone()], None, None) {
+        match of(&[Delivery::Sent, missing.clone()]) {
             Err((DeadLetterReason::QueueMissing, detail, clusters)) => {
                 assert!(detail.contains("karpenter-b"), "{detail}");
                 assert_eq!(clusters, "b");
@@ -269,45 +254,32 @@ mod tests {
         }
         // Transient beats permanent: retry first, dead-letter only once nothing else can help.
         assert!(matches!(
-            forward_outcome(
-                &two,
-                &[
-                    Delivery::Failed {
-                        error: "503".into()
-                    },
-                    missing
-                ],
-                None,
-                None
-            ),
+            of(&[
+                Delivery::Failed {
+                    error: "503".into()
+                },
+                missing
+            ]),
             Ok(Outcome::Failed(Failure {
                 cause: Cause::Send,
                 ..
             }))
         ));
         assert_eq!(
-            forward_outcome(&[], &[], None, Some(IgnoreReason::UnmanagedInstance)),
-            Ok(Outcome::Ignored(IgnoreReason::UnmanagedInstance))
+            forward_outcome([], IgnoreReason::UnmanagedInstance),
+            Ok(Outcome::ignored(IgnoreReason::UnmanagedInstance))
         );
-        // A cluster not onboarded yet: nothing to deliver there, nothing to page about; its
+        // A cluster not onboarded: nothing to deliver there, nothing to page about; its
         // neighbour's copy makes the record forwarded.
         let not_onboarded = Delivery::NoTenantQueue {
             queue: "karpenter-b".into(),
             foreign: None,
         };
         assert_eq!(
-            forward_outcome(
-                &two,
-                &[not_onboarded.clone(), not_onboarded.clone()],
-                None,
-                None
-            ),
-            Ok(Outcome::Ignored(IgnoreReason::NoTenantQueue))
+            of(&[not_onboarded.clone(), not_onboarded.clone()]),
+            Ok(Outcome::ignored(IgnoreReason::NoTenantQueue))
         );
-        assert_eq!(
-            forward_outcome(&two, &[Delivery::Sent, not_onboarded], None, None),
-            Ok(Outcome::Forwarded)
-        );
+        assert_eq!(of(&[Delivery::Sent, not_onboarded]), Ok(Outcome::FORWARDED));
     }
 
     #[test]

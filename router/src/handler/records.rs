@@ -1,35 +1,106 @@
-//! What each record of a batch becomes, as pure functions of what routing found: which lookups
-//! it waits on, the copies it needs (one per cluster, Health events split), the answer once they
-//! are sent, its settled state (step 3 of [`super::route`]), and its dead letter with a reason.
+//! The states a record of a batch goes through, one type per step, so a step can only make the
+//! moves it is for and a finished record stays finished:
+//!
+//! ```text
+//!   admit ─▶ Admitted ─┬─ Done(Finished) ───────────────────────────────┐
+//!                      ├─ DeadLetter ─────────────────┐                  │
+//!                      ├─ Failed ─────────────┐       │                  │
+//!                      └─ Routing ─ deliver ─ settle ─▶ Settled ─ give up ─ keep ─▶ Kept ─ hand back ─▶ Outcome
+//!                          Resolving ─▶ Sending        (Done | DeadLetter | Failed)   (Done | Failed)
+//! ```
+//!
+//! A record being routed holds its event and its [`Place`]; while its owners are being found it
+//! is [`Progress::Resolving`], and once every instance's owner is known it is
+//! [`Progress::Sending`], one [`Copy`] per owning cluster, each with what became of it.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, btree_map::Entry as MapEntry},
     sync::Arc,
-    time::SystemTime,
 };
 
 use super::{
     Record,
-    outcome::{Cause, DeadLetterReason, Failure, Outcome, forward_outcome},
+    outcome::{Cause, DeadLetterReason, Failure, Finished, Outcome, forward_outcome},
 };
 use crate::{
+    accounts::Place,
     event::{self, IgnoreReason, InstanceId, Interruption, Kind},
     forward::{Delivery, Destination, Message},
     resolve::{InstanceKey, Owner, ResolveError},
 };
 
-/// One record on its way.
-pub(super) struct Entry<'r> {
+/// Longest `detail` attribute put on a dead-lettered message.
+const MAX_DETAIL: usize = 1024;
+
+/// A record, what it is about (for its log lines) and its state at this step.
+pub(super) struct Entry<'r, S> {
     pub record: &'r Record<'r>,
-    /// What it asks to deliver, when it is an interruption.
-    pub interruption: Option<Interruption>,
-    pub state: State,
+    pub subject: Subject,
+    pub state: S,
 }
 
-pub(super) enum State {
-    Decided(Outcome),
+impl<'r, S> Entry<'r, S> {
+    /// The same record at the next step.
+    pub fn next<T>(self, step: impl FnOnce(S) -> T) -> Entry<'r, T> {
+        Entry {
+            record: self.record,
+            subject: self.subject,
+            state: step(self.state),
+        }
+    }
+}
+
+/// What a record's log lines say it is about: empty fields for a body that is not an event.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Subject {
+    pub event_id: String,
+    pub kind: &'static str,
+    pub instances: String,
+    pub account: String,
+}
+
+impl Subject {
+    pub fn of(event: &Interruption, place: Option<&Place>) -> Self {
+        Self {
+            event_id: event.id.clone().unwrap_or_default(),
+            kind: event.kind.label(),
+            instances: join(&event.instances),
+            account: place
+                .map(|p| p.scope.account.to_string())
+                .or_else(|| event.origin.account.as_deref().map(str::to_owned))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// After admission.
+pub(super) enum Admitted {
+    Done(Finished),
     DeadLetter(DeadLetter),
+    Failed(Failure),
     Routing(Routing),
+}
+
+/// After delivery, once each routed record's deliveries are judged.
+pub(super) enum Settled {
+    Done(Finished),
+    DeadLetter(DeadLetter),
+    Failed(Failure),
+}
+
+/// After the dead-letter queue took (or did not take) what was bound for it.
+pub(super) enum Kept {
+    Done(Finished),
+    Failed(Failure),
+}
+
+impl Kept {
+    pub fn outcome(self) -> Outcome {
+        match self {
+            Kept::Done(finished) => Outcome::Finished(finished),
+            Kept::Failed(failure) => Outcome::Failed(failure),
+        }
+    }
 }
 
 /// A record bound for the dead-letter queue.
@@ -40,148 +111,198 @@ pub(super) struct DeadLetter {
     pub clusters: Option<String>,
 }
 
-/// A record being delivered: the owners found so far, then one copy per owning cluster.
-#[derive(Default)]
+impl DeadLetter {
+    pub fn new(reason: DeadLetterReason, detail: impl Into<String>) -> Self {
+        Self {
+            reason,
+            detail: detail.into(),
+            clusters: None,
+        }
+    }
+}
+
+/// A record being delivered.
 pub(super) struct Routing {
-    pub(super) owners: HashMap<InstanceId, Owner>,
-    /// The last failure of a lookup this record still waits for.
-    pub(super) unresolved: Option<Failure>,
-    pub(super) planned: bool,
-    pub(super) copies: Vec<Message>,
-    pub(super) deliveries: Vec<Delivery>,
+    pub event: Arc<Interruption>,
+    pub place: Place,
+    pub progress: Progress,
 }
 
-/// Longest `detail` attribute put on a dead-lettered message.
-const MAX_DETAIL: usize = 1024;
-
-/// Every instance key of the records being routed, with the records that need it.
-pub(super) fn keys_by_record(entries: &[Entry<'_>]) -> HashMap<InstanceKey, Vec<usize>> {
-    let mut waiting: HashMap<InstanceKey, Vec<usize>> = HashMap::new();
-    for (r, entry) in entries.iter().enumerate() {
-        let (State::Routing(_), Some(interruption)) = (&entry.state, &entry.interruption) else {
-            continue;
-        };
-        for id in &interruption.instances {
-            let key = InstanceKey {
-                scope: interruption.scope.clone(),
-                instance: id.clone(),
-            };
-            let records = waiting.entry(key).or_default();
-            if records.last() != Some(&r) {
-                records.push(r);
-            }
-        }
-    }
-    waiting
+pub(super) enum Progress {
+    /// The owners found so far, and the last failure of a lookup the record still waits for.
+    Resolving {
+        owners: BTreeMap<InstanceId, Owner>,
+        failure: Option<Failure>,
+    },
+    /// Every owner is known: one copy per owning cluster (none if no cluster owns an instance;
+    /// then `ignored` says why).
+    Sending {
+        copies: Vec<Copy>,
+        ignored: IgnoreReason,
+    },
 }
 
-/// Gives each waiting record the owners found; returns the keys whose lookup failed.
-pub(super) fn answer(
-    entries: &mut [Entry<'_>],
-    waiting: &HashMap<InstanceKey, Vec<usize>>,
-    answers: impl IntoIterator<Item = (InstanceKey, Result<Owner, Arc<ResolveError>>)>,
-) -> Vec<InstanceKey> {
-    let mut failed = Vec::new();
-    for (key, result) in answers {
-        let Some(records) = waiting.get(&key) else {
-            continue;
-        };
-        for &r in records {
-            let State::Routing(routing) = &mut entries[r].state else {
-                continue;
-            };
-            match &result {
-                Ok(owner) => {
-                    routing.owners.insert(key.instance.clone(), owner.clone());
-                }
-                Err(error) => {
-                    let cause = match **error {
-                        ResolveError::Unreachable(_) => Cause::AccountUnreachable,
-                        ResolveError::Failed(_) => Cause::Lookup,
-                    };
-                    routing.unresolved = Some(Failure::new(cause, error.to_string()));
-                }
-            }
-        }
-        if result.is_err() {
-            failed.push(key);
-        }
-    }
-    failed
+/// One cluster's copy of a record, and what became of it.
+pub(super) struct Copy {
+    pub cluster: Arc<str>,
+    pub message: Message,
+    pub delivery: Delivery,
 }
 
-/// One copy per owning cluster: the original body, or for a Health event the copy naming only
-/// that cluster's instances.
-pub(super) fn plan_copies(
-    interruption: &Interruption,
-    body: &str,
-    routing: &mut Routing,
-) -> Result<(), event::Malformed> {
-    routing.planned = true;
-    routing.unresolved = None;
-    let mut by_cluster: BTreeMap<Arc<str>, Vec<InstanceId>> = BTreeMap::new();
-    for id in &interruption.instances {
-        if let Some(Owner::Cluster(cluster)) = routing.owners.get(id) {
-            by_cluster
-                .entry(cluster.clone())
-                .or_default()
-                .push(id.clone());
-        }
-    }
-    for (cluster, ids) in by_cluster {
-        let body = match interruption.kind {
-            Kind::ScheduledChange => event::health_body_for(body, &ids)?,
-            _ => body.to_owned(),
-        };
-        routing.copies.push(Message {
-            destination: Destination::Cluster {
-                scope: interruption.scope.clone(),
-                cluster,
+/// A copy of a routed record: record `r`'s copy `c`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct CopyRef {
+    pub r: usize,
+    pub c: usize,
+}
+
+impl Routing {
+    pub fn new(event: Arc<Interruption>, place: Place) -> Self {
+        Self {
+            event,
+            place,
+            progress: Progress::Resolving {
+                owners: BTreeMap::new(),
+                failure: None,
             },
-            body,
-            attributes: Vec::new(),
-        });
+        }
     }
-    routing.deliveries = vec![Delivery::Unfinished; routing.copies.len()];
-    Ok(())
-}
 
-/// Step 3: each routed record's outcome from its deliveries, or its permanent failure.
-pub(super) fn settle(entries: &mut [Entry<'_>]) {
-    for entry in entries.iter_mut() {
-        let State::Routing(routing) = &entry.state else {
-            continue;
+    /// The instance keys this record still needs owners for.
+    pub fn wanted(&self) -> impl Iterator<Item = InstanceKey> + '_ {
+        let owners = match &self.progress {
+            Progress::Resolving { owners, .. } => Some(owners),
+            Progress::Sending { .. } => None,
         };
-        let unresolved = (!routing.planned).then(|| {
-            routing.unresolved.clone().unwrap_or_else(|| {
+        self.event
+            .instances
+            .iter()
+            .filter(move |id| owners.is_some_and(|o| !o.contains_key(*id)))
+            .map(|id| InstanceKey {
+                place: self.place.clone(),
+                instance: id.clone(),
+            })
+    }
+
+    /// Takes a lookup's answer for one of its instances.
+    pub fn answer(&mut self, id: &InstanceId, result: &Result<Owner, Arc<ResolveError>>) {
+        let Progress::Resolving { owners, failure } = &mut self.progress else {
+            return;
+        };
+        match result {
+            Ok(owner) => {
+                owners.insert(id.clone(), owner.clone());
+            }
+            Err(error) => {
+                let cause = match **error {
+                    ResolveError::Unreachable(_) => Cause::AccountUnreachable,
+                    ResolveError::Failed(_) => Cause::Lookup,
+                };
+                *failure = Some(Failure::new(cause, error.to_string()));
+            }
+        }
+    }
+
+    /// Once every owner is known: one copy per owning cluster, the original body, or for a
+    /// Health event the copy naming only that cluster's instances. Returns how many copies, or
+    /// `None` while an owner is still unknown.
+    pub fn plan(&mut self, body: &str) -> Option<Result<usize, event::Malformed>> {
+        let Progress::Resolving { owners, .. } = &self.progress else {
+            return None;
+        };
+        if !self
+            .event
+            .instances
+            .iter()
+            .all(|id| owners.contains_key(id))
+        {
+            return None;
+        }
+        let mut by_cluster: BTreeMap<Arc<str>, Vec<InstanceId>> = BTreeMap::new();
+        let mut ignored = None;
+        for id in &self.event.instances {
+            match owners.get(id) {
+                Some(Owner::Cluster(cluster)) => match by_cluster.entry(cluster.clone()) {
+                    MapEntry::Vacant(v) => {
+                        v.insert(vec![id.clone()]);
+                    }
+                    MapEntry::Occupied(mut o) => o.get_mut().push(id.clone()),
+                },
+                Some(Owner::NotOurs(reason)) => {
+                    ignored.get_or_insert(*reason);
+                }
+                None => {}
+            }
+        }
+        let mut copies = Vec::with_capacity(by_cluster.len());
+        for (cluster, ids) in by_cluster {
+            let body = match self.event.kind {
+                Kind::ScheduledChange => match event::health_body_for(body, &ids) {
+                    Ok(body) => body,
+                    Err(malformed) => return Some(Err(malformed)),
+                },
+                _ => body.to_owned(),
+            };
+            copies.push(Copy {
+                message: Message {
+                    destination: Destination::Cluster {
+                        place: self.place.clone(),
+                        cluster: cluster.clone(),
+                    },
+                    body,
+                    attributes: Vec::new(),
+                },
+                cluster,
+                delivery: Delivery::Unfinished,
+            });
+        }
+        let planned = copies.len();
+        self.progress = Progress::Sending {
+            copies,
+            ignored: ignored.unwrap_or(IgnoreReason::UnknownInstance),
+        };
+        Some(Ok(planned))
+    }
+
+    /// Step 3: the record's outcome from its deliveries, or its permanent failure.
+    pub fn settle(self) -> Settled {
+        match self.progress {
+            Progress::Resolving { failure, .. } => Settled::Failed(failure.unwrap_or_else(|| {
                 Failure::new(
                     Cause::Deadline,
                     "deadline reached before the instance lookup finished",
                 )
-            })
-        });
-        let ignored = routing.owners.values().find_map(|o| match o {
-            Owner::NotOurs(reason) => Some(*reason),
-            Owner::Cluster(_) => None,
-        });
-        entry.state = match forward_outcome(
-            &routing.copies,
-            &routing.deliveries,
-            unresolved.as_ref(),
-            ignored.or(Some(IgnoreReason::UnknownInstance)),
-        ) {
-            Ok(outcome) => State::Decided(outcome),
-            Err((reason, detail, clusters)) => State::DeadLetter(DeadLetter {
-                reason,
-                detail,
-                clusters: Some(clusters),
-            }),
-        };
+            })),
+            Progress::Sending { copies, ignored } => {
+                let deliveries = copies.iter().map(|c| (&*c.cluster, &c.delivery));
+                match forward_outcome(deliveries, ignored) {
+                    Ok(Outcome::Finished(finished)) => Settled::Done(finished),
+                    Ok(Outcome::Failed(failure)) => Settled::Failed(failure),
+                    Err((reason, detail, clusters)) => Settled::DeadLetter(DeadLetter {
+                        reason,
+                        detail,
+                        clusters: Some(clusters),
+                    }),
+                }
+            }
+        }
+    }
+}
+
+impl Admitted {
+    /// Steps 2 to 3 for the records that were not routed: nothing changes.
+    pub fn settle(self) -> Settled {
+        match self {
+            Admitted::Done(finished) => Settled::Done(finished),
+            Admitted::DeadLetter(d) => Settled::DeadLetter(d),
+            Admitted::Failed(f) => Settled::Failed(f),
+            Admitted::Routing(routing) => routing.settle(),
+        }
     }
 }
 
 /// The original payload, bound for the dead-letter queue with its reason.
-pub(super) fn dead_letter_message(record: &Record<'_>, d: &DeadLetter) -> Message {
+pub(super) fn dead_letter_message(record: &Record<'_>, d: &DeadLetter, home: &Place) -> Message {
     let mut attributes = vec![
         ("reason", d.reason.label().to_owned()),
         ("detail", truncate(&d.detail, MAX_DETAIL).to_owned()),
@@ -190,15 +311,17 @@ pub(super) fn dead_letter_message(record: &Record<'_>, d: &DeadLetter) -> Messag
         attributes.push(("clusters", clusters.clone()));
     }
     Message {
-        destination: Destination::DeadLetter,
+        destination: Destination::DeadLetter { home: home.clone() },
         body: record.body.to_owned(),
         attributes,
     }
 }
 
-pub(super) fn unix_millis(t: SystemTime) -> i64 {
-    t.duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+pub(super) fn join(ids: &[InstanceId]) -> String {
+    ids.iter()
+        .map(InstanceId::as_str)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 pub(super) fn truncate(s: &str, max: usize) -> &str {

@@ -4,26 +4,28 @@
 //! the event was), and one line per record that was ignored, dead-lettered or handed back.
 
 use crate::{
-    event::{self, Interruption, Scope},
+    accounts::Place,
+    event::{self, Interruption},
     metrics::{Delivered, InvocationMetrics, LATE_AFTER_MS},
 };
 
 use super::{
     Record,
-    outcome::{Cause, DeadLetterReason, Outcome},
+    outcome::{Cause, DeadLetterReason, Finished, Outcome},
+    records::{Subject, join},
 };
 
 /// A copy reached `cluster`'s queue at `now` (ms since the epoch).
 pub(super) fn forwarded(
-    interruption: &Interruption,
-    scope: &Scope,
+    event: &Interruption,
+    place: &Place,
     cluster: &str,
     label: &str,
     now: i64,
     metrics: &mut InvocationMetrics,
 ) {
     *metrics.forwarded.entry(label.to_owned()).or_default() += 1;
-    let age_ms = interruption
+    let age_ms = event
         .time
         .as_deref()
         .and_then(event::rfc3339_unix_millis)
@@ -36,17 +38,17 @@ pub(super) fn forwarded(
     }
     metrics.deliveries.push(Delivered {
         cluster: label.to_owned(),
-        event_id: interruption.id.as_deref().unwrap_or_default().to_owned(),
-        instances: join(&interruption.instances),
+        event_id: event.id.as_deref().unwrap_or_default().to_owned(),
+        instances: join(&event.instances),
         age_ms,
-        kind: interruption.kind.label(),
+        kind: event.kind.label(),
     });
     tracing::info!(
-        event_id = interruption.id.as_deref().unwrap_or_default(),
-        kind = %interruption.kind,
-        instances = %join(&interruption.instances),
-        account = scope.account.as_deref().unwrap_or_default(),
-        region = scope.region.as_deref().unwrap_or_default(),
+        event_id = event.id.as_deref().unwrap_or_default(),
+        kind = %event.kind,
+        instances = %join(&event.instances),
+        account = %place.scope.account,
+        region = %place.scope.region,
         cluster = %cluster,
         age_ms,
         outcome = "forwarded",
@@ -57,27 +59,24 @@ pub(super) fn forwarded(
 /// Logs and counts a record's outcome (forwarded records were logged per copy already).
 pub(super) fn record_outcome(
     record: &Record<'_>,
-    interruption: Option<&Interruption>,
+    subject: &Subject,
     outcome: &Outcome,
     metrics: &mut InvocationMetrics,
 ) {
-    let (event_id, kind, instances, account) = match interruption {
-        Some(i) => (
-            i.id.as_deref().unwrap_or_default(),
-            i.kind.label(),
-            join(&i.instances),
-            i.scope.account.as_deref().unwrap_or_default(),
-        ),
-        None => ("", "", String::new(), ""),
-    };
+    let Subject {
+        event_id,
+        kind,
+        instances,
+        account,
+    } = subject;
     let receive_count = record.origin.map(|o| o.receive_count);
     match outcome {
-        Outcome::Forwarded => {}
-        Outcome::Ignored(reason) => {
+        Outcome::Finished(Finished::Forwarded) => {}
+        Outcome::Finished(Finished::Ignored(reason)) => {
             *metrics.ignored.entry(reason.label()).or_default() += 1;
             tracing::info!(record = record.id, event_id, kind, instances, account, outcome = "ignored", reason = %reason, "ignored");
         }
-        Outcome::DeadLettered(reason) => {
+        Outcome::Finished(Finished::DeadLettered(reason)) => {
             *metrics.dead_lettered.entry(reason.label()).or_default() += 1;
             match reason {
                 DeadLetterReason::AccountUnreachable => metrics.account_unreachable += 1,
@@ -94,11 +93,4 @@ pub(super) fn record_outcome(
             tracing::warn!(record = record.id, event_id, kind, instances, account, receive_count, outcome = "failed", error = %failure, "failed, will be retried");
         }
     }
-}
-
-pub(super) fn join(ids: &[event::InstanceId]) -> String {
-    ids.iter()
-        .map(event::InstanceId::as_str)
-        .collect::<Vec<_>>()
-        .join(",")
 }

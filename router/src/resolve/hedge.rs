@@ -14,22 +14,30 @@
 //!   the p95 of recent latencies, so about one cold lookup in twenty is hedged when EC2 is well;
 //!   after [`LookupConfig::suspect_after`] consecutive failures (errors, throttles, attempt
 //!   timeouts) EC2 is suspected for [`LookupConfig::suspect_for`] and the Tagging API is asked
-//!   first, which also takes the router's load off an EC2 every Karpenter of the account needs.
+//!   first, which also takes the router's load off an EC2 every Karpenter of the account needs:
+//!   while suspected, EC2 is asked at most once per [`PROBE_INTERVAL`] (for what the Tagging API
+//!   did not list, or when it failed too), so the router learns when EC2 is back.
 
 use std::{
     collections::{HashMap, VecDeque},
     future::Future,
     sync::Mutex,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-use crate::event::Scope;
+use tokio::time::Instant;
+
+use crate::accounts::Scope;
 
 /// The hedge delay while a scope has too few latencies to learn from.
 pub const INITIAL_HEDGE_DELAY: Duration = Duration::from_millis(300);
 /// The learnt delay's bounds: no hedge on scheduling noise, and never a wait past a second.
 pub const MIN_HEDGE_DELAY: Duration = Duration::from_millis(50);
 pub const MAX_HEDGE_DELAY: Duration = Duration::from_secs(1);
+/// While EC2 is suspected, how often a lookup may still ask it (a probe): it finds out when EC2
+/// is back, and the account's bucket, which every Karpenter of the account needs, sees at most
+/// one call per probe interval from the router.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(10);
 /// How many recent DescribeInstances latencies a scope keeps, and how many it needs to use them.
 const LATENCY_WINDOW: usize = 64;
 const LATENCY_MIN_SAMPLES: usize = 8;
@@ -41,7 +49,7 @@ pub enum HedgeDelay {
     Auto,
     /// After this long, whatever EC2's latencies.
     Fixed(Duration),
-    /// Never on time; the Tagging API is asked only once EC2 has failed (the SDK retries EC2).
+    /// Never on time; the Tagging API is asked only once EC2 has failed.
     Off,
 }
 
@@ -71,6 +79,8 @@ impl Default for LookupConfig {
 struct ScopeHealth {
     consecutive_failures: u32,
     suspected_until: Option<Instant>,
+    /// While suspected: when EC2 may be probed again.
+    next_probe: Option<Instant>,
     latencies: VecDeque<Duration>,
 }
 
@@ -103,6 +113,25 @@ impl Ec2Health {
             .is_some_and(|until| Instant::now() < until)
     }
 
+    /// While `scope` is suspected, whether this lookup may ask EC2 (at most once per
+    /// [`PROBE_INTERVAL`]); always, when it is not suspected.
+    pub fn may_probe(&self, scope: &Scope) -> bool {
+        let now = Instant::now();
+        let mut scopes = self.scopes.lock().unwrap();
+        let Some(health) = scopes.get_mut(scope) else {
+            return true;
+        };
+        let suspected = health.suspected_until.is_some_and(|until| now < until);
+        if !suspected {
+            return true;
+        }
+        if health.next_probe.is_some_and(|at| now < at) {
+            return false;
+        }
+        health.next_probe = Some(now + PROBE_INTERVAL);
+        true
+    }
+
     /// How long a lookup in `scope` waits for EC2 before it hedges; `None` never on time.
     pub fn hedge_delay(&self, scope: &Scope) -> Option<Duration> {
         match self.config.hedge {
@@ -124,6 +153,7 @@ impl Ec2Health {
         let health = scopes.entry(scope.clone()).or_default();
         health.consecutive_failures = 0;
         health.suspected_until = None;
+        health.next_probe = None;
         if health.latencies.len() == LATENCY_WINDOW {
             health.latencies.pop_front();
         }
@@ -137,7 +167,9 @@ impl Ec2Health {
         let health = scopes.entry(scope.clone()).or_default();
         health.consecutive_failures = health.consecutive_failures.saturating_add(1);
         if health.consecutive_failures >= self.config.suspect_after {
-            health.suspected_until = Some(Instant::now() + self.config.suspect_for);
+            let now = Instant::now();
+            health.suspected_until = Some(now + self.config.suspect_for);
+            health.next_probe.get_or_insert(now + PROBE_INTERVAL);
         }
         health.suspected_until.is_some()
     }
@@ -180,6 +212,8 @@ pub async fn race<T, E>(
     tokio::pin!(primary, hedge, hedge_after);
     // Alone until EC2 answers or is late.
     let primary_error = tokio::select! {
+        // Deterministic polling order: a seeded simulation must replay the same race.
+        biased;
         result = &mut primary => match result {
             Ok(answer) => return Raced::Primary { answer, hedged: false },
             Err(e) => Some(e),
@@ -197,6 +231,7 @@ pub async fn race<T, E>(
     }
     // Both in flight.
     tokio::select! {
+        biased;
         result = &mut primary => match result {
             Ok(answer) => Raced::Primary { answer, hedged: true },
             Err(primary) => match hedge.await {

@@ -4,21 +4,28 @@
 //! the two AWS paths that read an instance's tags, [`hedge`] when to use which, and [`Resolver`]
 //! what keeps lookups few and answers coming while AWS fails:
 //!
-//! * a moka cache of instance → owner: ownership never changes during an instance's life, so
+//! * a cache of instance → owner: ownership never changes during an instance's life, so
 //!   positives live long (`CACHE_TTL_SECONDS`), while "not ours" lives briefly
 //!   (`NEGATIVE_CACHE_TTL_SECONDS`) because tags can land just after an instance starts;
-//! * every miss of a scope goes out together, at most 200 ids per lookup ([`Resolver::chunk`]);
-//!   concurrent misses for the same instance share one lookup (moka's `try_get_with`);
+//! * a sweep per account and region: the first miss there also asks
+//!   DescribeInstances for every instance with the managed tag (`karpenter.sh/nodepool`: every
+//!   Karpenter node of the account and region, 1,000 a page, at most [`SWEEP_MAX_PAGES`]) and keeps
+//!   every owner it finds, so an organisation's storm costs each execution environment about two
+//!   EC2 calls per account instead of one per batch per account; swept again on a miss after
+//!   `SWEEP_INTERVAL_SECONDS` (600; 0 never sweeps). It is made once the invocation's records are delivered, before it answers
+//!   ([`Resolver::sweep_pending`]: Lambda freezes an environment that has answered);
+//! * every other miss of a place goes out together, at most 200 ids per lookup
+//!   ([`Resolver::chunk`]): what a sweep did not find (launched since, or not Karpenter's);
 //! * DescribeInstances first, hedged: when it fails or is later than its recent p95, GetResources
 //!   (which does not share EC2's throttle) is asked too and the first answer that stands is used.
 //!   After consecutive EC2 failures the scope asks GetResources first for a while, so a throttled
 //!   EC2 is not hammered by the router while every Karpenter of the account needs it ([`hedge`]);
 //! * stale-if-error: an instance's owner never changes and instance ids are never reused, so when
 //!   every path fails, the last owner seen (kept for [`LAST_KNOWN_HORIZON`] after its positive
-//!   entry expired) is still a correct answer, and is served (and counted) instead of a failure.
+//!   answer stopped being fresh) is still AWS's answer, and is served (and counted) instead of a
+//!   failure.
 //!
-//! Keys carry the event's [`Scope`]: lookups run in the instance's own account and region, with
-//! the clients [`Accounts`] hands out.
+//! Lookups run in the instance's own account and region, as the sender [`Accounts`] names there.
 
 pub mod hedge;
 pub mod lookup;
@@ -27,17 +34,14 @@ pub mod tags;
 use std::{
     collections::{HashMap, HashSet},
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-use futures_util::{
-    FutureExt,
-    future::{Either, join_all},
-};
-use moka::{Expiry, future::Cache};
+use futures_util::future::{Either, join_all};
+use tokio::time::Instant;
 
 use self::hedge::{Ec2Health, Raced, race};
 pub use self::{
@@ -46,14 +50,22 @@ pub use self::{
     tags::{ClusterTagKey, Owner, TagRules},
 };
 use crate::{
-    accounts::{Accounts, Clients, Unreachable},
-    event::{IgnoreReason, InstanceId, Scope},
+    accounts::{Accounts, Place, Scope, Unreachable},
+    aws::{Aws, CallError, Session},
+    cache::TtlCache,
+    event::{IgnoreReason, InstanceId},
 };
 
-/// How long a positive answer stays available as a stale answer after it expired.
+/// How long a positive answer stays available as a stale answer after it stopped being fresh.
 pub const LAST_KNOWN_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
+/// A sweep that failed is not tried again for this long.
+pub const SWEEP_RETRY: Duration = Duration::from_secs(30);
+/// Pages a sweep reads at most (1,000 instances each): a larger fleet is looked up per id past
+/// them.
+pub const SWEEP_MAX_PAGES: usize = 3;
 
-/// How long the resolver (and the forwarder's queue URLs) trust an answer; `Config::cache`.
+/// How long the resolver (and the forwarder's queue destinations) trust an answer;
+/// `Config::cache`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheConfig {
     /// How long "instance i-… belongs to cluster c" is trusted. Ownership never changes during an
@@ -62,17 +74,19 @@ pub struct CacheConfig {
     /// How long "not ours" is trusted: short, because tags may land just after launch.
     pub negative_ttl: Duration,
     pub max_entries: u64,
+    /// A scope swept this recently is not swept again: its misses are instances launched since
+    /// (or not Karpenter's), which per-id lookups answer. Zero: never sweep.
+    pub sweep_every: Duration,
 }
 
-/// An instance as seen from an event's account and region.
+/// An instance as seen from the place its event was admitted into.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct InstanceKey {
-    pub scope: Scope,
+    pub place: Place,
     pub instance: InstanceId,
 }
 
-/// A lookup that failed on every path, after the SDK's own retries: transient, the records that
-/// needed it are retried.
+/// A lookup that failed on every path: transient, the records that needed it are retried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
     #[error(transparent)]
@@ -91,6 +105,8 @@ pub struct LookupStats {
     pub hedged: AtomicU64,
     /// Answers served from an expired entry because every lookup path failed.
     pub stale_answers: AtomicU64,
+    /// Sweeps of an account and region made (each page is a DescribeInstances call).
+    pub sweeps: AtomicU64,
 }
 
 /// What [`Resolver::resolve`] found, and what it cost.
@@ -103,63 +119,70 @@ pub struct Resolution {
     pub get_resources_calls: u64,
     pub hedged: u64,
     pub stale_answers: u64,
+    pub sweeps: u64,
 }
 
-/// A cached answer, and the path that gave it (it decides how long the answer is kept).
+/// An answer, the path that gave it (it decides how long the answer is kept) and until when it
+/// is fresh.
 #[derive(Debug, Clone)]
-struct Answer {
+struct Known {
     owner: Owner,
-    path: Path,
+    fresh_until: Instant,
 }
 
-/// One chunk's lookup, shared by the keys it answers. An id missing from `answers` was not found
-/// on `path`.
+/// One chunk's lookup. An id missing from `answers` was not found on `path`, unless `unasked`
+/// says it could not be asked there (then its lookup failed, with that error).
 #[derive(Debug)]
 struct Looked {
-    answers: HashMap<InstanceId, Answer>,
+    answers: HashMap<InstanceId, Owner>,
     path: Path,
+    unasked: Option<Arc<ResolveError>>,
 }
 
-pub struct Resolver {
-    accounts: Arc<Accounts>,
+pub struct Resolver<A> {
+    aws: Arc<A>,
+    accounts: Arc<Accounts<A>>,
     rules: TagRules,
-    fresh: Cache<InstanceKey, Answer>,
-    last_known: Cache<InstanceKey, Arc<str>>,
+    config: CacheConfig,
+    /// Owners by (scope, instance): whoever asks, an instance's owner is the same.
+    known: TtlCache<(Scope, InstanceId), Known>,
+    /// Scopes swept (or being swept) lately (`true`), or whose sweep failed lately (`false`).
+    swept: TtlCache<Scope, bool>,
+    /// Sweeps decided in this invocation, not yet made ([`Resolver::sweep_pending`]).
+    pending: Mutex<Vec<Place>>,
     ec2: Arc<Ec2Health>,
 }
 
-impl Resolver {
+fn cache_key(key: &InstanceKey) -> (Scope, InstanceId) {
+    (key.place.scope.clone(), key.instance.clone())
+}
+
+impl<A: Aws> Resolver<A> {
     pub fn new(
-        accounts: Arc<Accounts>,
+        aws: Arc<A>,
+        accounts: Arc<Accounts<A>>,
         rules: TagRules,
         cache: &CacheConfig,
         lookup: LookupConfig,
     ) -> Self {
-        let fresh = Cache::builder()
-            .max_capacity(cache.max_entries)
-            .expire_after(AnswerExpiry {
-                ttl: cache.ttl,
-                negative_ttl: cache.negative_ttl,
-            })
-            .build();
-        let last_known = Cache::builder()
-            .max_capacity(cache.max_entries)
-            .time_to_live(cache.ttl + LAST_KNOWN_HORIZON)
-            .build();
         Self {
+            aws,
             accounts,
             rules,
-            fresh,
-            last_known,
+            config: *cache,
+            known: TtlCache::new(cache.max_entries as usize),
+            swept: TtlCache::new(10_000),
+            pending: Mutex::default(),
             ec2: Arc::new(Ec2Health::new(lookup)),
         }
     }
 
-    /// Splits `keys` into cache answers and misses (each key once).
-    pub async fn cached(
+    /// Splits `keys` into fresh answers and misses (each key once).
+    pub fn cached(
         &self,
         keys: impl IntoIterator<Item = InstanceKey>,
     ) -> (Vec<(InstanceKey, Owner)>, Vec<InstanceKey>) {
+        let now = Instant::now();
         let mut hits = Vec::new();
         let mut misses = Vec::new();
         let mut seen = HashSet::new();
@@ -167,28 +190,32 @@ impl Resolver {
             if !seen.insert(key.clone()) {
                 continue;
             }
-            match self.fresh.get(&key).await {
-                Some(answer) => hits.push((key, answer.owner)),
+            match self
+                .known
+                .get(&cache_key(&key))
+                .filter(|k| now < k.fresh_until)
+            {
+                Some(known) => hits.push((key, known.owner)),
                 None => misses.push(key),
             }
         }
         (hits, misses)
     }
 
-    /// Groups misses into lookups: one scope each, at most [`MAX_IDS_PER_DESCRIBE`] ids.
+    /// Groups misses into lookups: one place each, at most [`MAX_IDS_PER_DESCRIBE`] ids, in a
+    /// stable order.
     pub fn chunk(mut misses: Vec<InstanceKey>) -> Vec<Vec<InstanceKey>> {
         misses.sort();
         misses.dedup();
         let mut chunks = Vec::new();
-        for group in misses.chunk_by(|a, b| a.scope == b.scope) {
+        for group in misses.chunk_by(|a, b| a.place == b.place) {
             chunks.extend(group.chunks(MAX_IDS_PER_DESCRIBE).map(<[_]>::to_vec));
         }
         chunks
     }
 
-    /// Looks up one chunk (keys of one scope). Each key's cache entry is initialised from the
-    /// chunk's lookup; a key another task is already looking up waits for that lookup instead.
-    /// A key every path failed for gets its last known owner if there is one, else the error.
+    /// Looks up one chunk (keys of one place) and keeps each answer. A key every path failed
+    /// for gets its last known owner if there is one, else the error.
     pub async fn look_up(
         &self,
         chunk: &[InstanceKey],
@@ -197,48 +224,160 @@ impl Resolver {
         let Some(first) = chunk.first() else {
             return Vec::new();
         };
-        let scope = first.scope.clone();
+        self.start_sweep(&first.place, stats);
         let ids: Vec<InstanceId> = chunk.iter().map(|k| k.instance.clone()).collect();
-        let lookup =
-            async move { self.look_up_ids(&scope, &ids, stats).await.map(Arc::new) }.shared();
-        let answers = chunk.iter().map(|key| {
-            let lookup = lookup.clone();
-            async move {
-                let answer = self
-                    .fresh
-                    .try_get_with_by_ref(key, async move {
-                        let looked = lookup.await?;
-                        let answer = looked.answers.get(&key.instance).cloned().unwrap_or(Answer {
-                            owner: Owner::NotOurs(IgnoreReason::UnknownInstance),
-                            path: looked.path,
-                        });
-                        if let Owner::Cluster(cluster) = &answer.owner {
-                            self.last_known.insert(key.clone(), cluster.clone()).await;
-                        }
-                        Ok::<_, ResolveError>(answer)
-                    })
-                    .await;
-                let owner = match answer {
-                    Ok(answer) => Ok(answer.owner),
-                    Err(error) => match self.last_known.get(key).await {
-                        Some(cluster) => {
-                            stats.stale_answers.fetch_add(1, Ordering::Relaxed);
-                            tracing::info!(scope = %key.scope, instance = %key.instance, cluster = %cluster, %error, "every lookup failed: serving the last known owner");
-                            Ok(Owner::Cluster(cluster))
-                        }
-                        None => Err(error),
-                    },
+        let looked = self
+            .look_up_ids(&first.place, &ids, stats)
+            .await
+            .unwrap_or_else(|error| Looked {
+                answers: HashMap::new(),
+                path: Path::DescribeInstances,
+                unasked: Some(Arc::new(error)),
+            });
+        chunk
+            .iter()
+            .map(|key| {
+                let owner = match (looked.answers.get(&key.instance), &looked.unasked) {
+                    (Some(owner), _) => {
+                        self.keep(key, owner, looked.path);
+                        Ok(owner.clone())
+                    }
+                    (None, None) => {
+                        let unknown = Owner::NotOurs(IgnoreReason::UnknownInstance);
+                        self.keep(key, &unknown, looked.path);
+                        Ok(unknown)
+                    }
+                    (None, Some(error)) => self.last_known(key, error, stats),
                 };
                 (key.clone(), owner)
-            }
+            })
+            .collect()
+    }
+
+    /// Stale-if-error: the last owner seen for `key`, if any, else the lookup's error.
+    fn last_known(
+        &self,
+        key: &InstanceKey,
+        error: &Arc<ResolveError>,
+        stats: &LookupStats,
+    ) -> Result<Owner, Arc<ResolveError>> {
+        let last = self.known.get(&cache_key(key)).and_then(|k| match k.owner {
+            Owner::Cluster(c) => Some(c),
+            Owner::NotOurs(_) => None,
         });
-        join_all(answers).await
+        match last {
+            Some(cluster) => {
+                stats.stale_answers.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(scope = %key.place.scope, instance = %key.instance, cluster = %cluster, %error, "every lookup failed: serving the last known owner");
+                Ok(Owner::Cluster(cluster))
+            }
+            None => Err(error.clone()),
+        }
+    }
+
+    /// The first lookup of a scope in a while also sweeps it: every Karpenter node of its account
+    /// and region, each owner kept for the lookups that follow. Decided here, made by
+    /// [`Resolver::sweep_pending`] once the invocation's records are delivered. Not while EC2 is
+    /// suspected, without a managed tag to sweep by, or after a recent sweep (or a recent failure
+    /// to sweep).
+    fn start_sweep(&self, place: &Place, stats: &LookupStats) {
+        let scope = &place.scope;
+        if self.rules.managed_key.is_none()
+            || self.config.sweep_every.is_zero()
+            || self.swept.get(scope).is_some()
+            || self.ec2.suspected(scope)
+        {
+            return;
+        }
+        self.swept
+            .insert(scope.clone(), true, self.config.sweep_every);
+        stats.sweeps.fetch_add(1, Ordering::Relaxed);
+        self.pending
+            .lock()
+            .expect("pending sweeps")
+            .push(place.clone());
+    }
+
+    /// Makes the sweeps this invocation decided on, all at once, until `by`. After the records'
+    /// deliveries, so a sweep never delays them; before the invocation answers, because Lambda
+    /// freezes an execution environment once it has answered and a call left running would stall
+    /// mid-flight and fail on thaw. A sweep still running at `by` is stopped and tried again
+    /// after [`SWEEP_RETRY`].
+    pub async fn sweep_pending(&self, by: Instant, stats: &LookupStats) {
+        let places = std::mem::take(&mut *self.pending.lock().expect("pending sweeps"));
+        join_all(places.iter().map(|place| async move {
+            if tokio::time::timeout_at(by, self.sweep(place, stats)).await.is_err() {
+                self.swept.insert(place.scope.clone(), false, SWEEP_RETRY);
+                tracing::warn!(scope = %place.scope, "sweep unfinished when the invocation had to answer: stopped");
+            }
+        }))
+        .await;
+    }
+
+    async fn sweep(&self, place: &Place, stats: &LookupStats) {
+        let scope = &place.scope;
+        let Some(tag) = self.rules.managed_key.as_deref() else {
+            return;
+        };
+        let Ok(session) = self.accounts.session(place).await else {
+            // No credentials yet (AssumeRole throttled, say): the scope's next miss, which needs
+            // them too, decides the sweep again.
+            self.swept.remove(scope);
+            return;
+        };
+        let started = Instant::now();
+        match lookup::sweep(
+            &*self.aws,
+            &session,
+            &self.rules,
+            tag,
+            SWEEP_MAX_PAGES,
+            &stats.calls,
+        )
+        .await
+        {
+            Ok(found) => {
+                self.ec2.answered(scope, started.elapsed());
+                for (id, owner) in found {
+                    self.keep_as((scope.clone(), id), &owner, Path::DescribeInstances);
+                }
+            }
+            Err(error) => {
+                let suspected = self.ec2.failed(scope);
+                self.swept.insert(scope.clone(), false, SWEEP_RETRY);
+                tracing::warn!(%scope, %error, suspected, "sweep failed: looking up per instance");
+            }
+        }
+    }
+
+    fn keep(&self, key: &InstanceKey, owner: &Owner, path: Path) {
+        self.keep_as(cache_key(key), owner, path);
+    }
+
+    /// Keeps an answer for as long as what it says can be trusted.
+    fn keep_as(&self, key: (Scope, InstanceId), owner: &Owner, path: Path) {
+        let fresh_for = match (owner, path) {
+            (Owner::Cluster(_), _) => self.config.ttl,
+            // GetResources leaves out untagged and unknown instances alike, and may lag a launch:
+            // such an answer is used once, never kept.
+            (Owner::NotOurs(IgnoreReason::UnknownInstance), Path::GetResources) => Duration::ZERO,
+            (Owner::NotOurs(_), _) => self.config.negative_ttl,
+        };
+        let kept_for = match owner {
+            Owner::Cluster(_) => fresh_for + LAST_KNOWN_HORIZON,
+            Owner::NotOurs(_) => fresh_for,
+        };
+        let known = Known {
+            owner: owner.clone(),
+            fresh_until: Instant::now() + fresh_for,
+        };
+        self.known.insert(key, known, kept_for);
     }
 
     /// Resolves every key at once: the cache, then every chunk's lookup. (The handler interleaves
     /// these steps with sending; this is the whole of it for tests and benchmarks.)
     pub async fn resolve(&self, keys: impl IntoIterator<Item = InstanceKey>) -> Resolution {
-        let (hits, misses) = self.cached(keys).await;
+        let (hits, misses) = self.cached(keys);
         let stats = LookupStats::default();
         let mut resolution = Resolution {
             cache_hits: hits.len() as u64,
@@ -251,24 +390,28 @@ impl Resolver {
         let chunks = Self::chunk(misses);
         let looked = join_all(chunks.iter().map(|chunk| self.look_up(chunk, &stats))).await;
         resolution.owners.extend(looked.into_iter().flatten());
+        self.sweep_pending(Instant::now() + crate::retry::DELIVER_WINDOW, &stats)
+            .await;
         resolution.describe_calls = stats.calls.describe_instances.load(Ordering::Relaxed);
         resolution.get_resources_calls = stats.calls.get_resources.load(Ordering::Relaxed);
         resolution.hedged = stats.hedged.into_inner();
         resolution.stale_answers = stats.stale_answers.into_inner();
+        resolution.sweeps = stats.sweeps.into_inner();
         resolution
     }
 
-    /// One lookup of `ids`, all of `scope`: hedged from EC2 to the Tagging API, or the Tagging
+    /// One lookup of `ids`, all of `place`: hedged from EC2 to the Tagging API, or the Tagging
     /// API first while EC2 is suspected.
     async fn look_up_ids(
         &self,
-        scope: &Scope,
+        place: &Place,
         ids: &[InstanceId],
         stats: &LookupStats,
     ) -> Result<Looked, ResolveError> {
-        let clients = self.accounts.clients(scope).await?;
+        let session = self.accounts.session(place).await?;
+        let scope = &place.scope;
         if self.ec2.suspected(scope) {
-            return self.tagging_first(&clients, scope, ids, stats).await;
+            return self.tagging_first(&session, ids, stats).await;
         }
         let hedge_after = match self.ec2.hedge_delay(scope) {
             Some(delay) => Either::Left(tokio::time::sleep(delay)),
@@ -276,12 +419,12 @@ impl Resolver {
         };
         let hedge = async {
             stats.hedged.fetch_add(1, Ordering::Relaxed);
-            self.via_tagging(&clients, scope, ids, &stats.calls).await
+            self.via_tagging(&session, ids, &stats.calls).await
         };
         let every_id =
-            |answers: &HashMap<InstanceId, Answer>| ids.iter().all(|id| answers.contains_key(id));
+            |answers: &HashMap<InstanceId, Owner>| ids.iter().all(|id| answers.contains_key(id));
         match race(
-            self.describe(&clients, scope, ids, &stats.calls),
+            self.describe(&session, ids, &stats.calls),
             hedge,
             hedge_after,
             every_id,
@@ -291,12 +434,14 @@ impl Resolver {
             Raced::Primary { answer, .. } => Ok(Looked {
                 answers: answer,
                 path: Path::DescribeInstances,
+                unasked: None,
             }),
             Raced::Hedge { answer, .. } => Ok(Looked {
                 answers: answer,
                 path: Path::GetResources,
+                unasked: None,
             }),
-            Raced::BothFailed { primary, hedge } => Err(Self::both_failed(
+            Raced::BothFailed { primary, hedge } => Err(both_failed(
                 [Path::DescribeInstances, Path::GetResources],
                 [primary, hedge],
             )),
@@ -304,132 +449,135 @@ impl Resolver {
     }
 
     /// While EC2 is suspected: GetResources, then DescribeInstances for the ids it did not list
-    /// (untagged, or not yet indexed after a launch), or for all of them if it failed.
+    /// (untagged, or not yet indexed after a launch), or for all of them if it failed, but only as
+    /// a probe ([`Ec2Health::may_probe`]); otherwise what is still unknown fails, to be retried.
     async fn tagging_first(
         &self,
-        clients: &Clients,
-        scope: &Scope,
+        session: &Session,
         ids: &[InstanceId],
         stats: &LookupStats,
     ) -> Result<Looked, ResolveError> {
-        let tagging_error = match self.via_tagging(clients, scope, ids, &stats.calls).await {
+        let spared = || {
+            CallError::new(
+                "Ec2Suspected",
+                format!(
+                    "not asked: EC2 is suspected in {} and was probed less than {} s ago",
+                    session.scope,
+                    hedge::PROBE_INTERVAL.as_secs()
+                ),
+            )
+        };
+        let tagging_error = match self.via_tagging(session, ids, &stats.calls).await {
             Ok(mut answers) => {
                 let unlisted: Vec<InstanceId> = ids
                     .iter()
                     .filter(|id| !answers.contains_key(*id))
                     .cloned()
                     .collect();
-                if !unlisted.is_empty()
-                    && let Ok(found) = self.describe(clients, scope, &unlisted, &stats.calls).await
-                {
-                    answers.extend(found);
-                }
+                // What the Tagging API did not list (untagged, or not indexed yet) only EC2 can
+                // tell: asked if a probe is due, else those ids fail for now and are retried.
+                let unasked = if unlisted.is_empty() {
+                    None
+                } else if !self.ec2.may_probe(&session.scope) {
+                    Some(spared())
+                } else {
+                    match self.describe(session, &unlisted, &stats.calls).await {
+                        Ok(found) => {
+                            answers.extend(found);
+                            return Ok(Looked {
+                                answers,
+                                path: Path::DescribeInstances,
+                                unasked: None,
+                            });
+                        }
+                        Err(ec2_error) => Some(ec2_error),
+                    }
+                };
+                let unlisted = CallError::new("Unlisted", "not listed by the Tagging API");
                 return Ok(Looked {
                     answers,
                     path: Path::GetResources,
+                    unasked: unasked.map(|e| {
+                        Arc::new(both_failed(
+                            [Path::GetResources, Path::DescribeInstances],
+                            [unlisted, e],
+                        ))
+                    }),
                 });
             }
             Err(e) => e,
         };
-        match self.describe(clients, scope, ids, &stats.calls).await {
+        if !self.ec2.may_probe(&session.scope) {
+            return Err(both_failed(
+                [Path::GetResources, Path::DescribeInstances],
+                [tagging_error, spared()],
+            ));
+        }
+        match self.describe(session, ids, &stats.calls).await {
             Ok(answers) => Ok(Looked {
                 answers,
                 path: Path::DescribeInstances,
+                unasked: None,
             }),
-            Err(ec2_error) => Err(Self::both_failed(
+            Err(ec2_error) => Err(both_failed(
                 [Path::GetResources, Path::DescribeInstances],
                 [tagging_error, ec2_error],
             )),
         }
     }
 
-    fn both_failed(paths: [Path; 2], errors: [String; 2]) -> ResolveError {
-        ResolveError::Failed(format!(
-            "{}: {}; {}: {}",
-            paths[0].label(),
-            errors[0],
-            paths[1].label(),
-            errors[1]
-        ))
-    }
-
     /// DescribeInstances (one call per chunk), as a task of its own: a call the hedge outran
-    /// runs on to its end, so EC2's health learns its latency, or its failure or timeout. With
-    /// hedging on, each call is one attempt (the hedge is the retry); with it off, the SDK's.
+    /// runs on to its end, so EC2's health learns its latency, or its failure or timeout.
     fn describe(
         &self,
-        clients: &Clients,
-        scope: &Scope,
+        session: &Session,
         ids: &[InstanceId],
         calls: &Arc<LookupCalls>,
-    ) -> impl Future<Output = Result<HashMap<InstanceId, Answer>, String>> + use<> {
-        let (ec2, rules, health) = (clients.ec2.clone(), self.rules.clone(), self.ec2.clone());
-        let (scope, ids, calls) = (scope.clone(), ids.to_vec(), calls.clone());
-        let sdk_retries = health.config().hedge == HedgeDelay::Off;
+    ) -> impl Future<Output = Result<HashMap<InstanceId, Owner>, CallError>> + use<A> {
+        let (aws, rules, health) = (self.aws.clone(), self.rules.clone(), self.ec2.clone());
+        let (session, ids, calls) = (session.clone(), ids.to_vec(), calls.clone());
         let task = tokio::spawn(async move {
             let started = Instant::now();
-            let result = lookup::describe_instances(&ec2, &rules, &ids, &calls, sdk_retries).await;
+            let result = lookup::describe_instances(&*aws, &session, &rules, &ids, &calls).await;
             match &result {
-                Ok(_) => health.answered(&scope, started.elapsed()),
+                Ok(_) => health.answered(&session.scope, started.elapsed()),
                 Err(error) => {
-                    let suspected = health.failed(&scope);
-                    tracing::warn!(%scope, path = Path::DescribeInstances.label(), ids = ids.len(), %error, suspected, "lookup path failed");
+                    let suspected = health.failed(&session.scope);
+                    tracing::warn!(scope = %session.scope, path = Path::DescribeInstances.label(), ids = ids.len(), %error, suspected, "lookup path failed");
                 }
             }
-            result.map(|owners| Self::answers(owners, Path::DescribeInstances))
+            result
         });
-        task.map(|joined| {
-            joined.unwrap_or_else(|e| Err(format!("the DescribeInstances task ended: {e}")))
-        })
+        async move {
+            task.await.unwrap_or_else(|e| {
+                Err(CallError::new(
+                    "TaskEnded",
+                    format!("the DescribeInstances task ended: {e}"),
+                ))
+            })
+        }
     }
 
-    /// GetResources, 100 ARNs per call.
     async fn via_tagging(
         &self,
-        clients: &Clients,
-        scope: &Scope,
+        session: &Session,
         ids: &[InstanceId],
         calls: &LookupCalls,
-    ) -> Result<HashMap<InstanceId, Answer>, String> {
-        let mut owners = HashMap::with_capacity(ids.len());
-        for part in ids.chunks(MAX_ARNS_PER_GET_RESOURCES) {
-            match lookup::get_resources(&clients.tagging, &self.rules, scope, part, calls).await {
-                Ok(found) => owners.extend(found),
-                Err(e) => {
-                    tracing::warn!(%scope, path = Path::GetResources.label(), ids = ids.len(), error = %e, "lookup path failed");
-                    return Err(e);
-                }
-            }
+    ) -> Result<HashMap<InstanceId, Owner>, CallError> {
+        let result = lookup::get_resources(&*self.aws, session, &self.rules, ids, calls).await;
+        if let Err(error) = &result {
+            tracing::warn!(scope = %session.scope, path = Path::GetResources.label(), ids = ids.len(), %error, "lookup path failed");
         }
-        Ok(Self::answers(owners, Path::GetResources))
-    }
-
-    fn answers(owners: HashMap<InstanceId, Owner>, path: Path) -> HashMap<InstanceId, Answer> {
-        owners
-            .into_iter()
-            .map(|(id, owner)| (id, Answer { owner, path }))
-            .collect()
+        result
     }
 }
 
-struct AnswerExpiry {
-    ttl: Duration,
-    negative_ttl: Duration,
-}
-
-impl Expiry<InstanceKey, Answer> for AnswerExpiry {
-    fn expire_after_create(
-        &self,
-        _key: &InstanceKey,
-        answer: &Answer,
-        _created_at: std::time::Instant,
-    ) -> Option<Duration> {
-        Some(match (&answer.owner, answer.path) {
-            (Owner::Cluster(_), _) => self.ttl,
-            // GetResources leaves out untagged and unknown instances alike, and may lag a launch:
-            // such an answer is used once, never kept.
-            (Owner::NotOurs(IgnoreReason::UnknownInstance), Path::GetResources) => Duration::ZERO,
-            (Owner::NotOurs(_), _) => self.negative_ttl,
-        })
-    }
+fn both_failed(paths: [Path; 2], errors: [CallError; 2]) -> ResolveError {
+    ResolveError::Failed(format!(
+        "{}: {}; {}: {}",
+        paths[0].label(),
+        errors[0],
+        paths[1].label(),
+        errors[1]
+    ))
 }

@@ -147,13 +147,18 @@ pub(crate) async fn start(aws: &Aws, s: &Start<'_>) -> Result<String> {
     };
     let probe = origin.rebalance(s.node, &round.probe);
     // Synchronous, so the router's answer says whether the probe reached the tenant queue: a
-    // probe that never arrived would look taken.
+    // probe that never arrived would look taken. Sent as the one record of an SQS batch, the only
+    // payload the router reads; without an eventSourceARN, the router answers its outcome.
+    let batch = json!({"Records": [{
+        "messageId": round.probe, "body": probe.body(), "eventSource": "aws:sqs",
+        "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
+    }]});
     let out = aws
         .lambda
         .invoke()
         .function_name(s.function)
         .invocation_type(InvocationType::RequestResponse)
-        .payload(Blob::new(probe.body()))
+        .payload(Blob::new(batch.to_string()))
         .send()
         .await
         .map_err(|e| anyhow::anyhow!("Invoke {} (the probe): {}", s.function, describe(&e)))?;
@@ -161,7 +166,7 @@ pub(crate) async fn start(aws: &Aws, s: &Start<'_>) -> Result<String> {
         .payload()
         .and_then(|p| serde_json::from_slice(p.as_ref()).ok())
         .unwrap_or(Value::Null);
-    if out.function_error().is_some() || answer["outcome"] != "forwarded" {
+    if out.function_error().is_some() || answer["outcomes"][&round.probe] != "forwarded" {
         bail!(
             "the router did not forward the probe ({}) to {}: it answered {answer}{}; routerctl \
              verify --cluster {} says why",

@@ -1,5 +1,5 @@
 //! `routerctl demo --sandbox`: the stacks deployed into the emulator as AWS would have them (the
-//! [`Sandbox`] the `verify`, `simulate` and `fis` tests run on: base.yaml in Queue mode and a
+//! [`Sandbox`] the `verify`, `simulate` and `fis` tests run on: base.yaml and a
 //! tenant stack per cluster, completed where moto skips parts), with Karpenter's nodes running,
 //! left up for an operator to try `routerctl` against. Nothing routes here: the router is not
 //! started, so what `simulate` sends waits in the ingest queue.
@@ -23,7 +23,7 @@ pub async fn run() -> Result<()> {
     }
     let ingest = sandbox.ingest_queue_url().await?;
     println!(
-        "Stack {STACK} (Queue mode) and tenant stacks for {} in the emulator, {NODES} Karpenter \
+        "Stack {STACK} and tenant stacks for {} in the emulator, {NODES} Karpenter \
          nodes each; the router is not running.",
         CLUSTERS.join(", ")
     );

@@ -1,12 +1,12 @@
 //! `routerctl demo`: the whole system on a local AWS emulator, in one command, no account needed.
 //!
 //! 1. starts moto on a free loopback port (installing it if missing);
-//! 2. deploys the real `cloudformation/base.yaml` (queue mode) and one `tenant.yaml` per cluster;
+//! 2. deploys the real `cloudformation/base.yaml` and one `tenant.yaml` per cluster;
 //! 3. launches Karpenter-tagged nodes per cluster, plus a managed-node-group node and an untagged one;
 //! 4. publishes through EventBridge what FIS and AWS would send: per node a spot interruption
 //!    experiment (rebalance, warning, stopping, terminated), one Health scheduled change naming
 //!    nodes of two clusters, a capacity-reservation warning, and events for the distractor nodes;
-//!    the base stack's rules put them in the ingest queue, exactly like production's queue mode;
+//!    the base stack's rules put them in the ingest queue, exactly as in production;
 //! 5. runs the router binary under a local Lambda Runtime API, fed by a local event source mapping;
 //! 6. reads every tenant queue as Karpenter does and prints, per cluster, what was expected,
 //!    received and misrouted, end-to-end latency, and the AWS calls the router made per event.
@@ -122,7 +122,7 @@ pub async fn run(options: Options) -> Result<Report> {
         })
         .collect();
 
-    let base = step("Deploying cloudformation/base.yaml (queue mode)", async {
+    let base = step("Deploying cloudformation/base.yaml", async {
         // Where the stack's default CodeS3Key finds the release's zip.
         moto.put_object(
             "demo-artifacts",
@@ -134,7 +134,7 @@ pub async fn run(options: Options) -> Result<Report> {
             &cfn,
             BASE_STACK,
             stacks::BASE_TEMPLATE,
-            &[("CodeS3Bucket", "demo-artifacts"), ("IngestMode", "Queue")],
+            &[("CodeS3Bucket", "demo-artifacts")],
         )
         .await
     })

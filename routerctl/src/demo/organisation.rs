@@ -140,7 +140,6 @@ pub async fn run(options: Options) -> Result<Report> {
                 stacks::BASE_TEMPLATE,
                 &[
                     ("CodeS3Bucket", "demo-artifacts"),
-                    ("IngestMode", "Queue"),
                     ("CentralBus", "Enabled"),
                     ("ServedAccounts", &members.join(",")),
                 ],

@@ -51,7 +51,7 @@ mod version;
 
 pub use monitoring::{ALARMS, Monitored};
 pub use queues::events_queue_policy;
-pub use report::{Check, Mode, Report};
+pub use report::{Check, Report};
 pub use rules::{HUB_RULES, RULES};
 pub use spokes::{
     hub_bus_policy, parse_account_id, parse_org_id, spoke_role_policy, spoke_trust_policy,
@@ -124,7 +124,6 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
     let mut report = Report {
         stack: options.stack.clone(),
         region: aws.region.clone(),
-        mode: None,
         spoke: options
             .account
             .as_ref()
@@ -140,11 +139,10 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
     checks.push(version::check(&base, &aws.region));
     // Rules first: the queue and function policies are checked against their ARNs.
     let function = function::load(aws, &base).await;
-    let function_arn = function.as_ref().ok().and_then(|f| f.function_arn());
-    let rule_arns = rules::check(aws, &base, function_arn, checks).await;
+    let rule_arns = rules::check(aws, &base, checks).await;
     let timeout = function.as_ref().ok().and_then(|f| f.timeout());
     queues::check(aws, &base, &rule_arns, timeout, checks).await;
-    let config = function::check(aws, &base, &function, &rule_arns, checks).await;
+    let config = function::check(&base, &function, checks);
     let role = function::check_role(aws, &base, config.as_ref(), checks).await;
     keys::check_base(aws, &base, &rule_arns, role.as_ref(), checks).await;
     monitoring::check(aws, &base, config.as_ref(), checks).await;
@@ -178,6 +176,5 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
         )
         .await;
     }
-    report.mode = Some(base.mode);
     report
 }

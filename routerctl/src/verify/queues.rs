@@ -1,8 +1,8 @@
 //! `ingest-queue`, `ingest-queue:policy`, `event-source-mapping`, `dead-letter-queue`,
 //! `dead-letter-queue:policy`: the base stack's own queues exist and are encrypted, the ingest
 //! queue's visibility suits the function and it redrives to the DLQ, EventBridge may deliver to
-//! both from exactly the stack's rules, and in Queue mode a mapping with ReportBatchItemFailures
-//! reads the ingest queue. Also what the other families share about queues: reading one
+//! both from exactly the stack's rules, and a mapping with ReportBatchItemFailures reads the
+//! ingest queue. Also what the other families share about queues: reading one
 //! ([`load_queue`]) and its encryption.
 
 use std::collections::HashMap;
@@ -12,7 +12,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 
 use super::{
-    report::{Check, Mode, fail},
+    report::{Check, fail},
     stack::Base,
 };
 use crate::check::{self, Expect};
@@ -54,7 +54,7 @@ impl Queue {
     }
 }
 
-/// Checks the ingest queue (Queue mode) and the DLQ against the stack's rules.
+/// Checks the ingest queue and the DLQ against the stack's rules.
 pub(super) async fn check(
     aws: &Aws,
     base: &Base,
@@ -64,36 +64,34 @@ pub(super) async fn check(
 ) {
     let region = &aws.region;
     let dlq_arn = base.output("DeadLetterQueueArn");
-    if base.mode == Mode::Queue {
-        match base.output("IngestQueueArn") {
-            Some(arn) => match load_queue(aws, arn_name(arn)).await {
-                Ok(queue) => {
-                    checks.push(check_ingest_queue(&queue, function_timeout, dlq_arn));
-                    checks.push(events_may_send(
-                        "ingest-queue:policy",
-                        INGEST_SID,
-                        &queue,
-                        rule_arns,
-                        base,
-                        region,
-                    ));
-                    checks.push(check_event_source_mapping(aws, base, &queue).await);
-                }
-                Err(problem) => {
-                    let fix = format!(
-                        "the stack's IngestQueue was deleted outside CloudFormation: delete and \
-                         re-deploy the stack {}, or re-create the queue as base.yaml defines it",
-                        base.name
-                    );
-                    checks.push(fail("ingest-queue", problem, fix));
-                }
-            },
-            None => checks.push(fail(
-                "ingest-queue",
-                "the stack is in Queue mode but has no IngestQueueArn output",
-                "update the stack with this project's cloudformation/base.yaml",
-            )),
-        }
+    match base.output("IngestQueueArn") {
+        Some(arn) => match load_queue(aws, arn_name(arn)).await {
+            Ok(queue) => {
+                checks.push(check_ingest_queue(&queue, function_timeout, dlq_arn));
+                checks.push(events_may_send(
+                    "ingest-queue:policy",
+                    INGEST_SID,
+                    &queue,
+                    rule_arns,
+                    base,
+                    region,
+                ));
+                checks.push(check_event_source_mapping(aws, base, &queue).await);
+            }
+            Err(problem) => {
+                let fix = format!(
+                    "the stack's IngestQueue was deleted outside CloudFormation: delete and \
+                     re-deploy the stack {}, or re-create the queue as base.yaml defines it",
+                    base.name
+                );
+                checks.push(fail("ingest-queue", problem, fix));
+            }
+        },
+        None => checks.push(fail(
+            "ingest-queue",
+            "the stack has no IngestQueueArn output",
+            "update the stack with this project's cloudformation/base.yaml",
+        )),
     }
     match dlq_arn {
         Some(arn) => match load_queue(aws, arn_name(arn)).await {
@@ -481,7 +479,6 @@ mod tests {
     fn base() -> Base {
         Base {
             name: "ir".into(),
-            mode: Mode::Queue,
             account: "123456789012".into(),
             partition: "aws".into(),
             outputs: BTreeMap::new(),

@@ -7,7 +7,6 @@ pub use crate::check::{Check, fail, pass};
 pub struct Report {
     pub stack: String,
     pub region: String,
-    pub mode: Option<Mode>,
     /// The member account checked with `--account`, and its spoke stack.
     pub spoke: Option<(String, String)>,
     pub checks: Vec<Check>,
@@ -27,16 +26,12 @@ impl Report {
     }
 
     pub fn render(&self) -> String {
-        let mode = self
-            .mode
-            .map(|m| format!(", {m:?} mode"))
-            .unwrap_or_default();
         let spoke = self
             .spoke
             .as_ref()
             .map(|(account, stack)| format!(", member account {account} (spoke stack {stack})"))
             .unwrap_or_default();
-        let mut out = format!("verify {} in {}{mode}{spoke}\n", self.stack, self.region);
+        let mut out = format!("verify {} in {}{spoke}\n", self.stack, self.region);
         let width = self.checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
         for c in &self.checks {
             let status = if c.passed { "PASS" } else { "FAIL" };
@@ -59,10 +54,4 @@ impl Report {
         }
         out
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Queue,
-    Direct,
 }

@@ -1,8 +1,8 @@
 //! `rule:<name>`: the base stack's five rules on the default bus (and, with its central bus, their
 //! five copies there) exist, are ENABLED, carry exactly the pattern the router handles (from its
 //! own [`Kind`] list, compared as EventBridge reads patterns; on a default bus only the rule's own
-//! account's events, [`Kind::event_pattern_in`]) and target the ingest queue (Queue mode) or the
-//! function (Direct mode) with the DLQ as dead-letter config. The state, bus and pattern part is
+//! account's events, [`Kind::event_pattern_in`]) and target the ingest queue with the DLQ as
+//! dead-letter config. The state, bus and pattern part is
 //! shared with the spoke stacks' rules (`spokes.rs`).
 
 use std::collections::BTreeMap;
@@ -14,10 +14,7 @@ use aws_sdk_eventbridge::{
 use interruption_router::event::Kind;
 use serde_json::Value;
 
-use super::{
-    report::{Check, Mode},
-    stack::Base,
-};
+use super::{report::Check, stack::Base};
 use crate::check::{self, Expect};
 use aws_model::aws::{Aws, describe};
 
@@ -50,17 +47,9 @@ pub const HUB_RULES: [(&str, Kind); 5] = [
 
 /// Checks every rule of the base stack; the ARNs of those that exist, which the queue and function
 /// policies must admit.
-pub(super) async fn check(
-    aws: &Aws,
-    base: &Base,
-    function_arn: Option<&str>,
-    checks: &mut Vec<Check>,
-) -> Vec<String> {
+pub(super) async fn check(aws: &Aws, base: &Base, checks: &mut Vec<Check>) -> Vec<String> {
     let dlq = base.output("DeadLetterQueueArn");
-    let target = match base.mode {
-        Mode::Queue => base.output("IngestQueueArn"),
-        Mode::Direct => function_arn,
-    };
+    let target = base.output("IngestQueueArn");
     let hub_bus = base.hub_bus_arn().map(bus_name);
     let rules = RULES.iter().map(|(logical, kind)| (*logical, *kind, None));
     let hub_rules = HUB_RULES
@@ -275,7 +264,6 @@ async fn check_rule(
         let deliver = Delivery {
             rule: name,
             bus,
-            mode: base.mode,
             target,
             dlq,
             region,
@@ -285,12 +273,11 @@ async fn check_rule(
     (check::evaluate(check_name, rows), Some(arn))
 }
 
-/// Where a base stack rule must deliver: to the ingest queue (Queue mode) or the function (Direct
-/// mode), with the stack's DLQ as its dead-letter queue.
+/// Where a base stack rule must deliver: to the ingest queue, with the stack's DLQ as its
+/// dead-letter queue.
 struct Delivery<'a> {
     rule: &'a str,
     bus: Option<&'a str>,
-    mode: Mode,
     /// The target's ARN, when known.
     target: Option<&'a str>,
     dlq: Option<&'a str>,
@@ -300,14 +287,11 @@ struct Delivery<'a> {
 impl Delivery<'_> {
     /// The row for the rule's targets: the one it must have, and its dead-letter queue.
     fn judge(&self, targets: &[Target]) -> Expect {
-        let (what, target_id) = match self.mode {
-            Mode::Queue => ("the ingest queue", "ingest"),
-            Mode::Direct => ("the router function", "router"),
-        };
+        let (what, target_id) = ("the ingest queue", "ingest");
         let Some(target) = self.target else {
             return Expect::problem(
                 format!("cannot tell whether it targets {what}: its ARN is unknown"),
-                "fix the ingest-queue or function check first",
+                "fix the ingest-queue check first",
             );
         };
         let put =

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::report::{Check, Mode};
+use super::report::Check;
 use crate::check::{self, Expect};
 use aws_model::aws::{Aws, describe};
 
@@ -12,7 +12,6 @@ use aws_model::aws::{Aws, describe};
 #[derive(Clone)]
 pub(crate) struct Base {
     pub name: String,
-    pub mode: Mode,
     pub account: String,
     pub partition: String,
     pub outputs: BTreeMap<String, String>,
@@ -92,10 +91,8 @@ pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> 
         .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
         .collect();
     let parameters = aws_model::stacks::parameters(stack);
-    let mode = match parameters.get("IngestMode").map(String::as_str) {
-        Some("Direct") => Mode::Direct,
-        _ => Mode::Queue,
-    };
+    // Stacks from before Direct mode was removed may still run in it.
+    let direct = parameters.get("IngestMode").is_some_and(|m| m == "Direct");
     let resources = resources(aws, name).await;
 
     // Expect → what was found → the fix. Without its resources nothing else is judged.
@@ -104,7 +101,12 @@ pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> 
             &resources,
             "check your cloudformation:DescribeStackResources permission",
         ),
-        settled(name, status, mode, &aws.region),
+        settled(name, status, &aws.region),
+        Expect::quietly(!direct).otherwise(
+            "IngestMode=Direct: its rules invoke the function, which now reads only the ingest queue",
+            "update the stack with this project's cloudformation/base.yaml (Direct mode is gone: \
+             every rule then targets the ingest queue)",
+        ),
     ];
     rows.extend(REQUIRED_OUTPUTS.map(|key| {
         Expect::quietly(outputs.contains_key(key)).otherwise(
@@ -119,7 +121,6 @@ pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> 
     let stack_id = stack.stack_id().unwrap_or_default();
     let base = Base {
         name: name.to_owned(),
-        mode,
         account: aws_model::aws::arn_account(stack_id)
             .unwrap_or_default()
             .to_owned(),
@@ -140,11 +141,11 @@ const REQUIRED_OUTPUTS: [&str; 4] = [
 ];
 
 /// The stack's status: usable, rolled back to the previous version, busy, or broken.
-fn settled(name: &str, status: &str, mode: Mode, region: &str) -> Expect {
+fn settled(name: &str, status: &str, region: &str) -> Expect {
     match status {
-        s if USABLE.contains(&s) => Expect::found(format!("{name}: {status}, IngestMode={mode:?}")),
+        s if USABLE.contains(&s) => Expect::found(format!("{name}: {status}")),
         "UPDATE_ROLLBACK_COMPLETE" => Expect::found(format!(
-            "{name}: UPDATE_ROLLBACK_COMPLETE (the last update failed; the previous version runs), IngestMode={mode:?}"
+            "{name}: UPDATE_ROLLBACK_COMPLETE (the last update failed; the previous version runs)"
         )),
         s if s.ends_with("_IN_PROGRESS") => Expect::problem(
             format!("{name} is {s}"),

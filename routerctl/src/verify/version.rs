@@ -49,12 +49,10 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::verify::report::Mode;
 
     fn base(version: Option<&str>, code_key: &str) -> Base {
         Base {
             name: "ir".into(),
-            mode: Mode::Queue,
             account: "123456789012".into(),
             partition: "aws".into(),
             outputs: version

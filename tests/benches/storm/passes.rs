@@ -139,31 +139,25 @@ impl Pass {
     }
 }
 
-/// Sends `bodies` to `router`, as SQS batches of `batch` records, or one direct invocation each,
-/// and counts the calls `world`'s proxy saw.
+/// Sends `bodies` to `router` as SQS batches of `batch` records, and counts the calls `world`'s
+/// proxy saw.
 pub async fn pass(
     world: &World,
     router: &Function,
     bodies: &[String],
-    batch: Option<usize>,
+    batch: usize,
 ) -> Result<Pass> {
     world.proxy.reset_counts();
     let mut latencies = Vec::new();
     let started = Instant::now();
-    for chunk in bodies.chunks(batch.unwrap_or(1)) {
-        let payload = match batch {
-            Some(_) => sqs_event(chunk).to_string(),
-            None => chunk[0].clone(),
-        };
+    for chunk in bodies.chunks(batch) {
+        let payload = sqs_event(chunk).to_string();
         let t = Instant::now();
         let outcome = router.invoke(payload, Duration::from_secs(30)).await;
         latencies.push(t.elapsed());
-        let ok = match batch {
-            Some(_) => outcome
-                .json()
-                .is_some_and(|r| r["batchItemFailures"].as_array().is_some_and(Vec::is_empty)),
-            None => outcome.json().is_some_and(|r| r["outcome"] == "forwarded"),
-        };
+        let ok = outcome
+            .json()
+            .is_some_and(|r| r["batchItemFailures"].as_array().is_some_and(Vec::is_empty));
         if !ok {
             let log = router.stdout_lines();
             let problems: Vec<&String> = log

@@ -44,12 +44,11 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
             .parameter("RouterRoleArn", ROUTER_ROLE)
     };
     vec![
-        ("base.yaml", "Queue mode", base()),
+        ("base.yaml", "defaults", base()),
         (
             "base.yaml",
-            "Direct mode, alarm topic, a build of one's own",
+            "alarm topic, a build of one's own",
             base()
-                .parameter("IngestMode", "Direct")
                 .parameter(
                     "CodeS3Key",
                     "interruption-router/bootstrap-arm64-0123456789abcdef.zip",
@@ -65,12 +64,11 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
         ),
         (
             "base.yaml",
-            "hub of an organisation, Direct mode",
+            "hub of an organisation",
             base()
                 .parameter("CentralBus", "Enabled")
                 .parameter("ServedAccounts", "*")
-                .parameter("OrganizationId", "o-abcd123456")
-                .parameter("IngestMode", "Direct"),
+                .parameter("OrganizationId", "o-abcd123456"),
         ),
         (
             "base.yaml",

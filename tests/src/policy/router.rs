@@ -170,6 +170,16 @@ pub(super) fn router_has_needed_permissions(t: &Template) -> Found {
             ));
         }
     }
+    let records = |r: &Value| r.get("Fn::Sub").and_then(Value::as_str) == Some(TENANT_RECORDS);
+    if !router_may(t, "ssm:GetParameter", records) {
+        found.push((
+            roles.join(", "),
+            format!(
+                "no Allow of ssm:GetParameter on {TENANT_RECORDS}: a cluster whose queue is \
+                 missing cannot be told lost from not onboarded, and a lost queue pages nobody"
+            ),
+        ));
+    }
     for queue in ingest_queues(t) {
         if !router_may(t, "sqs:ChangeMessageVisibility", |r| {
             get_att(r, "Arn") == Some(queue.as_str())
@@ -184,6 +194,9 @@ pub(super) fn router_has_needed_permissions(t: &Template) -> Found {
     }
     found
 }
+
+/// The tenant records of this account and region's cluster queues (tenant.yaml's SSM parameters).
+const TENANT_RECORDS: &str = "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/interruption-router/tenant-queues/${QueuePrefix}*";
 
 /// The only roles the router may assume: the spoke role's name in any account, at `/` or under
 /// the SpokeRolePath parameter.

@@ -83,14 +83,24 @@ const SPOKE_SENDS: [&str; 4] = [
 ];
 /// This account's cluster queues, in every region (the role is global).
 const SPOKE_QUEUES: &str = "arn:${AWS::Partition}:sqs:*:${AWS::AccountId}:${QueuePrefix}*";
+/// The tenant records (tenant.yaml's SSM parameters) of those queues, read when a queue is
+/// missing, on `SPOKE_RECORDS` only.
+const SPOKE_RECORD_READS: [&str; 1] = ["ssm:GetParameter"];
+const SPOKE_RECORDS: &str = "arn:${AWS::Partition}:ssm:*:${AWS::AccountId}:parameter/interruption-router/tenant-queues/${QueuePrefix}*";
 
 /// The spoke role may do exactly what the router does in a member account: the two lookups on
-/// "*", SendMessage, GetQueueUrl, ListQueueTags and GetQueueAttributes on `<QueuePrefix>*` queues of this account (QueuePrefix not
-/// empty), nothing else, and no managed policies beside the inline one.
+/// "*", SendMessage, GetQueueUrl, ListQueueTags and GetQueueAttributes on `<QueuePrefix>*` queues
+/// of this account (QueuePrefix not empty), GetParameter on those queues' tenant records, nothing
+/// else, and no managed policies beside the inline one.
 pub(super) fn spoke_role_exact_permissions(t: &Template) -> Found {
     let mut found = Found::new();
     let roles = assumable_roles(t);
-    let exact: Vec<&str> = SPOKE_LOOKUPS.iter().chain(&SPOKE_SENDS).copied().collect();
+    let exact: Vec<&str> = SPOKE_LOOKUPS
+        .iter()
+        .chain(&SPOKE_SENDS)
+        .chain(&SPOKE_RECORD_READS)
+        .copied()
+        .collect();
     let mut uses_prefix = false;
     for role in &roles {
         let managed = &t.doc["Resources"][role]["Properties"]["ManagedPolicyArns"];
@@ -116,6 +126,16 @@ pub(super) fn spoke_role_exact_permissions(t: &Template) -> Found {
                     ));
                 }
             }
+            if SPOKE_RECORD_READS.iter().any(|a| s.covers(a)) {
+                for r in s.resources() {
+                    if r.get("Fn::Sub").and_then(Value::as_str) != Some(SPOKE_RECORDS) {
+                        found.push((
+                            s.label(),
+                            format!("{role} may read {}, not only {SPOKE_RECORDS}", text(r)),
+                        ));
+                    }
+                }
+            }
             if SPOKE_SENDS.iter().any(|a| s.covers(a)) {
                 for r in s.resources() {
                     if r.get("Fn::Sub").and_then(Value::as_str) == Some(SPOKE_QUEUES) {
@@ -133,6 +153,8 @@ pub(super) fn spoke_role_exact_permissions(t: &Template) -> Found {
             let fits = |r: &Value| {
                 if SPOKE_SENDS.contains(action) {
                     r.get("Fn::Sub").and_then(Value::as_str) == Some(SPOKE_QUEUES)
+                } else if SPOKE_RECORD_READS.contains(action) {
+                    r.get("Fn::Sub").and_then(Value::as_str) == Some(SPOKE_RECORDS)
                 } else {
                     *r == "*"
                 }

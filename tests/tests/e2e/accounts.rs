@@ -15,12 +15,14 @@ use e2e_tests::{
     organisation::{Organisation, Place, event_in, member_places},
     sqs_event,
 };
+use interruption_router::event::InstanceId;
 use local_aws::{
     esm,
     moto::{ACCOUNT, REGION},
     proxy::{Fault, FaultPlan},
 };
 use serde_json::{Value, json};
+use simulation::organisation::{Cluster, Instance};
 
 const MEMBER_A: &str = "111111111111";
 const MEMBER_B: &str = "222222222222";
@@ -33,6 +35,8 @@ fn router_config(org: &Organisation) -> Vec<(&'static str, &str)> {
     vec![
         ("DEAD_LETTER_QUEUE_URL", org.dlq.as_str()),
         ("SERVED_ACCOUNTS", "111111111111,222222222222"),
+        // As base.yaml sets it, from the ingest queue's maxReceiveCount.
+        ("MAX_RECEIVE_COUNT", "20"),
     ]
 }
 
@@ -246,38 +250,172 @@ async fn a_member_account_that_cannot_be_reached_is_retried_then_dead_lettered()
     Ok(())
 }
 
-/// The storm benchmark's organisation row, as exact counts: 10 member accounts × 10 clusters
+/// The storm benchmark's organisation, as exact counts: 10 member accounts × 10 clusters
 /// (the same ten names in every account), 1,000 spot warnings per storm. Cold, the cache fills from
-/// batches of 100 (a thousand lookups at once are more than the emulator answers within the SDK's
-/// attempt timeout); warm, one SQS batch of 1,000 records (an event source mapping's BatchSize may
+/// batches of 100, one account's each (what moto answers within the SDK's attempt timeout);
+/// warm, one SQS batch of 1,000 records (an event source mapping's BatchSize may
 /// reach 10,000 with a batching window; with 100 clusters a batch of 100 would need a send per
 /// event). Warm, the router needs one SendMessageBatch per queue per batch and nothing else;
-/// AssumeRole is called once per account for the whole run. `make bench` prints the same row
-/// with throughput.
+/// AssumeRole is called once per account for the whole run. `make bench` prints the warm row with
+/// throughput (its cold storm mixes the accounts in every batch, on an otherwise idle machine).
 #[tokio::test]
 async fn ten_accounts_of_ten_clusters_cost_at_most_012_calls_per_event_warm() -> Result<()> {
     const NODES: i32 = 10;
     let (accounts, places) = member_places(10, 10);
     let estate = Organisation::new(&places, NODES).await?;
     let served = accounts.join(",");
+    // Exact counts need the emulator to answer every call within the router's 3-s attempt
+    // timeout. Python's moto answers one call at a time, and the first batch asks it ~300 at once:
+    // on a machine busy with other tests it can be slower, and then the router does what it
+    // should (falls back, hands records back) but makes other calls. Such a run is not this
+    // test's subject: it is played again on a fresh router process, at most three times in all.
+    let mut attempt = 0;
+    let (rows, passes) = loop {
+        attempt += 1;
+        match storm_passes(&estate, &places, &served, NODES as usize).await? {
+            Played::Counted(rows, passes) => break (rows, passes),
+            Played::EmulatorTooSlow(lines) if attempt < 3 => {
+                println!(
+                    "attempt {attempt}: the emulator was slower than the attempt timeout, again: {lines:#?}"
+                );
+                estate.drain_all().await?;
+            }
+            Played::EmulatorTooSlow(lines) => {
+                panic!("the emulator was slower than the attempt timeout in 3 runs: {lines:#?}")
+            }
+        }
+    };
+    let (_, warm, warm_calls) = &rows[1];
+    assert!(*warm <= 0.12, "warm: {warm:.3} calls/event: {warm_calls:?}");
+    let assumed: u64 = rows
+        .iter()
+        .map(|(_, _, c)| c.get("AssumeRole").copied().unwrap_or_default())
+        .sum();
+    assert!(
+        assumed <= accounts.len() as u64,
+        "{assumed} AssumeRole calls for {} accounts",
+        accounts.len()
+    );
+
+    // The organisation storm of BENCHMARKS.md runs the same router code on the simulation's model
+    // of AWS: played the same batches of the same organisation, it makes the same calls as here.
+    let clusters: Vec<Cluster> = places
+        .iter()
+        .map(|(account, region, name)| Cluster {
+            account: account.to_string(),
+            region: region.to_string(),
+            name: name.to_string(),
+        })
+        .collect();
+    let instances = estate
+        .owner
+        .iter()
+        .map(|(id, place)| {
+            let instance = Instance {
+                account: place.0.to_owned(),
+                region: place.1.to_owned(),
+                cluster: places.iter().position(|p| p == place),
+            };
+            (InstanceId::parse(id).expect("an instance id"), instance)
+        })
+        .collect();
+    let org = simulation::organisation::Organisation::of(ACCOUNT, REGION, clusters, instances);
+    // On a thread of its own: the simulation runs its own runtime, on a paused clock.
+    let modelled = std::thread::spawn(move || {
+        simulation::replay::replay(
+            org,
+            &passes,
+            &[
+                ("SERVED_ACCOUNTS", served.as_str()),
+                ("LOOKUP_HEDGE_DELAY_MS", "off"),
+            ],
+        )
+    })
+    .join()
+    .expect("the simulation");
+    for ((pass, _, emulated), modelled) in rows.iter().zip(&modelled) {
+        let modelled: BTreeMap<String, u64> =
+            modelled.iter().map(|(a, n)| (a.to_string(), *n)).collect();
+        let emulated: BTreeMap<String, u64> = emulated
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(a, n)| (a.clone(), *n))
+            .collect();
+        assert_eq!(
+            modelled, emulated,
+            "{pass}: the simulation's calls, then the emulator's"
+        );
+        println!("{pass}: the simulation makes the same calls ({modelled:?})");
+    }
+    Ok(())
+}
+
+/// What one run of [`ten_accounts_of_ten_clusters_cost_at_most_012_calls_per_event_warm`]'s
+/// storms gave: per pass its calls (and the batches, for the simulation), or the router's log
+/// lines showing the emulator answered later than the attempt timeout.
+enum Played {
+    Counted(
+        Vec<(&'static str, f64, BTreeMap<String, u64>)>,
+        Vec<Vec<Vec<String>>>,
+    ),
+    EmulatorTooSlow(Vec<String>),
+}
+
+/// The cold and the warm storm on a fresh router process, every record delivered and every queue
+/// holding exactly its own cluster's events of each pass.
+async fn storm_passes(
+    estate: &Organisation,
+    places: &[Place],
+    served: &str,
+    nodes: usize,
+) -> Result<Played> {
     let router = estate
         .world
         .start_router(&[
             ("DEAD_LETTER_QUEUE_URL", estate.dlq.as_str()),
-            ("SERVED_ACCOUNTS", served.as_str()),
+            ("SERVED_ACCOUNTS", served),
+            // Whether a lookup is hedged depends on the emulator's latency, which the simulation
+            // does not share: without hedges both make exactly the same calls.
+            ("LOOKUP_HEDGE_DELAY_MS", "off"),
         ])
         .await?;
     let mut rows = Vec::new();
+    let mut passes = Vec::new();
     for pass in ["cold", "warm"] {
-        let bodies = estate.storm(&places, pass);
+        let mut bodies = estate.storm(places, pass);
+        if pass == "cold" {
+            // One account per batch of 100: its first lookup sweeps it. Ten accounts' sweeps at
+            // once (100 instances each) are more than moto answers within the attempt timeout on
+            // a busy machine; AWS answers them side by side.
+            bodies.sort_by_key(|b| {
+                serde_json::from_str::<Value>(b).expect("an event")["account"]
+                    .as_str()
+                    .map(str::to_owned)
+            });
+        }
         estate.world.proxy.reset_counts();
         let batch = if pass == "cold" { 100 } else { bodies.len() };
+        passes.push(
+            bodies
+                .chunks(batch)
+                .map(<[String]>::to_vec)
+                .collect::<Vec<_>>(),
+        );
         for chunk in bodies.chunks(batch) {
             let response = router
                 .invoke(sqs_event(chunk).to_string(), INVOKE_BUDGET)
                 .await;
-            let failed: Vec<String> = router
-                .stdout_lines()
+            let lines = router.stdout_lines();
+            let timeouts: Vec<String> = lines
+                .iter()
+                .filter(|l| l.contains("Timeout: request has timed out"))
+                .take(3)
+                .cloned()
+                .collect();
+            if !timeouts.is_empty() {
+                return Ok(Played::EmulatorTooSlow(timeouts));
+            }
+            let failed: Vec<String> = lines
                 .into_iter()
                 .filter(|l| l.contains("failed"))
                 .take(3)
@@ -296,21 +434,10 @@ async fn ten_accounts_of_ten_clusters_cost_at_most_012_calls_per_event_warm() ->
             bodies.len()
         );
         // Every queue holds exactly its own cluster's events of this pass.
-        estate.check_storm(pass, NODES as usize).await?;
+        estate.check_storm(pass, nodes).await?;
         rows.push((pass, per_event, calls));
     }
-    let (_, warm, warm_calls) = &rows[1];
-    assert!(*warm <= 0.12, "warm: {warm:.3} calls/event: {warm_calls:?}");
-    let assumed: u64 = rows
-        .iter()
-        .map(|(_, _, c)| c.get("AssumeRole").copied().unwrap_or_default())
-        .sum();
-    assert!(
-        assumed <= accounts.len() as u64,
-        "{assumed} AssumeRole calls for {} accounts",
-        accounts.len()
-    );
-    Ok(())
+    Ok(Played::Counted(rows, passes))
 }
 
 #[tokio::test]

@@ -278,12 +278,12 @@ fn the_base_stack_is_deployed_as_the_architecture_its_zip_holds_and_through_the_
         zip.as_str(),
     ];
 
-    let (ok, out) = cli.make(&[&base[..], &["INGEST_MODE=Direct"]].concat());
+    let (ok, out) = cli.make(&[&base[..], &["LOG_LEVEL=DEBUG"]].concat());
     assert!(ok, "{out}");
     let (stack, args) = cli.deploys().pop().unwrap();
     assert_eq!(stack, "interruption-router");
     assert!(has(&args, "Architecture=arm64"), "{args:?}");
-    assert!(has(&args, "IngestMode=Direct"), "{args:?}");
+    assert!(has(&args, "LogLevel=DEBUG"), "{args:?}");
     assert!(
         args.iter()
             .any(|a| a.starts_with("CodeS3Key=interruption-router/bootstrap-arm64-")),
@@ -295,18 +295,12 @@ fn the_base_stack_is_deployed_as_the_architecture_its_zip_holds_and_through_the_
         "{args:?}"
     );
 
-    // A re-run without INGEST_MODE keeps Direct mode.
+    // A re-run without LOG_LEVEL keeps the level the stack has.
     let (ok, out) = cli.make(&base);
     assert!(ok, "{out}");
     let (_, args) = cli.deploys().pop().unwrap();
-    assert!(
-        !args.iter().any(|a| a.starts_with("IngestMode")),
-        "{args:?}"
-    );
-    assert_eq!(
-        cli.parameters("interruption-router")["IngestMode"],
-        "Direct"
-    );
+    assert!(!args.iter().any(|a| a.starts_with("LogLevel")), "{args:?}");
+    assert_eq!(cli.parameters("interruption-router")["LogLevel"], "DEBUG");
 
     // ARCH that disagrees with the zip is refused before anything is uploaded or deployed.
     let x86 = zip_with_binary_for(&cli.dir, 62);

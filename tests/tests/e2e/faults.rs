@@ -15,21 +15,14 @@
 //! Scenarios (the issue's names): (a) DescribeInstances down for the first 30 s, 10 % of every
 //! call failing at random; (b) DescribeInstances down for the whole storm, the Tagging API up;
 //! (c) one cluster's queue failing its sends for 30 s, against a baseline without faults: its
-//! neighbours' records are never handed back. A direct-mode part plays Lambda's async retries.
+//! neighbours' records are never handed back.
 //! `FAULT_SCENARIO_EVENTS` sets the storm size (default 300; `make soak` runs more).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Result;
-use aws_model::events::Synthetic;
-use e2e_tests::fault_storm::{
-    ASYNC_RETRY_DELAYS, Ages, EVERY_CALL, FUNCTION_TIMEOUT, OUTAGE, Storm, ec2_brownout,
-    random_faults,
-};
-use local_aws::{
-    proxy::{Fault, FaultPlan},
-    runtime_api::Invocation,
-};
+use e2e_tests::fault_storm::{Ages, EVERY_CALL, OUTAGE, Storm, ec2_brownout, random_faults};
+use local_aws::proxy::{Fault, FaultPlan};
 
 /// The scenarios share two cores with their emulator and five routers each: one at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -143,79 +136,6 @@ async fn c_one_clusters_queue_failing_does_not_delay_its_neighbours() -> Result<
             .unwrap_or_default()
             > 0,
         "handed-back records kept the full visibility timeout"
-    );
-    Ok(())
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn direct_mode_retries_inside_the_invocation_before_lambda_would() -> Result<()> {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let storm = Storm::new(50).await?;
-    let router = storm
-        .world
-        .start_router(&[("DEAD_LETTER_QUEUE_URL", storm.dlq.as_str())])
-        .await?;
-    // Both lookup paths down for 10 s: a direct invocation keeps retrying until they answer.
-    storm.world.proxy.set_plan(
-        random_faults(&EVERY_CALL, 20_261_125)
-            .with_window(
-                "DescribeInstances",
-                Duration::ZERO..Duration::from_secs(10),
-                Fault::Unavailable,
-            )
-            .with_window(
-                "GetResources",
-                Duration::ZERO..Duration::from_secs(10),
-                Fault::Unavailable,
-            ),
-    );
-    // Lambda's async retries come a minute and two minutes after a failure: their delay is added
-    // to the event's age instead of being waited out here.
-    let mut ages = Vec::new();
-    let mut lambda_retries = 0;
-    let mut exhausted = Vec::new();
-    for event in &storm.events {
-        let started = Instant::now();
-        let mut waited = Duration::ZERO;
-        let mut delivered = false;
-        for attempt in 0..=ASYNC_RETRY_DELAYS.len() {
-            if attempt > 0 {
-                lambda_retries += 1;
-                waited += ASYNC_RETRY_DELAYS[attempt - 1];
-            }
-            if let Invocation::Response(_) = router.invoke(event.body(), FUNCTION_TIMEOUT).await {
-                delivered = true;
-                break;
-            }
-        }
-        if delivered {
-            ages.push(started.elapsed() + waited);
-        } else {
-            exhausted.push(event.id.clone());
-        }
-    }
-    storm.world.proxy.set_plan(FaultPlan::none());
-    let (received, misrouted) = storm.collect().await?;
-    let lost: Vec<&Synthetic> = storm
-        .events
-        .iter()
-        .filter(|e| !received.contains_key(&e.id))
-        .collect();
-    println!(
-        "direct mode: {} events, both lookup paths down 10 s, 10 % faults\n  \
-         age at forward (with Lambda's retry delays added) {}\n  \
-         Lambda async retries needed {lambda_retries}, past all retries {}, lost {}, misrouted {}",
-        storm.events.len(),
-        Ages::of(ages.iter().map(|a| a.as_millis() as u64).collect()),
-        exhausted.len(),
-        lost.len(),
-        misrouted.len()
-    );
-    assert!(misrouted.is_empty(), "misrouted: {misrouted:#?}");
-    assert!(lost.is_empty(), "lost: {lost:?}");
-    assert_eq!(
-        lambda_retries, 0,
-        "an invocation failed although it had time to retry until the lookups answered"
     );
     Ok(())
 }

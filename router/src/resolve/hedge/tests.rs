@@ -193,10 +193,7 @@ async fn a_failed_hedge_waits_for_a_late_ec2() {
 }
 
 fn scope() -> Scope {
-    Scope {
-        account: Some(Arc::from("123456789012")),
-        region: Some(Arc::from("eu-west-1")),
-    }
+    Scope::new("123456789012", "eu-west-1")
 }
 
 #[test]
@@ -211,10 +208,7 @@ fn ec2_is_suspected_after_consecutive_failures_only() {
     );
     assert!(health.failed(&s), "two in a row");
     assert!(health.suspected(&s));
-    let other = Scope {
-        region: Some(Arc::from("us-east-1")),
-        ..scope()
-    };
+    let other = Scope::new("123456789012", "us-east-1");
     assert!(!health.suspected(&other), "per scope");
     health.answered(&s, Duration::from_millis(80));
     assert!(!health.suspected(&s), "an answer ends the suspicion");

@@ -294,7 +294,8 @@ pub struct Outcome {
     pub missed: Vec<String>,
     /// Events in a router queue that name another cluster's instance.
     pub misrouted: Vec<String>,
-    pub dead_lettered: u64,
+    /// The dead-letter queue's messages by reason (see [`Estate::finish`]).
+    pub dead_lettered: BTreeMap<String, usize>,
     /// Records the router handed back to the ingest queue.
     pub handed_back: u64,
     /// adopt's probes each Karpenter read: (cluster, queue, event id).
@@ -309,7 +310,7 @@ impl Outcome {
     pub fn passed(&self) -> bool {
         self.missed.is_empty()
             && self.misrouted.is_empty()
-            && self.dead_lettered == 0
+            && self.dead_lettered.is_empty()
             && self.duplicates.is_empty()
     }
 }
@@ -374,9 +375,12 @@ pub async fn run(router_bin: Option<PathBuf>) -> Result<bool> {
         outcome.missed.len(),
         outcome.misrouted.len(),
         outcome.duplicates.values().sum::<usize>(),
-        outcome.dead_lettered,
+        outcome.dead_lettered.values().sum::<usize>(),
         started.elapsed()
     );
+    for (reason, n) in &outcome.dead_lettered {
+        println!("  ✗ {n} dead-lettered: {reason}");
+    }
     for line in outcome.missed.iter().chain(&outcome.misrouted).take(20) {
         println!("  ✗ {line}");
     }

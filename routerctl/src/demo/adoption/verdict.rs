@@ -86,21 +86,7 @@ impl Estate {
             .sandbox
             .queue_url(aws_model::aws::arn_name(&dlq))
             .await?;
-        let dead_lettered = self
-            .aws
-            .sqs
-            .get_queue_attributes()
-            .queue_url(&dlq_url)
-            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
-            .send()
-            .await?
-            .attributes()
-            .and_then(|a| {
-                a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)?
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or_default();
+        let dead_lettered = dead_letters(&self.aws.sqs, &dlq_url).await?;
         let mut kinds: BTreeMap<String, BTreeSet<&'static str>> = BTreeMap::new();
         for event in &published {
             for cluster in &event.clusters {
@@ -134,5 +120,33 @@ impl Estate {
             sentinels,
             duplicates,
         })
+    }
+}
+
+/// The dead-letter queue's messages by the reason the router gave (its `reason` attribute),
+/// or `redriven` for those SQS moved there after the ingest queue's maxReceiveCount.
+async fn dead_letters(sqs: &aws_sdk_sqs::Client, dlq_url: &str) -> Result<BTreeMap<String, usize>> {
+    let mut reasons = BTreeMap::new();
+    loop {
+        let received = sqs
+            .receive_message()
+            .queue_url(dlq_url)
+            .max_number_of_messages(10)
+            .message_attribute_names("All")
+            // Long enough that no message is read twice while the queue is listed.
+            .visibility_timeout(600)
+            .send()
+            .await?;
+        if received.messages().is_empty() {
+            return Ok(reasons);
+        }
+        for message in received.messages() {
+            let reason = message
+                .message_attributes()
+                .and_then(|a| a.get("reason"))
+                .and_then(|v| v.string_value())
+                .unwrap_or("redriven");
+            *reasons.entry(reason.to_owned()).or_default() += 1;
+        }
     }
 }

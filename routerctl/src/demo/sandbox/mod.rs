@@ -1,13 +1,11 @@
 //! The real stacks deployed into the emulator, completed so the deployment reads back as it would
 //! in AWS: what the tests of `simulate`, `verify` and `fis` run against.
 //!
-//! moto 5.2.5 creates base.yaml's (Queue mode), spoke.yaml's and tenant.yaml's resources, but it
+//! moto 5.2.5 creates base.yaml's, spoke.yaml's and tenant.yaml's resources, but it
 //! silently skips `AWS::SQS::QueuePolicy`, `AWS::FIS::ExperimentTemplate` and
 //! `AWS::CloudWatch::Alarm`, creates the central event bus without its policy, and stores the
 //! inline policies CloudFormation gives a role as Python reprs, not JSON (with a statement an
-//! `!If` drops left in as `None`). It cannot create base.yaml in Direct mode at all: it resolves
-//! `Fn::GetAtt IngestQueue` inside the role policy's `!If` branch that Direct mode drops, and
-//! fails the stack.
+//! `!If` drops left in as `None`).
 //! [`Sandbox::deploy`] (and [`Sandbox::deploy_hub`], [`Sandbox::deploy_spoke`]) put each back
 //! through the service's own API, with the document the template defines (resolved for this
 //! stack: [`crate::verify::events_queue_policy`], [`crate::verify::tenant_queue_policy`],
@@ -42,7 +40,7 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// Deploys base.yaml as `stack` (Queue mode) and one tenant.yaml per cluster (stack
+    /// Deploys base.yaml as `stack` and one tenant.yaml per cluster (stack
     /// `<stack>-tenant-<cluster>`, as `make deploy-tenant` names it).
     pub async fn deploy(moto: &MotoServer, stack: &str, clusters: &[&str]) -> Result<Self> {
         Self::deploy_with(moto, stack, clusters, &[]).await
@@ -79,10 +77,7 @@ impl Sandbox {
             b"placeholder: the router runs as a local process",
         )
         .await?;
-        let mut all = vec![
-            ("CodeS3Bucket", "sandbox-artifacts"),
-            ("IngestMode", "Queue"),
-        ];
+        let mut all = vec![("CodeS3Bucket", "sandbox-artifacts")];
         all.extend_from_slice(parameters);
         let base = stacks::create(&aws.cfn, stack, stacks::BASE_TEMPLATE, &all).await?;
         for cluster in clusters {

@@ -21,14 +21,18 @@ pub fn spoke_trust_policy(router_role_arn: &str) -> Value {
 /// spoke.yaml's SpokeRole inline policy interruption-router-spoke.
 pub fn spoke_role_policy(partition: &str, account: &str, queue_prefix: &str) -> Value {
     json!({"Version": "2012-10-17", "Statement": [
-        {"Sid": "ResolveInstanceTags", "Effect": "Allow",
-         "Action": ["ec2:DescribeInstances", "tag:GetResources"], "Resource": "*"},
-        {"Sid": "SendToClusterQueues", "Effect": "Allow",
-         "Action": ["sqs:GetQueueUrl", "sqs:SendMessage"],
-         "Resource": format!("arn:{partition}:sqs:*:{account}:{queue_prefix}*")},
-        {"Sid": "ReadClusterQueueOwnership", "Effect": "Allow",
-         "Action": ["sqs:ListQueueTags", "sqs:GetQueueAttributes"],
-         "Resource": format!("arn:{partition}:sqs:*:{account}:{queue_prefix}*")}]})
+    {"Sid": "ResolveInstanceTags", "Effect": "Allow",
+     "Action": ["ec2:DescribeInstances", "tag:GetResources"], "Resource": "*"},
+    {"Sid": "SendToClusterQueues", "Effect": "Allow",
+     "Action": ["sqs:GetQueueUrl", "sqs:SendMessage"],
+     "Resource": format!("arn:{partition}:sqs:*:{account}:{queue_prefix}*")},
+    {"Sid": "ReadClusterQueueOwnership", "Effect": "Allow",
+     "Action": ["sqs:ListQueueTags", "sqs:GetQueueAttributes"],
+     "Resource": format!("arn:{partition}:sqs:*:{account}:{queue_prefix}*")},
+    {"Sid": "ReadTenantRecords", "Effect": "Allow", "Action": "ssm:GetParameter",
+     "Resource": format!(
+         "arn:{partition}:ssm:*:{account}:parameter/interruption-router/tenant-queues/{queue_prefix}*"
+     )}]})
 }
 
 pub(super) fn check_role_trust(hub: &Hub<'_>, member: &Member<'_>, role: &Role) -> Check {
@@ -127,6 +131,15 @@ pub(super) fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &
     let account = member.account;
     let queue = |name: &str| format!("arn:{}:sqs:{}:{account}:{name}", base.partition, hub.region);
     let cluster_queue = queue(&format!("{}routerctl-verify-probe", hub.queue_prefix));
+    // Its tenant record (router/src/tenancy.rs): whether a missing queue was onboarded.
+    let record = format!(
+        "arn:{}:ssm:{}:{account}:parameter/interruption-router/tenant-queues/{}routerctl-verify-probe",
+        base.partition, hub.region, hub.queue_prefix
+    );
+    let other_parameter = format!(
+        "arn:{}:ssm:{}:{account}:parameter/routerctl-verify-probe",
+        base.partition, hub.region
+    );
     let restore = format!(
         "update the spoke stack that creates the role (CreateSpokeRole=true) in account {account}, \
          and remove policies that grant more (aws iam list-role-policies / \
@@ -144,6 +157,7 @@ pub(super) fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &
         // Whether a queue with a cluster's name is a tenant queue (router/src/tenancy.rs).
         ("sqs:ListQueueTags", cluster_queue.as_str()),
         ("sqs:GetQueueAttributes", cluster_queue.as_str()),
+        ("ssm:GetParameter", record.as_str()),
     ];
     let outside = queue("routerctl-verify-probe");
     let broader = [
@@ -152,6 +166,8 @@ pub(super) fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &
         ("sqs:PurgeQueue", cluster_queue.as_str()),
         ("sqs:SetQueueAttributes", cluster_queue.as_str()),
         ("sqs:SendMessage", outside.as_str()),
+        ("ssm:GetParameter", other_parameter.as_str()),
+        ("ssm:PutParameter", record.as_str()),
         ("ec2:TerminateInstances", "*"),
         ("ec2:RunInstances", "*"),
         ("ec2:CreateTags", "*"),
@@ -190,8 +206,9 @@ pub(super) fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &
                 format!(
                     "{role_name} may ec2:DescribeInstances and tag:GetResources, \
                      sqs:GetQueueUrl, sqs:SendMessage, sqs:ListQueueTags and \
-                     sqs:GetQueueAttributes on {}*",
-                    hub.queue_prefix
+                     sqs:GetQueueAttributes on {prefix}*, ssm:GetParameter on the tenant records \
+                     /interruption-router/tenant-queues/{prefix}*",
+                    prefix = hub.queue_prefix
                 ),
             )
             .otherwise(

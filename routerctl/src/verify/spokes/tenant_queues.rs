@@ -11,8 +11,8 @@ use crate::verify::{
     report::{Check, fail},
     role::Role,
     tenants::{
-        Sender, check_ownership, check_read, check_tenant_policy, discover_clusters,
-        tenant_stack_parameter,
+        Sender, check_ownership, check_read, check_record, check_tenant_policy, discover_clusters,
+        tenant_record, tenant_stack_parameter,
     },
 };
 use aws_model::aws::Aws;
@@ -85,6 +85,13 @@ pub(super) async fn check_tenants(
         if foreign {
             continue;
         }
+        checks.push(check_record(
+            &tenant_record(aws, &queue_name).await,
+            &queue_name,
+            cluster,
+            &hub.name(&prefix),
+            &deploy,
+        ));
         checks.push(check::evaluate(
             hub.name(&format!("{prefix}:encryption")),
             [encryption(&queue, region)],

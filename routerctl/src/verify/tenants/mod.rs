@@ -1,10 +1,11 @@
-//! `tenant:<cluster>:queue`, `:encryption`, `:queue-policy`, `:router-role`, `:karpenter-role`,
-//! `:read`: each cluster's Karpenter queue (from `--cluster`, or every queue the router's naming
-//! template matches) exists and is the tenant stack's (not another tool's queue of the same name,
-//! which the router does not write), is encrypted, admits the router role as its only sender, the
-//! role may send to it, the cluster's Karpenter controller role may read it (Karpenter's
-//! getting-started controller policy allows only the queue it created itself, named after the
-//! cluster), and someone does: nothing in it is older than a minute. The queue-policy, ownership
+//! `tenant:<cluster>:queue`, `:record`, `:encryption`, `:queue-policy`, `:router-role`,
+//! `:karpenter-role`, `:read`: each cluster's Karpenter queue (from `--cluster`, or every queue the
+//! router's naming template matches) exists and is the tenant stack's (not another tool's queue of
+//! the same name, which the router does not write), has its tenant record beside it (without it a
+//! queue deleted by hand pages nobody), is encrypted, admits the router role as its only sender,
+//! the role may send to it and read its record, the cluster's Karpenter controller role may read
+//! it (Karpenter's getting-started controller policy allows only the queue it created itself,
+//! named after the cluster), and someone does: nothing in it is older than a minute. The queue-policy, ownership
 //! and read checks and the discovery are shared with the member accounts (`spokes.rs`), where the
 //! sender is the spoke role.
 
@@ -14,7 +15,10 @@ mod reading;
 mod tests;
 
 use aws_sdk_sqs::types::QueueAttributeName;
-use interruption_router::config::{Config, QueueNameTemplate};
+use interruption_router::{
+    config::{Config, QueueNameTemplate},
+    tenancy,
+};
 use serde_json::{Value, json};
 
 use super::{
@@ -179,11 +183,28 @@ async fn check_tenant(
         "arn:{}:sqs:{region}:{}:{name}",
         base.partition, base.account
     );
+    let record = tenant_record(aws, &name).await;
     match load_queue(aws, &name).await {
         Err(problem) => checks.push(fail(
             &format!("{prefix}:queue"),
-            format!("{problem}: the router dead-letters every event for {cluster}"),
-            format!("{deploy} (its QueuePrefix must equal the base stack's)"),
+            match record {
+                Ok(true) => format!(
+                    "{problem}, while its tenant record stands: the router dead-letters every \
+                     event for {cluster} (queue-missing)"
+                ),
+                _ => format!(
+                    "{problem}, and it has no tenant record: the router counts {cluster} as not \
+                     onboarded and delivers nothing to it"
+                ),
+            },
+            match record {
+                // The stack stands without its queue: an update would not bring it back.
+                Ok(true) => format!(
+                    "the queue was deleted outside its tenant stack, which an update does not \
+                     repair: delete the tenant stack and {deploy}"
+                ),
+                _ => format!("{deploy} (its QueuePrefix must equal the base stack's)"),
+            },
         )),
         Ok(queue) => {
             let router_role = base.output("RouterRoleArn");
@@ -194,6 +215,7 @@ async fn check_tenant(
                 // Another tool's queue: its policy and grants are that tool's business.
                 return;
             }
+            checks.push(check_record(&record, &name, cluster, &prefix, &deploy));
             checks.push(check::evaluate(
                 format!("{prefix}:encryption"),
                 [encryption(&queue, region)],
@@ -271,6 +293,53 @@ async fn check_tenant(
     }
 }
 
+/// Whether the tenant record of the queue named `queue` exists (`Err`: it could not be read).
+pub(crate) async fn tenant_record(aws: &Aws, queue: &str) -> Result<bool, String> {
+    let name = tenancy::record_name(queue);
+    match aws.ssm.get_parameter().name(&name).send().await {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_parameter_not_found()) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(format!("GetParameter {name}: {}", describe(&e))),
+    }
+}
+
+/// `<prefix>:record`: the tenant record beside the queue, which tells the router a queue deleted
+/// by hand was lost (it pages) rather than that the cluster left (it counts).
+pub(crate) fn check_record(
+    record: &Result<bool, String>,
+    queue: &str,
+    cluster: &str,
+    prefix: &str,
+    deploy: &str,
+) -> Check {
+    let name = tenancy::record_name(queue);
+    check::evaluate(
+        format!("{prefix}:record"),
+        [match record {
+            Ok(true) => Expect::found(format!(
+                "{name} stands: if {queue} is deleted by hand, {cluster}'s events are \
+                 dead-lettered (queue-missing), which pages"
+            )),
+            Ok(false) => Expect::problem(
+                format!(
+                    "no tenant record {name}: if {queue} is deleted by hand, the router counts \
+                     {cluster} as not onboarded and pages nobody"
+                ),
+                format!("update the tenant stack, which writes it (TenantRecord): {deploy}"),
+            ),
+            Err(problem) => Expect::problem(
+                problem.clone(),
+                "run verify with ssm:GetParameter on /interruption-router/tenant-queues/*",
+            ),
+        }],
+    )
+}
+
 /// `<prefix>:router-role`: the router role may do to the cluster's queue (`arn`, named `queue`)
 /// what the router does.
 fn check_router_may_send(role: &Role, base: &Base, arn: &str, queue: &str, prefix: &str) -> Check {
@@ -286,6 +355,19 @@ fn check_router_may_send(role: &Role, base: &Base, arn: &str, queue: &str, prefi
             statements.push(statement);
         }
     }
+    // Its tenant record, read when the queue is missing.
+    let record = format!(
+        "arn:{}:ssm:{}:{}:parameter{}",
+        base.partition,
+        arn.split(':').nth(3).unwrap_or_default(),
+        base.account,
+        tenancy::record_name(queue)
+    );
+    let d = role.may("ssm:GetParameter", &record);
+    if !d.is_allowed() {
+        refused.push(format!("ssm:GetParameter on its tenant record ({d})"));
+        statements.push("ReadTenantRecords");
+    }
 
     // Expect → what was found → the fix.
     check::evaluate(
@@ -293,7 +375,7 @@ fn check_router_may_send(role: &Role, base: &Base, arn: &str, queue: &str, prefi
         [Expect::that(
             refused.is_empty(),
             format!(
-                "{} may {} on {queue}",
+                "{} may {} on {queue}, and read its tenant record",
                 role.name(),
                 ROUTER_QUEUE_ACTIONS.map(|(a, _)| a).join(", ")
             ),

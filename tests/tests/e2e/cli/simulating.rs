@@ -168,10 +168,12 @@ async fn simulate_refused_by_the_ingest_queue_says_to_send_to_the_function() -> 
     Ok(())
 }
 
-/// What a rule does in Direct mode: one asynchronous Invoke per event. (moto cannot deploy
-/// base.yaml in Direct mode; the function and the router process are the same in both modes.)
+/// Where the ingest queue refuses simulate (in AWS it admits only the stack's rules): the events
+/// go to the function as the SQS batch the event source mapping would have handed it, through
+/// Lambda's Invoke API, and the router's answer says what it took.
 #[tokio::test]
-async fn simulate_invokes_the_function_asynchronously_as_a_direct_mode_rule_does() -> Result<()> {
+async fn simulate_invokes_the_function_with_the_batch_the_ingest_queue_would_have_given()
+-> Result<()> {
     let estate = Estate::deploy().await?;
 
     // Lambda's Invoke API in front of the router process: the real path of an async invoke.
@@ -189,10 +191,10 @@ async fn simulate_invokes_the_function_asynchronously_as_a_direct_mode_rule_does
     let report = simulate::run(&aws, &options).await?;
     assert_eq!(report.sent.len(), 8, "{}", report.render());
     for sent in &report.sent {
-        assert_eq!(sent.result.as_deref(), Ok("accepted (202)"));
+        assert_eq!(sent.result.as_deref(), Ok("forwarded by the router"));
     }
-    let finished = api.wait_finished(8, Duration::from_secs(60)).await;
-    assert_eq!(finished.len(), 8);
+    let finished = api.wait_finished(1, Duration::from_secs(60)).await;
+    assert_eq!(finished.len(), 1, "8 events, one batch");
     assert!(
         finished
             .iter()

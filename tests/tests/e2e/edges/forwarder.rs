@@ -1,26 +1,24 @@
-//! The Forwarder on its own: batches per queue, a missing or deleted queue reported per message,
-//! and only the queues the tenant stack made written (their tag, or a policy that admits the
-//! router alone), even by a sender that may not read them.
+//! The Forwarder on its own: batches per queue, a missing queue reported per message (lost when
+//! its tenant record stands, not onboarded when it does not), and only the queues the tenant
+//! stack made written (their tag, or a policy that admits the router alone), even by a sender
+//! that may not read them.
 
 use std::time::Duration;
 
 use anyhow::Result;
 use e2e_tests::World;
-use interruption_router::{
-    config::Config,
-    forward::{Delivery, ForwardStats, Forwarder, Message},
-};
+use interruption_router::forward::{Delivery, ForwardStats, Message};
 use local_aws::proxy::{Fault, FaultPlan};
 use tokio::time::Instant;
 
-use super::{accounts, forwarder, to};
+use super::{forwarder, forwarder_with, to};
 
 #[tokio::test]
 async fn forwarder_batches_per_queue_and_reports_a_missing_queue_per_message() -> Result<()> {
     let world = World::start().await?;
     let alpha = world.create_tenant_queue("alpha").await?;
     let beta = world.create_tenant_queue("beta").await?;
-    let forwarder = forwarder(accounts(&world).await);
+    let forwarder = forwarder(&world).await;
     let mut messages: Vec<Message> = (0..23).map(|n| to("alpha", n)).collect();
     messages.extend((0..4).map(|n| to("beta", n)));
     messages.push(to("nowhere", 0));
@@ -34,14 +32,19 @@ async fn forwarder_batches_per_queue_and_reports_a_missing_queue_per_message() -
         deliveries[..27].iter().all(|d| *d == Delivery::Sent),
         "{deliveries:?}"
     );
-    // Clusters whose queue this forwarder never found are not onboarded (nothing to page about).
+    // A cluster with neither a queue nor a tenant record is not onboarded (nothing to page about).
     assert!(
         matches!(&deliveries[27], Delivery::NoTenantQueue { queue, foreign: None } if queue == "karpenter-nowhere")
     );
     assert!(matches!(&deliveries[28], Delivery::NoTenantQueue { .. }));
     // alpha: 10 + 10 + 3; beta: 4 — four calls; the queue with an invalid name is never asked for.
-    assert_eq!(stats.send_message_batch_calls.into_inner(), 4);
+    assert_eq!(stats.send_message_batch_calls.get(), 4);
     assert_eq!(world.proxy.calls().get("GetQueueUrl"), Some(&3));
+    assert_eq!(
+        world.proxy.calls().get("GetParameter"),
+        Some(&1),
+        "nowhere's record"
+    );
     assert_eq!(world.drain(&alpha).await?.len(), 23);
     assert_eq!(world.drain(&beta).await?.len(), 4);
 
@@ -59,36 +62,34 @@ async fn forwarder_batches_per_queue_and_reports_a_missing_queue_per_message() -
 }
 
 #[tokio::test]
-async fn a_queue_deleted_after_it_was_used_is_reported_missing() -> Result<()> {
+async fn a_queue_deleted_by_hand_is_lost_and_one_deleted_with_its_stack_is_not_onboarded()
+-> Result<()> {
     let world = World::start().await?;
     let alpha = world.create_tenant_queue("alpha").await?;
-    let forwarder = forwarder(accounts(&world).await);
-    let message = to("alpha", 0);
+    let beta = world.create_tenant_queue("beta").await?;
+    let forwarder = forwarder(&world).await;
+    let messages = [to("alpha", 0), to("beta", 0)];
     let deadline = || Instant::now() + Duration::from_secs(60);
     let stats = ForwardStats::default();
     assert_eq!(
-        forwarder
-            .deliver(std::slice::from_ref(&message), deadline(), &stats)
-            .await,
-        [Delivery::Sent]
+        forwarder.deliver(&messages, deadline(), &stats).await,
+        [Delivery::Sent, Delivery::Sent]
     );
+    // alpha's queue deleted by hand (its tenant record stands); beta's whole tenant deleted.
     world.sqs.delete_queue().queue_url(&alpha).send().await?;
-    let result = forwarder
-        .deliver(std::slice::from_ref(&message), deadline(), &stats)
+    world.delete_tenant(&beta).await?;
+    let lost = |d: &Delivery| matches!(d, Delivery::QueueMissing { .. });
+    let gone = |d: &Delivery| matches!(d, Delivery::NoTenantQueue { foreign: None, .. });
+    // The forwarder that sent to them (SendMessageBatch answers QueueDoesNotExist) ...
+    let warm = forwarder.deliver(&messages, deadline(), &stats).await;
+    assert!(lost(&warm[0]) && gone(&warm[1]), "{warm:?}");
+    // ... and one that never did (GetQueueUrl answers it) decide alike.
+    let cold = forwarder_with(&world, None)
+        .await
+        .deliver(&messages, deadline(), &stats)
         .await;
-    assert!(
-        matches!(&result[0], Delivery::QueueMissing { .. }),
-        "{result:?}"
-    );
-    // And it stays lost (not "never onboarded") when asked again after the URL is forgotten.
-    tokio::time::sleep(interruption_router::forward::MISSING_QUEUE_RECHECK).await;
-    let again = forwarder
-        .deliver(std::slice::from_ref(&message), deadline(), &stats)
-        .await;
-    assert!(
-        matches!(&again[0], Delivery::QueueMissing { .. }),
-        "{again:?}"
-    );
+    assert!(lost(&cold[0]) && gone(&cold[1]), "{cold:?}");
+    assert_eq!(world.proxy.calls().get("GetParameter"), Some(&4));
     Ok(())
 }
 
@@ -147,14 +148,7 @@ async fn the_forwarder_writes_only_queues_the_tenant_stack_made() -> Result<()> 
         .tags(interruption_router::tenancy::TENANT_TAG, "epsilon")
         .send()
         .await?;
-    let config = Config::from_lookup(|_| None).unwrap();
-    let forwarder = Forwarder::new(
-        accounts(&world).await,
-        config.queue_names,
-        None,
-        Some(ROUTER_ROLE.to_owned()),
-        &config.cache,
-    );
+    let forwarder = forwarder_with(&world, Some(ROUTER_ROLE)).await;
     let messages: Vec<Message> = ["alpha", "beta", "gamma", "delta"]
         .iter()
         .flat_map(|c| [to(c, 0), to(c, 1)])
@@ -185,7 +179,7 @@ async fn the_forwarder_writes_only_queues_the_tenant_stack_made() -> Result<()> 
     let calls = world.proxy.calls();
     assert_eq!(calls.get("ListQueueTags"), Some(&4), "{calls:?}");
     assert_eq!(calls.get("GetQueueAttributes"), Some(&2), "{calls:?}");
-    assert_eq!(stats.queue_ownership_calls.into_inner(), 6);
+    assert_eq!(stats.queue_ownership_calls.get(), 6);
 
     // Cached with the URL: the same messages again cost only the sends.
     world.proxy.reset_counts();
@@ -211,7 +205,7 @@ async fn a_sender_that_may_not_read_the_tags_writes_as_before() -> Result<()> {
     world
         .proxy
         .set_plan(FaultPlan::none().with_outage("ListQueueTags", 10, Fault::Denied));
-    let forwarder = forwarder(accounts(&world).await);
+    let forwarder = forwarder(&world).await;
     let message = to("alpha", 0);
     let deliveries = forwarder
         .deliver(

@@ -1,14 +1,16 @@
-//! The router's two AWS edges on their own, against moto through the counting proxy: the
-//! Resolver (DescribeInstances, GetResources, the cache; [`resolver`]) and the Forwarder
-//! (GetQueueUrl, SendMessageBatch; [`forwarder`]). This file builds them as the function does.
+//! The router's AWS edges against moto through the counting proxy: the seam's SDK
+//! implementation ([`SdkAws`]) with the Resolver (DescribeInstances, GetResources, the cache;
+//! [`resolver`]) and the Forwarder (GetQueueUrl, ListQueueTags, GetParameter, SendMessageBatch;
+//! [`forwarder`]) on top, built as the function builds them: one attempt per call.
 
 use std::sync::Arc;
 
 use e2e_tests::World;
 use interruption_router::{
-    accounts::{Accounts, Served},
+    accounts::{Accounts, Place, Scope, Sender, Served},
+    aws::sdk::SdkAws,
     config::Config,
-    event::{InstanceId, Scope},
+    event::InstanceId,
     forward::{Destination, Forwarder, Message},
     resolve::{InstanceKey, Resolver},
 };
@@ -17,52 +19,76 @@ use local_aws::moto::{ACCOUNT, REGION, sdk_config_for};
 mod forwarder;
 mod resolver;
 
-/// The emulator's account and region, as the handler completes an event's scope.
-fn home() -> Scope {
-    Scope {
-        account: Some(Arc::from(ACCOUNT)),
-        region: Some(Arc::from(REGION)),
+/// The emulator's account and region, where the router is its own role.
+fn home() -> Place {
+    Place {
+        scope: Scope::new(ACCOUNT, REGION),
+        sender: Sender::Home,
     }
 }
 
 fn key(id: &str) -> InstanceKey {
     InstanceKey {
-        scope: home(),
+        place: home(),
         instance: InstanceId::parse(id).unwrap(),
     }
 }
 
-/// The function's accounts, reaching the emulator through the proxy with the router's SDK
-/// settings (two attempts per call).
-async fn accounts(world: &World) -> Arc<Accounts> {
+/// The seam on the SDK, reaching the emulator through the proxy with the router's retry setting
+/// (one attempt per call). Without the attempt timeout: moto's first GetResources call imports
+/// its tagging backend and can take seconds on a loaded machine, which these tests of answers,
+/// not of timing, should not see as a failure.
+async fn aws(world: &World) -> Arc<SdkAws> {
     let sdk = sdk_config_for(&world.proxy.endpoint())
         .await
         .into_builder()
-        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(2))
+        .retry_config(aws_config::retry::RetryConfig::disabled())
         .build();
-    let accounts = Accounts::new(sdk, Served::Own, "interruption-router-spoke".into());
-    accounts.learn_home_account(&format!(
-        "arn:aws:lambda:{REGION}:{ACCOUNT}:function:interruption-router"
-    ));
-    Arc::new(accounts)
+    Arc::new(SdkAws::new(sdk))
 }
 
-async fn resolver_with(world: &World, vars: &[(&str, &str)]) -> Resolver {
-    let config = Config::from_lookup(|k| {
+fn accounts(aws: &Arc<SdkAws>) -> Arc<Accounts<SdkAws>> {
+    Arc::new(Accounts::new(
+        aws.clone(),
+        Served::Own,
+        "interruption-router-spoke".into(),
+    ))
+}
+
+fn config(vars: &[(&str, &str)]) -> Config {
+    Config::from_lookup(|k| {
         vars.iter()
             .find(|(name, _)| *name == k)
             .map(|(_, v)| v.to_string())
     })
-    .unwrap();
+    .unwrap()
+}
+
+/// A resolver whose lookups are the subject: without sweeps (an account's first miss would also
+/// list its nodes, answering later misses; `resolver_sweeping` has them), configured by `vars`.
+async fn resolver_with(world: &World, vars: &[(&str, &str)]) -> Resolver<SdkAws> {
+    let vars: Vec<(&str, &str)> = vars
+        .iter()
+        .copied()
+        .chain([("SWEEP_INTERVAL_SECONDS", "0")])
+        .collect();
+    resolver_sweeping(world, &vars).await
+}
+
+/// A resolver configured by `vars` alone (sweeps on unless they say otherwise).
+async fn resolver_sweeping(world: &World, vars: &[(&str, &str)]) -> Resolver<SdkAws> {
+    let config = config(vars);
+    let aws = aws(world).await;
     Resolver::new(
-        accounts(world).await,
+        aws.clone(),
+        accounts(&aws),
         config.tags,
         &config.cache,
         config.lookup,
     )
 }
 
-async fn resolver(world: &World) -> Resolver {
+async fn resolver(world: &World) -> Resolver<SdkAws> {
     resolver_with(world, &[]).await
 }
 
@@ -70,7 +96,7 @@ async fn resolver(world: &World) -> Resolver {
 fn to(cluster: &str, n: usize) -> Message {
     Message {
         destination: Destination::Cluster {
-            scope: home(),
+            place: home(),
             cluster: Arc::from(cluster),
         },
         body: format!("{{\"n\":{n}}}"),
@@ -78,7 +104,19 @@ fn to(cluster: &str, n: usize) -> Message {
     }
 }
 
-fn forwarder(accounts: Arc<Accounts>) -> Forwarder {
-    let config = Config::from_lookup(|_| None).unwrap();
-    Forwarder::new(accounts, config.queue_names, None, None, &config.cache)
+async fn forwarder_with(world: &World, router_role: Option<&str>) -> Forwarder<SdkAws> {
+    let config = config(&[]);
+    let aws = aws(world).await;
+    Forwarder::new(
+        aws.clone(),
+        accounts(&aws),
+        config.queue_names,
+        None,
+        router_role.map(str::to_owned),
+        &config.cache,
+    )
+}
+
+async fn forwarder(world: &World) -> Forwarder<SdkAws> {
+    forwarder_with(world, None).await
 }

@@ -1,6 +1,6 @@
-//! The Resolver on its own: one lookup for many instances, shared and chunked misses, failures
-//! that are not cached, the Tagging API answering when DescribeInstances fails or hangs, and an
-//! expired owner still served when every lookup fails.
+//! The Resolver on its own: one lookup for many instances, chunked misses, failures that are not
+//! cached, the Tagging API answering when DescribeInstances fails or hangs, an expired owner
+//! still served when every lookup fails, and the sweep of an account and region's nodes.
 
 use std::{sync::Arc, time::Duration};
 
@@ -12,7 +12,7 @@ use interruption_router::{
 };
 use local_aws::proxy::{Fault, FaultPlan};
 
-use super::{key, resolver, resolver_with};
+use super::{key, resolver, resolver_sweeping, resolver_with};
 
 #[tokio::test]
 async fn one_lookup_resolves_many_instances_and_an_unknown_id_fails_none_of_them() -> Result<()> {
@@ -54,31 +54,6 @@ async fn one_lookup_resolves_many_instances_and_an_unknown_id_fails_none_of_them
         (4, 0, 0)
     );
     assert_eq!(world.proxy.calls().get("DescribeInstances"), Some(&1));
-    Ok(())
-}
-
-#[tokio::test]
-async fn concurrent_misses_for_the_same_instances_share_one_lookup() -> Result<()> {
-    let world = World::start().await?;
-    let ids = [
-        world.launch(&karpenter_tags("alpha")).await?,
-        world.launch(&karpenter_tags("beta")).await?,
-    ];
-    let resolver = resolver(&world).await;
-    let keys: Vec<InstanceKey> = ids.iter().map(|id| key(id)).collect();
-    let (a, b, c) = tokio::join!(
-        resolver.resolve(keys.clone()),
-        resolver.resolve(keys.clone()),
-        resolver.resolve(keys)
-    );
-    assert_eq!(world.proxy.calls().get("DescribeInstances"), Some(&1));
-    for r in [a, b, c] {
-        assert!(
-            r.owners
-                .values()
-                .all(|o| matches!(o, Ok(Owner::Cluster(_))))
-        );
-    }
     Ok(())
 }
 
@@ -130,8 +105,8 @@ async fn a_lookup_failing_on_both_paths_is_an_error_for_its_keys_and_is_not_cach
     let calls = world.proxy.calls();
     assert_eq!(
         (calls["DescribeInstances"], calls["GetResources"]),
-        (1, 2),
-        "EC2 once (its failure sends the hedge at once), the Tagging API with the SDK's one retry"
+        (1, 1),
+        "one attempt each: EC2's failure sends the hedge at once, and retrying is the handler's"
     );
 
     world.proxy.set_plan(FaultPlan::none());
@@ -228,7 +203,7 @@ async fn a_describe_instances_that_hangs_is_outrun_by_the_tagging_api() -> Resul
 }
 
 #[tokio::test]
-async fn with_hedging_off_ec2_gets_the_sdk_retry_before_the_tagging_api() -> Result<()> {
+async fn with_hedging_off_the_tagging_api_is_asked_only_once_ec2_failed() -> Result<()> {
     let world = World::start().await?;
     let alpha = world.launch(&karpenter_tags("alpha")).await?;
     let resolver = resolver_with(&world, &[("LOOKUP_HEDGE_DELAY_MS", "off")]).await;
@@ -250,8 +225,8 @@ async fn with_hedging_off_ec2_gets_the_sdk_retry_before_the_tagging_api() -> Res
             calls["GetResources"],
             resolution.hedged
         ),
-        (2, 1, 1),
-        "two attempts at EC2 (the SDK's retry), then the Tagging API"
+        (1, 1, 1),
+        "one attempt at EC2, then the Tagging API"
     );
     Ok(())
 }
@@ -321,5 +296,43 @@ async fn when_every_lookup_fails_an_expired_owner_is_still_served() -> Result<()
         resolution.owners[&key(&never_seen)].is_err(),
         "nothing known, nothing served"
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_sweep_lists_the_karpenter_nodes_by_their_managed_tag_and_answers_later_misses()
+-> Result<()> {
+    let world = World::start().await?;
+    let first = world.launch(&karpenter_tags("alpha")).await?;
+    let second = world.launch(&karpenter_tags("alpha")).await?;
+    let third = world.launch(&karpenter_tags("beta")).await?;
+    let mng = world.launch(&managed_nodegroup_tags("alpha")).await?;
+    let resolver = resolver_sweeping(&world, &[]).await;
+
+    // The first miss: its lookup, then the sweep (filter tag-key=karpenter.sh/nodepool).
+    let resolution = resolver.resolve([key(&first)]).await;
+    assert_eq!(
+        (resolution.describe_calls, resolution.sweeps),
+        (2, 1),
+        "a lookup and one sweep page"
+    );
+    // The other nodes were listed: no call for them.
+    let resolution = resolver.resolve([key(&second), key(&third)]).await;
+    assert_eq!((resolution.cache_hits, resolution.describe_calls), (2, 0));
+    assert_eq!(
+        resolution.owners[&key(&third)],
+        Ok(Owner::Cluster(Arc::from("beta")))
+    );
+    // Not Karpenter's: the sweep did not list it, so it is looked up; the scope is not swept again.
+    let resolution = resolver.resolve([key(&mng)]).await;
+    assert_eq!(
+        (
+            resolution.cache_misses,
+            resolution.describe_calls,
+            resolution.sweeps
+        ),
+        (1, 1, 0)
+    );
+    assert_eq!(world.proxy.calls().get("DescribeInstances"), Some(&3));
     Ok(())
 }

@@ -3,7 +3,9 @@
 //! own account routes nothing.
 
 use anyhow::Result;
-use e2e_tests::{INVOKE_BUDGET, World, ec2_event, fixture, invoke_batch};
+use e2e_tests::{
+    INVOKE_BUDGET, World, batch_item_failures, ec2_event, fixture, invoke_batch, sqs_event,
+};
 use local_aws::runtime_api::Invocation;
 use serde_json::json;
 
@@ -45,14 +47,28 @@ async fn unsupported_payloads_fail_the_invocation_with_a_clear_error() -> Result
         }
         other => panic!("{other:?}"),
     }
-    // The process survives to serve the next invocation.
-    let ok = router
+    // An EventBridge event invoking the function directly (a rule targeting it): refused with
+    // why, so the misconfiguration shows; the rule's retries and its DLQ keep the event.
+    match router
         .invoke(
             fixture("asg-terminate-lifecycle-action.json").to_string(),
             INVOKE_BUDGET,
         )
+        .await
+    {
+        Invocation::Error { message, .. } => {
+            assert!(message.contains("SQS event source mapping"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // The process survives to serve the next invocation.
+    let ok = router
+        .invoke(
+            sqs_event(&[fixture("asg-terminate-lifecycle-action.json").to_string()]).to_string(),
+            INVOKE_BUDGET,
+        )
         .await;
-    assert_eq!(ok.json().unwrap()["outcome"], "ignored");
+    assert!(batch_item_failures(&ok).is_empty(), "{ok:?}");
     Ok(())
 }
 

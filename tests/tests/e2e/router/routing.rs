@@ -1,11 +1,11 @@
-//! Every kind of event reaches exactly its cluster's queue, from an SQS batch and from direct
-//! invocations alike, and a duplicate reaches its own cluster again, never another.
+//! Every kind of event reaches exactly its cluster's queue from an SQS batch, and a duplicate
+//! reaches its own cluster again, never another.
 
 use anyhow::Result;
-use e2e_tests::{INVOKE_BUDGET, Received, assert_batch_handled, ec2_event, health_event};
+use e2e_tests::{Received, assert_batch_handled, ec2_event, health_event};
 use serde_json::{Value, json};
 
-use super::{Estate, Expect, total};
+use super::{Estate, total};
 
 #[tokio::test]
 async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<()> {
@@ -17,9 +17,10 @@ async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<(
     assert_batch_handled(&router, &bodies).await;
     estate.assert_queues_hold_exactly(&events).await?;
 
-    // All misses of the batch went to EC2 in one call; one SendMessageBatch per queue per round.
+    // All misses of the batch went to EC2 in one call, then (the records delivered) the scope's
+    // sweep, one page; one SendMessageBatch per queue per round.
     let calls = estate.world.proxy.calls();
-    assert_eq!(calls.get("DescribeInstances"), Some(&1), "{calls:?}");
+    assert_eq!(calls.get("DescribeInstances"), Some(&2), "{calls:?}");
     // alpha, beta, gamma, then the DLQ once for the malformed record.
     assert_eq!(calls.get("SendMessageBatch"), Some(&4), "{calls:?}");
     let emf = router
@@ -27,6 +28,8 @@ async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<(
         .pop()
         .expect("an EMF document per invocation");
     assert_eq!(total(&emf, "Received"), 14);
+    assert_eq!(total(&emf, "Sweeps"), 1);
+    assert_eq!(total(&emf, "DescribeInstancesCalls"), 2);
     assert_eq!(total(&emf, "Forwarded.alpha"), 3);
     assert_eq!(total(&emf, "Forwarded.beta"), 3);
     assert_eq!(total(&emf, "Forwarded.gamma"), 1);
@@ -60,33 +63,6 @@ async fn every_event_reaches_exactly_its_cluster_from_an_sqs_batch() -> Result<(
     assert_eq!(delivery["fields"]["cluster"], "gamma");
     assert_eq!(delivery["fields"]["kind"], "state-change");
     assert_eq!(delivery["fields"]["instances"], estate.gamma.as_str());
-    Ok(())
-}
-
-#[tokio::test]
-async fn every_event_reaches_exactly_its_cluster_from_direct_invocations() -> Result<()> {
-    let estate = Estate::new().await?;
-    let router = estate.world.start_router(&estate.router_config()).await?;
-    let events = estate.events();
-    for (body, expect) in &events {
-        let outcome = router
-            .invoke(body.clone(), INVOKE_BUDGET)
-            .await
-            .json()
-            .unwrap_or_default();
-        let wanted = match expect {
-            Expect::Verbatim(_) | Expect::HealthSplit(_) => "forwarded",
-            Expect::DeadLetter(_) => "dead-lettered",
-            Expect::Ignored => "ignored",
-        };
-        assert_eq!(outcome["outcome"], wanted, "{body}");
-    }
-    estate.assert_queues_hold_exactly(&events).await?;
-    assert_eq!(
-        router.emf_documents().len(),
-        events.len(),
-        "one EMF document per invocation"
-    );
     Ok(())
 }
 

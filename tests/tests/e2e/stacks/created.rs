@@ -1,11 +1,10 @@
-//! What the stacks create: the base stack in Queue mode with its tenant stacks (queues, roles,
-//! policies, rules, outputs, as the templates declare them), and in Direct mode, where each rule
-//! invokes the function under a permission of its own.
+//! What the stacks create: the base stack with its tenant stacks (queues, tenant records, roles,
+//! policies, rules, outputs, as the templates declare them).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
-use aws_model::stacks::{self, BASE_TEMPLATE, TENANT_TEMPLATE};
+use aws_model::stacks::{self, TENANT_TEMPLATE};
 use e2e_tests::World;
 use local_aws::moto::{ACCOUNT, REGION};
 use serde_json::{Value, json};
@@ -13,11 +12,11 @@ use serde_json::{Value, json};
 use super::{
     BASE, CLUSTERS, Clients, KARPENTER_ROLE, assert_no_inline_policy, attached_policy,
     deploy_queue_mode, expected_patterns, queue_attributes, queue_names, role_policy, rules,
-    sqs_arn, statement, upload_code,
+    sqs_arn, statement,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn queue_mode_stacks_create_what_the_templates_declare() -> Result<()> {
+async fn the_stacks_create_what_the_templates_declare() -> Result<()> {
     let world = World::start().await?;
     let aws = Clients::of(&world).await;
     let (base, tenants) = deploy_queue_mode(&world, &aws).await?;
@@ -40,14 +39,30 @@ async fn queue_mode_stacks_create_what_the_templates_declare() -> Result<()> {
         assert_eq!(a["MessageRetentionPeriod"], "300", "{name}");
         assert_eq!(a["SqsManagedSseEnabled"], "true", "{name}");
         assert!(!a.contains_key("RedrivePolicy"), "{name}");
+        // The tenant record beside it: what tells a lost queue from a cluster never onboarded.
+        let record = interruption_router::tenancy::record_name(&name);
+        assert_eq!(tenant.output("TenantRecordName")?, record);
+        let parameter = aws_sdk_ssm::Client::new(&world.config)
+            .get_parameter()
+            .name(&record)
+            .send()
+            .await?;
+        assert_eq!(
+            parameter.parameter().and_then(|p| p.value()),
+            Some(*cluster),
+            "{record}"
+        );
     }
     let a = queue_attributes(&world, &ingest).await?;
     assert_eq!(a["SqsManagedSseEnabled"], "true");
     assert_eq!(a["VisibilityTimeout"], "180");
     let redrive: Value = serde_json::from_str(&a["RedrivePolicy"])?;
+    assert_eq!(redrive["deadLetterTargetArn"], sqs_arn(&dlq));
+    // One value (base.yaml's Ingest mapping) for the queue and the function's MAX_RECEIVE_COUNT;
+    // SQS takes it as a number or as text.
     assert_eq!(
-        redrive,
-        json!({"deadLetterTargetArn": sqs_arn(&dlq), "maxReceiveCount": 20})
+        redrive["maxReceiveCount"].to_string().trim_matches('"'),
+        "20"
     );
     let a = queue_attributes(&world, &dlq).await?;
     assert_eq!(a["SqsManagedSseEnabled"], "true");
@@ -108,6 +123,7 @@ async fn queue_mode_stacks_create_what_the_templates_declare() -> Result<()> {
             ("CACHE_MAX_ENTRIES", "100000"),
             ("METRICS_NAMESPACE", "InterruptionRouter"),
             ("SERVED_ACCOUNTS", ""),
+            ("MAX_RECEIVE_COUNT", "20"),
             ("SPOKE_ROLE_NAME", "interruption-router-spoke"),
             ("ROUTER_ROLE_ARN", base.output("RouterRoleArn")?),
         ])
@@ -124,6 +140,13 @@ async fn queue_mode_stacks_create_what_the_templates_declare() -> Result<()> {
     assert_eq!(mapping.event_source_arn(), Some(sqs_arn(&ingest).as_str()));
     assert_eq!(mapping.batch_size(), Some(100));
     assert_eq!(mapping.maximum_batching_window_in_seconds(), Some(1));
+    // What bounds AssumeRole and EC2 sweeps in a storm (docs/many-accounts.md).
+    assert_eq!(
+        mapping
+            .scaling_config()
+            .and_then(|c| c.maximum_concurrency()),
+        Some(5)
+    );
     let response_types: Vec<&str> = mapping
         .function_response_types()
         .iter()
@@ -222,130 +245,6 @@ async fn queue_mode_stacks_create_what_the_templates_declare() -> Result<()> {
             .await?
             .iter()
             .any(|q| q.contains("delta"))
-    );
-    Ok(())
-}
-
-/// moto builds every output, even one whose Condition is false, so base.yaml's Queue-only
-/// outputs fail a Direct-mode stack ("GetAtt references undefined resource IngestQueue"); real
-/// CloudFormation omits them. They, and only they, are cut from the text sent to moto.
-fn without_queue_mode_outputs(template: &str) -> String {
-    let outputs = template.find("\nOutputs:\n").expect("an Outputs section") + 1;
-    let (head, tail) = template.split_at(outputs);
-    let mut kept = String::from(head);
-    let mut cut = Vec::new();
-    // "Outputs:" and then one block per output, each starting at two spaces of indentation.
-    let mut blocks: Vec<String> = Vec::new();
-    for line in tail.split_inclusive('\n') {
-        let starts_output = line.starts_with("  ") && !line.starts_with("   ");
-        if starts_output || blocks.is_empty() {
-            blocks.push(String::new());
-        }
-        blocks.last_mut().unwrap().push_str(line);
-    }
-    for block in blocks {
-        if block.contains("\n    Condition: QueueMode\n") {
-            cut.push(block.trim_start().split(':').next().unwrap().to_owned());
-        } else {
-            kept.push_str(&block);
-        }
-    }
-    assert_eq!(cut, ["IngestQueueUrl", "IngestQueueArn"]);
-    kept
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn direct_mode_rules_invoke_the_function_with_a_permission_each() -> Result<()> {
-    let world = World::start().await?;
-    let aws = Clients::of(&world).await;
-    upload_code(&world).await?;
-    let base = stacks::create(
-        &aws.cfn,
-        BASE,
-        &without_queue_mode_outputs(BASE_TEMPLATE),
-        &[("CodeS3Bucket", "artifacts"), ("IngestMode", "Direct")],
-    )
-    .await?;
-    let dlq = format!("{BASE}-dlq");
-    assert_eq!(queue_names(&world).await?, BTreeSet::from([dlq.clone()]));
-    assert!(!base.outputs.contains_key("IngestQueueUrl"));
-
-    let function = base.output("FunctionName")?;
-    let function_arn = format!("arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function}");
-    let mappings = aws
-        .lambda
-        .list_event_source_mappings()
-        .function_name(function)
-        .send()
-        .await?;
-    assert!(mappings.event_source_mappings().is_empty(), "{mappings:?}");
-
-    let rules = rules(&aws).await?;
-    let patterns: BTreeSet<String> = rules.values().map(|(p, _)| p.to_string()).collect();
-    assert_eq!(patterns, expected_patterns());
-    let mut rule_arns = BTreeSet::new();
-    for (name, (_, targets)) in &rules {
-        assert_eq!(
-            targets,
-            &[json!({
-                "Id": "router",
-                "Arn": function_arn,
-                "DeadLetterArn": sqs_arn(&dlq),
-                "MaximumRetryAttempts": 185,
-                "MaximumEventAgeInSeconds": 3600,
-            })],
-            "{name}"
-        );
-        rule_arns.insert(format!("arn:aws:events:{REGION}:{ACCOUNT}:rule/{name}"));
-    }
-
-    // One permission per rule, pinned to that rule and this account.
-    let policy: Value = serde_json::from_str(
-        aws.lambda
-            .get_policy()
-            .function_name(function)
-            .send()
-            .await?
-            .policy()
-            .context("no resource policy")?,
-    )?;
-    let statements = policy["Statement"].as_array().context("no statements")?;
-    let mut pinned_to = BTreeSet::new();
-    for s in statements {
-        assert_eq!(s["Effect"], "Allow");
-        assert_eq!(s["Action"], "lambda:InvokeFunction");
-        assert_eq!(s["Principal"], json!({"Service": "events.amazonaws.com"}));
-        assert_eq!(s["Resource"], function_arn);
-        assert_eq!(s["Condition"]["StringEquals"]["AWS:SourceAccount"], ACCOUNT);
-        pinned_to.insert(
-            s["Condition"]["ArnLike"]["AWS:SourceArn"]
-                .as_str()
-                .context("no SourceArn")?
-                .to_owned(),
-        );
-    }
-    assert_eq!(statements.len(), 5);
-    assert_eq!(pinned_to, rule_arns);
-
-    // Without an ingest queue the role may consume nothing.
-    let role = base.output("RouterRoleArn")?.rsplit('/').next().unwrap();
-    let role_policy = role_policy(&aws, role, "interruption-router").await?;
-    let sids: BTreeSet<&str> = role_policy["Statement"]
-        .as_array()
-        .context("no statements")?
-        .iter()
-        .filter_map(|s| s["Sid"].as_str())
-        .collect();
-    assert_eq!(
-        sids,
-        BTreeSet::from([
-            "ResolveInstanceTags",
-            "ResolveInstanceTagsByArn",
-            "SendToClusterQueues",
-            "ReadClusterQueueOwnership",
-            "SendToDeadLetterQueue",
-            "WriteOwnLogs"
-        ])
     );
     Ok(())
 }

@@ -1,12 +1,12 @@
-//! The real templates deployed through moto's CloudFormation: what the stacks create, in both
-//! ingest modes ([`created`]), the router binary, configured from the deployed function's
+//! The real templates deployed through moto's CloudFormation: what the stacks create
+//! ([`created`]), the router binary, configured from the deployed function's
 //! environment, routing events published through EventBridge into the queues the tenant stacks
 //! made ([`routing`]), updates in place from the last release ([`updates`]), and the dashboard and
 //! alarms ([`monitoring`]). This file holds what they share: the deployment and the readers of
 //! what moto made.
 //!
-//! moto ignores SQS::QueuePolicy, FIS::ExperimentTemplate, CloudWatch::Alarm,
-//! Lambda::EventInvokeConfig and LoggingConfig, and never evaluates IAM: those are covered by
+//! moto ignores SQS::QueuePolicy, FIS::ExperimentTemplate, CloudWatch::Alarm and the
+//! function's LoggingConfig, and never evaluates IAM: those are covered by
 //! tests/tests/e2e/policy/, cfn-lint and checkov, not here.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,6 +20,7 @@ use local_aws::moto::{ACCOUNT, REGION};
 use serde_json::{Value, json};
 
 mod created;
+mod environments;
 mod monitoring;
 mod routing;
 mod updates;
@@ -75,7 +76,7 @@ async fn deploy_queue_mode(world: &World, aws: &Clients) -> Result<(Stack, Vec<S
         &aws.cfn,
         BASE,
         BASE_TEMPLATE,
-        &[("CodeS3Bucket", "artifacts"), ("IngestMode", "Queue")],
+        &[("CodeS3Bucket", "artifacts")],
     )
     .await?;
     routerctl::demo::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;

@@ -14,7 +14,6 @@ use aws_model::{
 use aws_sdk_sqs::types::QueueAttributeName;
 use e2e_tests::{World, karpenter_tags};
 use local_aws::moto::{ACCOUNT, REGION};
-use serde_json::json;
 
 use super::{
     BASE, Clients, KARPENTER_ROLE, assert_no_inline_policy, attached_policy, expected_patterns,
@@ -42,11 +41,6 @@ pub(crate) fn update_scenarios() -> Vec<(&'static str, &'static str, Stage)> {
     };
     vec![
         ("base.yaml", "Queue mode", base()),
-        (
-            "base.yaml",
-            "Direct mode",
-            base().parameter("IngestMode", "Direct"),
-        ),
         (
             "base.yaml",
             "hub of two accounts",
@@ -150,8 +144,10 @@ fn updating_deployed_stacks_to_these_templates_replaces_and_deletes_nothing() ->
     )?;
     let stage = update_scenarios().remove(4).2;
     let replaced = replacements(&old.deploy(&stage)?, &renamed.deploy(&stage)?, &schemas)?;
-    assert_eq!(replaced.len(), 1, "{replaced:?}");
+    // The queue, and the tenant record named after it.
+    assert_eq!(replaced.len(), 2, "{replaced:?}");
     assert!(replaced[0].starts_with("InterruptionQueue (AWS::SQS::Queue) is replaced: QueueName"));
+    assert!(replaced[1].starts_with("TenantRecord (AWS::SSM::Parameter) is replaced: Name"));
     Ok(())
 }
 
@@ -164,7 +160,7 @@ async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_message
         &aws.cfn,
         BASE,
         &e2e_tests::previous_template("base.yaml"),
-        &[("CodeS3Bucket", "artifacts"), ("IngestMode", "Queue")],
+        &[("CodeS3Bucket", "artifacts")],
     )
     .await?;
     routerctl::demo::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
@@ -302,17 +298,23 @@ async fn routed_by_the_updated_base_into_an_untagged_tenant_queue(
         account: ACCOUNT.into(),
         region: REGION.into(),
     };
+    let body = origin.spot_warning(&node, "after-the-base-update").body();
     let answer = router
         .invoke(
-            origin.spot_warning(&node, "after-the-base-update").body(),
+            e2e_tests::sqs_event(&[body]).to_string(),
             Duration::from_secs(30),
         )
         .await;
-    assert_eq!(
-        answer.json().map(|v| v["outcome"].clone()),
-        Some(json!("forwarded")),
+    assert!(
+        e2e_tests::batch_item_failures(&answer).is_empty(),
         "{answer:?}"
     );
+    let forwarded: u64 = router
+        .emf_documents()
+        .iter()
+        .filter_map(|d| d["Forwarded"].as_u64())
+        .sum();
+    assert_eq!(forwarded, 1, "{:?}", router.emf_documents());
     let received = world.drain(queue_url).await?;
     assert_eq!(
         received.len(),

@@ -464,6 +464,20 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         .send()
         .await?;
 
+    // alpha's tenant record deleted by hand: a queue deleted later would page nobody.
+    let record = interruption_router::tenancy::record_name("karpenter-alpha");
+    aws.ssm.delete_parameter().name(&record).send().await?;
+    let report = verify_fails(&estate, &[], &["tenant:alpha:record"]).await?;
+    assert_detail(&report, "tenant:alpha:record", "pages nobody");
+    assert_fix(&report, "tenant:alpha:record", "TenantRecord");
+    aws.ssm
+        .put_parameter()
+        .name(&record)
+        .value("alpha")
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await?;
+
     // All repaired.
     verify_fails(&estate, &[], &[]).await?;
 
@@ -477,7 +491,7 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     assert_detail(
         &report,
         "tenant:beta:queue",
-        "queue karpenter-beta does not exist",
+        "does not exist in us-east-1, while its tenant record stands",
     );
     assert_fix(
         &report,

@@ -58,7 +58,7 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
     assert!(
         report
             .render()
-            .starts_with("verify ir in us-east-1, Queue mode, member account 111111111111"),
+            .starts_with("verify ir in us-east-1, member account 111111111111"),
         "{}",
         report.render()
     );
@@ -138,6 +138,16 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
         &permissions,
         "aws iam put-role-policy --role-name interruption-router-spoke",
     );
+    // Without the tenant records: a member's missing queue could not be told onboarded or not.
+    let mut narrowed = verify::spoke_role_policy("aws", MEMBER, "karpenter-");
+    narrowed["Statement"]
+        .as_array_mut()
+        .expect("statements")
+        .retain(|s| s["Sid"] != "ReadTenantRecords");
+    put_spoke_policy(&narrowed.to_string()).await?;
+    let report = verify_fails(&options, &[&permissions]).await;
+    assert_detail(&report, &permissions, "may not ssm:GetParameter on");
+    assert_detail(&report, &permissions, "tenant-queues/karpenter-");
     put_spoke_policy(&original).await?;
 
     // A spoke rule disabled by hand.

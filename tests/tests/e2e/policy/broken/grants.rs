@@ -106,17 +106,6 @@ pub(super) fn service_principals() -> Vec<Broken> {
         t,
     ));
     let mut t = base();
-    assert!(
-        properties(&mut t, "SpotInterruptionRulePermission")
-            .remove("SourceArn")
-            .is_some()
-    );
-    out.push(broken(
-        ServicePrincipalsPinnedToSource,
-        "base: Lambda permission without SourceArn",
-        t,
-    ));
-    let mut t = base();
     properties(&mut t, "RouterRole")["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["Service"] =
         json!(["lambda.amazonaws.com", "events.amazonaws.com"]);
     out.push(broken(

@@ -139,6 +139,13 @@ pub(super) fn needed_permissions() -> Vec<Broken> {
         "base: no ChangeMessageVisibility on the ingest queue",
         t,
     ));
+    let mut t = base();
+    remove_statement(&mut t, "RouterRole", "ReadTenantRecords");
+    out.push(broken(
+        RouterHasNeededPermissions,
+        "base: no ssm:GetParameter on the tenant records",
+        t,
+    ));
     out
 }
 

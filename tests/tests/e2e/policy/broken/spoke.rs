@@ -5,7 +5,7 @@ use e2e_tests::policy::Check;
 use serde_json::json;
 
 use super::{Broken, broken};
-use crate::policy::{properties, spoke, statement};
+use crate::policy::{properties, remove_statement, spoke, statement};
 
 /// [`Check::SpokeRoleTrustsOnlyRouter`]: the spoke role trusting more than the router role.
 pub(super) fn trust() -> Vec<Broken> {
@@ -72,6 +72,22 @@ pub(super) fn permissions() -> Vec<Broken> {
     out.push(broken(
         SpokeRoleExactPermissions,
         "spoke: send to <prefix>* queues of every account",
+        t,
+    ));
+    let mut t = spoke();
+    statement(&mut t, "SpokeRole", "ReadTenantRecords")["Resource"] = json!(
+        {"Fn::Sub": "arn:${AWS::Partition}:ssm:*:${AWS::AccountId}:parameter/*"}
+    );
+    out.push(broken(
+        SpokeRoleExactPermissions,
+        "spoke: read every SSM parameter of the account, not only tenant records",
+        t,
+    ));
+    let mut t = spoke();
+    remove_statement(&mut t, "SpokeRole", "ReadTenantRecords");
+    out.push(broken(
+        SpokeRoleExactPermissions,
+        "spoke: no ssm:GetParameter on the tenant records",
         t,
     ));
     let mut t = spoke();

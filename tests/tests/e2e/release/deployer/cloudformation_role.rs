@@ -254,11 +254,6 @@ fn cloudformation_acts_as_a_role_that_may_create_what_the_stacks_create_and_noth
     let mut checked: BTreeMap<String, usize> = BTreeMap::new();
     for (name, text, stage) in [
         ("base.yaml", BASE_TEMPLATE, hub.clone()),
-        (
-            "base.yaml",
-            BASE_TEMPLATE,
-            hub.clone().parameter("IngestMode", "Direct"),
-        ),
         ("tenant.yaml", TENANT_TEMPLATE, tenant),
         ("spoke.yaml", SPOKE_TEMPLATE, spoke),
         ("fis.yaml", FIS_TEMPLATE, fis),

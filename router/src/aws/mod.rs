@@ -1,0 +1,274 @@
+//! The seam: every effect the router has on the world, and every reading it takes of it.
+//!
+//! The router decides; an [`Aws`] acts. Each call method is one AWS API call, made once (no SDK
+//! retries: every retry is the router's, and all of them are written down in [`crate::retry`]),
+//! as the principal and in the account and region its [`Session`] names, and it answers with what
+//! AWS answers, error codes included ([`CallError`]). So the code that reads the answers, which is
+//! all of the router's policy, runs unchanged against a fake that answers as AWS does: the
+//! decision tests (`handler/tests`) and the organisation simulation do exactly that.
+//!
+//! ```text
+//!               handler (route: admit ▸ deliver ▸ settle ▸ keep ▸ hand back)
+//!                  │              │               │
+//!              accounts        resolve         forward          redeliver
+//!              (sessions)   (owners, hedge)  (destinations,    (visibility)
+//!                  │              │            sends, DLQ)          │
+//!   ───────────────┴──────────────┴───────────────┴─────────────────┴──── Aws (this trait)
+//!     AssumeRole   DescribeInstances  GetQueueUrl  ListQueueTags        ChangeMessage-
+//!                  GetResources       GetQueueAttributes  GetParameter  VisibilityBatch
+//!                                     SendMessageBatch                  now(), jitter()
+//!   ──────────────────────────────────────────────────────────────────────────────────────
+//!        sdk::SdkAws (the Lambda)   ·   fakes (unit tests)   ·   the simulation's model
+//! ```
+//!
+//! Two readings of the world that are not calls go through it for the same reason: the wall
+//! clock ([`Aws::now`]: event ages, first-receive times, credential expiry) and the jitter of
+//! retry delays ([`Aws::jitter`]: a seeded model reproduces a run). Monotonic time (budgets,
+//! cache lifetimes, backoff sleeps) is tokio's, which a test or the simulation pauses and
+//! advances.
+
+pub mod sdk;
+
+use std::{fmt, future::Future, sync::Arc, time::SystemTime};
+
+use aws_credential_types::Credentials;
+
+use crate::{accounts::Scope, event::InstanceId};
+
+/// Who makes a call, and where: the scope's account and region, as the function's own role or
+/// as the credentials of a spoke role it assumed.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub scope: Scope,
+    pub identity: Identity,
+}
+
+#[derive(Debug, Clone)]
+pub enum Identity {
+    /// The function's execution role.
+    Home,
+    /// A spoke role's credentials (from [`Aws::assume_role`]).
+    Assumed {
+        role_arn: Arc<str>,
+        credentials: Credentials,
+    },
+}
+
+/// A call that did not answer as asked: AWS's error code and message, or, when AWS gave no answer,
+/// one of the transport codes below.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct CallError {
+    pub code: String,
+    pub message: String,
+}
+
+impl CallError {
+    /// No answer within the attempt timeout.
+    pub const TIMEOUT: &'static str = "Timeout";
+    /// The request never reached AWS, or the connection broke (DNS, connect, reset).
+    pub const DISPATCH: &'static str = "Dispatch";
+    /// An answer that could not be read.
+    pub const RESPONSE: &'static str = "ResponseError";
+
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+
+    /// SQS's answer for a queue that does not exist: `QueueDoesNotExist` in its JSON protocol,
+    /// `AWS.SimpleQueueService.NonExistentQueue` in the query protocol.
+    pub fn is_missing_queue(&self) -> bool {
+        matches!(
+            self.code.as_str(),
+            "QueueDoesNotExist" | "AWS.SimpleQueueService.NonExistentQueue"
+        )
+    }
+
+    /// SSM's answer for a parameter that does not exist.
+    pub fn is_missing_parameter(&self) -> bool {
+        self.code == "ParameterNotFound"
+    }
+
+    /// Whether AWS refused the caller: a configuration error no retry fixes once IAM, the
+    /// resource's policy and the KMS key have propagated. `KmsThrottled` is a brownout and is
+    /// not one of them.
+    pub fn is_denial(&self) -> bool {
+        is_denial(&self.code)
+    }
+}
+
+/// See [`CallError::is_denial`]: the codes SQS, SSM and STS answer a caller that may not act.
+pub fn is_denial(code: &str) -> bool {
+    matches!(
+        code,
+        "AccessDenied"
+            | "AccessDeniedException"
+            | "UnauthorizedOperation"
+            | "InvalidSecurity"
+            | "KmsAccessDenied"
+            | "KMS.AccessDeniedException"
+            | "KmsDisabled"
+            | "KMS.DisabledException"
+            | "KmsInvalidKeyUsage"
+            | "KMS.InvalidKeyUsageException"
+            | "KmsInvalidState"
+            | "KMS.KMSInvalidStateException"
+            | "KmsNotFound"
+            | "KMS.NotFoundException"
+            | "KmsOptInRequired"
+            | "KMS.OptInRequired"
+    )
+}
+
+/// An instance and its tags, as a lookup path returned them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tagged {
+    pub id: InstanceId,
+    pub tags: Vec<(String, String)>,
+}
+
+/// One page of DescribeInstances, by one filter.
+#[derive(Debug, Clone, Copy)]
+pub struct DescribeInstances<'a> {
+    pub filter: InstanceFilter<'a>,
+    pub next_token: Option<&'a str>,
+}
+
+/// Which instances a DescribeInstances asks for.
+#[derive(Debug, Clone, Copy)]
+pub enum InstanceFilter<'a> {
+    /// The `instance-id` filter (at most 200 ids): one unknown id in `InstanceIds` fails the
+    /// whole call with `InvalidInstanceID.NotFound`, while under the filter unknown ids are
+    /// simply absent.
+    Ids(&'a [InstanceId]),
+    /// Every instance carrying the tag key (the `tag-key` filter), [`SWEEP_PAGE`] a page.
+    TagKey(&'a str),
+}
+
+/// Instances per page of a [`InstanceFilter::TagKey`] sweep (DescribeInstances' largest page).
+pub const SWEEP_PAGE: i32 = 1000;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstancePage {
+    pub instances: Vec<Tagged>,
+    pub next_token: Option<String>,
+}
+
+/// One SendMessageBatch entry; `id` is unique within the call.
+#[derive(Debug, Clone, Copy)]
+pub struct SendEntry<'a> {
+    pub id: &'a str,
+    pub body: &'a str,
+    /// String message attributes.
+    pub attributes: &'a [(&'static str, String)],
+}
+
+/// One ChangeMessageVisibilityBatch entry.
+#[derive(Debug, Clone, Copy)]
+pub struct VisibilityEntry<'a> {
+    pub id: &'a str,
+    pub receipt_handle: &'a str,
+    pub timeout_secs: u32,
+}
+
+/// A batch call's answer for one entry: SQS lists each entry as successful or failed (and may,
+/// against its contract, list it neither way: the caller then counts it as not done).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryResult {
+    Ok { id: String },
+    Failed(EntryFailure),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryFailure {
+    pub id: String,
+    pub code: String,
+    pub message: String,
+    /// SQS's `SenderFault`: the entry itself is wrong, and sending it again fails again.
+    pub sender_fault: bool,
+}
+
+/// Every effect of the router (see the module documentation).
+pub trait Aws: Send + Sync + 'static {
+    /// The wall clock.
+    fn now(&self) -> SystemTime;
+    /// A draw in [0, 1) for retry jitter.
+    fn jitter(&self) -> f64;
+
+    /// STS AssumeRole from the function's own role: the spoke role's credentials.
+    fn assume_role(
+        &self,
+        role_arn: &str,
+    ) -> impl Future<Output = Result<Credentials, CallError>> + Send;
+
+    /// EC2 DescribeInstances, one page (see [`DescribeInstances`]).
+    fn describe_instances(
+        &self,
+        at: &Session,
+        query: DescribeInstances<'_>,
+    ) -> impl Future<Output = Result<InstancePage, CallError>> + Send;
+
+    /// Resource Groups Tagging API GetResources with the instances' ARNs (at most 100): each
+    /// tagged instance with its tags. Untagged and unknown instances are both absent.
+    fn get_resources(
+        &self,
+        at: &Session,
+        ids: &[InstanceId],
+    ) -> impl Future<Output = Result<Vec<Tagged>, CallError>> + Send;
+
+    /// SQS GetQueueUrl (a missing queue: [`CallError::is_missing_queue`]).
+    fn get_queue_url(
+        &self,
+        at: &Session,
+        name: &str,
+    ) -> impl Future<Output = Result<String, CallError>> + Send;
+
+    /// SQS ListQueueTags.
+    fn list_queue_tags(
+        &self,
+        at: &Session,
+        url: &str,
+    ) -> impl Future<Output = Result<Vec<(String, String)>, CallError>> + Send;
+
+    /// SQS GetQueueAttributes for `Policy` (`None`: the queue has none).
+    fn get_queue_policy(
+        &self,
+        at: &Session,
+        url: &str,
+    ) -> impl Future<Output = Result<Option<String>, CallError>> + Send;
+
+    /// SSM GetParameter: the value (a missing one: [`CallError::is_missing_parameter`]).
+    fn get_parameter(
+        &self,
+        at: &Session,
+        name: &str,
+    ) -> impl Future<Output = Result<String, CallError>> + Send;
+
+    /// SQS SendMessageBatch (at most 10 entries, 256 KiB).
+    fn send_message_batch(
+        &self,
+        at: &Session,
+        url: &str,
+        entries: &[SendEntry<'_>],
+    ) -> impl Future<Output = Result<Vec<EntryResult>, CallError>> + Send;
+
+    /// SQS ChangeMessageVisibilityBatch (at most 10 entries).
+    fn change_message_visibility_batch(
+        &self,
+        at: &Session,
+        url: &str,
+        entries: &[VisibilityEntry<'_>],
+    ) -> impl Future<Output = Result<Vec<EntryResult>, CallError>> + Send;
+}
+
+impl fmt::Display for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.identity {
+            Identity::Home => write!(f, "{} as the router's execution role", self.scope),
+            Identity::Assumed { role_arn, .. } => write!(f, "{} as {role_arn}", self.scope),
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Destinations: the queue a cluster's copies go to, whether the router may write it, and what a
+//! missing one means.
+//!
+//! For (place, cluster) the router asks, once, and keeps the answer for as long as it holds:
+//!
+//! 1. GetQueueUrl of the cluster's queue name (`QUEUE_NAME_TEMPLATE`);
+//! 2. found: whose is it ([`crate::tenancy`]: its tenant tag, else its policy). The tenant stack's
+//!    queue is the destination for `CACHE_TTL_SECONDS`; another tool's is not written, and the
+//!    cluster counts as not onboarded for [`FOREIGN_RECHECK`];
+//! 3. missing: the tenant record ([`crate::tenancy::record_name`]) says whether the cluster is
+//!    onboarded. Record, no queue: the queue was lost (`queue-missing`, dead-lettered, pages).
+//!    Neither: not onboarded (counted per cluster). Both are believed for
+//!    [`MISSING_QUEUE_RECHECK`] only, so a tenant stack deployed while events flow is used
+//!    within seconds.
+//!
+//! A send that finds a known queue gone (SendMessageBatch: `QueueDoesNotExist`) forgets it and
+//! asks step 3 again. So every execution environment, warm or cold, answers the same from what is
+//! in AWS now, never from what it happened to see before.
+
+use std::{sync::Arc, time::Duration};
+
+use super::{Delivery, Denial, ForwardStats};
+use crate::{
+    accounts::Place,
+    aws::{Aws, CallError, Session},
+    tenancy::{self, FOREIGN_RECHECK, Ownership},
+};
+
+/// How long "this cluster has no queue" is believed before GetQueueUrl is asked again: long
+/// enough to spare SQS one call per batch in a storm, short enough that a queue created while
+/// events flow gets them seconds later.
+pub const MISSING_QUEUE_RECHECK: Duration = Duration::from_secs(2);
+
+/// What is known of one cluster's queue.
+#[derive(Debug, Clone)]
+pub(super) enum Known {
+    /// The tenant stack's queue: the router writes it.
+    Tenant(Arc<str>),
+    /// No queue, and no tenant record: not onboarded.
+    Absent,
+    /// No queue, but its tenant record stands: lost.
+    Lost,
+    /// A queue with the name that the tenant stack did not make, and why (or why the router
+    /// cannot tell whether the cluster is onboarded).
+    NotTenant(Arc<str>),
+}
+
+impl Known {
+    /// How long the answer holds.
+    pub(super) fn lifetime(&self, ttl: Duration) -> Duration {
+        match self {
+            Known::Tenant(_) => ttl,
+            Known::Absent | Known::Lost => MISSING_QUEUE_RECHECK,
+            Known::NotTenant(_) => FOREIGN_RECHECK,
+        }
+    }
+
+    /// The destination's URL, or why its copies are not sent.
+    pub(super) fn url(&self, queue: &str) -> Result<Arc<str>, Delivery> {
+        match self {
+            Known::Tenant(url) => Ok(url.clone()),
+            Known::Absent => Err(Delivery::NoTenantQueue {
+                queue: queue.to_owned(),
+                foreign: None,
+            }),
+            Known::Lost => Err(Delivery::QueueMissing {
+                queue: queue.to_owned(),
+            }),
+            Known::NotTenant(why) => Err(Delivery::NoTenantQueue {
+                queue: queue.to_owned(),
+                foreign: Some(why.to_string()),
+            }),
+        }
+    }
+}
+
+/// Finds the queue named `queue` of `cluster` and judges it (steps 1-3 above). `Err` is a
+/// transient failure or a denial, not kept.
+pub(super) async fn look_up<A: Aws>(
+    aws: &A,
+    session: &Session,
+    place: &Place,
+    queue: &str,
+    cluster: &str,
+    router_role_arn: Option<&str>,
+    stats: &ForwardStats,
+) -> Result<Known, Delivery> {
+    stats.get_queue_url_calls.inc();
+    let url = match aws.get_queue_url(session, queue).await {
+        Ok(url) => url,
+        Err(e) if e.is_missing_queue() => return missing(aws, session, queue, stats).await,
+        Err(e) => return Err(failed(place, queue, "GetQueueUrl", e)),
+    };
+    let sender = match &place.sender {
+        crate::accounts::Sender::Spoke { role_arn, .. } => Some(role_arn.as_str()),
+        crate::accounts::Sender::Home => router_role_arn,
+    };
+    Ok(
+        match ownership(aws, session, &url, cluster, sender, stats).await? {
+            Ownership::Foreign(why) => {
+                tracing::info!(queue, cluster, why = %why, "not a tenant queue: the router does not write it");
+                Known::NotTenant(Arc::from(why))
+            }
+            Ownership::Tenant | Ownership::LegacyTenant => Known::Tenant(Arc::from(url)),
+        },
+    )
+}
+
+/// A cluster without a queue: lost if its tenant record stands, else not onboarded.
+pub(super) async fn missing<A: Aws>(
+    aws: &A,
+    session: &Session,
+    queue: &str,
+    stats: &ForwardStats,
+) -> Result<Known, Delivery> {
+    stats.tenant_record_calls.inc();
+    match aws
+        .get_parameter(session, &tenancy::record_name(queue))
+        .await
+    {
+        Ok(_) => Ok(Known::Lost),
+        Err(e) if e.is_missing_parameter() => Ok(Known::Absent),
+        // A sender from before the records (a spoke stack not yet updated) cannot read them.
+        // Counting the cluster as not onboarded pages nobody for clusters that never were; the
+        // warning and `routerctl verify` name the missing permission.
+        Err(e) if e.is_denial() => {
+            tracing::warn!(queue, code = %e.code, "cannot read the tenant record, so a missing queue counts as not onboarded: grant the sender ssm:GetParameter on it (update the base or spoke stack)");
+            Ok(Known::NotTenant(Arc::from(format!(
+                "it has no queue and its tenant record {} could not be read ({})",
+                tenancy::record_name(queue),
+                e.code
+            ))))
+        }
+        Err(e) => Err(Delivery::Failed {
+            error: format!("GetParameter {}: {e}", tenancy::record_name(queue)),
+        }),
+    }
+}
+
+/// Whose the queue at `url` is ([`crate::tenancy`]): its tenant tag, else its policy. A sender
+/// that may not read either (a spoke role from before these reads) cannot tell: the queue is
+/// written as before, with a warning, rather than silenced.
+async fn ownership<A: Aws>(
+    aws: &A,
+    session: &Session,
+    url: &str,
+    cluster: &str,
+    sender: Option<&str>,
+    stats: &ForwardStats,
+) -> Result<Ownership, Delivery> {
+    let unverifiable = |call: &str, code: &str| {
+        tracing::warn!(queue = %url, call, code, "cannot tell whether the tenant stack made this queue: sending as before; grant the sender sqs:ListQueueTags and sqs:GetQueueAttributes on it (update the base or spoke stack)");
+        Ok(Ownership::Tenant)
+    };
+    let failed = |call: &str, e: &CallError| {
+        Err(Delivery::Failed {
+            error: format!("{call} {url}: {e}"),
+        })
+    };
+    stats.queue_ownership_calls.inc();
+    match aws.list_queue_tags(session, url).await {
+        Ok(tags) => {
+            if let Some(settled) =
+                tenancy::by_tag(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), cluster)
+            {
+                return Ok(settled);
+            }
+        }
+        Err(e) if e.is_denial() => return unverifiable("ListQueueTags", &e.code),
+        Err(e) => return failed("ListQueueTags", &e),
+    }
+    stats.queue_ownership_calls.inc();
+    let policy = match aws.get_queue_policy(session, url).await {
+        Ok(policy) => policy,
+        Err(e) if e.is_denial() => return unverifiable("GetQueueAttributes", &e.code),
+        Err(e) => return failed("GetQueueAttributes", &e),
+    };
+    Ok(tenancy::by_policy(policy.as_deref(), sender))
+}
+
+/// A failed call as what its copies get: a denial (with who was refused and the fix), or a
+/// transient failure.
+pub(super) fn failed(place: &Place, queue: &str, call: &str, error: CallError) -> Delivery {
+    if error.is_denial() {
+        Delivery::Denied(Denial {
+            queue: queue.to_owned(),
+            sender: place.sender.to_string(),
+            code: error.code,
+            message: error.message,
+        })
+    } else {
+        Delivery::Failed {
+            error: format!("{call} {queue}: {error}"),
+        }
+    }
+}

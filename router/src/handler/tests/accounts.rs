@@ -1,0 +1,128 @@
+//! Accounts: member accounts through their spoke role, the hub's other regions, refusals, and an
+//! account whose role cannot be assumed.
+
+use super::{
+    FUNCTION_ARN, Msg, aws, dead_letter_reasons,
+    fake::{HUB, MEMBER, OTHER_REGION, REGION},
+    handed_back, invoke, router, spot, sum,
+};
+use crate::handler::Invocation;
+
+fn estate() -> std::sync::Arc<super::fake::FakeAws> {
+    let aws = aws();
+    for (account, region, cluster, node) in [
+        (HUB, REGION, "alpha", "i-0a000001"),
+        (HUB, OTHER_REGION, "alpha", "i-0a000002"),
+        (MEMBER, REGION, "alpha", "i-0b000001"),
+        (MEMBER, OTHER_REGION, "beta", "i-0b000002"),
+    ] {
+        aws.tenant(account, region, cluster);
+        aws.node(account, region, node, cluster);
+    }
+    aws
+}
+
+fn warning(n: &str, instance: &str, account: &str, region: &str) -> Msg {
+    Msg::new(n, spot(n, instance, account, region))
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_event_reaches_its_cluster_in_its_own_account_and_region() {
+    let aws = estate();
+    let router = router(&aws, &[]);
+    let records = [
+        warning("1", "i-0a000001", HUB, REGION),
+        warning("2", "i-0a000002", HUB, OTHER_REGION),
+        warning("3", "i-0b000001", MEMBER, REGION),
+        warning("4", "i-0b000002", MEMBER, OTHER_REGION),
+        warning("5", "i-0b000001", MEMBER, REGION),
+    ];
+    let answered = invoke(&router, &aws, &records).await;
+    assert!(handed_back(&answered).is_empty(), "{:?}", answered.response);
+    // Same cluster name in two places: each copy in its own (the fake refuses a caller acting in
+    // the wrong account, so each was written as that account's principal).
+    assert_eq!(aws.bodies(HUB, REGION, "karpenter-alpha").len(), 1);
+    assert_eq!(aws.bodies(HUB, OTHER_REGION, "karpenter-alpha").len(), 1);
+    assert_eq!(aws.bodies(MEMBER, REGION, "karpenter-alpha").len(), 2);
+    assert_eq!(aws.bodies(MEMBER, OTHER_REGION, "karpenter-beta").len(), 1);
+    // One AssumeRole per account, shared by its regions; none at home.
+    assert_eq!(aws.count("AssumeRole"), 2);
+    assert_eq!(answered.metrics.assume_role_calls, 2);
+    let labels: Vec<&String> = answered.metrics.forwarded.keys().collect();
+    assert_eq!(
+        labels,
+        [
+            "111111111111.eu-west-1.alpha",
+            "222222222222.eu-west-1.beta",
+            "222222222222.us-east-1.alpha",
+            "alpha"
+        ]
+    );
+    // A second batch reuses the credentials.
+    invoke(&router, &aws, &records).await;
+    assert_eq!(aws.count("AssumeRole"), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_account_not_served_is_dead_lettered_without_a_call_in_it() {
+    let aws = estate();
+    let router = router(&aws, &[("SERVED_ACCOUNTS", "")]);
+    let answered = invoke(&router, &aws, &[warning("m", "i-0b000001", MEMBER, REGION)]).await;
+    assert!(handed_back(&answered).is_empty());
+    assert_eq!(dead_letter_reasons(&aws), ["account-not-served"]);
+    assert!(
+        aws.calls()
+            .iter()
+            .all(|c| c.action == "SendMessageBatch" && c.account == HUB)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_function_arn_that_names_no_account_routes_nothing_and_loses_nothing() {
+    let aws = estate();
+    let router = router(&aws, &[]);
+    let records = [warning("m", "i-0a000001", HUB, REGION)];
+    let answered = router
+        .invoke(
+            &super::sqs_event(&records),
+            Invocation {
+                request_id: "r",
+                function_arn: "interruption-router",
+                deadline_ms: u64::MAX,
+            },
+        )
+        .await;
+    assert_eq!(handed_back(&answered), ["m"]);
+    let lookups = aws
+        .calls()
+        .iter()
+        .filter(|c| c.action != "ChangeMessageVisibilityBatch")
+        .count();
+    assert_eq!(lookups, 0, "{:?}", aws.calls());
+    // The same record with the function's real ARN routes.
+    let answered = invoke(&router, &aws, &records).await;
+    assert_eq!(sum(&answered.metrics.forwarded), 1);
+    let _ = FUNCTION_ARN;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_role_that_cannot_be_assumed_costs_few_calls_and_hands_its_records_back() {
+    let aws = estate();
+    aws.forbid_role("arn:aws:iam::222222222222:role/interruption-router-spoke");
+    let router = router(&aws, &[]);
+    let records: Vec<Msg> = (0..5)
+        .map(|n| warning(&format!("m{n}"), "i-0b000001", MEMBER, REGION))
+        .chain([warning("home", "i-0a000001", HUB, REGION)])
+        .collect();
+    let answered = invoke(&router, &aws, &records).await;
+    assert_eq!(handed_back(&answered), ["m0", "m1", "m2", "m3", "m4"]);
+    assert_eq!(
+        aws.bodies(HUB, REGION, "karpenter-alpha").len(),
+        1,
+        "home unaffected"
+    );
+    assert_eq!(answered.metrics.account_unreachable, 5);
+    // Every retry of the window would assume again; the failure memory answers those within
+    // 500 ms of a failed call: 4 calls (at 0, 0.6, 1.4 and 3 s of jittered backoff), not 5 × 4.
+    assert!(aws.count("AssumeRole") <= 4, "{}", aws.count("AssumeRole"));
+}

@@ -1,0 +1,592 @@
+//! A fake AWS behind the seam: accounts and regions of tagged instances, queues (with tags,
+//! policies and the messages sent to them), tenant records, spoke roles, and faults scripted per
+//! action. It answers as AWS does where the router reads the answer: the error codes, a missing
+//! queue or parameter, per-entry batch results, AccessDenied for a caller acting in the wrong
+//! account. Time is tokio's (the tests pause it); the wall clock follows it.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, VecDeque},
+    sync::Mutex,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use aws_credential_types::Credentials;
+use tokio::time::Instant;
+
+use crate::{
+    accounts::Scope,
+    aws::{
+        Aws, CallError, DescribeInstances, EntryFailure, EntryResult, Identity, InstanceFilter,
+        InstancePage, SWEEP_PAGE, SendEntry, Session, Tagged, VisibilityEntry,
+    },
+    event::InstanceId,
+    retry::ATTEMPT_TIMEOUT,
+    tenancy::TENANT_TAG,
+};
+
+pub const HUB: &str = "111111111111";
+pub const MEMBER: &str = "222222222222";
+pub const REGION: &str = "us-east-1";
+pub const OTHER_REGION: &str = "eu-west-1";
+/// The wall clock at the start of a test.
+pub const EPOCH_MS: u64 = 1_790_000_000_000;
+
+/// Faults scripted for this (`fail(SWEEP, …)`) apply to sweeps (DescribeInstances by tag key)
+/// before any scripted for DescribeInstances itself.
+pub const SWEEP: &str = "Sweep";
+
+/// What a scripted call does instead of answering.
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// Fails with this AWS error.
+    Error(CallError),
+    /// Gives no answer: the SDK's attempt timeout ends it ([`ATTEMPT_TIMEOUT`], then `Timeout`).
+    Hang,
+    /// Answers after this long.
+    Slow(Duration),
+}
+
+impl Fault {
+    pub fn code(code: &str) -> Self {
+        Fault::Error(CallError::new(code, format!("the fake says {code}")))
+    }
+}
+
+/// One message a queue holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub body: String,
+    pub attributes: Vec<(String, String)>,
+}
+
+#[derive(Debug, Default)]
+pub struct Queue {
+    pub url: String,
+    pub tags: Vec<(String, String)>,
+    pub policy: Option<String>,
+    pub messages: Vec<Held>,
+}
+
+/// A call the router made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub action: &'static str,
+    pub account: String,
+    pub region: String,
+}
+
+/// An instance's tags.
+type Tags = Vec<(String, String)>;
+
+#[derive(Default)]
+struct World {
+    /// By (account, region).
+    instances: BTreeMap<(String, String), BTreeMap<InstanceId, Tags>>,
+    queues: BTreeMap<(String, String, String), Queue>,
+    parameters: BTreeSet<(String, String, String)>,
+    /// Roles AssumeRole succeeds for.
+    roles: BTreeSet<String>,
+    /// Scripted faults per action, consumed in order; `always` ones apply to every call.
+    faults: BTreeMap<&'static str, VecDeque<Fault>>,
+    always: BTreeMap<&'static str, Fault>,
+    /// Entries SendMessageBatch fails, per queue name: how many more, the code, sender fault.
+    entry_faults: BTreeMap<String, (usize, String, bool)>,
+    /// Queues every SendMessageBatch to which fails so.
+    broken_queues: BTreeMap<String, Fault>,
+    calls: Vec<Call>,
+    visibility: Vec<(String, u32)>,
+    issued: u64,
+}
+
+pub struct FakeAws {
+    world: Mutex<World>,
+    started: Instant,
+    jitter: f64,
+}
+
+impl FakeAws {
+    /// An empty AWS in which the hub's spoke role exists in `MEMBER` (and the hub, for its other
+    /// regions).
+    pub fn new() -> Self {
+        let fake = Self {
+            world: Mutex::default(),
+            started: Instant::now(),
+            jitter: 1.0,
+        };
+        for account in [HUB, MEMBER] {
+            fake.allow_role(&format!(
+                "arn:aws:iam::{account}:role/interruption-router-spoke"
+            ));
+        }
+        fake
+    }
+
+    fn world(&self) -> std::sync::MutexGuard<'_, World> {
+        self.world.lock().unwrap()
+    }
+
+    pub fn allow_role(&self, arn: &str) {
+        self.world().roles.insert(arn.to_owned());
+    }
+
+    pub fn forbid_role(&self, arn: &str) {
+        self.world().roles.remove(arn);
+    }
+
+    /// A Karpenter node of `cluster` in (account, region).
+    pub fn node(&self, account: &str, region: &str, id: &str, cluster: &str) {
+        self.instance(
+            account,
+            region,
+            id,
+            &[
+                ("eks:eks-cluster-name", cluster),
+                (&format!("kubernetes.io/cluster/{cluster}"), "owned"),
+                ("karpenter.sh/nodepool", "default"),
+            ],
+        );
+    }
+
+    pub fn instance(&self, account: &str, region: &str, id: &str, tags: &[(&str, &str)]) {
+        self.world()
+            .instances
+            .entry((account.into(), region.into()))
+            .or_default()
+            .insert(
+                InstanceId::parse(id).expect("an instance id"),
+                tags.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
+    }
+
+    /// A tenant stack: `karpenter-<cluster>` tagged for the cluster, and its tenant record.
+    pub fn tenant(&self, account: &str, region: &str, cluster: &str) {
+        let name = format!("karpenter-{cluster}");
+        self.queue(account, region, &name, &[(TENANT_TAG, cluster)], None);
+        self.record(account, region, &name);
+    }
+
+    pub fn queue(
+        &self,
+        account: &str,
+        region: &str,
+        name: &str,
+        tags: &[(&str, &str)],
+        policy: Option<&str>,
+    ) {
+        self.world().queues.insert(
+            (account.into(), region.into(), name.into()),
+            Queue {
+                url: url(account, region, name),
+                tags: tags
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                policy: policy.map(str::to_owned),
+                messages: Vec::new(),
+            },
+        );
+    }
+
+    pub fn record(&self, account: &str, region: &str, queue: &str) {
+        self.world().parameters.insert((
+            account.into(),
+            region.into(),
+            crate::tenancy::record_name(queue),
+        ));
+    }
+
+    pub fn delete_queue(&self, account: &str, region: &str, name: &str) {
+        self.world()
+            .queues
+            .remove(&(account.into(), region.into(), name.into()));
+    }
+
+    pub fn delete_record(&self, account: &str, region: &str, queue: &str) {
+        self.world().parameters.remove(&(
+            account.into(),
+            region.into(),
+            crate::tenancy::record_name(queue),
+        ));
+    }
+
+    /// The next `n` calls of `action` fail with `fault`.
+    pub fn fail(&self, action: &'static str, n: usize, fault: Fault) {
+        self.world()
+            .faults
+            .entry(action)
+            .or_default()
+            .extend(std::iter::repeat_n(fault, n));
+    }
+
+    /// Every call of `action` fails with `fault`, until [`FakeAws::heal`].
+    pub fn break_action(&self, action: &'static str, fault: Fault) {
+        self.world().always.insert(action, fault);
+    }
+
+    /// Every SendMessageBatch to queue `name` fails with `fault`.
+    pub fn break_queue(&self, name: &str, fault: Fault) {
+        self.world().broken_queues.insert(name.into(), fault);
+    }
+
+    /// The next `n` entries sent to queue `name` fail with `code`.
+    pub fn fail_entries(&self, name: &str, n: usize, code: &str, sender_fault: bool) {
+        self.world()
+            .entry_faults
+            .insert(name.into(), (n, code.to_owned(), sender_fault));
+    }
+
+    /// The bodies in queue `name` of (account, region).
+    pub fn bodies(&self, account: &str, region: &str, name: &str) -> Vec<String> {
+        self.held(account, region, name)
+            .into_iter()
+            .map(|m| m.body)
+            .collect()
+    }
+
+    pub fn held(&self, account: &str, region: &str, name: &str) -> Vec<Held> {
+        self.world()
+            .queues
+            .get(&(account.into(), region.into(), name.into()))
+            .map(|q| q.messages.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.world().calls.clone()
+    }
+
+    pub fn count(&self, action: &str) -> usize {
+        self.world()
+            .calls
+            .iter()
+            .filter(|c| c.action == action)
+            .count()
+    }
+
+    /// The visibility timeouts set, per receipt handle, in order.
+    pub fn visibility(&self) -> Vec<(String, u32)> {
+        self.world().visibility.clone()
+    }
+
+    /// Records a call made as `at`, then applies its scripted fault, if any.
+    async fn call(&self, action: &'static str, at: Option<&Session>) -> Result<(), CallError> {
+        self.call_as(action, None, at).await
+    }
+
+    /// [`FakeAws::call`], where a fault scripted for `kind` (a [`SWEEP`]) comes before the
+    /// action's own.
+    async fn call_as(
+        &self,
+        action: &'static str,
+        kind: Option<&'static str>,
+        at: Option<&Session>,
+    ) -> Result<(), CallError> {
+        let fault = {
+            let mut world = self.world();
+            world.calls.push(Call {
+                action,
+                account: at.map(|s| s.scope.account.to_string()).unwrap_or_default(),
+                region: at.map(|s| s.scope.region.to_string()).unwrap_or_default(),
+            });
+            let scripted = kind
+                .and_then(|k| world.faults.get_mut(k).and_then(VecDeque::pop_front))
+                .or_else(|| world.faults.get_mut(action).and_then(VecDeque::pop_front));
+            scripted.or_else(|| world.always.get(action).cloned())
+        };
+        if let Some(session) = at {
+            check_identity(session)?;
+        }
+        match fault {
+            None => Ok(()),
+            Some(Fault::Error(e)) => Err(e),
+            Some(Fault::Hang) => {
+                tokio::time::sleep(ATTEMPT_TIMEOUT).await;
+                Err(CallError::new(
+                    CallError::TIMEOUT,
+                    "no answer within the attempt timeout",
+                ))
+            }
+            Some(Fault::Slow(d)) => {
+                tokio::time::sleep(d).await;
+                Ok(())
+            }
+        }
+    }
+
+    fn key(at: &Session, name: &str) -> (String, String, String) {
+        (
+            at.scope.account.to_string(),
+            at.scope.region.to_string(),
+            name.to_owned(),
+        )
+    }
+
+    fn queue_named_by(&self, at: &Session, url: &str) -> Option<(String, String, String)> {
+        let world = self.world();
+        world
+            .queues
+            .iter()
+            .find(|((a, r, _), q)| {
+                q.url == url && **a == *at.scope.account && **r == *at.scope.region
+            })
+            .map(|(k, _)| k.clone())
+    }
+}
+
+/// The fake's credentials name the account they act in: a caller in another account is refused,
+/// as IAM would refuse a role of one account acting on another's resources.
+fn check_identity(at: &Session) -> Result<(), CallError> {
+    match &at.identity {
+        Identity::Home if &*at.scope.account == HUB && &*at.scope.region == REGION => Ok(()),
+        Identity::Home if at.scope.account.is_empty() => Ok(()),
+        Identity::Home => Err(CallError::new(
+            "AccessDenied",
+            format!("the router's own role acting in {}", at.scope),
+        )),
+        Identity::Assumed { credentials, .. } => {
+            let account = credentials
+                .access_key_id()
+                .split('-')
+                .nth(1)
+                .unwrap_or_default();
+            if account == &*at.scope.account {
+                Ok(())
+            } else {
+                Err(CallError::new(
+                    "AccessDenied",
+                    format!("credentials of {account} acting in {}", at.scope),
+                ))
+            }
+        }
+    }
+}
+
+pub fn url(account: &str, region: &str, name: &str) -> String {
+    format!("https://sqs.{region}.amazonaws.com/{account}/{name}")
+}
+
+impl Aws for FakeAws {
+    fn now(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(EPOCH_MS) + self.started.elapsed()
+    }
+
+    fn jitter(&self) -> f64 {
+        self.jitter
+    }
+
+    async fn assume_role(&self, role_arn: &str) -> Result<Credentials, CallError> {
+        self.call("AssumeRole", None).await?;
+        let mut world = self.world();
+        if !world.roles.contains(role_arn) {
+            return Err(CallError::new(
+                "AccessDenied",
+                format!("not authorized to perform sts:AssumeRole on {role_arn}"),
+            ));
+        }
+        world.issued += 1;
+        let account = role_arn.split(':').nth(4).unwrap_or_default();
+        Ok(Credentials::new(
+            format!("AKIA-{account}-{}", world.issued),
+            "secret",
+            Some("token".into()),
+            Some(self.now() + Duration::from_secs(3600)),
+            "fake",
+        ))
+    }
+
+    async fn describe_instances(
+        &self,
+        at: &Session,
+        query: DescribeInstances<'_>,
+    ) -> Result<InstancePage, CallError> {
+        let kind = matches!(query.filter, InstanceFilter::TagKey(_)).then_some(SWEEP);
+        self.call_as("DescribeInstances", kind, Some(at)).await?;
+        match query.filter {
+            InstanceFilter::Ids(ids) => Ok(InstancePage {
+                instances: self.tagged(&at.scope, ids),
+                next_token: None,
+            }),
+            InstanceFilter::TagKey(key) => {
+                let world = self.world();
+                let all: Vec<Tagged> = world
+                    .instances
+                    .get(&(at.scope.account.to_string(), at.scope.region.to_string()))
+                    .into_iter()
+                    .flatten()
+                    .filter(|(_, tags)| tags.iter().any(|(k, _)| k == key))
+                    .map(|(id, tags)| Tagged {
+                        id: id.clone(),
+                        tags: tags.clone(),
+                    })
+                    .collect();
+                let from: usize = query.next_token.map_or(0, |t| t.parse().unwrap_or(0));
+                let to = (from + SWEEP_PAGE as usize).min(all.len());
+                Ok(InstancePage {
+                    instances: all[from..to].to_vec(),
+                    next_token: (to < all.len()).then(|| to.to_string()),
+                })
+            }
+        }
+    }
+
+    async fn get_resources(
+        &self,
+        at: &Session,
+        ids: &[InstanceId],
+    ) -> Result<Vec<Tagged>, CallError> {
+        self.call("GetResources", Some(at)).await?;
+        // Untagged instances are not listed.
+        Ok(self
+            .tagged(&at.scope, ids)
+            .into_iter()
+            .filter(|t| !t.tags.is_empty())
+            .collect())
+    }
+
+    async fn get_queue_url(&self, at: &Session, name: &str) -> Result<String, CallError> {
+        self.call("GetQueueUrl", Some(at)).await?;
+        self.world()
+            .queues
+            .get(&Self::key(at, name))
+            .map(|q| q.url.clone())
+            .ok_or_else(|| {
+                CallError::new("QueueDoesNotExist", "The specified queue does not exist.")
+            })
+    }
+
+    async fn list_queue_tags(
+        &self,
+        at: &Session,
+        url: &str,
+    ) -> Result<Vec<(String, String)>, CallError> {
+        self.call("ListQueueTags", Some(at)).await?;
+        let key = self.queue_named_by(at, url).ok_or_else(missing_queue)?;
+        Ok(self.world().queues[&key].tags.clone())
+    }
+
+    async fn get_queue_policy(&self, at: &Session, url: &str) -> Result<Option<String>, CallError> {
+        self.call("GetQueueAttributes", Some(at)).await?;
+        let key = self.queue_named_by(at, url).ok_or_else(missing_queue)?;
+        Ok(self.world().queues[&key].policy.clone())
+    }
+
+    async fn get_parameter(&self, at: &Session, name: &str) -> Result<String, CallError> {
+        self.call("GetParameter", Some(at)).await?;
+        if self.world().parameters.contains(&Self::key(at, name)) {
+            Ok("onboarded".into())
+        } else {
+            Err(CallError::new(
+                "ParameterNotFound",
+                format!("{name} not found"),
+            ))
+        }
+    }
+
+    async fn send_message_batch(
+        &self,
+        at: &Session,
+        url: &str,
+        entries: &[SendEntry<'_>],
+    ) -> Result<Vec<EntryResult>, CallError> {
+        self.call("SendMessageBatch", Some(at)).await?;
+        if entries.len() > 10 {
+            return Err(CallError::new("TooManyEntriesInBatchRequest", "at most 10"));
+        }
+        let key = self.queue_named_by(at, url).ok_or_else(missing_queue)?;
+        let broken = self.world().broken_queues.get(&key.2).cloned();
+        match broken {
+            Some(Fault::Error(e)) => return Err(e),
+            Some(Fault::Hang) => {
+                tokio::time::sleep(ATTEMPT_TIMEOUT).await;
+                return Err(CallError::new(CallError::TIMEOUT, "no answer"));
+            }
+            Some(Fault::Slow(d)) => tokio::time::sleep(d).await,
+            None => {}
+        }
+        let mut world = self.world();
+        let mut results = Vec::new();
+        for entry in entries {
+            let fault = match world.entry_faults.get_mut(&key.2) {
+                Some((left, code, sender_fault)) if *left > 0 => {
+                    *left -= 1;
+                    Some((code.clone(), *sender_fault))
+                }
+                _ => None,
+            };
+            results.push(match fault {
+                Some((code, sender_fault)) => EntryResult::Failed(EntryFailure {
+                    id: entry.id.to_owned(),
+                    message: format!("the fake fails this entry with {code}"),
+                    code,
+                    sender_fault,
+                }),
+                None => {
+                    world
+                        .queues
+                        .get_mut(&key)
+                        .expect("found above")
+                        .messages
+                        .push(Held {
+                            body: entry.body.to_owned(),
+                            attributes: entry
+                                .attributes
+                                .iter()
+                                .map(|(k, v)| (k.to_string(), v.clone()))
+                                .collect(),
+                        });
+                    EntryResult::Ok {
+                        id: entry.id.to_owned(),
+                    }
+                }
+            });
+        }
+        Ok(results)
+    }
+
+    async fn change_message_visibility_batch(
+        &self,
+        at: &Session,
+        _url: &str,
+        entries: &[VisibilityEntry<'_>],
+    ) -> Result<Vec<EntryResult>, CallError> {
+        self.call("ChangeMessageVisibilityBatch", Some(at)).await?;
+        let mut world = self.world();
+        Ok(entries
+            .iter()
+            .map(|e| {
+                world
+                    .visibility
+                    .push((e.receipt_handle.to_owned(), e.timeout_secs));
+                EntryResult::Ok {
+                    id: e.id.to_owned(),
+                }
+            })
+            .collect())
+    }
+}
+
+impl FakeAws {
+    fn tagged(&self, scope: &Scope, ids: &[InstanceId]) -> Vec<Tagged> {
+        let world = self.world();
+        let Some(known) = world
+            .instances
+            .get(&(scope.account.to_string(), scope.region.to_string()))
+        else {
+            return Vec::new();
+        };
+        ids.iter()
+            .filter_map(|id| {
+                Some(Tagged {
+                    id: id.clone(),
+                    tags: known.get(id)?.clone(),
+                })
+            })
+            .collect()
+    }
+}
+
+fn missing_queue() -> CallError {
+    CallError::new("QueueDoesNotExist", "The specified queue does not exist.")
+}

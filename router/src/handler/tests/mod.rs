@@ -1,0 +1,181 @@
+//! The router's decisions, proven against a fake of the seam in paused time: no emulator, no
+//! network, no waiting. Each file is one concern; each test plays an invocation (or several, as
+//! an event source mapping would) through [`Router::invoke`], the handler the Lambda runs.
+
+mod accounts;
+mod batches;
+mod dead_letters;
+mod fake;
+mod health;
+mod lookups;
+mod tenancy;
+mod timing;
+
+use std::{sync::Arc, time::Duration};
+
+use serde_json::{Value, json, value::RawValue};
+
+use self::fake::{EPOCH_MS, FakeAws, HUB, REGION, url};
+use super::{Answered, Invocation, Router};
+use crate::config::Config;
+
+pub const FUNCTION_ARN: &str = "arn:aws:lambda:us-east-1:111111111111:function:interruption-router";
+pub const DLQ: &str = "interruption-router-dlq";
+pub const INGEST_ARN: &str = "arn:aws:sqs:us-east-1:111111111111:interruption-router-ingest";
+/// The base stack's function timeout.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An AWS with the hub's dead-letter queue.
+pub fn aws() -> Arc<FakeAws> {
+    let aws = Arc::new(FakeAws::new());
+    aws.queue(HUB, REGION, DLQ, &[], None);
+    aws
+}
+
+/// A router configured as base.yaml configures it (a dead-letter queue, 20 receives, every
+/// account served), with `vars` on top (an empty value unsets a variable).
+pub fn router(aws: &Arc<FakeAws>, vars: &[(&str, &str)]) -> Router<FakeAws> {
+    let dlq = url(HUB, REGION, DLQ);
+    let defaults = [
+        ("DEAD_LETTER_QUEUE_URL", dlq.as_str()),
+        ("MAX_RECEIVE_COUNT", "20"),
+        ("SERVED_ACCOUNTS", "*"),
+    ];
+    let config = Config::from_lookup(|name| {
+        vars.iter()
+            .chain(defaults.iter())
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+            .filter(|v| !v.is_empty())
+    })
+    .expect("a valid configuration");
+    Router::new(&config, aws.clone(), REGION, "interruption-router".into())
+}
+
+/// One SQS record of the ingest queue.
+#[derive(Debug, Clone)]
+pub struct Msg {
+    pub id: String,
+    pub body: String,
+    pub receive_count: u32,
+    /// When the event source mapping first received it, ms since the epoch.
+    pub first_receive_ms: u64,
+}
+
+impl Msg {
+    pub fn new(id: &str, body: String) -> Self {
+        Self {
+            id: id.into(),
+            body,
+            receive_count: 1,
+            first_receive_ms: EPOCH_MS,
+        }
+    }
+
+    pub fn receive(mut self, count: u32) -> Self {
+        self.receive_count = count;
+        self
+    }
+}
+
+/// A spot interruption warning for `instance` in (account, region).
+pub fn spot(id: &str, instance: &str, account: &str, region: &str) -> String {
+    json!({
+        "version": "0", "id": id, "detail-type": "EC2 Spot Instance Interruption Warning",
+        "source": "aws.ec2", "account": account, "time": "2026-09-21T12:00:00Z",
+        "region": region, "resources": [format!("arn:aws:ec2:{region}:{account}:instance/{instance}")],
+        "detail": {"instance-id": instance, "instance-action": "terminate"}
+    })
+    .to_string()
+}
+
+/// An AWS Health EC2 scheduled change naming `instances`.
+pub fn health(id: &str, instances: &[&str], account: &str, region: &str) -> String {
+    let entities: Vec<Value> = instances
+        .iter()
+        .map(|i| json!({"entityValue": i}))
+        .collect();
+    json!({
+        "version": "0", "id": id, "detail-type": "AWS Health Event", "source": "aws.health",
+        "account": account, "time": "2026-09-21T12:00:00Z", "region": region, "resources": instances,
+        "detail": {"eventArn": "arn:aws:health:us-east-1::event/EC2/x", "service": "EC2",
+                   "eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
+                   "eventTypeCategory": "scheduledChange", "affectedEntities": entities}
+    })
+    .to_string()
+}
+
+/// The SQS event of `records`, as the event source mapping hands it over.
+pub fn sqs_event(records: &[Msg]) -> Box<RawValue> {
+    let records: Vec<Value> = records
+        .iter()
+        .map(|m| {
+            json!({
+                "messageId": m.id, "receiptHandle": format!("rh-{}", m.id), "body": m.body,
+                "attributes": {
+                    "ApproximateReceiveCount": m.receive_count.to_string(),
+                    "ApproximateFirstReceiveTimestamp": m.first_receive_ms.to_string(),
+                    "SentTimestamp": EPOCH_MS.to_string(),
+                },
+                "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+                "eventSourceARN": INGEST_ARN, "awsRegion": REGION,
+            })
+        })
+        .collect();
+    RawValue::from_string(json!({ "Records": records }).to_string()).unwrap()
+}
+
+/// One invocation of `router` with `records`, with the base stack's timeout.
+pub async fn invoke(router: &Router<FakeAws>, aws: &FakeAws, records: &[Msg]) -> Answered {
+    invoke_with(router, aws, records, TIMEOUT).await
+}
+
+pub async fn invoke_with(
+    router: &Router<FakeAws>,
+    aws: &FakeAws,
+    records: &[Msg],
+    timeout: Duration,
+) -> Answered {
+    use crate::aws::Aws;
+    let now_ms = aws
+        .now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let invocation = Invocation {
+        request_id: "req",
+        function_arn: FUNCTION_ARN,
+        deadline_ms: now_ms + timeout.as_millis() as u64,
+    };
+    router.invoke(&sqs_event(records), invocation).await
+}
+
+/// The message ids the invocation handed back.
+pub fn handed_back(answered: &Answered) -> Vec<String> {
+    let response = answered.response.as_ref().expect("an SQS batch response");
+    response["batchItemFailures"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| f["itemIdentifier"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The `reason` attribute of each message in the dead-letter queue.
+pub fn dead_letter_reasons(aws: &FakeAws) -> Vec<String> {
+    aws.held(HUB, REGION, DLQ)
+        .iter()
+        .map(|m| {
+            m.attributes
+                .iter()
+                .find(|(k, _)| k == "reason")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Total of a per-key metric.
+pub fn sum(map: &std::collections::BTreeMap<String, u64>) -> u64 {
+    map.values().sum()
+}

@@ -1,0 +1,140 @@
+//! One truth: whether a cluster is onboarded is read from AWS (its queue, the queue's tenant tag,
+//! its tenant record), so a warm and a cold execution environment decide the same for the same
+//! event, whatever either saw before.
+
+use super::{
+    Msg, aws, dead_letter_reasons,
+    fake::{Fault, HUB, REGION},
+    handed_back, invoke, router, spot,
+};
+use crate::handler::Router;
+
+fn estate() -> std::sync::Arc<super::fake::FakeAws> {
+    let aws = aws();
+    aws.tenant(HUB, REGION, "alpha");
+    aws.node(HUB, REGION, "i-0a000001", "alpha");
+    aws
+}
+
+fn warning(n: &str) -> Msg {
+    Msg::new(n, spot(n, "i-0a000001", HUB, REGION))
+}
+
+/// A warm environment (it delivered to alpha before) and a cold one.
+async fn warm_and_cold(
+    aws: &std::sync::Arc<super::fake::FakeAws>,
+) -> (Router<super::fake::FakeAws>, Router<super::fake::FakeAws>) {
+    let warm = router(aws, &[]);
+    let answered = invoke(&warm, aws, &[warning("before")]).await;
+    assert_eq!(answered.metrics.forwarded.get("alpha"), Some(&1));
+    (warm, router(aws, &[]))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_deleted_by_hand_pages_from_warm_and_cold_environments_alike() {
+    let aws = estate();
+    let (warm, cold) = warm_and_cold(&aws).await;
+    aws.delete_queue(HUB, REGION, "karpenter-alpha");
+    for (name, router) in [("warm", &warm), ("cold", &cold)] {
+        let answered = invoke(router, &aws, &[warning(name)]).await;
+        assert!(handed_back(&answered).is_empty(), "{name}");
+        assert_eq!(
+            answered.metrics.dead_lettered.get("queue-missing"),
+            Some(&1),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        dead_letter_reasons(&aws),
+        ["queue-missing", "queue-missing"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tenant_stack_deleted_on_purpose_pages_nobody_warm_or_cold() {
+    let aws = estate();
+    let (warm, cold) = warm_and_cold(&aws).await;
+    aws.delete_queue(HUB, REGION, "karpenter-alpha");
+    aws.delete_record(HUB, REGION, "karpenter-alpha");
+    for (name, router) in [("warm", &warm), ("cold", &cold)] {
+        let answered = invoke(router, &aws, &[warning(name)]).await;
+        assert!(handed_back(&answered).is_empty(), "{name}");
+        assert_eq!(
+            answered.metrics.no_tenant_queue.get("alpha"),
+            Some(&1),
+            "{name}"
+        );
+        assert_eq!(
+            answered.metrics.ignored.get("no-tenant-queue"),
+            Some(&1),
+            "{name}"
+        );
+    }
+    assert!(dead_letter_reasons(&aws).is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cluster_never_onboarded_is_counted_not_paged() {
+    let aws = aws();
+    aws.node(HUB, REGION, "i-0a000001", "alpha");
+    let router = router(&aws, &[]);
+    let answered = invoke(&router, &aws, &[warning("m")]).await;
+    assert!(handed_back(&answered).is_empty());
+    assert_eq!(answered.metrics.no_tenant_queue.get("alpha"), Some(&1));
+    assert!(dead_letter_reasons(&aws).is_empty());
+    // Deployed while events flow: used once the short "missing" answer runs out.
+    aws.tenant(HUB, REGION, "alpha");
+    tokio::time::advance(crate::forward::MISSING_QUEUE_RECHECK).await;
+    let answered = invoke(&router, &aws, &[warning("n")]).await;
+    assert_eq!(answered.metrics.forwarded.get("alpha"), Some(&1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_a_queue_the_tenant_stack_made_is_written() {
+    let aws = aws();
+    aws.node(HUB, REGION, "i-0a000001", "alpha");
+    // EKS Blueprints' look-alike: the name, no tenant tag, a policy for EventBridge.
+    let blueprints = r#"{"Statement":[{"Effect":"Allow","Principal":{"Service":"events.amazonaws.com"},"Action":"sqs:SendMessage","Resource":"*"}]}"#;
+    aws.queue(HUB, REGION, "karpenter-alpha", &[], Some(blueprints));
+    let answered = invoke(&router(&aws, &[]), &aws, &[warning("m")]).await;
+    assert!(aws.bodies(HUB, REGION, "karpenter-alpha").is_empty());
+    assert_eq!(answered.metrics.no_tenant_queue.get("alpha"), Some(&1));
+    // Another cluster's tag is not this cluster's queue either.
+    let other = super::aws();
+    other.node(HUB, REGION, "i-0a000001", "alpha");
+    other.queue(
+        HUB,
+        REGION,
+        "karpenter-alpha",
+        &[(crate::tenancy::TENANT_TAG, "beta")],
+        None,
+    );
+    invoke(&router(&other, &[]), &other, &[warning("m")]).await;
+    assert!(other.bodies(HUB, REGION, "karpenter-alpha").is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_record_that_cannot_be_read_counts_the_cluster_as_not_onboarded() {
+    let aws = estate();
+    aws.delete_queue(HUB, REGION, "karpenter-alpha");
+    aws.break_action("GetParameter", Fault::code("AccessDeniedException"));
+    let router = router(&aws, &[]);
+    let answered = invoke(&router, &aws, &[warning("m")]).await;
+    assert!(handed_back(&answered).is_empty());
+    assert_eq!(answered.metrics.no_tenant_queue.get("alpha"), Some(&1));
+    assert!(dead_letter_reasons(&aws).is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_record_read_that_fails_is_retried_and_then_decides() {
+    let aws = estate();
+    aws.delete_queue(HUB, REGION, "karpenter-alpha");
+    aws.fail("GetParameter", 1, Fault::code("ThrottlingException"));
+    let router = router(&aws, &[]);
+    let answered = invoke(&router, &aws, &[warning("m")]).await;
+    assert_eq!(
+        answered.metrics.dead_lettered.get("queue-missing"),
+        Some(&1)
+    );
+    assert_eq!(aws.count("GetParameter"), 2);
+}

@@ -1,0 +1,117 @@
+//! Time: what a hanging call costs, the budget's bounds inside one invocation, and how long a
+//! record that never succeeds takes across receives. Virtual time: exact, and instant.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{
+    Msg, aws, dead_letter_reasons,
+    fake::{Fault, HUB, REGION},
+    handed_back, invoke, invoke_with, router, spot,
+};
+use crate::retry::{
+    ATTEMPT_TIMEOUT, DELIVER_WINDOW, LONGEST_IN_INVOCATION, longest_across_receives,
+};
+
+fn alpha() -> std::sync::Arc<super::fake::FakeAws> {
+    let aws = aws();
+    aws.tenant(HUB, REGION, "alpha");
+    aws.node(HUB, REGION, "i-0a000001", "alpha");
+    aws
+}
+
+fn warning(n: &str) -> Msg {
+    Msg::new(n, spot(n, "i-0a000001", HUB, REGION))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_send_costs_one_attempt_timeout() {
+    let aws = alpha();
+    aws.fail("SendMessageBatch", 1, Fault::Hang);
+    let router = router(&aws, &[]);
+    let started = Instant::now();
+    let answered = invoke(&router, &aws, &[warning("m")]).await;
+    let took = started.elapsed();
+    assert!(handed_back(&answered).is_empty());
+    assert_eq!(aws.bodies(HUB, REGION, "karpenter-alpha").len(), 1);
+    assert!(took >= ATTEMPT_TIMEOUT && took < DELIVER_WINDOW, "{took:?}");
+    assert_eq!(
+        aws.count("SendMessageBatch"),
+        2,
+        "one attempt, then one retry"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_everything_hangs_a_record_leaves_the_invocation_within_its_bound() {
+    let aws = alpha();
+    for action in [
+        "DescribeInstances",
+        "GetResources",
+        "ChangeMessageVisibilityBatch",
+    ] {
+        aws.break_action(action, Fault::Hang);
+    }
+    let router = router(&aws, &[]);
+    let started = Instant::now();
+    let answered = invoke(&router, &aws, &[warning("m")]).await;
+    let took = started.elapsed();
+    assert_eq!(handed_back(&answered), ["m"]);
+    assert!(took <= LONGEST_IN_INVOCATION, "{took:?}");
+    assert!(
+        took >= DELIVER_WINDOW,
+        "it delivered for its whole window: {took:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_short_invocation_hands_back_before_its_deadline() {
+    let aws = alpha();
+    aws.break_action("DescribeInstances", Fault::Hang);
+    aws.break_action("GetResources", Fault::Hang);
+    let router = router(&aws, &[]);
+    let started = Instant::now();
+    let answered = invoke_with(&router, &aws, &[warning("m")], Duration::from_secs(2)).await;
+    assert_eq!(handed_back(&answered), ["m"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// The event source mapping's batching window in base.yaml.
+const BATCHING_WINDOW: Duration = Duration::from_secs(1);
+
+#[tokio::test(start_paused = true)]
+async fn a_record_that_never_succeeds_reaches_the_dead_letter_queue_within_the_stated_bound() {
+    let aws = alpha();
+    // The cluster's queue gives no answer, ever; the dead-letter queue works.
+    aws.break_queue("karpenter-alpha", Fault::Hang);
+    let router = router(&aws, &[]);
+    let started = Instant::now();
+    // Played as the event source mapping plays it: each receive waits out the visibility the
+    // router set (the batching window on top), until the record is no longer handed back.
+    let mut receive = 0;
+    loop {
+        receive += 1;
+        tokio::time::advance(BATCHING_WINDOW).await;
+        let seen_before = aws.visibility().len();
+        let answered = invoke(&router, &aws, &[warning("m").receive(receive)]).await;
+        if handed_back(&answered).is_empty() {
+            break;
+        }
+        let (_, secs) = aws.visibility()[seen_before].clone();
+        tokio::time::advance(Duration::from_secs(u64::from(secs))).await;
+        assert!(receive < 20, "handed back past the last receive");
+    }
+    assert_eq!(receive, 20);
+    assert_eq!(dead_letter_reasons(&aws), ["retries-exhausted"]);
+    let took = started.elapsed();
+    assert!(
+        took <= longest_across_receives(20, BATCHING_WINDOW),
+        "{took:?} > {:?}",
+        longest_across_receives(20, BATCHING_WINDOW)
+    );
+}

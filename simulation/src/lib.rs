@@ -1,0 +1,32 @@
+//! The organisation's storm, in virtual time: the router's own code (its handler, batch states,
+//! resolve and forward logic, through its [`interruption_router::aws::Aws`] seam) against a model
+//! of AWS at the scale the router is for: a hundred accounts of ten clusters in three regions, and
+//! an Availability Zone's Spot capacity reclaimed at once.
+//!
+//! ```text
+//!  organisation ─▶ eventbridge ─▶ ingest ─▶ esm ─▶ Router<EnvAws> (one per execution environment)
+//!  (events, seed)  (rules' quotas,  (SQS:       (pollers,        │  the router's own code
+//!                   hops)           visibility,  scaling,        ▼
+//!                                   redrive)     environments) model::World (EC2 and Tagging
+//!                                                               buckets shared with karpenter,
+//!                                                               STS, queues, tenant records)
+//! ```
+//!
+//! Everything runs on one thread on tokio's paused clock: a sleep or a timeout ends as soon as
+//! nothing else can run, so minutes of storm take seconds, and a seed reproduces a run exactly
+//! (the model draws latencies and the router's jitter from it; the router polls its races in a
+//! fixed order). [`quotas`] holds every figure with its source; [`run::run`] plays a storm and
+//! judges it; `src/bin/organisation-storm.rs` prints the tables `make bench` writes to
+//! BENCHMARKS.md.
+
+pub mod bucket;
+pub mod esm;
+pub mod eventbridge;
+pub mod ingest;
+pub mod karpenter;
+pub mod model;
+pub mod organisation;
+pub mod quotas;
+pub mod replay;
+pub mod report;
+pub mod run;
