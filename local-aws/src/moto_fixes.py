@@ -21,6 +21,11 @@ AWS does. Each fix says what AWS does and where moto differs.
   path, unlike its create path, ignores the Condition and resolves the resource's properties,
   failing the whole update when they name another resource the condition left out ("Fn::GetAtt
   references undefined resource HubEventBus"). Skipped here, as CloudFormation skips it.
+* AWS::Events::Rule changed by a stack update (a new pattern, state or targets, the same Name
+  and bus). CloudFormation updates such a rule in place ("No interruption": same physical id,
+  the targets the template no longer lists removed); moto deletes it and creates a new one under
+  a new generated name, so an upgrade looks as if every rule were replaced and events matched in
+  between are lost. Updated in place here; a new Name or bus still replaces, as in AWS.
 * A stack's deletion. CloudFormation deletes a resource only once nothing else of the stack
   refers to it (Ref, Fn::GetAtt, Fn::Sub, DependsOn): dependents first. moto deletes in the
   order of a Python set, so tenant.yaml's queue can go before the tenant record that names it,
@@ -34,11 +39,13 @@ import re
 try:
     from moto.awslambda import models as _lambda
     from moto.cloudformation import parsing as _cfn
+    from moto.events import models as _events
     from moto.iam import models as _iam
     from moto.kms import models as _kms
 except Exception:  # not the moto server (sitecustomize runs in every interpreter on the path)
     _lambda = None
     _cfn = None
+    _events = None
     _iam = None
     _kms = None
 
@@ -193,3 +200,38 @@ def _delete_dependents_first(resources):
 
 if _cfn is not None:
     _cfn.ResourceMap.delete = _delete_dependents_first
+
+
+def _rule_updated_in_place(model):
+    """Has moto's CloudFormation update a rule in place when its Name and bus stay."""
+    replace = model.update_from_cloudformation_json.__func__
+
+    # moto's CloudFormation passes these by name.
+    def update(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+        properties = cloudformation_json.get("Properties") or {}
+        name = properties.get("Name", original_resource.name)
+        bus = str(properties.get("EventBusName", "default")).split("/")[-1]
+        if name != original_resource.name or bus != original_resource.event_bus_name:
+            return replace(
+                cls,
+                original_resource=original_resource,
+                new_resource_name=new_resource_name,
+                cloudformation_json=cloudformation_json,
+                account_id=account_id,
+                region_name=region_name,
+            )
+        # PutRule on an existing rule keeps its targets; PutTargets replaces those by Id.
+        rule = cls.create_from_cloudformation_json(
+            original_resource.name, cloudformation_json, account_id, region_name
+        )
+        kept = {t["Id"] for t in properties.get("Targets", [])}
+        gone = [t["Id"] for t in rule.targets if t["Id"] not in kept]
+        if gone:
+            rule.remove_targets(gone)
+        return rule
+
+    model.update_from_cloudformation_json = classmethod(update)
+
+
+if _events is not None:
+    _rule_updated_in_place(_events.Rule)

@@ -211,6 +211,17 @@ fn targets(d: &Deployment<'_>, logical: &str, ty: &str) -> Result<Vec<(String, C
                 .unwrap_or_default(),
             vec![],
         )],
+        // AWS writes a parameter's ARN without the name's leading slash.
+        "AWS::SSM::Parameter" => vec![(
+            format!(
+                "arn:aws:ssm:{REGION}:{ACCOUNT}:parameter/{}",
+                props["Name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .trim_start_matches('/')
+            ),
+            vec![],
+        )],
         "AWS::FIS::ExperimentTemplate" => vec![(
             format!("arn:aws:fis:{REGION}:{ACCOUNT}:experiment-template/EXT0123456789abcd"),
             fis_tags,
