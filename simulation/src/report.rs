@@ -286,6 +286,18 @@ pub fn render(org: &Organisation, results: &[(String, Setup, Outcome)]) -> Strin
             o.peak_events_per_second
         );
     }
+    let wall: f64 = results.iter().map(|r| r.2.wall_time.as_secs_f64()).sum();
+    let _ = writeln!(
+        out,
+        "The {} runs took {wall:.0} s of wall time in all, {} (target: under 2 minutes); every \
+         figure but wall time is the same on every run and build for the seed.",
+        results.len(),
+        if cfg!(debug_assertions) {
+            "in a debug build"
+        } else {
+            "optimised"
+        }
+    );
     let _ = writeln!(
         out,
         "\nEC2 DescribeInstances in {} during the run, per account (each account's bucket refills {}/s, shared with its Karpenters; the router's target is at most {:.0} % of it):\n",
