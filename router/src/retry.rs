@@ -146,6 +146,21 @@ mod tests {
         assert_eq!(backoff(u32::MAX, 1.0), RETRY_CAP, "no overflow");
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_is_scheduled_only_if_it_starts_before_the_retry_window_ends() {
+        let now = Instant::now();
+        let delay = backoff(1, 1.0);
+        let budget = |retry_until| Budget {
+            retry_until,
+            deliver_until: now + DELIVER_WINDOW,
+            finish_by: now + LONGEST_IN_INVOCATION,
+        };
+        let just_in_time = budget(now + delay + Duration::from_millis(1));
+        assert_eq!(just_in_time.retry_delay(1, 1.0), Some(delay));
+        // Starting exactly as the window closes is too late.
+        assert_eq!(budget(now + delay).retry_delay(1, 1.0), None);
+    }
+
     #[test]
     fn redelivery_grows_with_receives_in_whole_seconds_capped_at_a_minute() {
         let full: Vec<u64> = (1..=8)

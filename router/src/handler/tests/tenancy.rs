@@ -138,3 +138,54 @@ async fn a_record_read_that_fails_is_retried_and_then_decides() {
     );
     assert_eq!(aws.count("GetParameter"), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_tenant_queue_found_once_is_not_looked_up_again_within_the_cache_lifetime() {
+    let aws = estate();
+    let router = router(&aws, &[]);
+    invoke(&router, &aws, &[warning("m")]).await;
+    let answered = invoke(&router, &aws, &[warning("n")]).await;
+    assert_eq!(answered.metrics.forwarded.get("alpha"), Some(&1));
+    assert_eq!(aws.count("GetQueueUrl"), 1);
+    assert_eq!(aws.count("ListQueueTags"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_lookup_that_fails_is_handed_back_not_judged_by_the_record() {
+    let aws = estate();
+    aws.break_action("GetQueueUrl", Fault::code("ThrottlingException"));
+    let answered = invoke(&router(&aws, &[]), &aws, &[warning("m")]).await;
+    assert_eq!(handed_back(&answered), ["m"]);
+    assert_eq!(aws.count("GetParameter"), 0);
+    assert!(dead_letter_reasons(&aws).is_empty());
+    assert!(answered.metrics.no_tenant_queue.is_empty());
+}
+
+/// What the ownership check does when it may not read a queue's tags or policy (a sender from
+/// before those grants: it writes as before, and warns) and when the read fails (handed back).
+#[tokio::test(start_paused = true)]
+async fn an_ownership_read_that_is_denied_sends_as_before_and_one_that_fails_hands_back() {
+    for (action, untagged) in [("ListQueueTags", false), ("GetQueueAttributes", true)] {
+        for (code, delivered) in [("AccessDenied", true), ("ThrottlingException", false)] {
+            let aws = aws();
+            aws.node(HUB, REGION, "i-0a000001", "alpha");
+            if untagged {
+                // No tenant tag: the policy decides, so it is read.
+                aws.queue(HUB, REGION, "karpenter-alpha", &[], None);
+                aws.record(HUB, REGION, "karpenter-alpha");
+            } else {
+                aws.tenant(HUB, REGION, "alpha");
+            }
+            aws.break_action(action, Fault::code(code));
+            let answered = invoke(&router(&aws, &[]), &aws, &[warning("m")]).await;
+            let case = format!("{action} answering {code}");
+            assert_eq!(
+                aws.bodies(HUB, REGION, "karpenter-alpha").len(),
+                usize::from(delivered),
+                "{case}"
+            );
+            assert_eq!(handed_back(&answered).is_empty(), delivered, "{case}");
+            assert!(dead_letter_reasons(&aws).is_empty(), "{case}");
+        }
+    }
+}
