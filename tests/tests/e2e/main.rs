@@ -2,7 +2,8 @@
 //! `tests/tests/` used to be its own binary that linked the whole AWS SDK again (~80 MB and a
 //! link each); modules link once. The shared fixtures are the `e2e_tests` library (`tests/src/`).
 //!
-//! Run one part with a module filter, e.g. `cargo test -p e2e-tests --test e2e adopt::`.
+//! Run one part with a module filter, e.g. `cargo test --workspace --test e2e adopt::`
+//! (`-p e2e-tests` instead of `--workspace` builds the AWS SDK again, with other features).
 //!
 //! * the router binary under a Lambda Runtime API: [`router`], [`edges`], [`accounts`],
 //!   [`faults`], [`log_levels`];
