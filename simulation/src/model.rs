@@ -25,7 +25,7 @@ use crate::{
     bucket::Bucket,
     ingest::Ingest,
     organisation::Organisation,
-    quotas::{self, Latency, Quotas},
+    quotas::{self, Latency, Quotas, Rate},
 };
 
 /// The wall clock when the simulation starts (the router reads event ages against it).
@@ -231,6 +231,12 @@ impl World {
             .or_default() += 1;
     }
 
+    /// Counts `action` and checks the session may act where it names: how every call begins.
+    fn begin(&self, action: &'static str, at: &Session) -> Result<(), CallError> {
+        self.count(action);
+        self.check(at)
+    }
+
     /// The account a session acts in, if its identity may: the function's own role only at home,
     /// a spoke role's credentials only in the account they were issued for.
     fn check(&self, at: &Session) -> Result<(), CallError> {
@@ -305,17 +311,11 @@ impl World {
         at: &Session,
         query: DescribeInstances<'_>,
     ) -> Result<InstancePage, CallError> {
-        self.count("DescribeInstances");
-        self.check(at)?;
-        let key = (at.scope.account.to_string(), at.scope.region.to_string());
+        self.begin("DescribeInstances", at)?;
+        let key = scope_key(at);
         let allowed = {
             let mut state = self.state.lock().unwrap();
-            let rate = self.quotas.describe_instances;
-            let ok = state
-                .ec2
-                .entry(key.clone())
-                .or_insert_with(|| Bucket::new(rate.burst, rate.per_second))
-                .take();
+            let ok = take(&mut state.ec2, &key, self.quotas.describe_instances);
             if ok {
                 state
                     .counts
@@ -364,7 +364,7 @@ impl World {
             InstanceFilter::TagKey(_) => {
                 let nodes = self
                     .nodes
-                    .get(&(at.scope.account.to_string(), at.scope.region.to_string()))
+                    .get(&scope_key(at))
                     .map(Vec::as_slice)
                     .unwrap_or_default();
                 let from: usize = query.next_token.map_or(0, |t| t.parse().unwrap_or(0));
@@ -382,17 +382,11 @@ impl World {
         at: &Session,
         ids: &[InstanceId],
     ) -> Result<Vec<Tagged>, CallError> {
-        self.count("GetResources");
-        self.check(at)?;
-        let key = (at.scope.account.to_string(), at.scope.region.to_string());
+        self.begin("GetResources", at)?;
+        let key = scope_key(at);
         let allowed = {
             let mut state = self.state.lock().unwrap();
-            let rate = self.quotas.get_resources;
-            let ok = state
-                .tagging
-                .entry(key)
-                .or_insert_with(|| Bucket::new(rate.burst, rate.per_second))
-                .take();
+            let ok = take(&mut state.tagging, &key, self.quotas.get_resources);
             if !ok {
                 state.counts.tagging_throttled += 1;
             }
@@ -407,21 +401,13 @@ impl World {
     }
 
     async fn get_queue_url(&self, at: &Session, name: &str) -> Result<String, CallError> {
-        self.count("GetQueueUrl");
-        self.check(at)?;
+        self.begin("GetQueueUrl", at)?;
         self.after(quotas::SQS_SMALL_CALL).await;
-        let key = (
-            at.scope.account.to_string(),
-            at.scope.region.to_string(),
-            name.to_owned(),
-        );
+        let key = named_key(at, name);
         if self.state.lock().unwrap().queues.contains_key(&key) {
             Ok(queue_url(&key.0, &key.1, name))
         } else {
-            Err(CallError::new(
-                "QueueDoesNotExist",
-                "The specified queue does not exist.",
-            ))
+            Err(no_queue())
         }
     }
 
@@ -434,30 +420,21 @@ impl World {
         at: &Session,
         url: &str,
     ) -> Result<Vec<(String, String)>, CallError> {
-        self.count("ListQueueTags");
-        self.check(at)?;
+        self.begin("ListQueueTags", at)?;
         self.after(quotas::SQS_SMALL_CALL).await;
         match self.cluster_of_url(url) {
             Some(c) => Ok(vec![(
                 tenancy::TENANT_TAG.to_owned(),
                 self.org.clusters[c].name.clone(),
             )]),
-            None => Err(CallError::new(
-                "QueueDoesNotExist",
-                "The specified queue does not exist.",
-            )),
+            None => Err(no_queue()),
         }
     }
 
     async fn get_parameter(&self, at: &Session, name: &str) -> Result<String, CallError> {
-        self.count("GetParameter");
-        self.check(at)?;
+        self.begin("GetParameter", at)?;
         self.after(quotas::GET_PARAMETER).await;
-        let key = (
-            at.scope.account.to_string(),
-            at.scope.region.to_string(),
-            name.to_owned(),
-        );
+        let key = named_key(at, name);
         if self.state.lock().unwrap().records.contains(&key) {
             Ok("onboarded".into())
         } else {
@@ -471,8 +448,7 @@ impl World {
         url: &str,
         entries: &[SendEntry<'_>],
     ) -> Result<Vec<EntryResult>, CallError> {
-        self.count("SendMessageBatch");
-        self.check(at)?;
+        self.begin("SendMessageBatch", at)?;
         self.after(quotas::SEND_MESSAGE_BATCH).await;
         let now = Instant::now();
         if url == self.dlq_url {
@@ -488,10 +464,7 @@ impl World {
             }
         } else {
             let Some(cluster) = self.cluster_of_url(url) else {
-                return Err(CallError::new(
-                    "QueueDoesNotExist",
-                    "The specified queue does not exist.",
-                ));
+                return Err(no_queue());
             };
             let mut state = self.state.lock().unwrap();
             for e in entries {
@@ -515,8 +488,7 @@ impl World {
         at: &Session,
         entries: &[VisibilityEntry<'_>],
     ) -> Result<Vec<EntryResult>, CallError> {
-        self.count("ChangeMessageVisibilityBatch");
-        self.check(at)?;
+        self.begin("ChangeMessageVisibilityBatch", at)?;
         self.after(quotas::SQS_SMALL_CALL).await;
         Ok(entries
             .iter()
@@ -610,4 +582,32 @@ impl Aws for EnvAws {
             .change_message_visibility_batch(at, entries)
             .await
     }
+}
+
+/// The (account, region) a session acts in, as the model's maps key it.
+fn scope_key(at: &Session) -> (String, String) {
+    (at.scope.account.to_string(), at.scope.region.to_string())
+}
+
+/// A named resource (queue, parameter) in the session's account and region.
+fn named_key(at: &Session, name: &str) -> (String, String, String) {
+    let (account, region) = scope_key(at);
+    (account, region, name.to_owned())
+}
+
+/// SQS's answer for a queue that does not exist.
+fn no_queue() -> CallError {
+    CallError::new("QueueDoesNotExist", "The specified queue does not exist.")
+}
+
+/// A token from the (account, region)'s bucket, made full at `rate` on first use.
+fn take(
+    buckets: &mut BTreeMap<(String, String), Bucket>,
+    key: &(String, String),
+    rate: Rate,
+) -> bool {
+    buckets
+        .entry(key.clone())
+        .or_insert_with(|| Bucket::new(rate.burst, rate.per_second))
+        .take()
 }

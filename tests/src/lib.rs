@@ -177,6 +177,34 @@ impl World {
     pub async fn start_router(&self, config: &[(&str, &str)]) -> Result<Function> {
         Function::start_ready(&router_binary()?, &self.router_env(config)).await
     }
+
+    /// The router exactly as a deployed stack configures `function` (its whole environment),
+    /// talking to AWS through the proxy; and the function's timeout.
+    pub async fn start_deployed_router(
+        &self,
+        lambda: &aws_sdk_lambda::Client,
+        function: &str,
+    ) -> Result<(Function, std::time::Duration)> {
+        let config = lambda
+            .get_function_configuration()
+            .function_name(function)
+            .send()
+            .await?;
+        let mut env = local_aws::moto::env_for(&self.proxy.endpoint());
+        env.extend(
+            config
+                .environment()
+                .and_then(|e| e.variables())
+                .context("no environment")?
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        let timeout = std::time::Duration::from_secs(config.timeout().unwrap_or(30) as u64);
+        Ok((
+            Function::start_ready(&router_binary()?, &env).await?,
+            timeout,
+        ))
+    }
 }
 
 /// Receives and deletes every message in the queue with `sqs` (a client of the queue's account),

@@ -180,6 +180,20 @@ impl Stage {
     pub fn partition(&self) -> &'static str {
         interruption_router::accounts::partition(&self.region)
     }
+
+    /// This stage as an update of the stack `before` to template `new` gives it: `aws
+    /// cloudformation deploy` keeps every parameter the stack was deployed with (UsePreviousValue
+    /// for those not given, defaults included) that `new` still declares; a parameter new to
+    /// the template takes its default.
+    pub fn updating(&self, before: &Deployment<'_>, new: &Template) -> Stage {
+        let mut kept = self.clone();
+        for (key, value) in &before.parameters {
+            if new.doc["Parameters"].get(key).is_some() {
+                kept.parameters.entry(key.clone()).or_insert(value.clone());
+            }
+        }
+        kept
+    }
 }
 
 /// A template read for one [`Stage`]: its parameters and conditions decided.

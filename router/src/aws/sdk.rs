@@ -400,24 +400,10 @@ impl Aws for SdkAws {
             .send()
             .await
         {
-            Ok(out) => {
-                let mut results: Vec<EntryResult> = out
-                    .successful()
-                    .iter()
-                    .map(|ok| EntryResult::Ok {
-                        id: ok.id().to_owned(),
-                    })
-                    .collect();
-                results.extend(out.failed().iter().map(|f| {
-                    EntryResult::Failed(EntryFailure {
-                        id: f.id().to_owned(),
-                        code: f.code().to_owned(),
-                        message: f.message().unwrap_or_default().to_owned(),
-                        sender_fault: f.sender_fault(),
-                    })
-                }));
-                Ok(results)
-            }
+            Ok(out) => Ok(entry_results(
+                out.successful().iter().map(|ok| ok.id()),
+                out.failed(),
+            )),
             Err(e) => {
                 let missing = e
                     .as_service_error()
@@ -453,23 +439,30 @@ impl Aws for SdkAws {
             .send()
             .await
             .map_err(call_error)?;
-        let mut results: Vec<EntryResult> = out
-            .successful()
-            .iter()
-            .map(|ok| EntryResult::Ok {
-                id: ok.id().to_owned(),
-            })
-            .collect();
-        results.extend(out.failed().iter().map(|f| {
-            EntryResult::Failed(EntryFailure {
-                id: f.id().to_owned(),
-                code: f.code().to_owned(),
-                message: f.message().unwrap_or_default().to_owned(),
-                sender_fault: f.sender_fault(),
-            })
-        }));
-        Ok(results)
+        Ok(entry_results(
+            out.successful().iter().map(|ok| ok.id()),
+            out.failed(),
+        ))
     }
+}
+
+/// A batch call's answer per entry: the ids SQS took, then those it failed and why.
+fn entry_results<'a>(
+    successful: impl Iterator<Item = &'a str>,
+    failed: &[aws_sdk_sqs::types::BatchResultErrorEntry],
+) -> Vec<EntryResult> {
+    let mut results: Vec<EntryResult> = successful
+        .map(|id| EntryResult::Ok { id: id.to_owned() })
+        .collect();
+    results.extend(failed.iter().map(|f| {
+        EntryResult::Failed(EntryFailure {
+            id: f.id().to_owned(),
+            code: f.code().to_owned(),
+            message: f.message().unwrap_or_default().to_owned(),
+            sender_fault: f.sender_fault(),
+        })
+    }));
+    results
 }
 
 fn send_entry(entry: &SendEntry<'_>) -> Result<SendMessageBatchRequestEntry, CallError> {

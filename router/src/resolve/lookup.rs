@@ -59,30 +59,7 @@ pub async fn describe_instances<A: Aws>(
     ids: &[InstanceId],
     calls: &LookupCalls,
 ) -> Result<HashMap<InstanceId, Owner>, CallError> {
-    let mut owners = HashMap::with_capacity(ids.len());
-    let mut next_token: Option<String> = None;
-    loop {
-        // Counted when sent: a call the hedge outran still answers after the lookup is done.
-        calls.describe_instances.fetch_add(1, Ordering::Relaxed);
-        let page = aws
-            .describe_instances(
-                at,
-                DescribeInstances {
-                    filter: InstanceFilter::Ids(ids),
-                    next_token: next_token.as_deref(),
-                },
-            )
-            .await?;
-        owners.extend(
-            page.instances
-                .iter()
-                .map(|t| (t.id.clone(), owner(rules, t))),
-        );
-        match page.next_token {
-            Some(token) => next_token = Some(token),
-            None => return Ok(owners),
-        }
-    }
+    described(aws, at, rules, InstanceFilter::Ids(ids), usize::MAX, calls).await
 }
 
 /// The owner of every instance of the session's account and region that carries `tag` (the
@@ -95,15 +72,36 @@ pub async fn sweep<A: Aws>(
     max_pages: usize,
     calls: &LookupCalls,
 ) -> Result<HashMap<InstanceId, Owner>, CallError> {
+    described(
+        aws,
+        at,
+        rules,
+        InstanceFilter::TagKey(tag),
+        max_pages,
+        calls,
+    )
+    .await
+}
+
+/// The owners DescribeInstances gives for `filter`, following its pages (at most `max_pages`).
+async fn described<A: Aws>(
+    aws: &A,
+    at: &Session,
+    rules: &TagRules,
+    filter: InstanceFilter<'_>,
+    max_pages: usize,
+    calls: &LookupCalls,
+) -> Result<HashMap<InstanceId, Owner>, CallError> {
     let mut owners = HashMap::new();
     let mut next_token: Option<String> = None;
     for _ in 0..max_pages {
+        // Counted when sent: a call the hedge outran still answers after the lookup is done.
         calls.describe_instances.fetch_add(1, Ordering::Relaxed);
         let page = aws
             .describe_instances(
                 at,
                 DescribeInstances {
-                    filter: InstanceFilter::TagKey(tag),
+                    filter,
                     next_token: next_token.as_deref(),
                 },
             )

@@ -2,22 +2,11 @@
 //! dead-letter queue cannot take it.
 
 use super::{
-    Msg, aws, dead_letter_reasons,
+    Msg, alpha, alpha_warning as warning, dead_letter_reasons,
     fake::{Fault, HUB, MEMBER, REGION},
     handed_back, invoke, router, spot,
 };
 use crate::retry::DENIAL_GRACE;
-
-fn alpha() -> std::sync::Arc<super::fake::FakeAws> {
-    let aws = aws();
-    aws.tenant(HUB, REGION, "alpha");
-    aws.node(HUB, REGION, "i-0a000001", "alpha");
-    aws
-}
-
-fn warning(n: &str) -> Msg {
-    Msg::new(n, spot(n, "i-0a000001", HUB, REGION))
-}
 
 /// (what happens, record, expected reason) — each record alone in a fresh world.
 #[tokio::test(start_paused = true)]

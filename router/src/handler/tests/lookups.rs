@@ -6,18 +6,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{
-    Msg, aws,
+    Msg, alpha,
     fake::{Fault, HUB, REGION, SWEEP},
     handed_back, invoke, router, spot, sum,
 };
 use crate::resolve::hedge::INITIAL_HEDGE_DELAY;
-
-fn alpha() -> std::sync::Arc<super::fake::FakeAws> {
-    let aws = aws();
-    aws.tenant(HUB, REGION, "alpha");
-    aws.node(HUB, REGION, "i-0a000001", "alpha");
-    aws
-}
 
 fn warning(n: &str, instance: &str) -> Msg {
     Msg::new(n, spot(n, instance, HUB, REGION))

@@ -26,6 +26,19 @@ pub const INGEST_ARN: &str = "arn:aws:sqs:us-east-1:111111111111:interruption-ro
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An AWS with the hub's dead-letter queue.
+/// One cluster, alpha, at home: its tenant stack and one node, `i-0a000001`.
+pub fn alpha() -> Arc<FakeAws> {
+    let aws = aws();
+    aws.tenant(HUB, REGION, "alpha");
+    aws.node(HUB, REGION, "i-0a000001", "alpha");
+    aws
+}
+
+/// Record `n`: a spot warning for alpha's node.
+pub fn alpha_warning(n: &str) -> Msg {
+    Msg::new(n, spot(n, "i-0a000001", HUB, REGION))
+}
+
 pub fn aws() -> Arc<FakeAws> {
     let aws = Arc::new(FakeAws::new());
     aws.queue(HUB, REGION, DLQ, &[], None);

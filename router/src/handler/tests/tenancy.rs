@@ -3,22 +3,11 @@
 //! event, whatever either saw before.
 
 use super::{
-    Msg, aws, dead_letter_reasons,
+    alpha, alpha_warning as warning, aws, dead_letter_reasons,
     fake::{Fault, HUB, REGION},
-    handed_back, invoke, router, spot,
+    handed_back, invoke, router,
 };
 use crate::handler::Router;
-
-fn estate() -> std::sync::Arc<super::fake::FakeAws> {
-    let aws = aws();
-    aws.tenant(HUB, REGION, "alpha");
-    aws.node(HUB, REGION, "i-0a000001", "alpha");
-    aws
-}
-
-fn warning(n: &str) -> Msg {
-    Msg::new(n, spot(n, "i-0a000001", HUB, REGION))
-}
 
 /// A warm environment (it delivered to alpha before) and a cold one.
 async fn warm_and_cold(
@@ -32,7 +21,7 @@ async fn warm_and_cold(
 
 #[tokio::test(start_paused = true)]
 async fn a_queue_deleted_by_hand_pages_from_warm_and_cold_environments_alike() {
-    let aws = estate();
+    let aws = alpha();
     let (warm, cold) = warm_and_cold(&aws).await;
     aws.delete_queue(HUB, REGION, "karpenter-alpha");
     for (name, router) in [("warm", &warm), ("cold", &cold)] {
@@ -52,7 +41,7 @@ async fn a_queue_deleted_by_hand_pages_from_warm_and_cold_environments_alike() {
 
 #[tokio::test(start_paused = true)]
 async fn a_tenant_stack_deleted_on_purpose_pages_nobody_warm_or_cold() {
-    let aws = estate();
+    let aws = alpha();
     let (warm, cold) = warm_and_cold(&aws).await;
     aws.delete_queue(HUB, REGION, "karpenter-alpha");
     aws.delete_record(HUB, REGION, "karpenter-alpha");
@@ -115,7 +104,7 @@ async fn only_a_queue_the_tenant_stack_made_is_written() {
 
 #[tokio::test(start_paused = true)]
 async fn a_record_that_cannot_be_read_counts_the_cluster_as_not_onboarded() {
-    let aws = estate();
+    let aws = alpha();
     aws.delete_queue(HUB, REGION, "karpenter-alpha");
     aws.break_action("GetParameter", Fault::code("AccessDeniedException"));
     let router = router(&aws, &[]);
@@ -127,7 +116,7 @@ async fn a_record_that_cannot_be_read_counts_the_cluster_as_not_onboarded() {
 
 #[tokio::test(start_paused = true)]
 async fn a_record_read_that_fails_is_retried_and_then_decides() {
-    let aws = estate();
+    let aws = alpha();
     aws.delete_queue(HUB, REGION, "karpenter-alpha");
     aws.fail("GetParameter", 1, Fault::code("ThrottlingException"));
     let router = router(&aws, &[]);
@@ -141,7 +130,7 @@ async fn a_record_read_that_fails_is_retried_and_then_decides() {
 
 #[tokio::test(start_paused = true)]
 async fn a_tenant_queue_found_once_is_not_looked_up_again_within_the_cache_lifetime() {
-    let aws = estate();
+    let aws = alpha();
     let router = router(&aws, &[]);
     invoke(&router, &aws, &[warning("m")]).await;
     let answered = invoke(&router, &aws, &[warning("n")]).await;
@@ -152,7 +141,7 @@ async fn a_tenant_queue_found_once_is_not_looked_up_again_within_the_cache_lifet
 
 #[tokio::test(start_paused = true)]
 async fn a_queue_lookup_that_fails_is_handed_back_not_judged_by_the_record() {
-    let aws = estate();
+    let aws = alpha();
     aws.break_action("GetQueueUrl", Fault::code("ThrottlingException"));
     let answered = invoke(&router(&aws, &[]), &aws, &[warning("m")]).await;
     assert_eq!(handed_back(&answered), ["m"]);

@@ -6,24 +6,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{
-    Msg, aws, dead_letter_reasons,
+    alpha, alpha_warning as warning, dead_letter_reasons,
     fake::{Fault, HUB, REGION},
-    handed_back, invoke, invoke_with, router, spot,
+    handed_back, invoke, invoke_with, router,
 };
 use crate::retry::{
     ATTEMPT_TIMEOUT, DELIVER_WINDOW, LONGEST_IN_INVOCATION, longest_across_receives,
 };
-
-fn alpha() -> std::sync::Arc<super::fake::FakeAws> {
-    let aws = aws();
-    aws.tenant(HUB, REGION, "alpha");
-    aws.node(HUB, REGION, "i-0a000001", "alpha");
-    aws
-}
-
-fn warning(n: &str) -> Msg {
-    Msg::new(n, spot(n, "i-0a000001", HUB, REGION))
-}
 
 #[tokio::test(start_paused = true)]
 async fn a_hanging_send_costs_one_attempt_timeout() {

@@ -88,12 +88,7 @@ fn at_their_defaults_the_new_parameters_change_no_resource() -> Result<()> {
         // `aws cloudformation deploy` keeps the stack's parameters (their deployed values,
         // defaults included); the new ones take their defaults.
         let before = old.deploy(&stage)?;
-        let mut kept = stage.clone();
-        for (key, value) in &before.parameters {
-            if new.doc["Parameters"].get(key).is_some() {
-                kept.parameters.entry(key.clone()).or_insert(value.clone());
-            }
-        }
+        let kept = stage.updating(&before, &new);
         let after = new.deploy(&kept)?;
         for (logical, _) in new.resources() {
             if LATER_RESOURCES.contains(&logical) {

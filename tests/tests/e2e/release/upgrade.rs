@@ -30,8 +30,7 @@ use interruption_router::VERSION;
 use local_aws::{
     esm::{EventSourceMapping, Stop},
     eventbridge::DefaultBus,
-    function::{Function, router_binary},
-    moto::{ACCOUNT, REGION, env_for, sdk_config_as},
+    moto::{ACCOUNT, REGION, sdk_config_as},
 };
 use routerctl::verify;
 
@@ -62,12 +61,7 @@ fn the_previous_releases_stacks_update_to_these_templates_replacing_and_deleting
         let before = old.deploy(&stage)?;
         // `aws cloudformation deploy` keeps every parameter it is not given; a parameter new to
         // the template takes its default.
-        let mut kept = stage.clone();
-        for (key, value) in &before.parameters {
-            if new.doc["Parameters"].get(key).is_some() {
-                kept.parameters.entry(key.clone()).or_insert(value.clone());
-            }
-        }
+        let kept = stage.updating(&before, &new);
         let after = new.deploy(&kept)?;
         assert_eq!(
             replacements(&before, &after, &schemas)?,
@@ -111,26 +105,6 @@ async fn queue_identities(aws: &Aws, names: &[String]) -> Result<BTreeMap<String
         );
     }
     Ok(out)
-}
-
-/// The router as the deployed function is configured, talking to AWS through the proxy.
-async fn start_router(world: &World, aws: &Aws, function: &str) -> Result<Function> {
-    let config = aws
-        .lambda
-        .get_function_configuration()
-        .function_name(function)
-        .send()
-        .await?;
-    let mut env = env_for(&world.proxy.endpoint());
-    env.extend(
-        config
-            .environment()
-            .and_then(|e| e.variables())
-            .context("no environment")?
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone())),
-    );
-    Function::start_ready(&router_binary()?, &env).await
 }
 
 fn version_check(report: &verify::Report) -> verify::Check {
@@ -240,7 +214,7 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
         }
     }
     let function = base.output("FunctionName")?.to_owned();
-    let mut router = start_router(&world, &aws, &function).await?;
+    let mut router = world.start_deployed_router(&aws.lambda, &function).await?.0;
     let esm =
         EventSourceMapping::take_over(&aws.lambda, &world.sqs, &function, Duration::from_secs(30))
             .await?;
@@ -357,7 +331,7 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
             .await?;
         handled += drained.handled;
         if !swapped && base_updated.load(Ordering::SeqCst) {
-            let fresh = start_router(&world, &aws, &function).await?;
+            let fresh = world.start_deployed_router(&aws.lambda, &function).await?.0;
             std::mem::replace(&mut router, fresh).stop().await;
             swapped = true;
         }

@@ -12,32 +12,12 @@ use anyhow::{Context, Result};
 use aws_model::{events::Origin, stacks};
 use e2e_tests::{World, batch_item_failures, karpenter_tags, sqs_event};
 use local_aws::{
-    function::{Function, router_binary},
-    moto::{ACCOUNT, REGION, env_for},
+    function::Function,
+    moto::{ACCOUNT, REGION},
 };
 use serde_json::Value;
 
 use super::{BASE, Clients, deploy_queue_mode};
-
-/// The router exactly as the stack configures the function, talking to AWS through the proxy.
-async fn deployed_router(world: &World, aws: &Clients, function: &str) -> Result<Function> {
-    let config = aws
-        .lambda
-        .get_function_configuration()
-        .function_name(function)
-        .send()
-        .await?;
-    let mut env = env_for(&world.proxy.endpoint());
-    env.extend(
-        config
-            .environment()
-            .and_then(|e| e.variables())
-            .context("no environment")?
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone())),
-    );
-    Function::start_ready(&router_binary()?, &env).await
-}
 
 /// Invocation `n`'s EMF document (counting from 0), once the process's stdout has been read.
 async fn document(router: &Function, n: usize) -> Result<Value> {
@@ -71,7 +51,7 @@ async fn a_warm_and_a_cold_router_decide_alike_about_queues_that_come_and_go() -
     let warning = |instance: &str, id: &str| origin.spot_warning(instance, id).body();
 
     // The warm process delivers to every tenant queue first.
-    let warm = deployed_router(&world, &aws, &function).await?;
+    let warm = world.start_deployed_router(&aws.lambda, &function).await?.0;
     let before = [
         warning(&alpha, "before-alpha"),
         warning(&beta, "before-beta"),
@@ -97,7 +77,7 @@ async fn a_warm_and_a_cold_router_decide_alike_about_queues_that_come_and_go() -
         .await?;
     stacks::delete(&aws.cfn, &stacks::tenant_stack_name(BASE, "beta")).await?;
 
-    let cold = deployed_router(&world, &aws, &function).await?;
+    let cold = world.start_deployed_router(&aws.lambda, &function).await?.0;
     for (name, router, n) in [("warm", &warm, 1), ("cold", &cold, 0)] {
         let events = [
             warning(&alpha, &format!("{name}-alpha")),

@@ -4,13 +4,12 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use aws_model::events::{Origin, Synthetic};
 use e2e_tests::{World, karpenter_tags, managed_nodegroup_tags};
 use local_aws::{
     esm::{EventSourceMapping, Stop},
-    function::{Function, router_binary},
-    moto::{ACCOUNT, REGION, env_for},
+    moto::{ACCOUNT, REGION},
 };
 use serde_json::{Value, json};
 
@@ -50,31 +49,10 @@ async fn the_deployed_router_routes_eventbridge_events_into_the_tenant_queues() 
 
     // The router exactly as the stack configures the function, talking to AWS through the proxy.
     let function = base.output("FunctionName")?;
-    let config = aws
-        .lambda
-        .get_function_configuration()
-        .function_name(function)
-        .send()
-        .await?;
-    let mut env = env_for(&world.proxy.endpoint());
-    env.extend(
-        config
-            .environment()
-            .and_then(|e| e.variables())
-            .context("no environment")?
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone())),
-    );
-    let router = Function::start_ready(&router_binary()?, &env).await?;
+    let (router, timeout) = world.start_deployed_router(&aws.lambda, function).await?;
     // Before anything reaches the ingest queue: moto's own mapping would receive the messages
     // and fail to invoke (no Docker), counting them towards the DLQ redrive.
-    let esm = EventSourceMapping::take_over(
-        &aws.lambda,
-        &world.sqs,
-        function,
-        Duration::from_secs(config.timeout().unwrap_or(30) as u64),
-    )
-    .await?;
+    let esm = EventSourceMapping::take_over(&aws.lambda, &world.sqs, function, timeout).await?;
 
     let origin = Origin {
         account: ACCOUNT.into(),

@@ -93,12 +93,7 @@ fn updating_deployed_stacks_to_these_templates_replaces_and_deletes_nothing() ->
         // An update keeps every parameter the stack was deployed with (`aws cloudformation
         // deploy` passes UsePreviousValue for those it is not given), defaults included; only a
         // parameter new to the template takes its new default.
-        let mut kept = stage.clone();
-        for (key, value) in &before.parameters {
-            if new.doc["Parameters"].get(key).is_some() {
-                kept.parameters.entry(key.clone()).or_insert(value.clone());
-            }
-        }
+        let kept = stage.updating(&before, &new);
         let after = new.deploy(&kept)?;
         let replaced = replacements(&before, &after, &schemas)?;
         // One deletion is the point of the update: Karpenter's grant moves from an inline policy
