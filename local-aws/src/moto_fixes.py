@@ -31,10 +31,17 @@ AWS does. Each fix says what AWS does and where moto differs.
   order of a Python set, so tenant.yaml's queue can go before the tenant record that names it,
   and for that moment the router reads "record stands, queue gone" and dead-letters a cluster
   that is leaving on purpose. Deleted here dependents first.
+* An SQS message older than its queue's MessageRetentionPeriod. SQS deletes a message left in its
+  queue longer than the retention period on its own (SQS API Reference, DeleteMessage), so a
+  receive never meets it. moto keeps it, and a ReceiveMessage that meets it marks it received and
+  starts its scan again, one expired message a pass: a queue that holds a few hundred of them
+  answers an empty receive for its whole wait while a fresh message sits behind them (adopt's
+  sentinel read as taken). Deleted here before each receive, as SQS deletes them.
 """
 
 import json
 import re
+import time
 
 try:
     from moto.awslambda import models as _lambda
@@ -42,12 +49,14 @@ try:
     from moto.events import models as _events
     from moto.iam import models as _iam
     from moto.kms import models as _kms
+    from moto.sqs import models as _sqs
 except Exception:  # not the moto server (sitecustomize runs in every interpreter on the path)
     _lambda = None
     _cfn = None
     _events = None
     _iam = None
     _kms = None
+    _sqs = None
 
 
 def _fix_cloudformation_properties(model, fix):
@@ -235,3 +244,25 @@ def _rule_updated_in_place(model):
 
 if _events is not None:
     _rule_updated_in_place(_events.Rule)
+
+
+def _expired_messages_deleted(backend):
+    """Has moto's SQS delete what outlived its queue's retention before a receive scans it."""
+    receive = backend.receive_message
+
+    def receive_message(self, queue_name, *args, **kwargs):
+        queue = self.get_queue(queue_name)
+        retention = int(queue.message_retention_period) * 1000
+        now = int(time.time() * 1000)
+        with queue._messages_lock:
+            expired = [m for m in queue._messages if m.sent_timestamp + retention <= now]
+            for message in expired:
+                queue._messages.remove(message)
+                queue.pending_messages.discard(message)
+        return receive(self, queue_name, *args, **kwargs)
+
+    backend.receive_message = receive_message
+
+
+if _sqs is not None:
+    _expired_messages_deleted(_sqs.SQSBackend)

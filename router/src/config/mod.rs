@@ -112,6 +112,29 @@ pub struct ConfigError {
     pub fix: String,
 }
 
+/// Every variable [`Config::from_lookup`] reads, in the order docs/operating.md's Configuration
+/// table lists them (a test holds the three together: this list, what is read, the table).
+pub const VARIABLES: [&str; 18] = [
+    "QUEUE_NAME_TEMPLATE",
+    "CLUSTER_TAG_KEYS",
+    "MANAGED_TAG_KEY",
+    "DEAD_LETTER_QUEUE_URL",
+    "CACHE_TTL_SECONDS",
+    "NEGATIVE_CACHE_TTL_SECONDS",
+    "CACHE_MAX_ENTRIES",
+    "SWEEP_INTERVAL_SECONDS",
+    "LOOKUP_HEDGE_DELAY_MS",
+    "EC2_SUSPECT_AFTER_FAILURES",
+    "EC2_SUSPECT_SECONDS",
+    "METRICS_NAMESPACE",
+    "SERVED_ACCOUNTS",
+    "SPOKE_ROLE_NAME",
+    "SPOKE_ROLE_PATH",
+    "MAX_RECEIVE_COUNT",
+    "ROUTER_ROLE_ARN",
+    "ROUTING_MODE",
+];
+
 pub const DEFAULT_QUEUE_NAME_TEMPLATE: &str = "karpenter-{cluster}";
 pub const DEFAULT_CLUSTER_TAG_KEYS: &str =
     "eks:eks-cluster-name,kubernetes.io/cluster/*,aws:eks:cluster-name";

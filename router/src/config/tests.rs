@@ -2,7 +2,7 @@
 
 use std::{collections::HashMap, time::Duration};
 
-use super::{Config, ConfigError, QueueNameTemplate};
+use super::{Config, ConfigError, QueueNameTemplate, VARIABLES};
 use crate::{
     accounts::Served,
     resolve::{CacheConfig, ClusterTagKey},
@@ -347,4 +347,20 @@ fn lookup_hedging_and_ec2_suspicion_have_defaults_and_name_their_variable() {
     }
     let error = config(&[("EC2_SUSPECT_AFTER_FAILURES", "0")]).unwrap_err();
     assert_eq!(error.var, "EC2_SUSPECT_AFTER_FAILURES");
+}
+
+#[test]
+fn variables_lists_every_variable_the_configuration_reads() {
+    let asked = std::cell::RefCell::new(Vec::new());
+    Config::from_lookup(|name| {
+        asked.borrow_mut().push(name.to_owned());
+        None
+    })
+    .unwrap();
+    let mut asked = asked.into_inner();
+    asked.sort();
+    asked.dedup();
+    let mut listed: Vec<String> = VARIABLES.iter().map(|v| v.to_string()).collect();
+    listed.sort();
+    assert_eq!(asked, listed);
 }

@@ -1,7 +1,7 @@
 //! Event: what arrived, and whether Karpenter would act on it.
 //!
-//! This is the first step of the data path (event → resolve → forward → handler) and it is pure:
-//! no I/O, no clocks. [`classify`] reads one EventBridge event the way Karpenter v1.14's
+//! This is the first step of the data path (event → accounts → resolve → forward → handler) and it
+//! is pure: no I/O, no clocks. [`classify`] reads one EventBridge event the way Karpenter v1.14's
 //! interruption controller does, picking a parser by exact (`version`, `source`, `detail-type`),
 //! and answers with one of three things:
 //!

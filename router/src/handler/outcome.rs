@@ -119,6 +119,17 @@ pub enum DeadLetterReason {
 }
 
 impl DeadLetterReason {
+    /// Every reason, as docs/operating.md's table of them lists them.
+    pub const ALL: [DeadLetterReason; 7] = [
+        DeadLetterReason::Malformed,
+        DeadLetterReason::QueueMissing,
+        DeadLetterReason::Rejected,
+        DeadLetterReason::AccountNotServed,
+        DeadLetterReason::AccountUnreachable,
+        DeadLetterReason::AccessDenied,
+        DeadLetterReason::RetriesExhausted,
+    ];
+
     pub fn label(self) -> &'static str {
         match self {
             DeadLetterReason::Malformed => "malformed",

@@ -548,3 +548,77 @@ fn the_stand_in_refuses_a_deploy_without_the_capability_its_template_needs() {
     let (ok, out) = cli.make(&["deploy-fis", "CLUSTER=alpha", "REGION=eu-west-1"]);
     assert!(ok, "{out}");
 }
+
+/// What `make <target>` would run before deploying, were every tools requirements file new (`make
+/// -n -W`): a deploy installs no emulator, linter or test tool, only the AWS CLI, and that only when
+/// the machine has none.
+#[test]
+fn deploying_installs_the_aws_cli_at_most_never_the_test_tools() {
+    let requirements: Vec<String> = std::fs::read_dir(repo().join("tools"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("requirements") && name.ends_with(".txt"))
+        .collect();
+    assert!(requirements.len() >= 4, "{requirements:?}");
+    let dry_run = |target: &[&str], aws: Option<&str>| {
+        let mut make = Command::new("make");
+        make.arg("-C").arg(repo()).arg("-n");
+        for file in &requirements {
+            make.arg("-W").arg(format!("tools/{file}"));
+        }
+        make.args(target);
+        if let Some(aws) = aws {
+            make.arg(format!("AWS={aws}"));
+        }
+        // A machine with no `aws` on PATH (make and python3 are in /usr/bin).
+        let output = make
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .expect("make runs");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let targets: [&[&str]; 4] = [
+        &[
+            "deploy-base",
+            "BUCKET=b",
+            "REGION=eu-west-1",
+            "RELEASE=9.9.9",
+        ],
+        &["deploy-spoke", "REGION=eu-west-1"],
+        &["deploy-tenant", "CLUSTER=alpha", "REGION=eu-west-1"],
+        &["deploy-fis", "CLUSTER=alpha", "REGION=eu-west-1"],
+    ];
+    for target in targets {
+        let installs = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| l.contains("pip install"))
+                .map(str::to_owned)
+                .collect()
+        };
+        // No CLI on the machine: the CLI alone, into a venv of its own.
+        let without = dry_run(target, None);
+        assert_eq!(
+            installs(&without),
+            [
+                ".venv-deploy/bin/pip install --quiet --disable-pip-version-check -r \
+              tools/requirements-deploy.txt"
+            ],
+            "{target:?}: {without}"
+        );
+        assert!(
+            without.contains(".venv-deploy/bin/aws "),
+            "{target:?}: {without}"
+        );
+        // The operator's CLI: nothing installed.
+        let with = dry_run(target, Some("/usr/local/bin/aws"));
+        assert_eq!(installs(&with), Vec::<String>::new(), "{target:?}: {with}");
+    }
+    let deploy = std::fs::read_to_string(repo().join("tools/requirements-deploy.txt")).unwrap();
+    let pins: Vec<&str> = deploy
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
+    assert_eq!(pins.len(), 1, "{pins:?}");
+    assert!(pins[0].starts_with("awscli=="), "{pins:?}");
+}

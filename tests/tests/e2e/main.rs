@@ -10,12 +10,14 @@
 //! * the templates: [`stacks`] (deployed through moto), [`policy`], [`permissions`] and
 //!   [`locked_down`] (what IAM and KMS would decide), [`deploy_targets`] (the Makefile's deploy
 //!   targets);
+//! * the docs against the code and templates: [`docs`];
 //! * the operator CLI: [`cli`] (`routerctl` simulate, verify, fis, the binary itself), [`adopt`].
 
 mod accounts;
 mod adopt;
 mod cli;
 mod deploy_targets;
+mod docs;
 mod edges;
 mod faults;
 mod locked_down;

@@ -12,6 +12,7 @@
 //! * [`walk`]: every kind of set-up walked to the end, with a rollback;
 //! * [`wrong_reader`]: a GitOps revert, and a helm command in another kube-context;
 //! * [`rollback`]: a rollback whose helm command runs the moment it is printed;
+//! * [`expired`]: what SQS deleted after its retention does not hide a fresh message;
 //! * [`not_ours`]: EKS Blueprints' look-alike queue, shared and unclaimed set-ups.
 
 use std::time::Duration;
@@ -28,6 +29,7 @@ use routerctl::{
 };
 use serde_json::json;
 
+mod expired;
 mod not_ours;
 mod rollback;
 mod walk;

@@ -1,0 +1,237 @@
+//! The reference docs against the code and templates they describe, so that they cannot drift:
+//! docs/operating.md's table of the function's variables (what the router reads, what base.yaml
+//! sets each from), its table of dead-letter reasons (what the router writes), and its stack
+//! parameters (what each template takes). Nothing here needs an emulator.
+
+use std::collections::BTreeSet;
+
+use aws_model::{
+    stacks::{BASE_TEMPLATE, FIS_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE},
+    template::Template,
+};
+use interruption_router::{config::VARIABLES, handler::DeadLetterReason};
+use serde_json::Value;
+
+fn operating() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operating.md")).unwrap()
+}
+
+/// The section of `doc` under `heading` (a whole heading line), up to the next heading of any
+/// level.
+fn section<'a>(doc: &'a str, heading: &str) -> &'a str {
+    let start = doc
+        .find(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("no {heading:?}"))
+        + heading.len()
+        + 2;
+    let end = doc[start..].find("\n#").map_or(doc.len(), |n| start + n);
+    &doc[start..end]
+}
+
+/// The rows of the first Markdown table in `text` whose header starts with `header`, as cells.
+fn table(text: &str, header: &str) -> Vec<Vec<String>> {
+    let start = text
+        .find(&format!("| {header} |"))
+        .unwrap_or_else(|| panic!("no table headed {header:?}"));
+    text[start..]
+        .lines()
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+/// `` `name` `` → `name`.
+fn code(cell: &str) -> &str {
+    cell.trim_matches('`')
+}
+
+fn parameters(template: &Template) -> BTreeSet<String> {
+    template.doc["Parameters"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect()
+}
+
+/// The parameters a value refers to (`Ref`, or `${Name}` in a `Fn::Sub`).
+fn referred(value: &Value, parameters: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(name)) = map.get("Ref") {
+                found.insert(name.clone());
+            }
+            for inner in map.values() {
+                found.extend(referred(inner, parameters));
+            }
+        }
+        Value::Array(items) => items
+            .iter()
+            .for_each(|i| found.extend(referred(i, parameters))),
+        Value::String(text) => found.extend(
+            parameters
+                .iter()
+                .filter(|p| text.contains(&format!("${{{p}}}")))
+                .cloned(),
+        ),
+        _ => {}
+    }
+    found.retain(|p| parameters.contains(p));
+    found
+}
+
+#[test]
+fn the_configuration_table_lists_what_the_router_reads_and_where_base_yaml_sets_it() {
+    let doc = operating();
+    let rows = table(section(&doc, "## Configuration"), "variable");
+    let listed: Vec<&str> = rows.iter().map(|r| code(&r[0])).collect();
+    assert_eq!(
+        listed, VARIABLES,
+        "the table's variables, in the router's order"
+    );
+
+    let base = Template::parse("base.yaml", BASE_TEMPLATE).unwrap();
+    let parameters = parameters(&base);
+    let function = base
+        .resources_of("AWS::Lambda::Function")
+        .next()
+        .expect("base.yaml's function")
+        .1;
+    let variables = function["Properties"]["Environment"]["Variables"]
+        .as_object()
+        .unwrap();
+    for name in variables.keys() {
+        assert!(
+            VARIABLES.contains(&name.as_str()),
+            "base.yaml sets {name}, which the router does not read"
+        );
+    }
+    for row in &rows {
+        let (variable, from) = (code(&row[0]), row[2].as_str());
+        let set = variables.get(variable);
+        let from_stack = set.map(|v| referred(v, &parameters)).unwrap_or_default();
+        if from.starts_with('`') {
+            let parameter = from[1..].split('`').next().unwrap();
+            assert!(
+                parameters.contains(parameter),
+                "{variable}: base.yaml has no parameter {parameter}"
+            );
+            assert!(
+                from_stack.contains(parameter),
+                "{variable}: the table says base.yaml sets it from {parameter}, the template \
+                 sets it to {set:?}"
+            );
+        } else if from.starts_with("fixed") {
+            assert!(
+                set.is_some(),
+                "{variable}: the table says fixed, base.yaml does not set it"
+            );
+            assert!(
+                from_stack.is_empty(),
+                "{variable}: the table says fixed, base.yaml sets it from {from_stack:?}"
+            );
+        } else {
+            assert_eq!(from, "not set", "{variable}");
+            assert!(
+                set.is_none(),
+                "{variable}: the table says not set, base.yaml sets it"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_dead_letter_reasons_the_docs_give_are_the_ones_the_router_writes() {
+    let doc = operating();
+    let rows = table(section(&doc, "## Failure semantics"), "reason");
+    let documented: Vec<&str> = rows.iter().map(|r| code(&r[0])).collect();
+    let written: Vec<&str> = DeadLetterReason::ALL.iter().map(|r| r.label()).collect();
+    assert_eq!(documented, written);
+    // Nowhere else in the docs a reason the router does not write (e.g. `lookup-failed`).
+    for retired in ["lookup-failed", "send-failed", "queue-unknown"] {
+        for file in ["operating.md", "many-accounts.md", "architecture.md"] {
+            let text =
+                std::fs::read_to_string(format!("{}/../docs/{file}", env!("CARGO_MANIFEST_DIR")))
+                    .unwrap();
+            assert!(!text.contains(&format!("`{retired}`")), "{file}: {retired}");
+        }
+    }
+}
+
+#[test]
+fn every_template_parameter_is_in_the_stack_parameters_list() {
+    let doc = operating();
+    let list = section(&doc, "### Stack parameters");
+    for (name, text) in [
+        ("base.yaml", BASE_TEMPLATE),
+        ("spoke.yaml", SPOKE_TEMPLATE),
+        ("tenant.yaml", TENANT_TEMPLATE),
+        ("fis.yaml", FIS_TEMPLATE),
+    ] {
+        let item = list
+            .split("\n- ")
+            .find(|i| i.starts_with(&format!("`{name}`")))
+            .unwrap_or_else(|| panic!("no item for {name}"));
+        let template = Template::parse(name, text).unwrap();
+        let missing: Vec<String> = parameters(&template)
+            .into_iter()
+            .filter(|p| !item.contains(&format!("`{p}`")))
+            .collect();
+        assert!(missing.is_empty(), "{name}: {missing:?} not in the list");
+    }
+}
+
+#[test]
+fn the_spoke_roles_actions_in_the_docs_are_the_ones_spoke_yaml_grants() {
+    let spoke = Template::parse("spoke.yaml", SPOKE_TEMPLATE).unwrap();
+    let role = spoke
+        .resources_of("AWS::IAM::Role")
+        .find(|(id, _)| *id == "SpokeRole");
+    let role = role.expect("spoke.yaml's SpokeRole").1;
+    let mut granted = BTreeSet::new();
+    for policy in role["Properties"]["Policies"].as_array().unwrap() {
+        for statement in policy["PolicyDocument"]["Statement"].as_array().unwrap() {
+            match &statement["Action"] {
+                Value::String(a) => {
+                    granted.insert(a.clone());
+                }
+                Value::Array(actions) => {
+                    granted.extend(actions.iter().filter_map(|a| a.as_str().map(str::to_owned)))
+                }
+                other => panic!("{other}"),
+            }
+        }
+    }
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/many-accounts.md"
+    ))
+    .unwrap();
+    let start = doc
+        .find("may do exactly what the router does in the account")
+        .expect("the spoke role's paragraph");
+    let paragraph = &doc[start..start + doc[start..].find("Deploy that region first").unwrap()];
+    let documented: BTreeSet<String> = paragraph
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|c| {
+            c.split_once(':').is_some_and(|(service, action)| {
+                ["ec2", "tag", "sqs", "ssm", "sts", "kms"].contains(&service)
+                    && action
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_uppercase())
+            })
+        })
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(documented, granted);
+}
