@@ -16,6 +16,11 @@ AWS does. Each fix says what AWS does and where moto differs.
   here as the JSON text KMS returns.
 * AWS::Lambda::Function's Tags (base.yaml tags the function with its release). CloudFormation
   tags the function; moto creates it without them, so ListTags answers none. Applied here.
+* AWS::Lambda::Function's environment variables given a Number parameter (base.yaml's tuning
+  parameters). A Ref to a Number parameter is a string wherever the template uses it
+  (CloudFormation User Guide, Parameters: Number); moto passes the number, Lambda stores it, and
+  GetFunction answers a JSON number where the API has a string, which the SDKs refuse to parse.
+  Passed as the string here.
 * A resource whose Condition is false, changed by a stack update (base.yaml's central-bus rules
   when Direct mode's targets went). CloudFormation neither creates nor updates it; moto's update
   path, unlike its create path, ignores the Condition and resolves the resource's properties,
@@ -98,17 +103,27 @@ def _function_tagged(model):
     create = model.create_from_cloudformation_json.__func__
     update = model.update_from_cloudformation_json.__func__
 
+    def strings(cloudformation_json):
+        variables = ((cloudformation_json.get("Properties") or {}).get("Environment") or {}).get(
+            "Variables"
+        ) or {}
+        for key, value in list(variables.items()):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                variables[key] = str(value)
+
     def tag(function, cloudformation_json):
         tags = (cloudformation_json.get("Properties") or {}).get("Tags") or []
         function.tags.update({t["Key"]: t["Value"] for t in tags if "Key" in t and "Value" in t})
         return function
 
     def create_tagged(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        strings(cloudformation_json)
         function = create(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
         return tag(function, cloudformation_json)
 
     # moto's CloudFormation passes these by name.
     def update_tagged(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+        strings(cloudformation_json)
         function = update(
             cls,
             original_resource=original_resource,

@@ -11,6 +11,9 @@ impl Report {
             "routerctl adopt: account {}, {}, router stack {}\n",
             self.account, self.region, self.stack,
         );
+        // A rollback's report shows one helm command, the one that rolls back (at its end): an
+        // operator in a hurry must not find the one that moves Karpenter again above it.
+        let rolled_back = matches!(self.outcome, Outcome::RolledBack { .. });
         for cluster in &self.clusters {
             let _ = writeln!(
                 out,
@@ -30,8 +33,14 @@ impl Report {
                     step.detail
                 );
             }
-            let next = cluster.next();
+            let next = cluster.next().filter(|_| !rolled_back);
             let line = match next {
+                None if rolled_back => format!(
+                    "yours: the helm command at the end of this report, which points Karpenter \
+                     back at its old queue; to move again later, routerctl adopt --cluster {} \
+                     prints the command that does",
+                    cluster.name
+                ),
                 None => "nothing: it is on the router and its old set-up is gone".to_owned(),
                 Some(step) => match &step.action {
                     Action::Apply(change) => format!(

@@ -235,3 +235,64 @@ fn the_spoke_roles_actions_in_the_docs_are_the_ones_spoke_yaml_grants() {
         .collect();
     assert_eq!(documented, granted);
 }
+
+/// Each tuning parameter reaches the function's variable of the table (and the router accepts the
+/// value); at its default the variable is left to the router's own default.
+#[test]
+fn a_tuned_parameter_reaches_the_function_and_the_router_accepts_it() {
+    use aws_model::template::Stage;
+
+    let base = Template::parse("base.yaml", BASE_TEMPLATE).unwrap();
+    let stage = || {
+        Stage::new("interruption-router", "123456789012", "us-east-1")
+            .parameter("CodeS3Bucket", "artifacts")
+            .parameter("CodeS3Key", "bootstrap.zip")
+    };
+    let environment = |stage: &Stage| -> serde_json::Map<String, Value> {
+        let deployed = base.deploy(stage).unwrap();
+        deployed.properties("RouterFunction").unwrap().unwrap()["Environment"]["Variables"]
+            .as_object()
+            .unwrap()
+            .clone()
+    };
+    let tuned = [
+        ("CacheTtlSeconds", "CACHE_TTL_SECONDS", "7200"),
+        (
+            "NegativeCacheTtlSeconds",
+            "NEGATIVE_CACHE_TTL_SECONDS",
+            "30",
+        ),
+        ("CacheMaxEntries", "CACHE_MAX_ENTRIES", "5000"),
+        ("SweepIntervalSeconds", "SWEEP_INTERVAL_SECONDS", "0"),
+        ("LookupHedgeDelayMs", "LOOKUP_HEDGE_DELAY_MS", "250"),
+        ("Ec2SuspectAfterFailures", "EC2_SUSPECT_AFTER_FAILURES", "3"),
+        ("Ec2SuspectSeconds", "EC2_SUSPECT_SECONDS", "60"),
+    ];
+    let mut all = stage();
+    for (parameter, _, value) in tuned {
+        all = all.parameter(parameter, value);
+    }
+    let variables = environment(&all);
+    for (_, variable, value) in tuned {
+        assert_eq!(variables[variable], value, "{variable}");
+    }
+    let config = interruption_router::config::Config::from_lookup(|name| {
+        variables
+            .get(name)
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    })
+    .unwrap();
+    assert_eq!(config.cache.sweep_every, std::time::Duration::ZERO);
+
+    let defaults = environment(&stage());
+    for variable in [
+        "SWEEP_INTERVAL_SECONDS",
+        "LOOKUP_HEDGE_DELAY_MS",
+        "EC2_SUSPECT_AFTER_FAILURES",
+        "EC2_SUSPECT_SECONDS",
+    ] {
+        assert!(!defaults.contains_key(variable), "{variable}: {defaults:?}");
+    }
+    assert_eq!(defaults["CACHE_TTL_SECONDS"], "3600");
+}

@@ -25,6 +25,14 @@ async fn a_rollback_returns_once_the_old_rules_deliver_so_its_helm_command_misse
             "{}",
             rolled.render()
         );
+        // One helm command in the report, the one that goes back.
+        let text = rolled.render();
+        assert_eq!(text.matches("helm upgrade").count(), 1, "{text}");
+        assert!(text.contains("settings.interruptionQueue=alpha "), "{text}");
+        assert!(
+            !text.contains("interruptionQueue=karpenter-alpha"),
+            "{text}"
+        );
         // The operator runs the printed helm command the moment it appears.
         estate.helm("alpha", "alpha").await?;
         tokio::time::sleep(estate.scene.rule_delay * 2).await;
