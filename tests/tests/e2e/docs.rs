@@ -117,8 +117,8 @@ fn the_configuration_table_lists_what_the_router_reads_and_where_base_yaml_sets_
         let (variable, from) = (code(&row[0]), row[2].as_str());
         let set = variables.get(variable);
         let from_stack = set.map(|v| referred(v, &parameters)).unwrap_or_default();
-        if from.starts_with('`') {
-            let parameter = from[1..].split('`').next().unwrap();
+        if let Some(named) = from.strip_prefix('`') {
+            let parameter = named.split('`').next().unwrap();
             assert!(
                 parameters.contains(parameter),
                 "{variable}: base.yaml has no parameter {parameter}"
