@@ -336,6 +336,14 @@ deploy-spoke: $(DEPLOY_TOOLS)
 # KARPENTER_ROLE (Karpenter's controller role, granted this queue: Karpenter's own controller
 # policy allows only the queue it created itself), or KARPENTER_ROLE=none when that role's
 # policies already grant it. A re-run without it keeps the role it has.
+# What a first deploy takes from the base stack unless given (ALARM_TOPIC, KMS_KEY): a tenant in a
+# locked-down account is locked down too, its alarm notifies the base stack's topic, and it
+# imports the exports of the base stack's RouterName. The same
+# list as aws_model::stacks::TENANT_INHERITS, which routerctl adopt deploys tenants with (a test
+# holds the two equal).
+TENANT_INHERITS := AlarmTopicArn KmsKey RouterName
+tenant_given_AlarmTopicArn = $(ALARM_TOPIC)
+tenant_given_KmsKey = $(KMS_KEY)
 deploy-tenant: $(DEPLOY_TOOLS)
 	$(call require,CLUSTER,the EKS cluster name this queue is for)
 	$(call require,REGION,the AWS region of the cluster)
@@ -351,9 +359,17 @@ deploy-tenant: $(DEPLOY_TOOLS)
 		none) role="KarpenterRoleName=" ;; \
 		*) role="KarpenterRoleName=$(KARPENTER_ROLE)" ;; \
 	esac; \
+	inherited=""; \
+	if [ -z "$$existing" ]; then \
+		for key in $(foreach k,$(TENANT_INHERITS),$(if $(tenant_given_$(k)),,$(k))); do \
+			value=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(STACK_NAME) \
+				--query "Stacks[0].Parameters[?ParameterKey=='$$key'].ParameterValue" --output text 2>/dev/null || true); \
+			if [ -n "$$value" ] && [ "$$value" != None ]; then inherited="$$inherited $$key=$$value"; fi; \
+		done; \
+	fi; \
 	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(TENANT_STACK) \
 		--template-file $(TEMPLATES)/tenant.yaml --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset $(role_arn) \
-		--parameter-overrides ClusterName=$(CLUSTER) $$role $(call if_set,ALARM_TOPIC,AlarmTopicArn) \
+		--parameter-overrides ClusterName=$(CLUSTER) $$role $$inherited $(call if_set,ALARM_TOPIC,AlarmTopicArn) \
 		$(call if_set,KMS_KEY,KmsKey) $(PARAMS)
 	@queue=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(TENANT_STACK) \
 		--query "Stacks[0].Outputs[?OutputKey=='QueueName'].OutputValue" --output text); \

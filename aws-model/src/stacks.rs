@@ -46,6 +46,34 @@ pub fn tenant_stack_name(base: &str, cluster: &str) -> String {
     format!("{base}-tenant-{}", cluster.replace('_', "-"))
 }
 
+/// What a cluster's tenant stack takes from the base stack of its account and region, unless the
+/// operator gives it: the alarm topic its unread-message alarm notifies, the locked-down setting
+/// of its queue's key (`Create`), so a tenant in a locked-down account is locked down too, and
+/// the `RouterName` whose exports it imports. In a member account (no base stack) a tenant takes
+/// what the operator gives. `routerctl adopt` deploys tenants with
+/// [`tenant_parameters`]; `make deploy-tenant` inherits the same list (its `TENANT_INHERITS`,
+/// which a test holds equal to this one).
+pub const TENANT_INHERITS: [&str; 3] = ["AlarmTopicArn", "KmsKey", "RouterName"];
+
+/// The parameters of `cluster`'s tenant stack next to the base stack whose parameters are
+/// `connecting`: the cluster, Karpenter's role, and what [`TENANT_INHERITS`] names, where set.
+pub fn tenant_parameters(
+    connecting: &BTreeMap<String, String>,
+    cluster: &str,
+    karpenter_role: &str,
+) -> Vec<(String, String)> {
+    let mut parameters = vec![
+        ("ClusterName".to_owned(), cluster.to_owned()),
+        ("KarpenterRoleName".to_owned(), karpenter_role.to_owned()),
+    ];
+    for key in TENANT_INHERITS {
+        if let Some(value) = connecting.get(key).filter(|v| !v.is_empty()) {
+            parameters.push((key.to_owned(), value.clone()));
+        }
+    }
+    parameters
+}
+
 /// A created stack's outputs, by output key.
 #[derive(Debug, Clone)]
 pub struct Stack {

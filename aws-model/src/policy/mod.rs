@@ -247,8 +247,12 @@ fn principal_in(element: &Value, asked: Principal<'_>) -> bool {
         Principal::Attached => true,
         Principal::Aws(arn) => strings(&element["AWS"]).iter().any(|p| {
             let account = crate::aws::arn_account(arn).unwrap_or_default();
+            let partition = arn.split(':').nth(1).unwrap_or("aws");
             // An account principal delegates to the account's own IAM policies.
-            p == "*" || p == arn || p == account || *p == format!("arn:aws:iam::{account}:root")
+            p == "*"
+                || p == arn
+                || p == account
+                || *p == format!("arn:{partition}:iam::{account}:root")
         }),
         Principal::Named(arn) => strings(&element["AWS"])
             .iter()

@@ -19,7 +19,7 @@ use super::{
     discover::{Landscape, RETIRED_TAG, ROLLBACK_TAG},
     evidence::{self, EVIDENCE_TAG, Reading, Start},
     helm,
-    steps::Change,
+    steps::{Change, moving},
 };
 use aws_model::{
     aws::{Aws, describe},
@@ -85,21 +85,14 @@ pub async fn perform(
                      if it failed, and run adopt again"
                 );
             }
-            let mut parameters = vec![
-                ("ClusterName", cluster),
-                ("KarpenterRoleName", karpenter_role.as_str()),
-            ];
-            // The queue imports <RouterName>:… from the stack that connects this region.
-            if let Some(router) = land.base.parameter("RouterName") {
-                parameters.push(("RouterName", router));
-            }
-            if let Some(topic) = land
-                .base
-                .parameter("AlarmTopicArn")
-                .filter(|t| !t.is_empty())
-            {
-                parameters.push(("AlarmTopicArn", topic));
-            }
+            // As make deploy-tenant deploys it: the queue imports <RouterName>:… from the stack
+            // that connects this region, and takes its alarm topic and key setting.
+            let parameters =
+                stacks::tenant_parameters(&land.base.parameters, cluster, karpenter_role);
+            let parameters: Vec<(&str, &str)> = parameters
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
             let created =
                 stacks::create(&aws.cfn, stack, stacks::TENANT_TEMPLATE, &parameters).await?;
             Ok(format!(
@@ -239,7 +232,27 @@ pub async fn read_round(aws: &Aws, land: &Landscape, cluster: &str) -> Result<Re
         bail!("{cluster} has no round of evidence under way");
     };
     let old: Vec<_> = view.setups.iter().map(|i| &land.setups[*i].queue).collect();
-    evidence::read(aws, cluster, round, tenant, &old).await
+    let others: Vec<Vec<String>> = old
+        .iter()
+        .map(|q| moving::other_readers(land, cluster, q))
+        .collect();
+    let function = land
+        .base
+        .output("FunctionName")
+        .with_context(|| format!("base stack {} has no FunctionName output", land.base.name))?;
+    let node = view.nodes.first().with_context(|| {
+        format!("no running node of {cluster} for a closing probe to name: adopt needs one")
+    })?;
+    let start = Start {
+        cluster,
+        account: &land.account,
+        region: &land.region,
+        function,
+        node,
+        tenant,
+        old: &old,
+    };
+    evidence::read(aws, &start, round, &others).await
 }
 
 /// What `--rollback` did.

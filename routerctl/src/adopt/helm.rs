@@ -26,8 +26,11 @@ impl Target<'_> {
     /// The kube-context `aws eks update-kubeconfig` names the cluster's.
     pub fn context(&self) -> String {
         format!(
-            "arn:aws:eks:{}:{}:cluster/{}",
-            self.region, self.account, self.cluster
+            "arn:{}:eks:{}:{}:cluster/{}",
+            interruption_router::accounts::partition(self.region),
+            self.region,
+            self.account,
+            self.cluster
         )
     }
 }
@@ -88,5 +91,24 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("get metadata"), "needs Helm 3.13: {text}");
+    }
+
+    #[test]
+    fn the_kube_context_is_in_the_regions_partition() {
+        let target = |region| Target {
+            cluster: "alpha",
+            account: "111111111111",
+            region,
+            queue: "karpenter-alpha",
+        };
+        assert_eq!(
+            target("cn-north-1").context(),
+            "arn:aws-cn:eks:cn-north-1:111111111111:cluster/alpha"
+        );
+        assert_eq!(
+            target("us-gov-west-1").context(),
+            "arn:aws-us-gov:eks:us-gov-west-1:111111111111:cluster/alpha"
+        );
+        assert!(snippet(&target("cn-north-1")).contains("arn:aws-cn:eks:cn-north-1"));
     }
 }

@@ -622,3 +622,88 @@ fn deploying_installs_the_aws_cli_at_most_never_the_test_tools() {
     assert_eq!(pins.len(), 1, "{pins:?}");
     assert!(pins[0].starts_with("awscli=="), "{pins:?}");
 }
+
+/// A first `make deploy-tenant` takes from the base stack what `routerctl adopt` takes
+/// ([`aws_model::stacks::TENANT_INHERITS`]): the key setting, the alarm topic and the RouterName,
+/// unless given; a re-run passes none of them (the stack keeps its own).
+#[test]
+fn a_tenant_takes_the_base_stacks_key_topic_and_router_name_as_adopt_does() {
+    use aws_model::stacks::{TENANT_INHERITS, tenant_parameters};
+
+    let makefile = std::fs::read_to_string(repo().join("Makefile")).unwrap();
+    let listed: Vec<&str> = makefile
+        .lines()
+        .find_map(|l| l.strip_prefix("TENANT_INHERITS := "))
+        .expect("the Makefile's TENANT_INHERITS")
+        .split_whitespace()
+        .collect();
+    assert_eq!(listed, TENANT_INHERITS);
+
+    let cli = Cli::new("tenant-inherits");
+    let arm = zip_with_binary_for(&cli.dir, 183);
+    let zip = format!("ZIP={}", arm.display());
+    let topic = "arn:aws:sns:eu-west-1:123456789012:platform-alarms";
+    let (ok, out) = cli.make(&[
+        "deploy-base",
+        "BUCKET=artifacts",
+        "REGION=eu-west-1",
+        zip.as_str(),
+        "KMS_KEY=Create",
+        &format!("ALARM_TOPIC={topic}"),
+        "PARAMS=RouterName=ir-two",
+    ]);
+    assert!(ok, "{out}");
+    let base = cli.parameters("interruption-router");
+
+    let (ok, out) = cli.make(&[
+        "deploy-tenant",
+        "CLUSTER=alpha",
+        "REGION=eu-west-1",
+        "KARPENTER_ROLE=KarpenterControllerRole-alpha",
+    ]);
+    assert!(ok, "{out}");
+    let (_, args) = cli.deploys().pop().unwrap();
+    let made: BTreeMap<String, String> = args
+        .iter()
+        .skip_while(|a| *a != "--parameter-overrides")
+        .skip(1)
+        .filter_map(|a| a.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    let adopt: BTreeMap<String, String> =
+        tenant_parameters(&base, "alpha", "KarpenterControllerRole-alpha")
+            .into_iter()
+            .collect();
+    assert_eq!(made, adopt, "make deploy-tenant and routerctl adopt differ");
+    assert_eq!(made["KmsKey"], "Create");
+    assert_eq!(made["AlarmTopicArn"], topic);
+    assert_eq!(made["RouterName"], "ir-two");
+
+    // Given, it wins; a re-run inherits nothing.
+    let cli_given = Cli::new("tenant-inherits-given");
+    let (ok, out) = cli_given.make(&[
+        "deploy-tenant",
+        "CLUSTER=beta",
+        "REGION=eu-west-1",
+        "KARPENTER_ROLE=none",
+        "ALARM_TOPIC=arn:aws:sns:eu-west-1:123456789012:team-beta",
+    ]);
+    assert!(ok, "{out}");
+    let (_, args) = cli_given.deploys().pop().unwrap();
+    assert!(
+        has(
+            &args,
+            "AlarmTopicArn=arn:aws:sns:eu-west-1:123456789012:team-beta"
+        ),
+        "{args:?}"
+    );
+    let (ok, out) = cli.make(&["deploy-tenant", "CLUSTER=alpha", "REGION=eu-west-1"]);
+    assert!(ok, "{out}");
+    let (_, args) = cli.deploys().pop().unwrap();
+    for key in TENANT_INHERITS {
+        assert!(
+            !args.iter().any(|a| a.starts_with(&format!("{key}="))),
+            "a re-run passes no {key}: {args:?}"
+        );
+    }
+}

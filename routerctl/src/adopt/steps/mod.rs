@@ -18,7 +18,7 @@
 //! all steps read: steps 1-4 (the new queue, Karpenter's move) in `moving.rs`, steps 5-7 (the old
 //! set-up retired) in `retiring.rs`.
 
-mod moving;
+pub(crate) mod moving;
 mod retiring;
 
 use std::time::SystemTime;

@@ -7,7 +7,10 @@ use interruption_router::forward::MISSING_QUEUE_RECHECK;
 
 use super::{Action, Change, Evidence, Facts, Judged, State};
 use crate::{
-    adopt::{discover::Landscape, evidence::QUIET_WINDOW},
+    adopt::{
+        discover::Landscape,
+        evidence::{CLOSING_WINDOW, QUIET_WINDOW},
+    },
     verify::{
         queues::Queue,
         tenants::{Sender, check_karpenter_role, check_tenant_policy},
@@ -223,12 +226,32 @@ pub(super) fn karpenter_seen(f: &Facts<'_>, evidence: Evidence) -> Judged {
         ),
         (false, Some(round)) if !round.ripe() => (
             State::Waiting,
-            format!(
-                "probe and sentinel sent {} s ago: --apply reads them once {} s old",
-                round.age().as_secs(),
-                QUIET_WINDOW.as_secs()
-            ),
+            match &round.closing {
+                None => format!(
+                    "probe and sentinel sent {} s ago: --apply reads them once {} s old",
+                    round.age().as_secs(),
+                    QUIET_WINDOW.as_secs()
+                ),
+                Some(closing) => format!(
+                    "closing probe {} sent {} s ago (an old queue was too full to look \
+                     through): --apply reads it once {} s old",
+                    closing.probe,
+                    SystemTime::now()
+                        .duration_since(closing.sent)
+                        .unwrap_or_default()
+                        .as_secs(),
+                    CLOSING_WINDOW.as_secs()
+                ),
+            },
             Action::Nothing,
+        ),
+        (false, Some(round)) if round.closing.is_some() => (
+            State::Todo,
+            format!(
+                "the closing probe is ripe: --apply reads it, and if it was taken from \
+                 {queue_name}, disables the old rules (step 5) in the same run"
+            ),
+            Action::Apply(Change::ReadRound),
         ),
         (false, Some(round)) => (
             State::Todo,
@@ -299,7 +322,7 @@ fn name_taken(
 
 /// Karpenter controller roles of other clusters (or of none adopt can tell) that may read
 /// `queue`.
-fn other_readers(land: &Landscape, cluster: &str, queue: &Queue) -> Vec<String> {
+pub(crate) fn other_readers(land: &Landscape, cluster: &str, queue: &Queue) -> Vec<String> {
     let own = land.clusters[cluster].controller.as_deref();
     land.controllers
         .iter()

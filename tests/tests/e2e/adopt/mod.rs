@@ -12,7 +12,9 @@
 //! * [`walk`]: every kind of set-up walked to the end, with a rollback;
 //! * [`wrong_reader`]: a GitOps revert, and a helm command in another kube-context;
 //! * [`rollback`]: a rollback whose helm command runs the moment it is printed;
+//! * [`busy`]: an old queue too full to search for the sentinel: a closing probe decides;
 //! * [`expired`]: what SQS deleted after its retention does not hide a fresh message;
+//! * [`locked_down`]: the tenant queue adopt deploys in a locked-down account;
 //! * [`not_ours`]: EKS Blueprints' look-alike queue, shared and unclaimed set-ups.
 
 use std::time::Duration;
@@ -29,7 +31,9 @@ use routerctl::{
 };
 use serde_json::json;
 
+mod busy;
 mod expired;
+mod locked_down;
 mod not_ours;
 mod rollback;
 mod walk;

@@ -27,7 +27,7 @@ async fn a_rollback_returns_once_the_old_rules_deliver_so_its_helm_command_misse
         );
         // One helm command in the report, the one that goes back.
         let text = rolled.render();
-        assert_eq!(text.matches("helm upgrade").count(), 1, "{text}");
+        assert_eq!(text.matches("helm upgrade karpenter").count(), 1, "{text}");
         assert!(text.contains("settings.interruptionQueue=alpha "), "{text}");
         assert!(
             !text.contains("interruptionQueue=karpenter-alpha"),
