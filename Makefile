@@ -361,6 +361,15 @@ deploy-tenant: $(DEPLOY_TOOLS)
 	esac; \
 	inherited=""; \
 	if [ -z "$$existing" ]; then \
+		prefix=""; \
+		for stack in $(STACK_NAME) $(SPOKE_STACK); do \
+			[ -n "$$prefix" ] && [ "$$prefix" != None ] && break; \
+			prefix=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $$stack \
+				--query "Stacks[0].Parameters[?ParameterKey=='QueuePrefix'].ParameterValue" --output text 2>/dev/null || true); \
+		done; \
+		if [ -z "$$prefix" ] || [ "$$prefix" = None ]; then prefix=karpenter-; fi; \
+		queue=$$($(PYTHON) tools/queue_name.py "$$prefix" "$(CLUSTER)") || exit 1; \
+		if [ "$$queue" != "$${prefix}$(CLUSTER)" ]; then inherited="QueueName=$$queue"; fi; \
 		for key in $(foreach k,$(TENANT_INHERITS),$(if $(tenant_given_$(k)),,$(k))); do \
 			value=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(STACK_NAME) \
 				--query "Stacks[0].Parameters[?ParameterKey=='$$key'].ParameterValue" --output text 2>/dev/null || true); \

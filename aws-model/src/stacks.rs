@@ -56,7 +56,9 @@ pub fn tenant_stack_name(base: &str, cluster: &str) -> String {
 pub const TENANT_INHERITS: [&str; 3] = ["AlarmTopicArn", "KmsKey", "RouterName"];
 
 /// The parameters of `cluster`'s tenant stack next to the base stack whose parameters are
-/// `connecting`: the cluster, Karpenter's role, and what [`TENANT_INHERITS`] names, where set.
+/// `connecting`: the cluster, Karpenter's role, what [`TENANT_INHERITS`] names, where set, and
+/// `QueueName` when `<QueuePrefix><cluster>` passes SQS's 80 characters (the name the router
+/// derives for the cluster: [`interruption_router::config::QueueNameTemplate::queue_name`]).
 pub fn tenant_parameters(
     connecting: &BTreeMap<String, String>,
     cluster: &str,
@@ -66,6 +68,17 @@ pub fn tenant_parameters(
         ("ClusterName".to_owned(), cluster.to_owned()),
         ("KarpenterRoleName".to_owned(), karpenter_role.to_owned()),
     ];
+    let prefix = connecting
+        .get("QueuePrefix")
+        .filter(|p| !p.is_empty())
+        .map_or("karpenter-", String::as_str);
+    let derived =
+        interruption_router::config::QueueNameTemplate::parse(&format!("{prefix}{{cluster}}"))
+            .ok()
+            .and_then(|t| t.queue_name(cluster));
+    if let Some(queue) = derived.filter(|q| *q != format!("{prefix}{cluster}")) {
+        parameters.push(("QueueName".to_owned(), queue));
+    }
     for key in TENANT_INHERITS {
         if let Some(value) = connecting.get(key).filter(|v| !v.is_empty()) {
             parameters.push((key.to_owned(), value.clone()));

@@ -8,6 +8,7 @@
 #[cfg(test)]
 mod tests;
 
+use sha2::{Digest, Sha256};
 use std::time::Duration;
 
 use crate::{
@@ -53,6 +54,8 @@ pub struct QueueNameTemplate {
 
 /// The longest SQS queue name AWS accepts.
 const MAX_QUEUE_NAME: usize = 80;
+/// The longest cluster name EKS accepts (CreateCluster: 1-100 characters).
+pub const MAX_CLUSTER_NAME: usize = 100;
 const PLACEHOLDER: &str = "{cluster}";
 
 impl QueueNameTemplate {
@@ -83,13 +86,31 @@ impl QueueNameTemplate {
         })
     }
 
-    /// The queue name for `cluster`, or `None` when the result is not a valid SQS queue name
-    /// (a cluster tag value that is too long or carries characters SQS refuses).
+    /// The queue name for `cluster`, or `None` when the cluster name is not one EKS accepts
+    /// (empty, over [`MAX_CLUSTER_NAME`] characters, or characters SQS refuses).
+    ///
+    /// A name that fits SQS's 80 characters is `<prefix><cluster><suffix>`. A longer one (EKS
+    /// names reach 100) keeps as much of the cluster name as fits, then `-` and the first 8 hex
+    /// digits of the SHA-256 of the whole cluster name: `karpenter-<61 characters>-1a2b3c4d`. The
+    /// tenant stack is given that name (`QueueName`) by `make deploy-tenant` and `routerctl
+    /// adopt`, which compute it the same way (tests hold them equal).
     pub fn queue_name(&self, cluster: &str) -> Option<String> {
-        let len = self.prefix.len() + cluster.len() + self.suffix.len();
-        let valid =
-            !cluster.is_empty() && len <= MAX_QUEUE_NAME && cluster.chars().all(is_queue_name_char);
-        valid.then(|| format!("{}{cluster}{}", self.prefix, self.suffix))
+        let valid = !cluster.is_empty()
+            && cluster.len() <= MAX_CLUSTER_NAME
+            && cluster.chars().all(is_queue_name_char);
+        if !valid {
+            return None;
+        }
+        let (prefix, suffix) = (&self.prefix, &self.suffix);
+        let room = MAX_QUEUE_NAME - prefix.len() - suffix.len();
+        if cluster.len() <= room {
+            return Some(format!("{prefix}{cluster}{suffix}"));
+        }
+        // One character of the name, "-" and 8 hex digits at least.
+        let kept = room.checked_sub(9).filter(|k| *k >= 1)?;
+        let digest = Sha256::digest(cluster.as_bytes());
+        let hash: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+        Some(format!("{prefix}{}-{hash}{suffix}", &cluster[..kept]))
     }
 
     /// The fixed text before the cluster name, e.g. `karpenter-`.

@@ -191,7 +191,23 @@ fn queue_name_refuses_cluster_names_sqs_cannot_hold() {
         t.queue_name(&"x".repeat(70)),
         Some(format!("karpenter-{}", "x".repeat(70)))
     );
-    assert_eq!(t.queue_name(&"x".repeat(71)), None);
+    // Longer: as much of the name as fits, "-" and 8 hex digits of its SHA-256 (the values from
+    // Python's hashlib, as the Makefile computes them), 80 characters in all.
+    assert_eq!(
+        t.queue_name(&"x".repeat(71)),
+        Some(format!("karpenter-{}-87a1e4c1", "x".repeat(61)))
+    );
+    let longest = t.queue_name(&"a".repeat(100)).unwrap();
+    assert_eq!(longest, format!("karpenter-{}-28165978", "a".repeat(61)));
+    assert_eq!(longest.len(), 80);
+    assert_eq!(t.queue_name(&"a".repeat(101)), None);
+    // Two long names alike up to the cut get different queues.
+    let (one, two) = ("a".repeat(90) + "1", "a".repeat(90) + "2");
+    assert_ne!(t.queue_name(&one), t.queue_name(&two));
+    // A prefix that leaves no room for the hash serves short names only.
+    let wide = QueueNameTemplate::parse(&format!("{}{{cluster}}", "p".repeat(75))).unwrap();
+    assert!(wide.queue_name("abcde").is_some());
+    assert_eq!(wide.queue_name("abcdef"), None);
 }
 
 #[test]

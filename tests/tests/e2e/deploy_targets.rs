@@ -679,6 +679,37 @@ fn a_tenant_takes_the_base_stacks_key_topic_and_router_name_as_adopt_does() {
     assert_eq!(made["AlarmTopicArn"], topic);
     assert_eq!(made["RouterName"], "ir-two");
 
+    // A cluster name as long as EKS allows: its queue is named as the router derives it.
+    let long = "a-cluster-name-as-long-as-eks-allows-".repeat(3)[..100].to_owned();
+    let (ok, out) = cli.make(&[
+        "deploy-tenant",
+        &format!("CLUSTER={long}"),
+        "REGION=eu-west-1",
+        "KARPENTER_ROLE=none",
+    ]);
+    assert!(ok, "{out}");
+    let (stack, args) = cli.deploys().pop().unwrap();
+    assert_eq!(stack.len(), "interruption-router-tenant-".len() + 100);
+    let made: BTreeMap<String, String> = args
+        .iter()
+        .skip_while(|a| *a != "--parameter-overrides")
+        .skip(1)
+        .filter_map(|a| a.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    let adopt: BTreeMap<String, String> = tenant_parameters(&base, &long, "").into_iter().collect();
+    assert_eq!(made, adopt, "make deploy-tenant and routerctl adopt differ");
+    let router = interruption_router::config::QueueNameTemplate::parse("karpenter-{cluster}")
+        .unwrap()
+        .queue_name(&long)
+        .unwrap();
+    assert_eq!(made["QueueName"], router);
+    assert_eq!(router.len(), 80);
+    assert!(
+        helm_snippet(&out).contains(&format!("settings.interruptionQueue={router}")),
+        "{out}"
+    );
+
     // Given, it wins; a re-run inherits nothing.
     let cli_given = Cli::new("tenant-inherits-given");
     let (ok, out) = cli_given.make(&[

@@ -1,7 +1,8 @@
 //! The real templates deployed through moto's CloudFormation: what the stacks create
 //! ([`created`]), the router binary, configured from the deployed function's
 //! environment, routing events published through EventBridge into the queues the tenant stacks
-//! made ([`routing`]), updates in place from the last release ([`updates`]), and the dashboard and
+//! made ([`routing`]), a cluster name as long as EKS allows ([`long_names`]), updates in place from
+//! the last release ([`updates`]), and the dashboard and
 //! alarms ([`monitoring`]). This file holds what they share: the deployment and the readers of
 //! what moto made.
 //!
@@ -21,6 +22,7 @@ use serde_json::{Value, json};
 
 mod created;
 mod environments;
+mod long_names;
 mod monitoring;
 mod routing;
 mod updates;
