@@ -121,8 +121,8 @@ demo: $(VENV)/.installed build
 
 # The demo's two scenes, on binaries already built.
 demo-scenes:
-	$(TARGET_DIR)/debug/routerctl demo
-	$(TARGET_DIR)/debug/routerctl demo --accounts 3 --regions 2
+	$(TARGET_DIR)/debug/lab demo
+	$(TARGET_DIR)/debug/lab demo --accounts 3 --regions 2
 
 # What CI runs, ordered to keep the two cores busy: formatting first (it fails in a second); the
 # Python tools install while cargo builds the binaries and the tests; then the tests, which mostly

@@ -5,17 +5,16 @@
 //!   define (each check says what it expects, where it looked, and the exact fix);
 //! * [`adopt`]: moving a cluster from its own interruption rules onto the router without a gap;
 //! * [`simulate`]: synthetic interruptions through a deployed router, each delivery accounted for;
-//! * [`fis`]: a real Spot interruption through AWS FIS, followed to the tenant queue;
-//! * [`demo`]: the whole system on the local AWS stand-ins (`local-aws`), and the scenery the
-//!   tests share: the real stacks deployed there ([`demo::sandbox`]) and the set-ups clusters run
-//!   before the router ([`demo::old_setups`]).
+//! * [`fis`]: a real Spot interruption through AWS FIS, followed to the tenant queue.
+//!
+//! The local demo and the scenery the tests share (the stacks deployed on the emulator, the
+//! set-ups clusters run before the router) are the `lab` crate: routerctl links no emulator.
 //!
 //! What it knows about AWS and the project's stacks (templates, IAM evaluation, EventBridge
 //! matching, event formats) is in the `aws-model` crate, which the stand-ins share.
 
 pub mod adopt;
 pub mod check;
-pub mod demo;
 pub mod fis;
 pub mod simulate;
 pub mod verify;

@@ -404,6 +404,9 @@ async fn main() -> Result<()> {
     ));
 
     if let Some(path) = &o.write {
+        // The dated runs kept by hand at the end of the file stay.
+        let old = std::fs::read_to_string(path).unwrap_or_default();
+        let report = e2e_tests::benchmarks::with_kept(&report, &old);
         std::fs::write(path, &report).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 pub use local_aws::{self, moto::karpenter_tags};
 
+pub mod benchmarks;
 pub mod fault_storm;
 pub mod organisation;
 pub mod policy;

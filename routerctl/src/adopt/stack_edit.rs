@@ -426,7 +426,18 @@ fn check(edited: &str, gone: &BTreeSet<&str>, expected: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::demo::old_setups::{GETTING_STARTED_TEMPLATE, RULES};
+
+    /// The stand-in of Karpenter's getting-started template the lab deploys too.
+    const GETTING_STARTED_TEMPLATE: &str =
+        include_str!("../../../tests/fixtures/karpenter-getting-started.yaml");
+    /// Its five rules' logical ids.
+    const RULES: [&str; 5] = [
+        "ScheduledChangeRule",
+        "SpotInterruptionRule",
+        "RebalanceRule",
+        "InstanceStateChangeRule",
+        "CapacityReservationInterruptionRule",
+    ];
 
     fn rules() -> Vec<String> {
         RULES.iter().map(|r| r.to_string()).collect()

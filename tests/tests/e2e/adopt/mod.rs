@@ -1,5 +1,5 @@
 //! `routerctl adopt` against clusters that run other tools' interruption set-ups, while
-//! interruptions keep coming, with AWS's hazards in ([`routerctl::demo::adoption::Estate`]): the
+//! interruptions keep coming, with AWS's hazards in ([`lab::adoption::Estate`]): the
 //! default bus applies rule changes seconds late, SQS's deletion metrics arrive minutes late and
 //! per minute, each Karpenter long-polls 20 s on its leader and hands over on a settings change.
 //!
@@ -22,11 +22,13 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use aws_model::aws::Aws;
 use aws_sdk_eventbridge::types::RuleState;
+use lab::{
+    adoption::{Estate, Move, STACK, Scene, tenant_stack},
+    old_setups::Flavour,
+};
 use local_aws::karpenter::{Behaviour, Karpenter};
 use routerctl::{
     adopt::{self, Outcome, evidence::QUIET_WINDOW, steps::State},
-    demo::adoption::{Estate, Move, STACK, Scene, tenant_stack},
-    demo::old_setups::Flavour,
     verify,
 };
 use serde_json::json;
@@ -113,7 +115,7 @@ async fn rule_states(aws: &Aws, prefix: &str) -> Result<Vec<RuleState>> {
 /// A Karpenter controller role for `cluster` (its `eks:DescribeCluster` grant names it) that may
 /// read `queues` (names; `*` as IAM reads it), in the emulator's account and region.
 async fn controller_role(aws: &Aws, role: &str, cluster: &str, queues: &[&str]) -> Result<()> {
-    routerctl::demo::sandbox::create_karpenter_role(&aws.iam, role).await?;
+    lab::sandbox::create_karpenter_role(&aws.iam, role).await?;
     let arns: Vec<String> = queues
         .iter()
         .map(|q| format!("arn:aws:sqs:us-east-1:123456789012:{q}"))

@@ -74,8 +74,8 @@ async fn a_blueprints_queue_with_the_routers_name_is_an_old_set_up_not_a_tenant(
 #[tokio::test]
 async fn shared_queues_unclaimed_set_ups_and_unreadable_rules_are_reported_and_left_alone()
 -> Result<()> {
+    use lab::{old_setups, sandbox::Sandbox};
     use local_aws::moto::{MotoServer, karpenter_tags, launch};
-    use routerctl::demo::{old_setups, sandbox::Sandbox};
 
     let moto = MotoServer::start().await?;
     let sandbox = Sandbox::deploy(&moto, STACK, &[]).await?;

@@ -16,8 +16,8 @@ use std::{path::PathBuf, process::Output, time::Duration};
 use anyhow::Result;
 use aws_model::aws::Aws;
 use e2e_tests::{World, karpenter_tags, managed_nodegroup_tags};
+use lab::sandbox::Sandbox;
 use local_aws::{esm::EventSourceMapping, function::Function, moto::env_for};
-use routerctl::demo::sandbox::Sandbox;
 
 /// The real stacks for clusters alpha and beta, three Karpenter nodes of alpha, two of beta, and
 /// a managed-node-group node of alpha that simulate must never pick (the router ignores it).
@@ -99,16 +99,25 @@ fn sorted(ids: Vec<&str>) -> Vec<String> {
 
 /// The routerctl binary of this build: next to the test executable's directory, or $ROUTERCTL_BIN.
 pub(crate) fn routerctl_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("ROUTERCTL_BIN") {
+    binary("routerctl", "ROUTERCTL_BIN")
+}
+
+/// The lab binary (`make demo`) of this build, or $LAB_BIN.
+pub(crate) fn lab_binary() -> PathBuf {
+    binary("lab", "LAB_BIN")
+}
+
+fn binary(name: &str, variable: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(variable) {
         return path.into();
     }
     let exe = std::env::current_exe().expect("test executable");
     exe.ancestors()
         .skip(1)
         .take(2)
-        .map(|dir| dir.join("routerctl"))
+        .map(|dir| dir.join(name))
         .find(|p| p.is_file())
-        .expect("routerctl not built: cargo build --workspace --bins")
+        .unwrap_or_else(|| panic!("{name} not built: cargo build --workspace --bins"))
 }
 
 /// Runs the binary against the emulator with nothing but the emulator's environment.

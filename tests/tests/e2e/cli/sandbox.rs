@@ -1,4 +1,4 @@
-//! `routerctl demo --sandbox`, as an operator runs it to try `routerctl` on the emulator (the
+//! `lab demo --sandbox`, as an operator runs it to try `routerctl` on the emulator (the
 //! operating guide's `simulate` and `verify` transcripts were captured this way): it prints the
 //! endpoint to point at, stays up, and what it deployed passes `verify` and takes `simulate`.
 
@@ -9,9 +9,9 @@ use std::{
 
 use anyhow::{Context, Result};
 
-use super::routerctl_binary;
+use super::{lab_binary, routerctl_binary};
 
-/// The running `routerctl demo --sandbox`, stopped with Ctrl-C (SIGINT) however the test ends, so
+/// The running `lab demo --sandbox`, stopped with Ctrl-C (SIGINT) however the test ends, so
 /// that its emulator never outlives the test.
 struct Kept(std::process::Child);
 
@@ -36,7 +36,7 @@ impl Drop for Kept {
 #[test]
 fn demo_sandbox_stays_up_with_stacks_that_verify_passes_and_simulate_reaches() -> Result<()> {
     let mut kept = Kept(
-        Command::new(routerctl_binary())
+        Command::new(lab_binary())
             .args(["demo", "--sandbox"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

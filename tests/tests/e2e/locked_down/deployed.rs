@@ -91,7 +91,7 @@ async fn every_queue_reports_its_stacks_key_and_every_role_the_boundary() -> Res
         ],
     )
     .await?;
-    routerctl::demo::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
+    lab::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
     let tenant = stacks::create(
         &aws.cfn,
         &stacks::tenant_stack_name(BASE, "alpha"),

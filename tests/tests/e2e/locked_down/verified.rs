@@ -8,7 +8,8 @@
 use anyhow::{Context, Result};
 use aws_model::stacks::tenant_stack_name;
 use e2e_tests::World;
-use routerctl::{demo::sandbox::Sandbox, verify};
+use lab::sandbox::Sandbox;
+use routerctl::verify;
 use serde_json::Value;
 
 const MEMBER: &str = "111111111111";

@@ -2,12 +2,14 @@
 //! made here by the same script from a stand-in binary ([`artifacts`]), deploying it with the make
 //! targets ([`deploying`]), the upgrade from the previous release's stacks while events flow
 //! ([`upgrade`]), the deployer's least-privilege policy ([`deployer`]), and the spoke as a
-//! StackSet deploys it in every member account ([`organisation`]).
+//! StackSet deploys it in every member account ([`organisation`]), and what ships linking no lab
+//! ([`shipped`]).
 
 mod artifacts;
 mod deployer;
 mod deploying;
 mod organisation;
+mod shipped;
 
 mod upgrade;
 mod version;

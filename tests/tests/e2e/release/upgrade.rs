@@ -140,7 +140,7 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     let base = stacks::create(&aws.cfn, BASE, &old_base, &parameters).await?;
-    routerctl::demo::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
+    lab::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
     let mut tenants = Vec::new();
     for cluster in CLUSTERS {
         let mut parameters = vec![("ClusterName", cluster)];

@@ -81,7 +81,7 @@ async fn deploy_queue_mode(world: &World, aws: &Clients) -> Result<(Stack, Vec<S
         &[("CodeS3Bucket", "artifacts")],
     )
     .await?;
-    routerctl::demo::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
+    lab::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
     let router_role = base.output("RouterRoleArn")?.to_owned();
     let mut tenants = Vec::new();
     for cluster in CLUSTERS {

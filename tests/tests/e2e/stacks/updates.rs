@@ -158,7 +158,7 @@ async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_message
         &[("CodeS3Bucket", "artifacts")],
     )
     .await?;
-    routerctl::demo::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
+    lab::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
     let tenant = stacks::create(
         &aws.cfn,
         &stacks::tenant_stack_name(BASE, "alpha"),

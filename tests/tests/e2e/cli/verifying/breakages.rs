@@ -427,7 +427,7 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
 
     // Karpenter's controller role lost its access to alpha's queue (its getting-started policy
     // names only the queue Karpenter created itself).
-    let karpenter = routerctl::demo::sandbox::karpenter_role_name("alpha");
+    let karpenter = lab::sandbox::karpenter_role_name("alpha");
     let attached = aws
         .iam
         .list_attached_role_policies()

@@ -4,8 +4,9 @@
 
 use anyhow::Result;
 use e2e_tests::World;
+use lab::sandbox::Sandbox;
 use local_aws::moto::env_for;
-use routerctl::{demo::sandbox::Sandbox, verify};
+use routerctl::verify;
 use serde_json::Value;
 
 use super::{assert_detail, assert_failures, assert_fix, put_role_policy, set_queue_policy};

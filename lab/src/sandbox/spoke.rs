@@ -4,12 +4,12 @@
 use anyhow::{Context, Result};
 use aws_sdk_sqs::types::QueueAttributeName;
 
-use crate::verify::{self, tenant_queue_policy};
 use aws_model::{
     aws::Aws,
     stacks::{self, Stack},
 };
 use local_aws::moto::{MotoServer, REGION, sdk_config_as};
+use routerctl::verify::{self, tenant_queue_policy};
 
 use super::{Sandbox, rewrite_role_policies_as_json};
 

@@ -1,4 +1,4 @@
-//! `routerctl demo`: the whole system on a local AWS emulator, in one command, no account needed.
+//! `lab demo` (`make demo`): the whole system on a local AWS emulator, in one command, no account needed.
 //!
 //! 1. starts moto on a free loopback port (installing it if missing);
 //! 2. deploys the real `cloudformation/base.yaml` and one `tenant.yaml` per cluster;
@@ -450,7 +450,7 @@ fn percentile(sorted: &[u64], p: usize) -> String {
 }
 
 /// The router's environment as the base stack configures the function, pointed at `proxy`.
-pub(super) async fn deployed_env(
+pub(crate) async fn deployed_env(
     lambda: &aws_sdk_lambda::Client,
     function_name: &str,
     proxy: &AwsProxy,

@@ -11,8 +11,8 @@ use aws_model::stacks;
 use local_aws::moto::{ACCOUNT, REGION};
 
 use super::{Estate, Move, STACK};
-use crate::adopt::{self, Outcome as Adopted, steps::State};
-use crate::demo::old_setups::Flavour;
+use crate::old_setups::Flavour;
+use routerctl::adopt::{self, Outcome as Adopted, steps::State};
 
 impl Estate {
     /// One move further for `cluster`: what the operator does where adopt's plan hands them the

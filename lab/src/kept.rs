@@ -1,4 +1,4 @@
-//! `routerctl demo --sandbox`: the stacks deployed into the emulator as AWS would have them (the
+//! `lab demo --sandbox`: the stacks deployed into the emulator as AWS would have them (the
 //! [`Sandbox`] the `verify`, `simulate` and `fis` tests run on: base.yaml and a
 //! tenant stack per cluster, completed where moto skips parts), with Karpenter's nodes running,
 //! left up for an operator to try `routerctl` against. Nothing routes here: the router is not

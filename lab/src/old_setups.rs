@@ -107,7 +107,7 @@ struct Spec<'a> {
 
 /// The stand-in of Karpenter's getting-started template (its interruption half).
 pub const GETTING_STARTED_TEMPLATE: &str =
-    include_str!("../../fixtures/karpenter-getting-started.yaml");
+    include_str!("../../tests/fixtures/karpenter-getting-started.yaml");
 
 /// The getting-started stack of `cluster`, as Karpenter's guide names it.
 pub fn getting_started_stack(cluster: &str) -> String {
@@ -136,8 +136,8 @@ async fn getting_started(aws: &Aws, cluster: &str) -> Result<Made> {
     // moto skips AWS::SQS::QueuePolicy: set the template's document through SQS.
     let queue = cluster.to_owned();
     set_policy(aws, &queue, true).await?;
-    let role = crate::demo::sandbox::karpenter_role_name(cluster);
-    crate::demo::sandbox::create_karpenter_role(&aws.iam, &role).await?;
+    let role = crate::sandbox::karpenter_role_name(cluster);
+    crate::sandbox::create_karpenter_role(&aws.iam, &role).await?;
     let account = account(aws).await?;
     for policy in ["EKSIntegrationPolicy", "InterruptionPolicy"] {
         let arn = format!("arn:aws:iam::{account}:policy/KarpenterController{policy}-{cluster}");
@@ -220,7 +220,7 @@ async fn made_through_apis(
             .with_context(|| format!("PutTargets {rule}"))?;
     }
     let role = spec.role;
-    crate::demo::sandbox::create_karpenter_role(&aws.iam, &role).await?;
+    crate::sandbox::create_karpenter_role(&aws.iam, &role).await?;
     let account = aws_model::aws::arn_account(&arn).unwrap_or_default();
     let region = &aws.region;
     let policy = json!({"Version": "2012-10-17", "Statement": [

@@ -1,9 +1,9 @@
-//! `routerctl demo --adopt`: clusters that run Karpenter with their own interruption set-ups moved
+//! `lab demo --adopt`: clusters that run Karpenter with their own interruption set-ups moved
 //! onto the router by `routerctl adopt` while interruptions keep coming, on the local emulator,
 //! with AWS's timing kept in.
 //!
 //! [`Estate`] is the scene, shared with adopt's end-to-end tests: the real base stack; clusters
-//! with the set-ups of [`crate::demo::old_setups`] ([`Scene::demo`]: `alpha` with Karpenter's
+//! with the set-ups of [`crate::old_setups`] ([`Scene::demo`]: `alpha` with Karpenter's
 //! getting-started stack, `beta` with terraform-aws-eks's karpenter module, `gamma` made by hand,
 //! `delta` with nodes and no set-up); each set-up cluster's Karpenter reading its old queue
 //! ([`local_aws::karpenter`]: 20-s long polls, a leader handover, deletion metrics minutes
@@ -43,7 +43,8 @@ use local_aws::{
 };
 
 use super::old_setups::{self, Flavour};
-use crate::{adopt, demo::sandbox::Sandbox};
+use crate::sandbox::Sandbox;
+use routerctl::adopt;
 
 mod moves;
 mod stream;

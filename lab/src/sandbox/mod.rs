@@ -8,8 +8,8 @@
 //! `!If` drops left in as `None`).
 //! [`Sandbox::deploy`] (and [`Sandbox::deploy_hub`], [`Sandbox::deploy_spoke`]) put each back
 //! through the service's own API, with the document the template defines (resolved for this
-//! stack: [`crate::verify::events_queue_policy`], [`crate::verify::tenant_queue_policy`],
-//! [`crate::verify::hub_bus_policy`], the LateForwardsAlarm), so `verify` reads what AWS would
+//! stack: [`routerctl::verify::events_queue_policy`], [`routerctl::verify::tenant_queue_policy`],
+//! [`routerctl::verify::hub_bus_policy`], the LateForwardsAlarm), so `verify` reads what AWS would
 //! return.
 
 mod fis;
@@ -21,14 +21,14 @@ use anyhow::{Context, Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::Value;
 
-use crate::verify::{
-    ALARMS, HUB_RULES, Monitored, RULES, events_queue_policy, hub_bus_policy, tenant_queue_policy,
-};
 use aws_model::{
     aws::Aws,
     stacks::{self, Stack},
 };
 use local_aws::moto::{ACCOUNT, MotoServer, REGION, sdk_config_for};
+use routerctl::verify::{
+    ALARMS, HUB_RULES, Monitored, RULES, events_queue_policy, hub_bus_policy, tenant_queue_policy,
+};
 
 pub use self::spoke::Spoke;
 

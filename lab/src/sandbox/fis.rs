@@ -172,7 +172,7 @@ impl Sandbox {
         experiment_id: &str,
         instances: &[String],
     ) -> Result<()> {
-        let template = crate::fis::describe_template(&self.aws, template_id).await?;
+        let template = routerctl::fis::describe_template(&self.aws, template_id).await?;
         let group = template
             .log_group
             .with_context(|| format!("template {template_id} logs to no CloudWatch log group"))?;

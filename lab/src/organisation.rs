@@ -1,4 +1,4 @@
-//! `routerctl demo --accounts N --regions M`: one hub serving an organisation, on the emulator.
+//! `lab demo --accounts N --regions M`: one hub serving an organisation, on the emulator.
 //!
 //! 1. deploys `base.yaml` in the hub account with its central bus, serving the member accounts;
 //! 2. in every member account and region, deploys `spoke.yaml` (its rules forward to the hub
