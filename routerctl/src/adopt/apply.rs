@@ -14,6 +14,8 @@ use anyhow::{Context, Result, bail};
 use aws_sdk_eventbridge::types::RuleState;
 use aws_sdk_sqs::types::QueueAttributeName;
 
+use crate::verify::queues::Queue;
+
 use super::{
     Options,
     discover::{Landscape, RETIRED_TAG, ROLLBACK_TAG},
@@ -125,23 +127,8 @@ pub async fn perform(
         Change::StartRound { node } => {
             let view = &land.clusters[cluster];
             let tenant = view.tenant.as_ref().context("no tenant queue")?;
-            let function = land.base.output("FunctionName").with_context(|| {
-                format!("base stack {} has no FunctionName output", land.base.name)
-            })?;
-            let old: Vec<_> = view.setups.iter().map(|i| &land.setups[*i].queue).collect();
-            evidence::start(
-                aws,
-                &Start {
-                    cluster,
-                    account: &land.account,
-                    region: &land.region,
-                    function,
-                    node,
-                    tenant,
-                    old: &old,
-                },
-            )
-            .await
+            let old = old_queues(land, cluster);
+            evidence::start(aws, &round_site(land, cluster, node, tenant, &old)?).await
         }
         Change::ReadRound => bail!("the round is read by adopt::run, which then makes step 5"),
         Change::DisableRules(rules) => {
@@ -231,28 +218,49 @@ pub async fn read_round(aws: &Aws, land: &Landscape, cluster: &str) -> Result<Re
     let (Some(tenant), Some(round)) = (&view.tenant, &view.round) else {
         bail!("{cluster} has no round of evidence under way");
     };
-    let old: Vec<_> = view.setups.iter().map(|i| &land.setups[*i].queue).collect();
+    let old = old_queues(land, cluster);
     let others: Vec<Vec<String>> = old
         .iter()
         .map(|q| moving::other_readers(land, cluster, q))
         .collect();
+    let node = view.nodes.first().with_context(|| {
+        format!("no running node of {cluster} for a closing probe to name: adopt needs one")
+    })?;
+    let site = round_site(land, cluster, node, tenant, &old)?;
+    evidence::read(aws, &site, round, &others).await
+}
+
+/// The old queues of `cluster`'s set-ups.
+fn old_queues<'a>(land: &'a Landscape, cluster: &str) -> Vec<&'a Queue> {
+    land.clusters[cluster]
+        .setups
+        .iter()
+        .map(|i| &land.setups[*i].queue)
+        .collect()
+}
+
+/// Where a round's probes go and its sentinels are: the router function, the tenant queue, the
+/// old queues.
+fn round_site<'a>(
+    land: &'a Landscape,
+    cluster: &'a str,
+    node: &'a str,
+    tenant: &'a Queue,
+    old: &'a [&'a Queue],
+) -> Result<Start<'a>> {
     let function = land
         .base
         .output("FunctionName")
         .with_context(|| format!("base stack {} has no FunctionName output", land.base.name))?;
-    let node = view.nodes.first().with_context(|| {
-        format!("no running node of {cluster} for a closing probe to name: adopt needs one")
-    })?;
-    let start = Start {
+    Ok(Start {
         cluster,
         account: &land.account,
         region: &land.region,
         function,
         node,
         tenant,
-        old: &old,
-    };
-    evidence::read(aws, &start, round, &others).await
+        old,
+    })
 }
 
 /// What `--rollback` did.

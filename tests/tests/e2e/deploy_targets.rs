@@ -183,6 +183,17 @@ fn run_snippet(snippet: &str, list: Option<&str>, manifest: &str) -> (bool, Stri
     )
 }
 
+/// The `--parameter-overrides` of a recorded `cloudformation deploy`, by key.
+fn overrides(args: &[String]) -> BTreeMap<String, String> {
+    args.iter()
+        .skip_while(|a| *a != "--parameter-overrides")
+        .skip(1)
+        .take_while(|a| !a.starts_with("--"))
+        .filter_map(|a| a.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
 pub(crate) fn has(args: &[String], pair: &str) -> bool {
     args.iter().any(|a| a == pair)
 }
@@ -663,13 +674,7 @@ fn a_tenant_takes_the_base_stacks_key_topic_and_router_name_as_adopt_does() {
     ]);
     assert!(ok, "{out}");
     let (_, args) = cli.deploys().pop().unwrap();
-    let made: BTreeMap<String, String> = args
-        .iter()
-        .skip_while(|a| *a != "--parameter-overrides")
-        .skip(1)
-        .filter_map(|a| a.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
+    let made = overrides(&args);
     let adopt: BTreeMap<String, String> =
         tenant_parameters(&base, "alpha", "KarpenterControllerRole-alpha")
             .into_iter()
@@ -690,13 +695,7 @@ fn a_tenant_takes_the_base_stacks_key_topic_and_router_name_as_adopt_does() {
     assert!(ok, "{out}");
     let (stack, args) = cli.deploys().pop().unwrap();
     assert_eq!(stack.len(), "interruption-router-tenant-".len() + 100);
-    let made: BTreeMap<String, String> = args
-        .iter()
-        .skip_while(|a| *a != "--parameter-overrides")
-        .skip(1)
-        .filter_map(|a| a.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
+    let made = overrides(&args);
     let adopt: BTreeMap<String, String> = tenant_parameters(&base, &long, "").into_iter().collect();
     assert_eq!(made, adopt, "make deploy-tenant and routerctl adopt differ");
     let router = interruption_router::config::QueueNameTemplate::parse("karpenter-{cluster}")

@@ -40,17 +40,22 @@ async fn fill(estate: &Estate, queue: &str) -> Result<usize> {
     Ok(count)
 }
 
-#[tokio::test]
-async fn a_backlog_too_big_to_search_ends_the_round_on_a_closing_probe() -> Result<()> {
+/// alpha's Karpenter moved by the helm command, and then its old queue filled (nobody reads it
+/// any more) before the round's sentinel goes in.
+async fn after_the_helm_command_a_full_old_queue() -> Result<Estate> {
     let mut estate =
         Estate::start(None, scene(&[("alpha", Some(Flavour::GettingStarted))])).await?;
-    // The helm command run: from then on nobody reads the old queue, and it fills before the
-    // round's sentinel goes in.
     walk(&mut estate, "alpha", |m| {
         matches!(m, Move::Operator { step: 3, .. })
     })
     .await?;
     fill(&estate, "alpha").await?;
+    Ok(estate)
+}
+
+#[tokio::test]
+async fn a_backlog_too_big_to_search_ends_the_round_on_a_closing_probe() -> Result<()> {
+    let mut estate = after_the_helm_command_a_full_old_queue().await?;
     let moves = walk(&mut estate, "alpha", |m| {
         matches!(m, Move::Applied { step: 5, .. })
     })
@@ -85,13 +90,7 @@ async fn a_backlog_too_big_to_search_ends_the_round_on_a_closing_probe() -> Resu
 
 #[tokio::test]
 async fn a_closing_probe_nobody_takes_leaves_the_old_rules_on() -> Result<()> {
-    let mut estate =
-        Estate::start(None, scene(&[("alpha", Some(Flavour::GettingStarted))])).await?;
-    walk(&mut estate, "alpha", |m| {
-        matches!(m, Move::Operator { step: 3, .. })
-    })
-    .await?;
-    fill(&estate, "alpha").await?;
+    let mut estate = after_the_helm_command_a_full_old_queue().await?;
     let started = walk(&mut estate, "alpha", |m| {
         matches!(m, Move::Applied { step: 3, .. })
     })
