@@ -47,6 +47,15 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
         ("base.yaml", "defaults", base()),
         (
             "base.yaml",
+            "tuned lookups",
+            base()
+                .parameter("SweepIntervalSeconds", "0")
+                .parameter("LookupHedgeDelayMs", "off")
+                .parameter("Ec2SuspectAfterFailures", "3")
+                .parameter("Ec2SuspectSeconds", "60"),
+        ),
+        (
+            "base.yaml",
             "alarm topic, a build of one's own",
             base()
                 .parameter(
@@ -100,6 +109,16 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
             "tenant.yaml",
             "importing a named stack's exports",
             tenant().parameter("BaseStackName", BASE),
+        ),
+        (
+            "tenant.yaml",
+            "a cluster name too long for its queue name",
+            tenant()
+                .parameter("ClusterName", &"a".repeat(100))
+                .parameter(
+                    "QueueName",
+                    &format!("karpenter-{}-28165978", "a".repeat(61)),
+                ),
         ),
         (
             "tenant.yaml",
