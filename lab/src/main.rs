@@ -103,12 +103,5 @@ async fn main() -> ExitCode {
             lab::run(options).await.map(|report| report.passed())
         }
     };
-    match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
-        }
-    }
+    routerctl::exit_code(result)
 }

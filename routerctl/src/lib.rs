@@ -18,3 +18,16 @@ pub mod check;
 pub mod fis;
 pub mod simulate;
 pub mod verify;
+
+/// The exit status routerctl and the lab end with: 0 when all is well, 1 when a check or verdict
+/// failed, 2 when the command could not run (its error printed).
+pub fn exit_code(result: anyhow::Result<bool>) -> std::process::ExitCode {
+    match result {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

@@ -338,12 +338,5 @@ async fn main() -> ExitCode {
             }
         }
     };
-    match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
-        }
-    }
+    routerctl::exit_code(result)
 }

@@ -3,8 +3,6 @@
 //! characters, [`aws_model::stacks::tenant_parameters`]), and the deployed router derives the same
 //! name and delivers there.
 
-use std::time::Duration;
-
 use anyhow::{Context, Result};
 use aws_model::{
     events::Origin,
@@ -13,24 +11,17 @@ use aws_model::{
 use e2e_tests::{World, karpenter_tags};
 use interruption_router::config::QueueNameTemplate;
 use local_aws::{
-    esm::{EventSourceMapping, Stop},
+    esm::EventSourceMapping,
     moto::{ACCOUNT, REGION},
 };
 
-use super::{BASE, Clients, upload_code};
+use super::{BASE, Clients, deploy_base, publish_and_drain};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_name_of_100_characters_gets_its_queue_and_its_events() -> Result<()> {
     let world = World::start().await?;
     let aws = Clients::of(&world).await;
-    upload_code(&world).await?;
-    let base = stacks::create(
-        &aws.cfn,
-        BASE,
-        stacks::BASE_TEMPLATE,
-        &[("CodeS3Bucket", "artifacts")],
-    )
-    .await?;
+    let base = deploy_base(&world, &aws, stacks::BASE_TEMPLATE).await?;
     let cluster = "platform-prod-eu-west-1-payments-and-ledger-".repeat(3)[..100].to_owned();
     assert_eq!(cluster.len(), 100);
 
@@ -64,24 +55,7 @@ async fn a_cluster_name_of_100_characters_gets_its_queue_and_its_events() -> Res
         region: REGION.into(),
     };
     let warning = origin.spot_warning(&node, "spot-long-name");
-    let out = aws
-        .events
-        .put_events()
-        .entries(warning.put_events_entry())
-        .send()
-        .await?;
-    assert_eq!(out.failed_entry_count(), 0, "{out:?}");
-    let drained = esm
-        .drain(
-            &world.sqs,
-            &router,
-            Stop {
-                handled: None,
-                idle: Duration::from_secs(3),
-            },
-            |_| {},
-        )
-        .await?;
+    let drained = publish_and_drain(&world, &aws, &esm, &router, &[&warning]).await?;
     assert_eq!(drained.handled, 1);
     let url = world.queue_url(&queue).await?;
     let received = world.drain(&url).await?;

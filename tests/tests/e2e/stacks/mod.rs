@@ -13,11 +13,20 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
-use aws_model::stacks::{self, BASE_TEMPLATE, Stack, TENANT_TEMPLATE};
+use std::time::Duration;
+
+use aws_model::{
+    events::Synthetic,
+    stacks::{self, BASE_TEMPLATE, Stack, TENANT_TEMPLATE},
+};
 use aws_sdk_sqs::types::QueueAttributeName;
 use e2e_tests::World;
 use interruption_router::event::Kind;
 use local_aws::moto::{ACCOUNT, REGION};
+use local_aws::{
+    esm::{Drained, EventSourceMapping, Stop},
+    function::Function,
+};
 use serde_json::{Value, json};
 
 mod created;
@@ -69,18 +78,47 @@ async fn upload_code(world: &World) -> Result<()> {
     Ok(())
 }
 
+/// The base stack from `template` (today's, or a previous release's), its code uploaded first.
+async fn deploy_base(world: &World, aws: &Clients, template: &str) -> Result<Stack> {
+    upload_code(world).await?;
+    stacks::create(&aws.cfn, BASE, template, &[("CodeS3Bucket", "artifacts")]).await
+}
+
+/// Publishes `events` through EventBridge (moto delivers to the rules' targets inside PutEvents)
+/// and has `router` take what reached the ingest queue until it has been idle for 3 s.
+async fn publish_and_drain(
+    world: &World,
+    aws: &Clients,
+    esm: &EventSourceMapping,
+    router: &Function,
+    events: &[&Synthetic],
+) -> Result<Drained> {
+    for chunk in events.chunks(10) {
+        let out = aws
+            .events
+            .put_events()
+            .set_entries(Some(chunk.iter().map(|e| e.put_events_entry()).collect()))
+            .send()
+            .await?;
+        assert_eq!(out.failed_entry_count(), 0, "{out:?}");
+    }
+    esm.drain(
+        &world.sqs,
+        router,
+        Stop {
+            handled: None,
+            idle: Duration::from_secs(3),
+        },
+        |_| {},
+    )
+    .await
+}
+
 /// The base stack in Queue mode and one tenant stack per cluster, as `make deploy-base` and
 /// `make deploy-tenant` deploy them: alpha and beta import the role and prefix from the base
 /// stack (beta also grants its Karpenter role), gamma passes both explicitly.
 async fn deploy_queue_mode(world: &World, aws: &Clients) -> Result<(Stack, Vec<Stack>)> {
-    upload_code(world).await?;
-    let base = stacks::create(
-        &aws.cfn,
-        BASE,
-        BASE_TEMPLATE,
-        &[("CodeS3Bucket", "artifacts")],
-    )
-    .await?;
+    let base = deploy_base(world, aws, BASE_TEMPLATE).await?;
     lab::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
     let router_role = base.output("RouterRoleArn")?.to_owned();
     let mut tenants = Vec::new();

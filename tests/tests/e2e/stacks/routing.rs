@@ -2,18 +2,18 @@
 //! events published through EventBridge into the queues the tenant stacks made, a Health event
 //! cut into one copy per cluster.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::collections::BTreeMap;
 
 use anyhow::Result;
 use aws_model::events::{Origin, Synthetic};
 use e2e_tests::{World, karpenter_tags, managed_nodegroup_tags};
 use local_aws::{
-    esm::{EventSourceMapping, Stop},
+    esm::EventSourceMapping,
     moto::{ACCOUNT, REGION},
 };
 use serde_json::{Value, json};
 
-use super::{BASE, CLUSTERS, Clients, deploy_queue_mode};
+use super::{BASE, CLUSTERS, Clients, deploy_queue_mode, publish_and_drain};
 
 /// The ingest body of the Health event, cut down to what `cluster`'s copy must be: its own
 /// instances in `affectedEntities` and `resources`, everything else as it arrived.
@@ -93,28 +93,8 @@ async fn the_deployed_router_routes_eventbridge_events_into_the_tenant_queues() 
         .chain(&ignored)
         .chain(&filtered)
         .collect();
-    for chunk in all.chunks(10) {
-        let out = aws
-            .events
-            .put_events()
-            .set_entries(Some(chunk.iter().map(|e| e.put_events_entry()).collect()))
-            .send()
-            .await?;
-        assert_eq!(out.failed_entry_count(), 0, "{out:?}");
-    }
-
     // moto delivers to the rule targets inside PutEvents: everything is queued by now.
-    let drained = esm
-        .drain(
-            &world.sqs,
-            &router,
-            Stop {
-                handled: None,
-                idle: Duration::from_secs(3),
-            },
-            |_| {},
-        )
-        .await?;
+    let drained = publish_and_drain(&world, &aws, &esm, &router, &all).await?;
     let reached = routed.len() + 1 + ignored.len();
     assert_eq!(
         drained.records, reached as u64,

@@ -16,8 +16,8 @@ use e2e_tests::{World, karpenter_tags};
 use local_aws::moto::{ACCOUNT, REGION};
 
 use super::{
-    BASE, Clients, KARPENTER_ROLE, assert_no_inline_policy, attached_policy, expected_patterns,
-    rules, upload_code,
+    BASE, Clients, KARPENTER_ROLE, assert_no_inline_policy, attached_policy, deploy_base,
+    expected_patterns, rules,
 };
 
 /// The stage of each deployment the update tests start from.
@@ -150,14 +150,7 @@ fn updating_deployed_stacks_to_these_templates_replaces_and_deletes_nothing() ->
 async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_messages() -> Result<()> {
     let world = World::start().await?;
     let aws = Clients::of(&world).await;
-    upload_code(&world).await?;
-    let base = stacks::create(
-        &aws.cfn,
-        BASE,
-        &e2e_tests::previous_template("base.yaml"),
-        &[("CodeS3Bucket", "artifacts")],
-    )
-    .await?;
+    let base = deploy_base(&world, &aws, &e2e_tests::previous_template("base.yaml")).await?;
     lab::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
     let tenant = stacks::create(
         &aws.cfn,
