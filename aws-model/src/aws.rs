@@ -96,24 +96,6 @@ impl Aws {
         ))
     }
 
-    /// Clients acting in `account`: the caller's own if it is already in that account, else
-    /// through `role` there (AssumeRole from the caller's credentials), in `region` if given.
-    pub async fn load_in_account(
-        region: Option<String>,
-        account: &str,
-        role: &str,
-    ) -> Result<Self> {
-        let aws = Self::load(region).await?;
-        let (caller, caller_arn) = aws.caller().await?;
-        if caller == account {
-            return Ok(aws);
-        }
-        let arn = role_in_account(&caller_arn, account, role);
-        aws.assume_role(&arn, "routerctl").await.with_context(|| {
-            format!("the role must trust the caller; or run with credentials of account {account}")
-        })
-    }
-
     pub fn new(config: &aws_config::SdkConfig) -> Result<Self> {
         let Some(region) = config.region() else {
             bail!(
@@ -222,45 +204,4 @@ pub fn arn_name_after_slash(arn: &str) -> &str {
 /// The account field of an ARN, if it has one.
 pub fn arn_account(arn: &str) -> Option<&str> {
     arn.split(':').nth(4).filter(|a| !a.is_empty())
-}
-
-/// `role` in `account`, in the partition of `caller_arn` (the caller's own ARN, as
-/// GetCallerIdentity answers it): a role of an aws-cn or aws-us-gov account is not an `arn:aws:`
-/// ARN.
-pub fn role_in_account(caller_arn: &str, account: &str, role: &str) -> String {
-    let partition = caller_arn
-        .split(':')
-        .nth(1)
-        .filter(|p| p.starts_with("aws"))
-        .unwrap_or("aws");
-    format!("arn:{partition}:iam::{account}:role/{role}")
-}
-
-#[cfg(test)]
-mod partition_tests {
-    use super::role_in_account;
-
-    #[test]
-    fn a_role_is_named_in_the_callers_partition() {
-        assert_eq!(
-            role_in_account(
-                "arn:aws-cn:iam::111111111111:user/ops",
-                "222222222222",
-                "interruption-router-spoke"
-            ),
-            "arn:aws-cn:iam::222222222222:role/interruption-router-spoke"
-        );
-        assert_eq!(
-            role_in_account(
-                "arn:aws-us-gov:sts::111111111111:assumed-role/ops/me",
-                "222222222222",
-                "r"
-            ),
-            "arn:aws-us-gov:iam::222222222222:role/r"
-        );
-        assert_eq!(
-            role_in_account("arn:aws:iam::1:user/x", "2", "r"),
-            "arn:aws:iam::2:role/r"
-        );
-    }
 }

@@ -54,13 +54,13 @@ enum Command {
         #[arg(long)]
         region: Option<String>,
         /// The cluster's account, when it is a member account of a hub: its instances are
-        /// picked there (through --spoke-role unless the caller is in that account) and the
-        /// events carry it.
+        /// picked there, with your credentials if they are in that account, else with --profile
+        /// (the spoke role trusts only the hub's router role), and the events carry it.
         #[arg(long, value_name = "ACCOUNT_ID")]
         account: Option<String>,
-        /// The role assumed in --account.
-        #[arg(long, default_value = "interruption-router-spoke")]
-        spoke_role: String,
+        /// A profile with credentials of --account (ec2:DescribeInstances is enough).
+        #[arg(long, requires = "account")]
+        profile: Option<String>,
         /// The region of --to, when the hub is not in the cluster's region.
         #[arg(long)]
         hub_region: Option<String>,
@@ -198,7 +198,7 @@ async fn main() -> ExitCode {
             managed_tag,
             region,
             account,
-            spoke_role,
+            profile,
             hub_region,
         } => {
             let options = simulate::Options {
@@ -213,11 +213,13 @@ async fn main() -> ExitCode {
             };
             // The cluster's account and region pick the instances; the hub's clients send.
             let run = async {
+                let caller = Aws::load(region.clone()).await?;
                 let site = match &account {
                     Some(account) => {
-                        Aws::load_in_account(region.clone(), account, &spoke_role).await?
+                        let region = caller.region.clone();
+                        simulate::load_site(&caller, &region, account, profile.as_deref()).await?
                     }
-                    None => Aws::load(region.clone()).await?,
+                    None => caller,
                 };
                 let hub = match (&account, hub_region) {
                     (None, None) => site.clone(),

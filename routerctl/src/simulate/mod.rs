@@ -22,6 +22,10 @@ use aws_model::{
     events::{Origin, Synthetic},
 };
 
+mod site;
+
+pub use site::{Site, load_site, site};
+
 /// What to send, per selected instance (`health` sends one event naming all of them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SimKind {
