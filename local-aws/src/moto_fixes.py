@@ -42,6 +42,16 @@ AWS does. Each fix says what AWS does and where moto differs.
   starts its scan again, one expired message a pass: a queue that holds a few hundred of them
   answers an empty receive for its whole wait while a fresh message sits behind them (adopt's
   sentinel read as taken). Deleted here before each receive, as SQS deletes them.
+* A CommaDelimitedList parameter left at its default (tenant.yaml's EventKinds). CloudFormation
+  splits the default as it splits a given value (CloudFormation User Guide, Parameters:
+  CommaDelimitedList); moto splits only given values, so `!Join` of a defaulted list fails the
+  stack, and DescribeStacks gives any list parameter as a Python list (`['a', 'b']`), which an
+  update that keeps its previous value passes back as one item. Split here, and described as
+  CloudFormation describes it (`a,b`).
+* AWS::SQS::Queue's Tags changed by a stack update (tenant.yaml's kinds tag). CloudFormation
+  updates them in place ("Update requires: No interruption", AWS::SQS::Queue Tags); moto's
+  update applies only VisibilityTimeout and ReceiveMessageWaitTimeSeconds, so the queue keeps its
+  old tags. Applied here (set; no template of the project drops a tag it once set).
 """
 
 import json
@@ -281,3 +291,66 @@ def _expired_messages_deleted(backend):
 
 if _sqs is not None:
     _expired_messages_deleted(_sqs.SQSBackend)
+
+
+def _list_defaults_split(resource_map):
+    """Has moto's CloudFormation split a list parameter's default, as it splits a given value."""
+    load = resource_map.load_parameters
+
+    def load_parameters(self):
+        load(self)
+        for name, slot in self._template.get("Parameters", {}).items():
+            kind = slot.get("Type", "String")
+            value = self.resolved_parameters.get(name)
+            if (kind == "CommaDelimitedList" or kind.startswith("List<")) and isinstance(value, str):
+                self.resolved_parameters[name] = value.split(",")
+                self._parsed_resources[name] = self.resolved_parameters[name]
+
+    resource_map.load_parameters = load_parameters
+
+
+def _list_parameters_described(stack):
+    """Has DescribeStacks give a list parameter as CloudFormation does: its values joined by ','."""
+    listed = stack.parameter_list.fget
+
+    def parameter_list(self):
+        return [
+            dict(p, ParameterValue=",".join(map(str, p["ParameterValue"])))
+            if isinstance(p["ParameterValue"], list)
+            else p
+            for p in listed(self)
+        ]
+
+    stack.parameter_list = property(parameter_list)
+
+
+if _cfn is not None:
+    _list_defaults_split(_cfn.ResourceMap)
+    from moto.cloudformation import models as _cfn_models
+
+    _list_parameters_described(_cfn_models.Stack)
+
+
+def _queue_tags_updated(model):
+    """Has moto's CloudFormation apply a queue's Tags on a stack update, in place."""
+    update = model.update_from_cloudformation_json.__func__
+
+    # moto's CloudFormation passes these by name.
+    def update_tagged(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+        queue = update(
+            cls,
+            original_resource=original_resource,
+            new_resource_name=new_resource_name,
+            cloudformation_json=cloudformation_json,
+            account_id=account_id,
+            region_name=region_name,
+        )
+        listed = (cloudformation_json.get("Properties") or {}).get("Tags") or []
+        queue.tags.update({t["Key"]: str(t["Value"]) for t in listed})
+        return queue
+
+    model.update_from_cloudformation_json = classmethod(update_tagged)
+
+
+if _sqs is not None:
+    _queue_tags_updated(_sqs.Queue)

@@ -40,6 +40,7 @@ fn route(bodies: &[&str], clusters: usize) -> usize {
                 },
                 body,
                 attributes: Vec::new(),
+                kind: Some(i.kind),
             });
         }
     }

@@ -59,6 +59,9 @@ pub struct InvocationMetrics {
     pub deliveries: Vec<Delivered>,
     /// Copies not sent because their cluster has no tenant queue, per cluster label.
     pub no_tenant_queue: BTreeMap<String, u64>,
+    /// Copies not sent because their cluster declined the event's kind, per (cluster label,
+    /// kind label).
+    pub declined: BTreeMap<(String, &'static str), u64>,
     /// Forwarded messages older than [`LATE_AFTER_MS`].
     pub late_forwards: u64,
     /// Records not forwarded, per reason.
@@ -124,6 +127,7 @@ impl InvocationMetrics {
             count("AccountUnreachable", self.account_unreachable),
             count("AccessDenied", self.access_denied),
             count("NoTenantQueue", self.no_tenant_queue.values().sum()),
+            count("Declined", self.declined.values().sum()),
             count("CacheHits", self.cache_hits),
             count("CacheMisses", self.cache_misses),
             count("StaleAnswers", self.stale_answers),
@@ -166,6 +170,11 @@ impl InvocationMetrics {
             self.no_tenant_queue
                 .iter()
                 .map(|(c, n)| (format!("NoTenantQueue.{c}"), Value::from(*n), "Count")),
+        );
+        values.extend(
+            self.declined
+                .iter()
+                .map(|((c, k), n)| (format!("Declined.{c}.{k}"), Value::from(*n), "Count")),
         );
         values.extend(
             self.ignored
@@ -340,7 +349,7 @@ mod tests {
             .iter()
             .map(|d| d["Metrics"].as_array().unwrap().len())
             .sum();
-        assert_eq!(declared, 26 + 250);
+        assert_eq!(declared, 27 + 250);
     }
 
     #[test]
@@ -356,6 +365,7 @@ mod tests {
                 })
                 .collect(),
             no_tenant_queue: [("delta".to_owned(), 3)].into(),
+            declined: [(("beta".to_owned(), "scheduled-change"), 2)].into(),
             ..Default::default()
         };
         let docs: Vec<Value> = m
@@ -372,6 +382,8 @@ mod tests {
         assert_eq!(docs[0]["NoTenantQueue"], 3);
         assert_eq!(docs[0]["NoTenantQueue.delta"], 3);
         assert!(docs[1].get("NoTenantQueue").is_none());
+        assert_eq!(docs[0]["Declined"], 2);
+        assert_eq!(docs[0]["Declined.beta.scheduled-change"], 2);
     }
 
     #[test]

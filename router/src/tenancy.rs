@@ -11,6 +11,10 @@
 //!   start: a policy that admits exactly one sender, the router, and denies every other
 //!   ([`admits_only`], one GetQueueAttributes). So upgrading only the base stack silences none.
 //!
+//! The same tags carry what the cluster takes: [`KINDS_TAG`] lists the event kinds its tenant
+//! stack chose ([`kinds_by_tag`]); a queue without it (a tenant queue from before the choice
+//! existed) takes all five.
+//!
 //! Anything else with the name is [`Ownership::Foreign`]: its cluster counts as not onboarded
 //! (its own set-up still delivers to it), which `routerctl verify` and `adopt` explain.
 //!
@@ -23,8 +27,14 @@
 
 use serde_json::Value;
 
+use crate::event::Kinds;
+
 /// The tag tenant.yaml puts on its queue; the value is the cluster's name.
 pub const TENANT_TAG: &str = "interruption-router:tenant";
+
+/// The tag tenant.yaml puts on its queue naming the event kinds the cluster takes
+/// ([`Kinds`]' labels, space-separated: a tag value cannot hold a comma).
+pub const KINDS_TAG: &str = "interruption-router:kinds";
 
 /// Where tenant records live (an SSM parameter path): IAM grants the router `ssm:GetParameter`
 /// under it only.
@@ -70,6 +80,23 @@ pub fn by_tag<'a>(
             "it is tagged {TENANT_TAG}={value}, another cluster's queue"
         ))
     })
+}
+
+/// The kinds a tenant queue's tags say its cluster takes: all of them without [`KINDS_TAG`].
+/// `Err` (all of them, and why) when the tag names no kind or one the router does not know: a
+/// hand-edited tag costs the cluster nothing it would have had.
+pub fn kinds_by_tag<'a>(
+    tags: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<Kinds, (Kinds, String)> {
+    match tags.into_iter().find(|(k, _)| *k == KINDS_TAG) {
+        None => Ok(Kinds::ALL),
+        Some((_, value)) => Kinds::parse(value).map_err(|why| {
+            (
+                Kinds::ALL,
+                format!("its {KINDS_TAG} tag {value:?} is not a list of kinds ({why})"),
+            )
+        }),
+    }
 }
 
 /// Judges a queue with no tenant tag by its policy (`None`: it has none).
@@ -178,6 +205,25 @@ mod tests {
         let other = by_tag([(TENANT_TAG, "beta")], "alpha").unwrap();
         assert!(!other.is_routers(), "{other:?}");
         assert_eq!(by_tag([("ClusterName", "alpha")], "alpha"), None);
+    }
+
+    #[test]
+    fn the_kinds_tag_says_what_the_cluster_takes_and_its_absence_all() {
+        use crate::event::Kind;
+        let chosen = kinds_by_tag([
+            (TENANT_TAG, "alpha"),
+            (KINDS_TAG, "spot-interruption state-change"),
+        ])
+        .unwrap();
+        assert!(chosen.contains(Kind::SpotInterruption) && chosen.contains(Kind::StateChange));
+        assert!(!chosen.contains(Kind::ScheduledChange));
+        assert!(!chosen.contains(Kind::RebalanceRecommendation));
+        assert_eq!(kinds_by_tag([(TENANT_TAG, "alpha")]), Ok(Kinds::ALL));
+        for broken in ["", "spot"] {
+            let (kinds, why) = kinds_by_tag([(KINDS_TAG, broken)]).unwrap_err();
+            assert_eq!(kinds, Kinds::ALL, "nothing is lost to a broken tag");
+            assert!(why.contains(KINDS_TAG), "{why}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! that lists only that cluster's instances, so no tenant ever sees another tenant's instance ids.
 
 mod health;
+mod kinds;
 mod time;
 
 use std::{borrow::Cow, collections::HashSet, fmt, sync::Arc};
@@ -25,6 +26,7 @@ use serde_json::{Value, value::RawValue};
 
 pub use self::{
     health::health_body_for,
+    kinds::Kinds,
     time::{civil_from_days, is_rfc3339, rfc3339_unix_millis, unix_millis_rfc3339},
 };
 
@@ -146,6 +148,8 @@ pub enum IgnoreReason {
     /// The owning cluster has no tenant queue (it is not onboarded yet): its own interruption
     /// set-up, if any, still delivers the event. Counted per cluster, never paged.
     NoTenantQueue,
+    /// Every cluster it names declined its kind (their tenant stacks' `EventKinds`).
+    KindDeclined,
 }
 
 impl IgnoreReason {
@@ -160,6 +164,7 @@ impl IgnoreReason {
             IgnoreReason::UnmanagedInstance => "unmanaged-instance",
             IgnoreReason::NoClusterTag => "no-cluster-tag",
             IgnoreReason::NoTenantQueue => "no-tenant-queue",
+            IgnoreReason::KindDeclined => "kind-declined",
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use crate::accounts::Place;
+use crate::{accounts::Place, event::Kind};
 
 /// SendMessageBatch limits.
 pub const MAX_BATCH_ENTRIES: usize = 10;
@@ -25,6 +25,9 @@ pub struct Message {
     pub body: String,
     /// String message attributes (`reason` and context on dead-lettered messages).
     pub attributes: Vec<(&'static str, String)>,
+    /// The event's kind, for a copy to a cluster (which may decline it); `None` for a dead
+    /// letter, which is always sent.
+    pub kind: Option<Kind>,
 }
 
 impl Message {

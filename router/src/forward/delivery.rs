@@ -1,7 +1,7 @@
 //! What became of one copy: delivered, no tenant queue, denied (and whether the denial is the
 //! queue's policy or a missing permission), or failed for a retry.
 
-use crate::accounts::Unreachable;
+use crate::{accounts::Unreachable, event::Kind};
 
 /// What happened to one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,11 @@ pub enum Delivery {
     NoTenantQueue {
         queue: String,
         foreign: Option<String>,
+    },
+    /// The cluster's tenant stack declined this kind of event (its `EventKinds`): not sent, and
+    /// nothing lost.
+    Declined {
+        kind: Kind,
     },
     /// SQS refused the entry as the sender's fault; sending it again would fail again.
     Rejected {

@@ -5,8 +5,9 @@
 //!
 //! 1. GetQueueUrl of the cluster's queue name (`QUEUE_NAME_TEMPLATE`);
 //! 2. found: whose is it ([`crate::tenancy`]: its tenant tag, else its policy). The tenant stack's
-//!    queue is the destination for `CACHE_TTL_SECONDS`; another tool's is not written, and the
-//!    cluster counts as not onboarded for [`FOREIGN_RECHECK`];
+//!    queue is the destination for `CACHE_TTL_SECONDS`, with the event kinds its tags say the
+//!    cluster takes (so a changed choice is used within that time, the queue kept); another
+//!    tool's is not written, and the cluster counts as not onboarded for [`FOREIGN_RECHECK`];
 //! 3. missing: the tenant record ([`crate::tenancy::record_name`]) says whether the cluster is
 //!    onboarded. Record, no queue: the queue was lost (`queue-missing`, dead-lettered, pages).
 //!    Neither: not onboarded (counted per cluster). Both are believed for
@@ -23,6 +24,7 @@ use super::{Delivery, Denial, ForwardStats};
 use crate::{
     accounts::Place,
     aws::{Aws, CallError, Session},
+    event::Kinds,
     tenancy::{self, FOREIGN_RECHECK, Ownership},
 };
 
@@ -34,8 +36,8 @@ pub const MISSING_QUEUE_RECHECK: Duration = Duration::from_secs(2);
 /// What is known of one cluster's queue.
 #[derive(Debug, Clone)]
 pub(super) enum Known {
-    /// The tenant stack's queue: the router writes it.
-    Tenant(Arc<str>),
+    /// The tenant stack's queue: the router writes it the kinds its cluster takes.
+    Tenant { url: Arc<str>, kinds: Kinds },
     /// No queue, and no tenant record: not onboarded.
     Absent,
     /// No queue, but its tenant record stands: lost.
@@ -49,16 +51,16 @@ impl Known {
     /// How long the answer holds.
     pub(super) fn lifetime(&self, ttl: Duration) -> Duration {
         match self {
-            Known::Tenant(_) => ttl,
+            Known::Tenant { .. } => ttl,
             Known::Absent | Known::Lost => MISSING_QUEUE_RECHECK,
             Known::NotTenant(_) => FOREIGN_RECHECK,
         }
     }
 
-    /// The destination's URL, or why its copies are not sent.
-    pub(super) fn url(&self, queue: &str) -> Result<Arc<str>, Delivery> {
+    /// The destination's URL and the kinds it takes, or why its copies are not sent.
+    pub(super) fn url(&self, queue: &str) -> Result<(Arc<str>, Kinds), Delivery> {
         match self {
-            Known::Tenant(url) => Ok(url.clone()),
+            Known::Tenant { url, kinds } => Ok((url.clone(), *kinds)),
             Known::Absent => Err(Delivery::NoTenantQueue {
                 queue: queue.to_owned(),
                 foreign: None,
@@ -97,11 +99,14 @@ pub(super) async fn look_up<A: Aws>(
     };
     Ok(
         match ownership(aws, session, &url, cluster, sender, stats).await? {
-            Ownership::Foreign(why) => {
+            (Ownership::Foreign(why), _) => {
                 tracing::info!(queue, cluster, why = %why, "not a tenant queue: the router does not write it");
                 Known::NotTenant(Arc::from(why))
             }
-            Ownership::Tenant | Ownership::LegacyTenant => Known::Tenant(Arc::from(url)),
+            (Ownership::Tenant | Ownership::LegacyTenant, kinds) => Known::Tenant {
+                url: Arc::from(url),
+                kinds,
+            },
         },
     )
 }
@@ -137,9 +142,10 @@ pub(super) async fn missing<A: Aws>(
     }
 }
 
-/// Whose the queue at `url` is ([`crate::tenancy`]): its tenant tag, else its policy. A sender
-/// that may not read either (a spoke role from before these reads) cannot tell: the queue is
-/// written as before, with a warning, rather than silenced.
+/// Whose the queue at `url` is ([`crate::tenancy`]): its tenant tag, else its policy; and the
+/// kinds its tags say the cluster takes (all of them for a queue the tags do not settle). A
+/// sender that may not read either (a spoke role from before these reads) cannot tell: the queue
+/// is written as before, every kind, with a warning, rather than silenced.
 async fn ownership<A: Aws>(
     aws: &A,
     session: &Session,
@@ -147,10 +153,10 @@ async fn ownership<A: Aws>(
     cluster: &str,
     sender: Option<&str>,
     stats: &ForwardStats,
-) -> Result<Ownership, Delivery> {
+) -> Result<(Ownership, Kinds), Delivery> {
     let unverifiable = |call: &str, code: &str| {
         tracing::warn!(queue = %url, call, code, "cannot tell whether the tenant stack made this queue: sending as before; grant the sender sqs:ListQueueTags and sqs:GetQueueAttributes on it (update the base or spoke stack)");
-        Ok(Ownership::Tenant)
+        Ok((Ownership::Tenant, Kinds::ALL))
     };
     let failed = |call: &str, e: &CallError| {
         Err(Delivery::Failed {
@@ -160,10 +166,13 @@ async fn ownership<A: Aws>(
     stats.queue_ownership_calls.inc();
     match aws.list_queue_tags(session, url).await {
         Ok(tags) => {
-            if let Some(settled) =
-                tenancy::by_tag(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), cluster)
-            {
-                return Ok(settled);
+            let tags = || tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+            if let Some(settled) = tenancy::by_tag(tags(), cluster) {
+                let kinds = tenancy::kinds_by_tag(tags()).unwrap_or_else(|(all, why)| {
+                    tracing::warn!(queue = %url, cluster, why = %why, "sending every kind: fix the tag with the tenant stack's EventKinds");
+                    all
+                });
+                return Ok((settled, kinds));
             }
         }
         Err(e) if e.is_denial() => return unverifiable("ListQueueTags", &e.code),
@@ -175,7 +184,7 @@ async fn ownership<A: Aws>(
         Err(e) if e.is_denial() => return unverifiable("GetQueueAttributes", &e.code),
         Err(e) => return failed("GetQueueAttributes", &e),
     };
-    Ok(tenancy::by_policy(policy.as_deref(), sender))
+    Ok((tenancy::by_policy(policy.as_deref(), sender), Kinds::ALL))
 }
 
 /// A failed call as what its copies get: a denial (with who was refused and the fix), or a

@@ -3,7 +3,8 @@
 //! The third step of the data path. Messages go to a cluster's Karpenter queue or to the
 //! dead-letter queue. A cluster's queue is found and judged once and the answer kept
 //! ([`destinations`]: only a queue its tenant stack made is written; a missing queue is lost or
-//! not onboarded as the tenant record says). Sending is planned purely ([`plan_batches`]: per
+//! not onboarded as the tenant record says), with the event kinds its cluster takes: a copy of a
+//! kind it declined is [`Delivery::Declined`], never sent. Sending is planned purely ([`plan_batches`]: per
 //! destination, at most 10 entries and 256 KiB per SendMessageBatch) and every destination goes
 //! its own way: one whose queue cannot be found or written holds back none of the others.
 //!
@@ -40,6 +41,7 @@ use crate::{
     aws::{Aws, EntryResult, SendEntry, Session},
     cache::TtlCache,
     config::QueueNameTemplate,
+    event::Kinds,
     resolve::CacheConfig,
 };
 
@@ -86,10 +88,11 @@ pub struct Forwarder<A> {
 
 /// A job of one delivery, finished.
 enum Step {
-    /// Destination `d` was found (its session and URL), or why its copies are not sent.
+    /// Destination `d` was found (its session, URL and the kinds it takes), or why its copies
+    /// are not sent.
     Found {
         d: usize,
-        found: Result<(Session, Arc<str>), Delivery>,
+        found: Result<(Session, Arc<str>, Kinds), Delivery>,
     },
     /// A batch's deliveries.
     Sent {
@@ -165,10 +168,22 @@ impl<A: Aws> Forwarder<A> {
                 }
                 Step::Found {
                     d,
-                    found: Ok((session, url)),
+                    found: Ok((session, url, kinds)),
                 } => {
                     let (destination, of) = &destinations[d];
-                    for batch in of.iter().cloned() {
+                    for batch in of.iter() {
+                        let (batch, declined): (Vec<usize>, Vec<usize>) =
+                            batch.iter().partition(|&&i| {
+                                messages[i].kind.is_none_or(|kind| kinds.contains(kind))
+                            });
+                        for i in declined {
+                            if let Some(kind) = messages[i].kind {
+                                outcomes[i] = Delivery::Declined { kind };
+                            }
+                        }
+                        if batch.is_empty() {
+                            continue;
+                        }
                         let (session, url, in_flight) = (session.clone(), url.clone(), &in_flight);
                         jobs.push(Box::pin(async move {
                             let _permit = in_flight.acquire().await;
@@ -189,13 +204,13 @@ impl<A: Aws> Forwarder<A> {
         outcomes
     }
 
-    /// The session and queue URL of a destination: the cluster's queue in its own account and
-    /// region, or the dead-letter queue in the function's own.
+    /// The session and queue URL of a destination, and the kinds it takes: the cluster's queue
+    /// in its own account and region, or the dead-letter queue in the function's own.
     async fn find(
         &self,
         destination: &Destination,
         stats: &ForwardStats,
-    ) -> Result<(Session, Arc<str>), Delivery> {
+    ) -> Result<(Session, Arc<str>, Kinds), Delivery> {
         let (place, cluster) = match destination {
             Destination::DeadLetter { home } => {
                 let url = self.dead_letter.clone().ok_or_else(|| Delivery::Failed {
@@ -206,7 +221,7 @@ impl<A: Aws> Forwarder<A> {
                     .session(home)
                     .await
                     .map_err(Delivery::Unreachable)?;
-                return Ok((session, url));
+                return Ok((session, url, Kinds::ALL));
             }
             Destination::Cluster { place, cluster } => (place, cluster),
         };
@@ -243,7 +258,7 @@ impl<A: Aws> Forwarder<A> {
                 known
             }
         };
-        known.url(&queue).map(|url| (session, url))
+        known.url(&queue).map(|(url, kinds)| (session, url, kinds))
     }
 
     /// One SendMessageBatch, and what became of each of its entries.

@@ -24,6 +24,7 @@ fn to(cluster: &str, size: usize) -> Message {
         },
         body: "x".repeat(size),
         attributes: Vec::new(),
+        kind: None,
     }
 }
 

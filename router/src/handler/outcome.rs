@@ -161,7 +161,7 @@ pub fn forward_outcome<'a>(
 ) -> Result<Outcome, Permanent> {
     let mut permanent: Option<(DeadLetterReason, String)> = None;
     let mut clusters = Vec::new();
-    let (mut copies_seen, mut sent) = (0, 0);
+    let (mut copies_seen, mut sent, mut not_onboarded) = (0, 0, 0);
     for (cluster, delivery) in copies {
         copies_seen += 1;
         match delivery {
@@ -193,7 +193,9 @@ pub fn forward_outcome<'a>(
                 )));
             }
             // Not onboarded: nothing to deliver there, and nothing lost (its own set-up has it).
-            Delivery::NoTenantQueue { .. } => {}
+            Delivery::NoTenantQueue { .. } => not_onboarded += 1,
+            // Declined by its cluster's choice of kinds: nothing is lost.
+            Delivery::Declined { .. } => {}
             Delivery::QueueMissing { queue } => {
                 permanent.get_or_insert((
                     DeadLetterReason::QueueMissing,
@@ -215,7 +217,8 @@ pub fn forward_outcome<'a>(
     match permanent {
         Some((reason, detail)) => Err((reason, detail, clusters.join(","))),
         None if copies_seen == 0 => Ok(Outcome::ignored(ignored)),
-        None if sent == 0 => Ok(Outcome::ignored(IgnoreReason::NoTenantQueue)),
+        None if sent == 0 && not_onboarded > 0 => Ok(Outcome::ignored(IgnoreReason::NoTenantQueue)),
+        None if sent == 0 => Ok(Outcome::ignored(IgnoreReason::KindDeclined)),
         None => Ok(Outcome::FORWARDED),
     }
 }
@@ -290,7 +293,23 @@ mod tests {
             of(&[not_onboarded.clone(), not_onboarded.clone()]),
             Ok(Outcome::ignored(IgnoreReason::NoTenantQueue))
         );
-        assert_eq!(of(&[Delivery::Sent, not_onboarded]), Ok(Outcome::FORWARDED));
+        assert_eq!(
+            of(&[Delivery::Sent, not_onboarded.clone()]),
+            Ok(Outcome::FORWARDED)
+        );
+        // A kind its cluster declined: counted, not dead-lettered, not retried.
+        let declined = Delivery::Declined {
+            kind: crate::event::Kind::ScheduledChange,
+        };
+        assert_eq!(
+            of(&[declined.clone(), declined.clone()]),
+            Ok(Outcome::ignored(IgnoreReason::KindDeclined))
+        );
+        assert_eq!(
+            of(&[declined.clone(), not_onboarded]),
+            Ok(Outcome::ignored(IgnoreReason::NoTenantQueue))
+        );
+        assert_eq!(of(&[Delivery::Sent, declined]), Ok(Outcome::FORWARDED));
     }
 
     #[test]

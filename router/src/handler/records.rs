@@ -251,6 +251,7 @@ impl Routing {
                     },
                     body,
                     attributes: Vec::new(),
+                    kind: Some(self.event.kind),
                 },
                 cluster,
                 delivery: Delivery::Unfinished,
@@ -314,6 +315,7 @@ pub(super) fn dead_letter_message(record: &Record<'_>, d: &DeadLetter, home: &Pl
         destination: Destination::DeadLetter { home: home.clone() },
         body: record.body.to_owned(),
         attributes,
+        kind: None,
     }
 }
 

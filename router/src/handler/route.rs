@@ -334,6 +334,10 @@ impl<A: Aws> Router<A> {
                 Delivery::NoTenantQueue { .. } => {
                     *metrics.no_tenant_queue.entry(label).or_default() += 1;
                 }
+                Delivery::Declined { kind } => {
+                    tracing::debug!(cluster = %label, %kind, "declined by the cluster's tenant stack (EventKinds)");
+                    *metrics.declined.entry((label, kind.label())).or_default() += 1;
+                }
                 Delivery::Failed { .. } | Delivery::Unreachable(_) | Delivery::Denied(_) => {
                     retry.push((at, copy.message.clone()));
                 }

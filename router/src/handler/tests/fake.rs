@@ -167,6 +167,25 @@ impl FakeAws {
         self.record(account, region, &name);
     }
 
+    /// A tenant stack that takes only `kinds` (tenant.yaml's `EventKinds`, as its queue's tag).
+    pub fn tenant_taking(&self, account: &str, region: &str, cluster: &str, kinds: &str) {
+        let name = format!("karpenter-{cluster}");
+        let tags = [(TENANT_TAG, cluster), (crate::tenancy::KINDS_TAG, kinds)];
+        self.queue(account, region, &name, &tags, None);
+        self.record(account, region, &name);
+    }
+
+    /// Sets a queue's tag, as a tenant stack update does (the queue stays).
+    pub fn tag_queue(&self, account: &str, region: &str, name: &str, key: &str, value: &str) {
+        let mut world = self.world();
+        let queue = world
+            .queues
+            .get_mut(&(account.into(), region.into(), name.into()))
+            .expect("the queue exists");
+        queue.tags.retain(|(k, _)| k != key);
+        queue.tags.push((key.to_owned(), value.to_owned()));
+    }
+
     pub fn queue(
         &self,
         account: &str,

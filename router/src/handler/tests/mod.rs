@@ -7,6 +7,7 @@ mod batches;
 mod dead_letters;
 mod fake;
 mod health;
+mod kinds;
 mod lookups;
 mod tenancy;
 mod timing;
@@ -98,6 +99,18 @@ pub fn spot(id: &str, instance: &str, account: &str, region: &str) -> String {
         "source": "aws.ec2", "account": account, "time": "2026-09-21T12:00:00Z",
         "region": region, "resources": [format!("arn:aws:ec2:{region}:{account}:instance/{instance}")],
         "detail": {"instance-id": instance, "instance-action": "terminate"}
+    })
+    .to_string()
+}
+
+/// An EC2 event of another kind for `instance`: `detail-type` and the detail's extra fields.
+pub fn ec2(id: &str, detail_type: &str, instance: &str, detail: Value) -> String {
+    let mut detail = detail;
+    detail["instance-id"] = json!(instance);
+    json!({
+        "version": "0", "id": id, "detail-type": detail_type, "source": "aws.ec2",
+        "account": HUB, "time": "2026-09-21T12:00:00Z", "region": REGION,
+        "resources": [format!("arn:aws:ec2:{REGION}:{HUB}:instance/{instance}")], "detail": detail
     })
     .to_string()
 }

@@ -101,6 +101,7 @@ fn to(cluster: &str, n: usize) -> Message {
         },
         body: format!("{{\"n\":{n}}}"),
         attributes: Vec::new(),
+        kind: None,
     }
 }
 

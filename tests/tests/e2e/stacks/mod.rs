@@ -1,7 +1,7 @@
 //! The real templates deployed through moto's CloudFormation: what the stacks create
 //! ([`created`]), the router binary, configured from the deployed function's
 //! environment, routing events published through EventBridge into the queues the tenant stacks
-//! made ([`routing`]), a cluster name as long as EKS allows ([`long_names`]), updates in place from
+//! made ([`routing`]), each cluster taking only the event kinds its tenant stack chose ([`kinds`]), a cluster name as long as EKS allows ([`long_names`]), updates in place from
 //! the last release ([`updates`]), and the dashboard and
 //! alarms ([`monitoring`]). This file holds what they share: the deployment and the readers of
 //! what moto made.
@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 
 mod created;
 mod environments;
+mod kinds;
 mod long_names;
 mod monitoring;
 mod routing;
