@@ -85,7 +85,7 @@ help:
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64), for a build of your own"
 	@echo "make deploy-base BUCKET=… REGION=… [RELEASE=<version>] [STACK_NAME=…] [LOG_LEVEL=…] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [SPOKE_ROLE_PATH=/…/] [PARAMS=…]"
 	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] [SPOKE_ROLE_PATH=…] (member account)"
-	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create]"
+	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create] [EVENT_KINDS=<kinds, comma-separated; default all five>]"
 	@echo "make deploy-fis  CLUSTER=… REGION=… [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…]"
 	@echo "  every deploy target: [RELEASE=<version> [RELEASE_DIR=…]] (templates from a release) [CFN_ROLE=<arn>] (CloudFormation deploys as that role)"
 
@@ -340,7 +340,8 @@ deploy-spoke: $(DEPLOY_TOOLS)
 # locked-down account is locked down too, its alarm notifies the base stack's topic, and it
 # imports the exports of the base stack's RouterName. The same
 # list as aws_model::stacks::TENANT_INHERITS, which routerctl adopt deploys tenants with (a test
-# holds the two equal).
+# holds the two equal). EVENT_KINDS: the event kinds the cluster takes (tenant.yaml's EventKinds;
+# a re-run without it keeps the choice the stack has).
 TENANT_INHERITS := AlarmTopicArn KmsKey RouterName
 tenant_given_AlarmTopicArn = $(ALARM_TOPIC)
 tenant_given_KmsKey = $(KMS_KEY)
@@ -379,7 +380,7 @@ deploy-tenant: $(DEPLOY_TOOLS)
 	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(TENANT_STACK) \
 		--template-file $(TEMPLATES)/tenant.yaml --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset $(role_arn) \
 		--parameter-overrides ClusterName=$(CLUSTER) $$role $$inherited $(call if_set,ALARM_TOPIC,AlarmTopicArn) \
-		$(call if_set,KMS_KEY,KmsKey) $(PARAMS)
+		$(call if_set,KMS_KEY,KmsKey) $(call if_set,EVENT_KINDS,EventKinds) $(PARAMS)
 	@queue=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(TENANT_STACK) \
 		--query "Stacks[0].Outputs[?OutputKey=='QueueName'].OutputValue" --output text); \
 	arn=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(TENANT_STACK) \

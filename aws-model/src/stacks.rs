@@ -5,6 +5,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use anyhow::{Context, Result, bail};
 use aws_sdk_cloudformation::types::{self as cfn_types, Capability, Parameter, StackStatus};
+use interruption_router::event::Kinds;
 
 /// The templates, compiled in so the demo always deploys exactly what is in `cloudformation/`.
 pub const BASE_TEMPLATE: &str = include_str!("../../cloudformation/base.yaml");
@@ -56,18 +57,23 @@ pub fn tenant_stack_name(base: &str, cluster: &str) -> String {
 pub const TENANT_INHERITS: [&str; 3] = ["AlarmTopicArn", "KmsKey", "RouterName"];
 
 /// The parameters of `cluster`'s tenant stack next to the base stack whose parameters are
-/// `connecting`: the cluster, Karpenter's role, what [`TENANT_INHERITS`] names, where set, and
+/// `connecting`: the cluster, Karpenter's role, what [`TENANT_INHERITS`] names, where set,
 /// `QueueName` when `<QueuePrefix><cluster>` passes SQS's 80 characters (the name the router
-/// derives for the cluster: [`interruption_router::config::QueueNameTemplate::queue_name`]).
+/// derives for the cluster: [`interruption_router::config::QueueNameTemplate::queue_name`]), and
+/// `EventKinds` when the cluster takes fewer than all five kinds.
 pub fn tenant_parameters(
     connecting: &BTreeMap<String, String>,
     cluster: &str,
     karpenter_role: &str,
+    kinds: Kinds,
 ) -> Vec<(String, String)> {
     let mut parameters = vec![
         ("ClusterName".to_owned(), cluster.to_owned()),
         ("KarpenterRoleName".to_owned(), karpenter_role.to_owned()),
     ];
+    if kinds != Kinds::ALL {
+        parameters.push(("EventKinds".to_owned(), event_kinds(kinds)));
+    }
     let prefix = connecting
         .get("QueuePrefix")
         .filter(|p| !p.is_empty())
@@ -85,6 +91,15 @@ pub fn tenant_parameters(
         }
     }
     parameters
+}
+
+/// tenant.yaml's `EventKinds` value for `kinds`: their labels, comma-separated.
+pub fn event_kinds(kinds: Kinds) -> String {
+    kinds
+        .iter()
+        .map(|k| k.label())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// A created stack's outputs, by output key.

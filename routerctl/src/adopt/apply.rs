@@ -21,13 +21,41 @@ use super::{
     discover::{Landscape, RETIRED_TAG, ROLLBACK_TAG},
     evidence::{self, EVIDENCE_TAG, Reading, Start},
     helm,
-    steps::{Change, moving},
+    steps::{Change, TenantKinds, moving},
 };
 use aws_model::{
     aws::{Aws, describe},
     events::rfc3339,
     stacks,
 };
+use interruption_router::event::Kinds;
+
+/// What a tenant deployed by adopt takes, as the plan says it: nothing when the old rules
+/// delivered every kind (tenant.yaml's default).
+fn describe_kinds(kinds: &TenantKinds) -> String {
+    if kinds.chosen == Kinds::ALL {
+        return String::new();
+    }
+    let declined: Kinds = Kinds::ALL
+        .iter()
+        .filter(|k| !kinds.chosen.contains(*k))
+        .collect();
+    let mut said = format!(
+        ", taking the event kinds its old rules deliver ({}) and declining the others ({declined}) \
+         as they did: EventKinds={}",
+        kinds.chosen,
+        stacks::event_kinds(kinds.deployed)
+    );
+    if kinds.deployed != kinds.chosen {
+        said.push_str(&format!(
+            ". rebalance-recommendation is added while adopt needs it (step 4's probe is one; \
+             Karpenter only records a Kubernetes event for it): once adopted, make deploy-tenant \
+             … EVENT_KINDS={} takes it out",
+            stacks::event_kinds(kinds.chosen)
+        ));
+    }
+    said
+}
 
 impl Change {
     /// What applying it does, in a sentence (the plan's "next" line).
@@ -36,9 +64,11 @@ impl Change {
             Change::DeployTenant {
                 stack,
                 karpenter_role,
+                kinds,
             } => format!(
                 "deploys tenant stack {stack} (cloudformation/tenant.yaml) granting \
-                 {karpenter_role} its queue"
+                 {karpenter_role} its queue{}",
+                describe_kinds(kinds)
             ),
             Change::GrantKarpenter {
                 stack,
@@ -79,6 +109,7 @@ pub async fn perform(
         Change::DeployTenant {
             stack,
             karpenter_role,
+            kinds,
         } => {
             if stack_exists(aws, stack).await? {
                 bail!(
@@ -89,8 +120,12 @@ pub async fn perform(
             }
             // As make deploy-tenant deploys it: the queue imports <RouterName>:… from the stack
             // that connects this region, and takes its alarm topic and key setting.
-            let parameters =
-                stacks::tenant_parameters(&land.base.parameters, cluster, karpenter_role);
+            let parameters = stacks::tenant_parameters(
+                &land.base.parameters,
+                cluster,
+                karpenter_role,
+                kinds.deployed,
+            );
             let parameters: Vec<(&str, &str)> = parameters
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_str()))

@@ -640,6 +640,7 @@ fn deploying_installs_the_aws_cli_at_most_never_the_test_tools() {
 #[test]
 fn a_tenant_takes_the_base_stacks_key_topic_and_router_name_as_adopt_does() {
     use aws_model::stacks::{TENANT_INHERITS, tenant_parameters};
+    use interruption_router::event::Kinds;
 
     let makefile = std::fs::read_to_string(repo().join("Makefile")).unwrap();
     let listed: Vec<&str> = makefile
@@ -676,7 +677,7 @@ fn a_tenant_takes_the_base_stacks_key_topic_and_router_name_as_adopt_does() {
     let (_, args) = cli.deploys().pop().unwrap();
     let made = overrides(&args);
     let adopt: BTreeMap<String, String> =
-        tenant_parameters(&base, "alpha", "KarpenterControllerRole-alpha")
+        tenant_parameters(&base, "alpha", "KarpenterControllerRole-alpha", Kinds::ALL)
             .into_iter()
             .collect();
     assert_eq!(made, adopt, "make deploy-tenant and routerctl adopt differ");
@@ -696,7 +697,9 @@ fn a_tenant_takes_the_base_stacks_key_topic_and_router_name_as_adopt_does() {
     let (stack, args) = cli.deploys().pop().unwrap();
     assert_eq!(stack.len(), "interruption-router-tenant-".len() + 100);
     let made = overrides(&args);
-    let adopt: BTreeMap<String, String> = tenant_parameters(&base, &long, "").into_iter().collect();
+    let adopt: BTreeMap<String, String> = tenant_parameters(&base, &long, "", Kinds::ALL)
+        .into_iter()
+        .collect();
     assert_eq!(made, adopt, "make deploy-tenant and routerctl adopt differ");
     let router = interruption_router::config::QueueNameTemplate::parse("karpenter-{cluster}")
         .unwrap()
@@ -708,6 +711,30 @@ fn a_tenant_takes_the_base_stacks_key_topic_and_router_name_as_adopt_does() {
         helm_snippet(&out).contains(&format!("settings.interruptionQueue={router}")),
         "{out}"
     );
+
+    // A cluster's choice of event kinds (adopt deploys the old rules' choice): the same
+    // EventKinds from both.
+    let kinds: Kinds = [
+        interruption_router::event::Kind::SpotInterruption,
+        interruption_router::event::Kind::StateChange,
+    ]
+    .into_iter()
+    .collect();
+    let (ok, out) = cli.make(&[
+        "deploy-tenant",
+        "CLUSTER=gamma",
+        "REGION=eu-west-1",
+        "KARPENTER_ROLE=none",
+        &format!("EVENT_KINDS={}", aws_model::stacks::event_kinds(kinds)),
+    ]);
+    assert!(ok, "{out}");
+    let (_, args) = cli.deploys().pop().unwrap();
+    let made = overrides(&args);
+    let adopt: BTreeMap<String, String> = tenant_parameters(&base, "gamma", "", kinds)
+        .into_iter()
+        .collect();
+    assert_eq!(made, adopt, "make deploy-tenant and routerctl adopt differ");
+    assert_eq!(made["EventKinds"], "spot-interruption,state-change");
 
     // Given, it wins; a re-run inherits nothing.
     let cli_given = Cli::new("tenant-inherits-given");

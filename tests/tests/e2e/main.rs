@@ -10,7 +10,8 @@
 //! * the templates: [`stacks`] (deployed through moto), [`policy`], [`permissions`] and
 //!   [`locked_down`] (what IAM and KMS would decide), [`deploy_targets`] (the Makefile's deploy
 //!   targets);
-//! * the docs against the code and templates: [`docs`];
+//! * the docs against the code and templates: [`docs`]; the router and the templates against the
+//!   parsers of the Karpenter version the project pins: [`karpenter`];
 //! * the operator CLI: [`cli`] (`routerctl` simulate, verify, fis, the binary itself), [`adopt`].
 
 mod accounts;
@@ -20,6 +21,7 @@ mod deploy_targets;
 mod docs;
 mod edges;
 mod faults;
+mod karpenter;
 mod locked_down;
 mod log_levels;
 mod permissions;

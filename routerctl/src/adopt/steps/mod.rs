@@ -32,6 +32,7 @@ use super::{
 };
 use crate::verify::queues::Queue;
 use aws_model::aws::Aws;
+use interruption_router::event::{Kind, Kinds};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
@@ -72,12 +73,44 @@ pub enum Action {
     Nothing,
 }
 
+/// The event kinds a tenant is deployed with: those the cluster's old rules delivered (enabled
+/// rules; a team that dropped or disabled a kind's rule keeps it off), all five where no rule is
+/// found. The router's queue also takes rebalance recommendations while adopt needs them: step
+/// 4's probe is one (Karpenter only records a Kubernetes event for it), so a choice without them
+/// gets them added, and the plan says how to take them out once adopted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TenantKinds {
+    /// What the old rules delivered.
+    pub chosen: Kinds,
+    /// What the tenant is deployed with: `chosen` and rebalance recommendations.
+    pub deployed: Kinds,
+}
+
+pub fn tenant_kinds(old_rules: &[&OldRule]) -> TenantKinds {
+    let delivered: Kinds = old_rules
+        .iter()
+        .filter(|r| r.enabled)
+        .flat_map(|r| r.kinds.iter().copied())
+        .collect();
+    let chosen = if delivered.is_empty() {
+        Kinds::ALL
+    } else {
+        delivered
+    };
+    TenantKinds {
+        chosen,
+        deployed: chosen.with(Kind::RebalanceRecommendation),
+    }
+}
+
 /// An AWS-side change `--apply` makes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     DeployTenant {
         stack: String,
         karpenter_role: String,
+        /// What the old rules delivered ([`tenant_kinds`]).
+        kinds: TenantKinds,
     },
     GrantKarpenter {
         stack: String,
@@ -290,4 +323,51 @@ pub(crate) async fn evaluate(
 /// The first step not finished: what `--apply` acts on.
 pub fn next(steps: &[Step]) -> Option<&Step> {
     steps.iter().find(|s| !s.state.finished())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Kind, Kinds, OldRule, tenant_kinds};
+    use crate::adopt::discover::Owner;
+
+    fn rule(kinds: &[Kind], enabled: bool) -> OldRule {
+        OldRule {
+            name: format!("{kinds:?}"),
+            arn: String::new(),
+            enabled,
+            kinds: kinds.to_vec(),
+            target_id: "1".into(),
+            other_targets: Vec::new(),
+            owner: Owner::Unmarked,
+        }
+    }
+
+    /// EKS Blueprints' set-up has no capacity-reservation rule: its cluster keeps that choice.
+    #[test]
+    fn a_tenant_takes_what_the_enabled_old_rules_delivered() {
+        let rules = [
+            rule(&[Kind::SpotInterruption], true),
+            rule(&[Kind::RebalanceRecommendation], true),
+            rule(&[Kind::StateChange], true),
+            rule(&[Kind::ScheduledChange], true),
+            // Disabled by its team: off, as a deleted rule is.
+            rule(&[Kind::CapacityReservationInterruption], false),
+        ];
+        let kinds = tenant_kinds(&rules.iter().collect::<Vec<_>>());
+        assert_eq!(kinds.chosen, kinds.deployed);
+        assert!(!kinds.chosen.contains(Kind::CapacityReservationInterruption));
+        assert_eq!(kinds.chosen.iter().count(), 4);
+    }
+
+    #[test]
+    fn rebalance_is_added_for_the_probe_and_no_rule_means_every_kind() {
+        let rules = [rule(&[Kind::SpotInterruption, Kind::StateChange], true)];
+        let kinds = tenant_kinds(&rules.iter().collect::<Vec<_>>());
+        let chosen: Kinds = [Kind::SpotInterruption, Kind::StateChange]
+            .into_iter()
+            .collect();
+        assert_eq!(kinds.chosen, chosen);
+        assert_eq!(kinds.deployed, chosen.with(Kind::RebalanceRecommendation));
+        assert_eq!(tenant_kinds(&[]).chosen, Kinds::ALL);
+    }
 }

@@ -71,6 +71,7 @@ pub(super) fn tenant_stack(f: &Facts<'_>) -> Judged {
             Action::Apply(Change::DeployTenant {
                 stack: tenant_stack.clone(),
                 karpenter_role: role.clone(),
+                kinds: super::tenant_kinds(&f.old_rules),
             }),
         ),
         (None, None, None) => (

@@ -4,7 +4,10 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use interruption_router::tenancy::{self, Ownership, TENANT_TAG};
+use interruption_router::{
+    event::Kinds,
+    tenancy::{self, Ownership, TENANT_TAG},
+};
 
 use crate::verify::{
     queues::Queue,
@@ -24,7 +27,8 @@ pub const ROUTER_QUEUE_ACTIONS: [(&str, &str); 4] = [
 /// `<prefix>:queue`: the queue with the cluster's name is the tenant stack's, as the router judges
 /// it ([`interruption_router::tenancy`]): its tenant tag, or a policy admitting the router alone. A
 /// look-alike (EKS Blueprints names its own queue `karpenter-<cluster>`) is not written by the
-/// router, so the cluster is not onboarded.
+/// router, so the cluster is not onboarded. It also says which event kinds the router sends the
+/// cluster (the tenant stack's `EventKinds`, read from the same tags as the router reads them).
 pub(crate) async fn check_ownership(
     aws: &Aws,
     queue: &Queue,
@@ -46,10 +50,28 @@ pub(crate) async fn check_ownership(
     let judged = tenancy::by_tag(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), cluster)
         .unwrap_or_else(|| tenancy::by_policy(queue.attribute(QueueAttributeName::Policy), sender));
     match judged {
-        Ownership::Tenant => pass(
-            &name,
-            format!("{} exists, tagged {TENANT_TAG}={cluster}", queue.name),
-        ),
+        Ownership::Tenant => {
+            match tenancy::kinds_by_tag(tags.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+                Ok(kinds) => pass(
+                    &name,
+                    format!(
+                        "{} exists, tagged {TENANT_TAG}={cluster}; {}",
+                        queue.name,
+                        takes(kinds)
+                    ),
+                ),
+                Err((_, why)) => fail(
+                    &name,
+                    format!(
+                        "{} exists, tagged {TENANT_TAG}={cluster}, but {why}: the router sends it \
+                     every kind",
+                        queue.name
+                    ),
+                    "update the tenant stack with EventKinds=<kinds, comma-separated> (it writes \
+                     the tag); a tag edited by hand is lost at the next update anyway",
+                ),
+            }
+        }
         Ownership::LegacyTenant => pass(
             &name,
             format!(
@@ -73,6 +95,15 @@ pub(crate) async fn check_ownership(
             ),
         ),
     }
+}
+
+/// The kinds a tenant takes, as verify reports them.
+pub(crate) fn takes(kinds: Kinds) -> String {
+    if kinds == Kinds::ALL {
+        return "takes every event kind (EventKinds: all five)".to_owned();
+    }
+    let declined: Kinds = Kinds::ALL.iter().filter(|k| !kinds.contains(*k)).collect();
+    format!("takes {kinds}; declines {declined} (EventKinds): counted as Declined, never sent")
 }
 
 /// How old a message in a cluster's queue may be: Karpenter long-polls and deletes what it reads

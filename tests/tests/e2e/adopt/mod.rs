@@ -15,6 +15,7 @@
 //! * [`busy`]: an old queue too full to search for the sentinel: a closing probe decides;
 //! * [`expired`]: what SQS deleted after its retention does not hide a fresh message;
 //! * [`locked_down`]: the tenant queue adopt deploys in a locked-down account;
+//! * [`kinds`]: an adopted EKS Blueprints cluster keeps its choice of event kinds;
 //! * [`not_ours`]: EKS Blueprints' look-alike queue, shared and unclaimed set-ups.
 
 use std::time::Duration;
@@ -35,6 +36,7 @@ use serde_json::json;
 
 mod busy;
 mod expired;
+mod kinds;
 mod locked_down;
 mod not_ours;
 mod rollback;

@@ -27,7 +27,12 @@ async fn a_cluster_name_of_100_characters_gets_its_queue_and_its_events() -> Res
 
     let described = aws.cfn.describe_stacks().stack_name(BASE).send().await?;
     let base_parameters = stacks::parameters(described.stacks().first().context("base")?);
-    let parameters = stacks::tenant_parameters(&base_parameters, &cluster, "");
+    let parameters = stacks::tenant_parameters(
+        &base_parameters,
+        &cluster,
+        "",
+        interruption_router::event::Kinds::ALL,
+    );
     let parameters: Vec<(&str, &str)> = parameters
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))

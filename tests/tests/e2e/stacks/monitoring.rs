@@ -42,6 +42,11 @@ fn the_dashboard_is_valid_json_and_shows_each_cluster_queues_age() -> Result<()>
         expression("notonboarded").is_some_and(|e| e.contains("MetricName=NoTenantQueue")),
         "{body}"
     );
+    // The per-cluster series the router emits for declined kinds (`Declined.<cluster>.<kind>`).
+    assert!(
+        expression("declined").is_some_and(|e| e.contains("MetricName=Declined NOT")),
+        "{body}"
+    );
     Ok(())
 }
 

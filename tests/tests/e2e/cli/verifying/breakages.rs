@@ -481,6 +481,35 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     // All repaired.
     verify_fails(&estate, &[], &[]).await?;
 
+    // The kinds a tenant takes, as its stack tags its queue (EventKinds), are shown; a tag that
+    // names no kind fails with the fix (the router then sends every kind).
+    let beta = sandbox.queue_url("karpenter-beta").await?;
+    let kinds = |value: &str| {
+        aws.sqs
+            .tag_queue()
+            .queue_url(&beta)
+            .tags(interruption_router::tenancy::KINDS_TAG, value)
+            .send()
+    };
+    kinds("spot-interruption state-change").await?;
+    let report = verify_fails(&estate, &[], &[]).await?;
+    assert_detail(
+        &report,
+        "tenant:beta:queue",
+        "takes spot-interruption state-change; declines rebalance-recommendation \
+         capacity-reservation-interruption scheduled-change (EventKinds)",
+    );
+    assert_detail(&report, "tenant:alpha:queue", "takes every event kind");
+    kinds("health").await?;
+    let report = verify_fails(&estate, &[], &["tenant:beta:queue"]).await?;
+    assert_detail(
+        &report,
+        "tenant:beta:queue",
+        "the router sends it every kind",
+    );
+    assert_fix(&report, "tenant:beta:queue", "EventKinds=");
+    kinds(&interruption_router::event::Kinds::ALL.to_string()).await?;
+
     // A tenant queue deleted: only a named cluster can be missed.
     aws.sqs
         .delete_queue()
