@@ -567,6 +567,7 @@ async fn invoke(aws: &Aws, function: &str, events: Vec<Synthetic>) -> Result<Vec
                     ),
                     Ok(Some(other)) => Err(format!(
                         "the router answered {other} (its log says why: not a cluster's instance, \
+                     a kind its tenant stack declines (EventKinds), \
                      no tenant queue, …)"
                     )),
                     Ok(None) => Err(format!(
