@@ -13,6 +13,7 @@
 
 pub mod access;
 pub mod aws;
+pub mod deployed;
 pub mod events;
 pub mod patterns;
 pub mod policy;

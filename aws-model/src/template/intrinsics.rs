@@ -117,7 +117,16 @@ impl Deployment<'_> {
                 if target == "AWS::NoValue" {
                     return Ok(None);
                 }
-                Value::String(self.reference(target)?)
+                let value = self.reference(target)?;
+                // A list parameter's Ref is its list (CloudFormation User Guide, Parameters:
+                // CommaDelimitedList), what Fn::Join and the rule functions take.
+                let ty = self.template.doc["Parameters"][target]["Type"].as_str();
+                match ty {
+                    Some(ty) if ty == "CommaDelimitedList" || ty.starts_with("List<") => {
+                        Value::Array(value.split(',').map(|v| Value::from(v.trim())).collect())
+                    }
+                    _ => Value::String(value),
+                }
             }
             "Fn::GetAtt" => {
                 let (logical, attribute) = match arg {

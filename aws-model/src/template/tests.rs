@@ -101,3 +101,36 @@ fn rules_refuse_what_their_assertions_refuse() {
         ["AccountsNeedQueueMode", "SmallNumbers"]
     );
 }
+
+/// A CommaDelimitedList parameter is a list wherever the template uses it (tenant.yaml's
+/// EventKinds), given or defaulted; the rule functions read it as one.
+#[test]
+fn a_list_parameter_refs_a_list() {
+    let t = Template::parse(
+        "t",
+        r#"
+Parameters:
+  Kinds: { Type: CommaDelimitedList, Default: "a,b" }
+Rules:
+  Known:
+    Assertions:
+      - Assert: { "Fn::EachMemberIn": [!Ref Kinds, [a, b, c]] }
+        AssertDescription: known kinds only
+Resources:
+  Q:
+    Type: AWS::SQS::Queue
+    Properties: { Tags: [{ Key: kinds, Value: !Join [" ", !Ref Kinds] }] }
+"#,
+    )
+    .unwrap();
+    let tag = |stage: &Stage| {
+        t.deploy(stage).unwrap().property("Q", &["Tags"]).unwrap()[0]["Value"].clone()
+    };
+    let stage = Stage::new("s", "111111111111", "eu-west-1");
+    assert_eq!(tag(&stage), json!("a b"));
+    assert!(t.rules_failures(&stage).unwrap().is_empty());
+    let given = stage.clone().parameter("Kinds", "c,a");
+    assert_eq!(tag(&given), json!("c a"));
+    let unknown = Stage::new("s", "111111111111", "eu-west-1").parameter("Kinds", "a,x");
+    assert_eq!(t.rules_failures(&unknown).unwrap().len(), 1);
+}

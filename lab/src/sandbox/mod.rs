@@ -7,10 +7,10 @@
 //! inline policies CloudFormation gives a role as Python reprs, not JSON (with a statement an
 //! `!If` drops left in as `None`).
 //! [`Sandbox::deploy`] (and [`Sandbox::deploy_hub`], [`Sandbox::deploy_spoke`]) put each back
-//! through the service's own API, with the document the template defines (resolved for this
-//! stack: [`routerctl::verify::events_queue_policy`], [`routerctl::verify::tenant_queue_policy`],
-//! [`routerctl::verify::hub_bus_policy`], the LateForwardsAlarm), so `verify` reads what AWS would
-//! return.
+//! through the service's own API, with the document the stack's own template defines, rendered
+//! for that deployment by aws-model ([`Rendered`]: its parameters, the region's exports, the
+//! physical ids and ARNs of what it made), never with `verify`'s expectations: so `verify` is
+//! tested against what CloudFormation would have made, not against what it wrote itself.
 
 mod fis;
 mod spoke;
@@ -21,14 +21,13 @@ use anyhow::{Context, Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::Value;
 
+use aws_model::deployed::Rendered;
 use aws_model::{
     aws::Aws,
     stacks::{self, Stack},
 };
-use local_aws::moto::{ACCOUNT, MotoServer, REGION, sdk_config_for};
-use routerctl::verify::{
-    ALARMS, HUB_RULES, Monitored, RULES, events_queue_policy, hub_bus_policy, tenant_queue_policy,
-};
+use local_aws::moto::{MotoServer, sdk_config_for};
+use routerctl::verify::{ALARMS, Monitored};
 
 pub use self::spoke::Spoke;
 
@@ -153,83 +152,52 @@ impl Sandbox {
             .unwrap_or_default())
     }
 
-    /// Puts back what moto left out of the deployment.
+    /// Puts back what moto left out of the deployment: each queue and bus policy as the stack's
+    /// own template defines it for this deployment ([`Rendered`]), the alarms, and the role
+    /// policies as JSON.
     async fn complete(&self) -> Result<()> {
-        let mut rules = Vec::new();
-        for (logical, _) in RULES {
-            let name = self.resource(logical).await?;
-            let rule = self.aws.events.describe_rule().name(&name).send().await?;
-            rules.push(rule.arn().context("rule without ARN")?.to_owned());
+        let base = Rendered::of(&self.aws, self.stack()).await?;
+        for (policy, queue) in [
+            ("IngestQueuePolicy", "IngestQueue"),
+            ("DeadLetterQueuePolicy", "DeadLetterQueue"),
+        ] {
+            put_queue_policy(&self.aws, &base, policy, queue).await?;
         }
-        // The central bus's copies of the rules, whose ARNs the queue policies name too.
-        let hub_bus = self.base.outputs.get("HubEventBusArn").cloned();
-        if let Some(bus) = &hub_bus {
-            let bus = bus_name(bus);
-            for (logical, _) in HUB_RULES {
-                let name = self.resource(logical).await?;
-                let rule = self
-                    .aws
-                    .events
-                    .describe_rule()
-                    .name(&name)
-                    .event_bus_name(bus)
-                    .send()
-                    .await?;
-                rules.push(rule.arn().context("rule without ARN")?.to_owned());
-            }
-        }
-        for output in ["DeadLetterQueueArn", "IngestQueueArn"] {
-            let queue = self.base.output(output)?.to_owned();
-            let sid = match output {
-                "IngestQueueArn" => "AllowTheseRulesOnly",
-                _ => "AllowDeadLettersFromTheseRules",
-            };
-            self.set_queue_policy(&queue, events_queue_policy(&queue, &rules, sid))
-                .await?;
-        }
-        let role = self.router_role_arn()?.to_owned();
         for cluster in &self.clusters {
-            let queue = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:karpenter-{cluster}");
-            self.set_queue_policy(&queue, tenant_queue_policy(&queue, &role))
-                .await?;
+            self.complete_tenant(cluster, None).await?;
         }
-        if let Some(bus) = &hub_bus {
-            self.put_hub_bus_policy(bus).await?;
+        let bus_policy = base.property("HubEventBus", &["Policy"])?;
+        if let Some(bus) = self.base.outputs.get("HubEventBusArn") {
+            self.aws
+                .events
+                .put_permission()
+                .event_bus_name(bus_name(bus))
+                .policy(bus_policy.to_string())
+                .send()
+                .await
+                .context("PutPermission on the central bus")?;
         }
         self.create_alarms().await?;
+        let role = self.router_role_arn()?.to_owned();
         self.rewrite_role_policies_as_json(&role).await
     }
 
-    /// What moto skips of a tenant stack deployed after [`Sandbox::deploy`] (by `routerctl adopt`,
-    /// say): the queue's policy, and the Karpenter role's inline policies as JSON.
+    /// What moto skips of `cluster`'s tenant stack (deployed with the sandbox, or later by
+    /// `routerctl adopt`): the queue's policy as tenant.yaml defines it for that stack, and the
+    /// Karpenter role's inline policies as JSON.
     pub async fn complete_tenant(&self, cluster: &str, karpenter_role: Option<&str>) -> Result<()> {
-        let role = self.router_role_arn()?.to_owned();
-        let queue = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:karpenter-{cluster}");
-        self.set_queue_policy(&queue, tenant_queue_policy(&queue, &role))
-            .await?;
+        let stack = stacks::tenant_stack_name(self.stack(), cluster);
+        let tenant = Rendered::of(&self.aws, &stack).await?;
+        put_queue_policy(
+            &self.aws,
+            &tenant,
+            "InterruptionQueuePolicy",
+            "InterruptionQueue",
+        )
+        .await?;
         if let Some(karpenter) = karpenter_role {
             rewrite_role_policies_as_json(&self.aws.iam, karpenter).await?;
         }
-        Ok(())
-    }
-
-    /// base.yaml's HubEventBus policy (moto's CloudFormation creates the bus without it).
-    async fn put_hub_bus_policy(&self, bus: &str) -> Result<()> {
-        let parameters = self.base_parameters().await?;
-        let parameter = |key: &str| parameters.get(key).map(String::as_str).unwrap_or_default();
-        let policy = hub_bus_policy(
-            bus,
-            parameter("ServedAccounts"),
-            Some(parameter("OrganizationId")),
-        );
-        self.aws
-            .events
-            .put_permission()
-            .event_bus_name(bus_name(bus))
-            .policy(policy.to_string())
-            .send()
-            .await
-            .context("PutPermission on the central bus")?;
         Ok(())
     }
 
@@ -283,22 +251,44 @@ impl Sandbox {
             .unwrap_or_default())
     }
 
-    async fn set_queue_policy(&self, queue_arn: &str, policy: Value) -> Result<()> {
-        let url = self.queue_url(aws_model::aws::arn_name(queue_arn)).await?;
-        self.aws
-            .sqs
-            .set_queue_attributes()
-            .queue_url(url)
-            .attributes(QueueAttributeName::Policy, policy.to_string())
-            .send()
-            .await
-            .with_context(|| format!("SetQueueAttributes Policy on {queue_arn}"))?;
-        Ok(())
-    }
-
     async fn rewrite_role_policies_as_json(&self, role_arn: &str) -> Result<()> {
         rewrite_role_policies_as_json(&self.aws.iam, role_arn).await
     }
+}
+
+/// `policy`'s document (an `AWS::SQS::QueuePolicy` of `stack`) put on `queue` (its logical id),
+/// as CloudFormation would have put it.
+pub(crate) async fn put_queue_policy(
+    aws: &Aws,
+    stack: &Rendered,
+    policy: &str,
+    queue: &str,
+) -> Result<()> {
+    let document = stack.property(policy, &["PolicyDocument"])?;
+    let arn = stack
+        .stage
+        .resources
+        .get(queue)
+        .and_then(|r| r.get("Arn"))
+        .with_context(|| format!("{}: no queue {queue}", stack.stage.stack_name))?;
+    let url = aws
+        .sqs
+        .get_queue_url()
+        .queue_name(aws_model::aws::arn_name(arn))
+        .send()
+        .await
+        .with_context(|| format!("GetQueueUrl {arn}"))?
+        .queue_url()
+        .context("no queue url")?
+        .to_owned();
+    aws.sqs
+        .set_queue_attributes()
+        .queue_url(url)
+        .attributes(QueueAttributeName::Policy, document.to_string())
+        .send()
+        .await
+        .with_context(|| format!("SetQueueAttributes Policy on {arn}"))?;
+    Ok(())
 }
 
 /// The Karpenter controller role the sandbox gives `cluster` (Karpenter's getting-started stack

@@ -1,15 +1,15 @@
 //! A member account: spoke.yaml and its tenant stacks deployed there and completed as the hub is,
 //! reached with the credentials AssumeRole returns for its spoke role.
 
-use anyhow::{Context, Result};
-use aws_sdk_sqs::types::QueueAttributeName;
+use anyhow::Result;
 
+use aws_model::deployed::Rendered;
 use aws_model::{
     aws::Aws,
     stacks::{self, Stack},
 };
 use local_aws::moto::{MotoServer, REGION, sdk_config_as};
-use routerctl::verify::{self, tenant_queue_policy};
+use routerctl::verify;
 
 use super::{Sandbox, rewrite_role_policies_as_json};
 
@@ -59,28 +59,15 @@ impl Sandbox {
                 &[&[("ClusterName", *cluster)], tenant_parameters].concat(),
             )
             .await?;
-            let name = format!("karpenter-{cluster}");
-            let url = aws
-                .sqs
-                .get_queue_url()
-                .queue_name(&name)
-                .send()
-                .await
-                .with_context(|| format!("GetQueueUrl {name} in {account}"))?
-                .queue_url()
-                .context("no queue url")?
-                .to_owned();
-            let arn = format!("arn:aws:sqs:{REGION}:{account}:{name}");
-            aws.sqs
-                .set_queue_attributes()
-                .queue_url(url)
-                .attributes(
-                    QueueAttributeName::Policy,
-                    tenant_queue_policy(&arn, &role).to_string(),
-                )
-                .send()
-                .await
-                .with_context(|| format!("SetQueueAttributes Policy on {arn}"))?;
+            let tenant = stacks::tenant_stack_name(verify::DEFAULT_SPOKE_STACK, cluster);
+            let rendered = Rendered::of(&aws, &tenant).await?;
+            super::put_queue_policy(
+                &aws,
+                &rendered,
+                "InterruptionQueuePolicy",
+                "InterruptionQueue",
+            )
+            .await?;
         }
         let forward = aws_model::aws::stack_resource(&aws, &stack.name, "ForwardToHubRole").await?;
         for role in [role.as_str(), forward.as_str()] {

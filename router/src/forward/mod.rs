@@ -4,9 +4,10 @@
 //! dead-letter queue. A cluster's queue is found and judged once and the answer kept
 //! ([`destinations`]: only a queue its tenant stack made is written; a missing queue is lost or
 //! not onboarded as the tenant record says), with the event kinds its cluster takes: a copy of a
-//! kind it declined is [`Delivery::Declined`], never sent. Sending is planned purely ([`plan_batches`]: per
-//! destination, at most 10 entries and 256 KiB per SendMessageBatch) and every destination goes
-//! its own way: one whose queue cannot be found or written holds back none of the others.
+//! kind it declined is [`Delivery::Declined`], never sent. Sending is planned purely
+//! ([`plan_batches`]: per destination, at most 10 entries and 256 KiB per SendMessageBatch) and
+//! every destination goes its own way: one whose queue cannot be found or written holds back none
+//! of the others.
 //!
 //! SendMessageBatch can answer 200 and still have failed some entries, so every entry's result is
 //! read: entries SQS refused as the sender's fault are [`Delivery::Rejected`], the others that
@@ -171,14 +172,13 @@ impl<A: Aws> Forwarder<A> {
                     found: Ok((session, url, kinds)),
                 } => {
                     let (destination, of) = &destinations[d];
-                    for batch in of.iter() {
-                        let (batch, declined): (Vec<usize>, Vec<usize>) =
-                            batch.iter().partition(|&&i| {
-                                messages[i].kind.is_none_or(|kind| kinds.contains(kind))
-                            });
-                        for i in declined {
-                            if let Some(kind) = messages[i].kind {
-                                outcomes[i] = Delivery::Declined { kind };
+                    for planned in of {
+                        // A copy of a kind its cluster declined is answered here, never sent.
+                        let mut batch = Vec::with_capacity(planned.len());
+                        for &i in planned {
+                            match messages[i].kind.filter(|k| !kinds.contains(*k)) {
+                                Some(kind) => outcomes[i] = Delivery::Declined { kind },
+                                None => batch.push(i),
                             }
                         }
                         if batch.is_empty() {

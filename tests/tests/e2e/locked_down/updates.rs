@@ -48,7 +48,8 @@ fn deployed() -> Vec<(&'static str, &'static str, Stage)> {
 
 /// What changed in the templates after the fixture for reasons of their own (tenant records and
 /// `MAX_RECEIVE_COUNT`, which one truth across execution environments needs; Direct mode's
-/// removal; the mapping's `MaximumConcurrency`, which bounds a storm's AssumeRole and EC2 calls),
+/// removal; the mapping's `MaximumConcurrency`, which bounds a storm's AssumeRole and EC2 calls;
+/// each cluster's event kinds: the queue's kinds tag and the dashboard's declined widget),
 /// taken out of a
 /// resource's properties before the comparison below, which is about the locked-down parameters.
 fn without_later_changes(logical: &str, properties: Option<Value>) -> Option<Value> {
@@ -62,7 +63,20 @@ fn without_later_changes(logical: &str, properties: Option<Value>) -> Option<Val
     }
     if let Some(body) = properties["DashboardBody"].as_str() {
         // Direct mode is gone: the ingest queue's widget no longer says "(Queue mode)".
-        properties["DashboardBody"] = Value::from(body.replace(" (Queue mode)", ""));
+        let mut body = body.replace(" (Queue mode)", "");
+        // Each cluster's event kinds: the widget of declined events.
+        if let (Some(from), Some(to)) = (
+            body.find(",\n    {\"type\": \"metric\", \"x\": 0, \"y\": 30"),
+            body.rfind("\n  ]\n}"),
+        ) && body[from..to].contains("\"id\": \"declined\"")
+        {
+            body.replace_range(from..to, "");
+        }
+        properties["DashboardBody"] = Value::from(body);
+    }
+    // Each cluster's event kinds: tenant.yaml's tag of them on the queue.
+    if let Some(tags) = properties.get_mut("Tags").and_then(Value::as_array_mut) {
+        tags.retain(|t| t["Key"] != interruption_router::tenancy::KINDS_TAG);
     }
     if logical == "IngestEventSourceMapping"
         && let Some(mapping) = properties.as_object_mut()
