@@ -98,6 +98,16 @@ mod tests {
             assert!(!Kinds::NONE.contains(kind), "{kind}");
         }
         assert_eq!(Kinds::ALL.iter().collect::<Vec<_>>(), Kind::ALL);
+        // Adding a kind already held keeps it (a tag may name one twice).
+        assert_eq!(Kinds::ALL.with(Kind::StateChange), Kinds::ALL);
+        assert_eq!(
+            Kinds::parse("state-change state-change"),
+            Ok(Kinds::NONE.with(Kind::StateChange))
+        );
+        assert_eq!(
+            format!("{:?}", Kinds::NONE.with(Kind::StateChange)),
+            "Kinds(state-change)"
+        );
     }
 
     #[test]
