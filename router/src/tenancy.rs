@@ -239,6 +239,59 @@ mod tests {
         assert!(!admits_only(&tenant_policy(other), Some(ROUTER)));
     }
 
+    /// Every part of tenant.yaml's policy is needed: the Allow to the router alone, and the Deny
+    /// of sending to every other principal.
+    #[test]
+    fn only_the_whole_tenant_policy_admits_one_sender() {
+        assert!(Ownership::Tenant.is_routers() && Ownership::LegacyTenant.is_routers());
+        let queue = "arn:aws:sqs:us-east-1:111111111111:karpenter-alpha";
+        let allow = |principal: Value| {
+            json!({"Effect": "Allow", "Principal": {"AWS": principal},
+                   "Action": "sqs:SendMessage", "Resource": queue})
+        };
+        let deny = |action: &str, principal: Value, not: &str| {
+            json!({"Effect": "Deny", "Principal": principal, "Action": action, "Resource": queue,
+                   "Condition": {"ArnNotEquals": {"aws:PrincipalArn": not}}})
+        };
+        let policy = |statements: Vec<Value>| json!({"Statement": statements}).to_string();
+        // The principal as a one-item list, and the Deny's `{"AWS": "*"}` form.
+        let listed = policy(vec![
+            allow(json!([ROUTER])),
+            deny("sqs:SendMessage", json!({"AWS": "*"}), ROUTER),
+        ]);
+        assert!(admits_only(&listed, Some(ROUTER)), "{listed}");
+        for (why, statements) in [
+            ("no Deny", vec![allow(json!(ROUTER))]),
+            (
+                "a Deny of receiving, not sending",
+                vec![
+                    allow(json!(ROUTER)),
+                    deny("sqs:ReceiveMessage", json!("*"), ROUTER),
+                ],
+            ),
+            (
+                "a Deny that spares another principal",
+                vec![
+                    allow(json!(ROUTER)),
+                    deny("sqs:SendMessage", json!("*"), "arn:aws:iam::1:role/x"),
+                ],
+            ),
+            (
+                "a Deny of one principal only",
+                vec![
+                    allow(json!(ROUTER)),
+                    deny(
+                        "sqs:SendMessage",
+                        json!({"AWS": "arn:aws:iam::1:role/x"}),
+                        ROUTER,
+                    ),
+                ],
+            ),
+        ] {
+            assert!(!admits_only(&policy(statements), Some(ROUTER)), "{why}");
+        }
+    }
+
     #[test]
     fn other_tools_queues_are_foreign() {
         // EKS Blueprints' Karpenter addon: EventBridge may send, nothing is denied.
