@@ -201,6 +201,19 @@ pub fn arn_name_after_slash(arn: &str) -> &str {
     arn.rsplit('/').next().unwrap_or(arn)
 }
 
+/// The URL of the queue named `name` (GetQueueUrl): through an emulator's clients, the emulator's
+/// URL, which a stack's outputs (naming AWS's host) are not.
+pub async fn queue_url(sqs: &aws_sdk_sqs::Client, name: &str) -> Result<String> {
+    sqs.get_queue_url()
+        .queue_name(name)
+        .send()
+        .await
+        .map_err(|e| anyhow!("GetQueueUrl {name}: {}", describe(&e)))?
+        .queue_url()
+        .map(str::to_owned)
+        .with_context(|| format!("GetQueueUrl {name} answered no URL"))
+}
+
 /// The account field of an ARN, if it has one.
 pub fn arn_account(arn: &str) -> Option<&str> {
     arn.split(':').nth(4).filter(|a| !a.is_empty())

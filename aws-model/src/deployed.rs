@@ -36,23 +36,13 @@ impl Rendered {
             .template_body()
             .with_context(|| format!("stack {name} has no template body"))?
             .to_owned();
-        let described = aws
-            .cfn
-            .describe_stacks()
-            .stack_name(name)
-            .send()
-            .await
-            .map_err(|e| anyhow!("DescribeStacks {name}: {}", describe(&e)))?;
-        let stack = described
-            .stacks()
-            .first()
-            .with_context(|| format!("no stack {name}"))?;
+        let stack = stacks::describe(&aws.cfn, name).await?;
         let account = stack
             .stack_id()
             .and_then(crate::aws::arn_account)
             .with_context(|| format!("stack {name} has no account in its id"))?;
         let mut stage = Stage::new(name, account, &aws.region);
-        stage.parameters = stacks::parameters(stack);
+        stage.parameters = stacks::parameters(&stack);
         stage.exports = exports(aws).await?;
         let resources = aws
             .cfn

@@ -102,6 +102,22 @@ pub fn event_kinds(kinds: Kinds) -> String {
         .join(",")
 }
 
+/// Stack `name` as DescribeStacks answers it.
+pub async fn describe(
+    cfn: &aws_sdk_cloudformation::Client,
+    name: &str,
+) -> Result<cfn_types::Stack> {
+    cfn.describe_stacks()
+        .stack_name(name)
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("DescribeStacks {name}: {}", crate::aws::describe(&e)))?
+        .stacks()
+        .first()
+        .cloned()
+        .with_context(|| format!("no stack {name}"))
+}
+
 /// A created stack's outputs, by output key.
 #[derive(Debug, Clone)]
 pub struct Stack {
@@ -171,13 +187,8 @@ pub async fn update(
     template: &str,
     parameters: &[(&str, &str)],
 ) -> Result<Stack> {
-    let described = cfn.describe_stacks().stack_name(name).send().await?;
-    let previous = self::parameters(
-        described
-            .stacks()
-            .first()
-            .with_context(|| format!("no stack {name}"))?,
-    );
+    let described = describe(cfn, name).await?;
+    let previous = self::parameters(&described);
     let declared = crate::template::Template::parse(name, template)?;
     let declared = &declared.doc["Parameters"];
     let mut all: Vec<Parameter> = parameters.iter().map(|(k, v)| parameter(k, v)).collect();
@@ -203,9 +214,7 @@ pub async fn update(
                 .is_some_and(|m| m.contains("No updates are to be performed")) =>
         {
             let status = described
-                .stacks()
-                .first()
-                .and_then(|s| s.stack_status())
+                .stack_status()
                 .cloned()
                 .unwrap_or(StackStatus::UpdateComplete);
             wait(cfn, name, status).await

@@ -23,11 +23,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use serde_json::Value;
 
 use super::{deployed_env, event_key_of, instances_named, launch, put_events, receive_all, step};
 use aws_model::{
+    aws::queue_url,
     events::{Origin, Synthetic},
     stacks,
 };
@@ -390,18 +391,6 @@ pub async fn run(options: Options) -> Result<Report> {
     }
     moto.stop().await;
     Ok(report)
-}
-
-async fn queue_url(sqs: &aws_sdk_sqs::Client, name: &str) -> Result<String> {
-    Ok(sqs
-        .get_queue_url()
-        .queue_name(name)
-        .send()
-        .await
-        .with_context(|| format!("GetQueueUrl {name}"))?
-        .queue_url()
-        .context("no queue url")?
-        .to_owned())
 }
 
 fn print_report(report: &Report, took: Duration, members: usize) {

@@ -74,6 +74,18 @@ except Exception:  # not the moto server (sitecustomize runs in every interprete
     _sqs = None
 
 
+def _update_by_name(update, cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+    """Calls moto's own update_from_cloudformation_json, which moto's CloudFormation calls by name."""
+    return update(
+        cls,
+        original_resource=original_resource,
+        new_resource_name=new_resource_name,
+        cloudformation_json=cloudformation_json,
+        account_id=account_id,
+        region_name=region_name,
+    )
+
+
 def _fix_cloudformation_properties(model, fix):
     """Has moto's CloudFormation create `model` from its Properties after `fix(properties)`."""
     create = model.create_from_cloudformation_json.__func__
@@ -134,13 +146,8 @@ def _function_tagged(model):
     # moto's CloudFormation passes these by name.
     def update_tagged(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
         strings(cloudformation_json)
-        function = update(
-            cls,
-            original_resource=original_resource,
-            new_resource_name=new_resource_name,
-            cloudformation_json=cloudformation_json,
-            account_id=account_id,
-            region_name=region_name,
+        function = _update_by_name(
+            update, cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name
         )
         return tag(function, cloudformation_json)
 
@@ -246,13 +253,8 @@ def _rule_updated_in_place(model):
         name = properties.get("Name", original_resource.name)
         bus = str(properties.get("EventBusName", "default")).split("/")[-1]
         if name != original_resource.name or bus != original_resource.event_bus_name:
-            return replace(
-                cls,
-                original_resource=original_resource,
-                new_resource_name=new_resource_name,
-                cloudformation_json=cloudformation_json,
-                account_id=account_id,
-                region_name=region_name,
+            return _update_by_name(
+                replace, cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name
             )
         # PutRule on an existing rule keeps its targets; PutTargets replaces those by Id.
         rule = cls.create_from_cloudformation_json(
@@ -335,15 +337,9 @@ def _queue_tags_updated(model):
     """Has moto's CloudFormation apply a queue's Tags on a stack update, in place."""
     update = model.update_from_cloudformation_json.__func__
 
-    # moto's CloudFormation passes these by name.
     def update_tagged(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
-        queue = update(
-            cls,
-            original_resource=original_resource,
-            new_resource_name=new_resource_name,
-            cloudformation_json=cloudformation_json,
-            account_id=account_id,
-            region_name=region_name,
+        queue = _update_by_name(
+            update, cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name
         )
         listed = (cloudformation_json.get("Properties") or {}).get("Tags") or []
         queue.tags.update({t["Key"]: str(t["Value"]) for t in listed})

@@ -92,14 +92,7 @@ impl World {
     }
 
     pub async fn queue_url(&self, name: &str) -> Result<String> {
-        let out = self
-            .sqs
-            .get_queue_url()
-            .queue_name(name)
-            .send()
-            .await
-            .with_context(|| format!("GetQueueUrl {name}"))?;
-        Ok(out.queue_url().context("no queue url")?.to_owned())
+        aws_model::aws::queue_url(&self.sqs, name).await
     }
 
     pub async fn queue_arn(&self, queue_url: &str) -> Result<String> {

@@ -116,15 +116,7 @@ impl Sandbox {
 
     /// The emulator's URL of a queue (stack outputs carry the AWS host, not the emulator's).
     pub async fn queue_url(&self, name: &str) -> Result<String> {
-        let out = self
-            .aws
-            .sqs
-            .get_queue_url()
-            .queue_name(name)
-            .send()
-            .await
-            .with_context(|| format!("GetQueueUrl {name}"))?;
-        Ok(out.queue_url().context("no queue url")?.to_owned())
+        aws_model::aws::queue_url(&self.aws.sqs, name).await
     }
 
     pub async fn ingest_queue_url(&self) -> Result<String> {
@@ -237,18 +229,8 @@ impl Sandbox {
 
     /// The base stack's parameters, as deployed.
     async fn base_parameters(&self) -> Result<BTreeMap<String, String>> {
-        let described = self
-            .aws
-            .cfn
-            .describe_stacks()
-            .stack_name(self.stack())
-            .send()
-            .await?;
-        Ok(described
-            .stacks()
-            .first()
-            .map(aws_model::stacks::parameters)
-            .unwrap_or_default())
+        let stack = stacks::describe(&self.aws.cfn, self.stack()).await?;
+        Ok(stacks::parameters(&stack))
     }
 
     async fn rewrite_role_policies_as_json(&self, role_arn: &str) -> Result<()> {
@@ -271,16 +253,7 @@ pub(crate) async fn put_queue_policy(
         .get(queue)
         .and_then(|r| r.get("Arn"))
         .with_context(|| format!("{}: no queue {queue}", stack.stage.stack_name))?;
-    let url = aws
-        .sqs
-        .get_queue_url()
-        .queue_name(aws_model::aws::arn_name(arn))
-        .send()
-        .await
-        .with_context(|| format!("GetQueueUrl {arn}"))?
-        .queue_url()
-        .context("no queue url")?
-        .to_owned();
+    let url = aws_model::aws::queue_url(&aws.sqs, aws_model::aws::arn_name(arn)).await?;
     aws.sqs
         .set_queue_attributes()
         .queue_url(url)

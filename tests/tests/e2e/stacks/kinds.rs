@@ -7,18 +7,11 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use aws_model::{
-    events::Origin,
-    stacks::{self, TENANT_TEMPLATE},
-};
+use aws_model::stacks::{self, TENANT_TEMPLATE};
 use e2e_tests::{World, karpenter_tags};
-use local_aws::{
-    esm::EventSourceMapping,
-    moto::{ACCOUNT, REGION},
-};
 use serde_json::Value;
 
-use super::{BASE, Clients, publish_and_drain, upload_code};
+use super::{BASE, Clients, home_origin, publish_and_drain, start_deployed, upload_code};
 
 /// What beta takes: no Health events and no rebalance recommendations.
 const BETA_KINDS: &str = "spot-interruption,state-change,capacity-reservation-interruption";
@@ -76,13 +69,8 @@ async fn each_cluster_receives_the_kinds_its_tenant_stack_takes() -> Result<()> 
 
     let a = world.launch(&karpenter_tags("alpha")).await?;
     let b = world.launch(&karpenter_tags("beta")).await?;
-    let function = base.output("FunctionName")?;
-    let (router, timeout) = world.start_deployed_router(&aws.lambda, function).await?;
-    let esm = EventSourceMapping::take_over(&aws.lambda, &world.sqs, function, timeout).await?;
-    let origin = Origin {
-        account: ACCOUNT.into(),
-        region: REGION.into(),
-    };
+    let (router, esm) = start_deployed(&world, &aws, &base).await?;
+    let origin = home_origin();
 
     let health = origin.scheduled_change(&[a.clone(), b.clone()], "retire");
     let rebalance = origin.rebalance(&b, "rebalance-b");

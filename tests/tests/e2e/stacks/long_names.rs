@@ -4,18 +4,11 @@
 //! name and delivers there.
 
 use anyhow::{Context, Result};
-use aws_model::{
-    events::Origin,
-    stacks::{self, TENANT_TEMPLATE},
-};
+use aws_model::stacks::{self, TENANT_TEMPLATE};
 use e2e_tests::{World, karpenter_tags};
 use interruption_router::config::QueueNameTemplate;
-use local_aws::{
-    esm::EventSourceMapping,
-    moto::{ACCOUNT, REGION},
-};
 
-use super::{BASE, Clients, deploy_base, publish_and_drain};
+use super::{BASE, Clients, deploy_base, home_origin, publish_and_drain, start_deployed};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_name_of_100_characters_gets_its_queue_and_its_events() -> Result<()> {
@@ -52,13 +45,8 @@ async fn a_cluster_name_of_100_characters_gets_its_queue_and_its_events() -> Res
     assert_eq!(queue.len(), 80);
 
     let node = world.launch(&karpenter_tags(&cluster)).await?;
-    let function = base.output("FunctionName")?;
-    let (router, timeout) = world.start_deployed_router(&aws.lambda, function).await?;
-    let esm = EventSourceMapping::take_over(&aws.lambda, &world.sqs, function, timeout).await?;
-    let origin = Origin {
-        account: ACCOUNT.into(),
-        region: REGION.into(),
-    };
+    let (router, esm) = start_deployed(&world, &aws, &base).await?;
+    let origin = home_origin();
     let warning = origin.spot_warning(&node, "spot-long-name");
     let drained = publish_and_drain(&world, &aws, &esm, &router, &[&warning]).await?;
     assert_eq!(drained.handled, 1);

@@ -85,6 +85,29 @@ async fn deploy_base(world: &World, aws: &Clients, template: &str) -> Result<Sta
     stacks::create(&aws.cfn, BASE, template, &[("CodeS3Bucket", "artifacts")]).await
 }
 
+/// The router exactly as the deployed stack configures its function (talking to AWS through the
+/// proxy), and the event source mapping taken over from moto before anything reaches the ingest
+/// queue: moto's own mapping would receive the messages and fail to invoke (no Docker), counting
+/// them towards the DLQ redrive.
+async fn start_deployed(
+    world: &World,
+    aws: &Clients,
+    base: &Stack,
+) -> Result<(Function, EventSourceMapping)> {
+    let function = base.output("FunctionName")?;
+    let (router, timeout) = world.start_deployed_router(&aws.lambda, function).await?;
+    let esm = EventSourceMapping::take_over(&aws.lambda, &world.sqs, function, timeout).await?;
+    Ok((router, esm))
+}
+
+/// Events from moto's account and region.
+fn home_origin() -> aws_model::events::Origin {
+    aws_model::events::Origin {
+        account: ACCOUNT.into(),
+        region: REGION.into(),
+    }
+}
+
 /// Publishes `events` through EventBridge (moto delivers to the rules' targets inside PutEvents)
 /// and has `router` take what reached the ingest queue until it has been idle for 3 s.
 async fn publish_and_drain(

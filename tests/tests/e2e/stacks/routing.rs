@@ -5,15 +5,13 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use aws_model::events::{Origin, Synthetic};
+use aws_model::events::Synthetic;
 use e2e_tests::{World, karpenter_tags, managed_nodegroup_tags};
-use local_aws::{
-    esm::EventSourceMapping,
-    moto::{ACCOUNT, REGION},
-};
 use serde_json::{Value, json};
 
-use super::{BASE, CLUSTERS, Clients, deploy_queue_mode, publish_and_drain};
+use super::{
+    BASE, CLUSTERS, Clients, deploy_queue_mode, home_origin, publish_and_drain, start_deployed,
+};
 
 /// The ingest body of the Health event, cut down to what `cluster`'s copy must be: its own
 /// instances in `affectedEntities` and `resources`, everything else as it arrived.
@@ -47,17 +45,8 @@ async fn the_deployed_router_routes_eventbridge_events_into_the_tenant_queues() 
     let managed = world.launch(&managed_nodegroup_tags("alpha")).await?;
     let untagged = world.launch(&[]).await?;
 
-    // The router exactly as the stack configures the function, talking to AWS through the proxy.
-    let function = base.output("FunctionName")?;
-    let (router, timeout) = world.start_deployed_router(&aws.lambda, function).await?;
-    // Before anything reaches the ingest queue: moto's own mapping would receive the messages
-    // and fail to invoke (no Docker), counting them towards the DLQ redrive.
-    let esm = EventSourceMapping::take_over(&aws.lambda, &world.sqs, function, timeout).await?;
-
-    let origin = Origin {
-        account: ACCOUNT.into(),
-        region: REGION.into(),
-    };
+    let (router, esm) = start_deployed(&world, &aws, &base).await?;
+    let origin = home_origin();
     let health = origin.scheduled_change(&[a[0].clone(), b.clone(), untagged.clone()], "retire");
     let routed: Vec<(Synthetic, &str)> = vec![
         (origin.spot_warning(&a[0], "spot-a0"), "alpha"),
