@@ -297,6 +297,8 @@ pub struct Outcome {
     pub misrouted: Vec<String>,
     /// The dead-letter queue's messages by reason (see [`Estate::finish`]).
     pub dead_lettered: BTreeMap<String, usize>,
+    /// Each dead letter's reason, clusters and detail.
+    pub dead_letter_details: Vec<String>,
     /// Records the router handed back to the ingest queue.
     pub handed_back: u64,
     /// adopt's probes each Karpenter read: (cluster, queue, event id).

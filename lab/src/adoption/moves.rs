@@ -130,26 +130,7 @@ impl Estate {
                         if !self.rule_tagged_for(rule, cluster).await? {
                             continue;
                         }
-                        let targets = self
-                            .aws
-                            .events
-                            .list_targets_by_rule()
-                            .rule(rule)
-                            .send()
-                            .await?;
-                        let ids: Vec<String> = targets
-                            .targets()
-                            .iter()
-                            .map(|t| t.id().to_owned())
-                            .collect();
-                        self.aws
-                            .events
-                            .remove_targets()
-                            .rule(rule)
-                            .set_ids(Some(ids))
-                            .send()
-                            .await?;
-                        self.aws.events.delete_rule().name(rule).send().await?;
+                        crate::sandbox::delete_rule(&self.aws.events, rule).await?;
                     }
                     Ok(format!("terraform apply without the rules ({tool})"))
                 } else {

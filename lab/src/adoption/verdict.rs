@@ -86,7 +86,7 @@ impl Estate {
             .sandbox
             .queue_url(aws_model::aws::arn_name(&dlq))
             .await?;
-        let dead_lettered = dead_letters(&self.aws.sqs, &dlq_url).await?;
+        let (dead_lettered, dead_letter_details) = dead_letters(&self.aws.sqs, &dlq_url).await?;
         let mut kinds: BTreeMap<String, BTreeSet<&'static str>> = BTreeMap::new();
         for event in &published {
             for cluster in &event.clusters {
@@ -115,6 +115,7 @@ impl Estate {
             missed,
             misrouted,
             dead_lettered,
+            dead_letter_details,
             handed_back: drained.retried,
             probes,
             sentinels,
@@ -125,8 +126,14 @@ impl Estate {
 
 /// The dead-letter queue's messages by the reason the router gave (its `reason` attribute),
 /// or `redriven` for those SQS moved there after the ingest queue's maxReceiveCount.
-async fn dead_letters(sqs: &aws_sdk_sqs::Client, dlq_url: &str) -> Result<BTreeMap<String, usize>> {
+/// The dead-letter queue's messages: a count per reason, and each one's reason, clusters and
+/// detail (what a failed run needs to say why).
+async fn dead_letters(
+    sqs: &aws_sdk_sqs::Client,
+    dlq_url: &str,
+) -> Result<(BTreeMap<String, usize>, Vec<String>)> {
     let mut reasons = BTreeMap::new();
+    let mut details = Vec::new();
     loop {
         let received = sqs
             .receive_message()
@@ -138,15 +145,26 @@ async fn dead_letters(sqs: &aws_sdk_sqs::Client, dlq_url: &str) -> Result<BTreeM
             .send()
             .await?;
         if received.messages().is_empty() {
-            return Ok(reasons);
+            return Ok((reasons, details));
         }
         for message in received.messages() {
-            let reason = message
-                .message_attributes()
-                .and_then(|a| a.get("reason"))
-                .and_then(|v| v.string_value())
-                .unwrap_or("redriven");
-            *reasons.entry(reason.to_owned()).or_default() += 1;
+            let attribute = |name: &str| {
+                message
+                    .message_attributes()
+                    .and_then(|a| a.get(name))
+                    .and_then(|v| v.string_value())
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let reason = Some(attribute("reason"))
+                .filter(|r| !r.is_empty())
+                .unwrap_or_else(|| "redriven".to_owned());
+            details.push(format!(
+                "{reason} [{}]: {}",
+                attribute("clusters"),
+                attribute("detail")
+            ));
+            *reasons.entry(reason).or_default() += 1;
         }
     }
 }

@@ -264,6 +264,27 @@ pub(crate) async fn put_queue_policy(
     Ok(())
 }
 
+/// Deletes default-bus rule `rule` as a person or a Terraform apply does, outside any stack: its
+/// targets first (EventBridge refuses to delete a rule that still has any), then the rule.
+pub async fn delete_rule(events: &aws_sdk_eventbridge::Client, rule: &str) -> Result<()> {
+    let targets = events.list_targets_by_rule().rule(rule).send().await?;
+    let ids: Vec<String> = targets
+        .targets()
+        .iter()
+        .map(|t| t.id().to_owned())
+        .collect();
+    if !ids.is_empty() {
+        events
+            .remove_targets()
+            .rule(rule)
+            .set_ids(Some(ids))
+            .send()
+            .await?;
+    }
+    events.delete_rule().name(rule).send().await?;
+    Ok(())
+}
+
 /// The Karpenter controller role the sandbox gives `cluster` (Karpenter's getting-started stack
 /// names it `KarpenterControllerRole-<cluster>`).
 pub fn karpenter_role_name(cluster: &str) -> String {

@@ -246,8 +246,9 @@ async fn adopting_every_kind_of_set_up_while_events_flow_misses_none_and_survive
     assert!(outcome.duplicates.is_empty(), "{:?}", outcome.duplicates);
     assert!(
         outcome.dead_lettered.is_empty(),
-        "dead-lettered: {:?}",
-        outcome.dead_lettered
+        "dead-lettered: {:?}: {:#?}",
+        outcome.dead_lettered,
+        outcome.dead_letter_details
     );
     for cluster in ["alpha", "beta", "gamma"] {
         assert_eq!(

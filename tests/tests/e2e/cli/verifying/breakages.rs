@@ -530,24 +530,7 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
 
     // A rule deleted outside CloudFormation: the stack still names it, DescribeRule finds none.
     let scheduled = sandbox.resource("ScheduledChangeRule").await?;
-    let targets = aws
-        .events
-        .list_targets_by_rule()
-        .rule(&scheduled)
-        .send()
-        .await?;
-    let ids: Vec<String> = targets
-        .targets()
-        .iter()
-        .map(|t| t.id().to_owned())
-        .collect();
-    aws.events
-        .remove_targets()
-        .rule(&scheduled)
-        .set_ids(Some(ids))
-        .send()
-        .await?;
-    aws.events.delete_rule().name(&scheduled).send().await?;
+    lab::sandbox::delete_rule(&aws.events, &scheduled).await?;
     let report = verify_fails(&estate, &[], &["rule:ScheduledChangeRule"]).await?;
     assert_detail(
         &report,
