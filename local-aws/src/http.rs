@@ -2,17 +2,14 @@
 //! Invoke API and the AWS proxy): a free port on 127.0.0.1, one hyper connection task per client,
 //! stopped when dropped.
 
-use std::{
-    future::Future,
-    net::{Ipv4Addr, SocketAddr},
-};
+use std::{future::Future, net::SocketAddr};
 
 use anyhow::Result;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Request, Response, body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::TokioIo;
-use tokio::{net::TcpListener, task::JoinHandle};
+use tokio::task::JoinHandle;
 
 pub struct LoopbackServer {
     addr: SocketAddr,
@@ -28,7 +25,7 @@ impl LoopbackServer {
         Fut: Future<Output = Result<Response<Full<Bytes>>, E>> + Send + 'static,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let listener = crate::ports::bind_loopback().await?;
         let addr = listener.local_addr()?;
         let task = tokio::spawn(async move {
             loop {

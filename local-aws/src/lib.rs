@@ -13,7 +13,8 @@
 //! * [`eventbridge`]: the default event bus, with rule changes that take effect late;
 //! * [`proxy`]: a fault-injecting proxy in front of moto (throttling, errors, hangs);
 //! * [`karpenter`]: Karpenter's interruption controller reading its queue;
-//! * [`http`]: the small HTTP server the stand-ins share.
+//! * [`http`], [`ports`]: the small HTTP server the stand-ins share, and the loopback ports
+//!   they and moto are given.
 
 pub mod esm;
 pub mod eventbridge;
@@ -23,5 +24,6 @@ pub mod invoke_api;
 pub mod karpenter;
 pub mod lambda_logs;
 pub mod moto;
+pub mod ports;
 pub mod proxy;
 pub mod runtime_api;

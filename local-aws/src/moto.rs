@@ -7,15 +7,15 @@
 //! also works on a fresh machine without the Makefile.
 
 use std::{
-    collections::BTreeSet,
-    net::{Ipv4Addr, SocketAddr, TcpListener},
+    net::{Ipv4Addr, SocketAddr},
     path::{Path, PathBuf},
     process::Stdio,
-    sync::Mutex,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, bail};
+
+use crate::ports;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
@@ -31,7 +31,7 @@ pub const ACCOUNT: &str = "123456789012";
 pub struct MotoServer {
     child: Child,
     endpoint: String,
-    _port: Reserved,
+    _port: ports::Reserved,
 }
 
 impl MotoServer {
@@ -42,7 +42,7 @@ impl MotoServer {
         let mut last_error = None;
         // A freed port can be taken before moto binds it; try a few.
         for _ in 0..3 {
-            let port = free_port()?;
+            let port = ports::reserve()?;
             let mut child = Command::new(&program)
                 .args(["-H", "127.0.0.1", "-p", &port.0.to_string()])
                 // moto_fixes.py, loaded as sitecustomize: where moto answers otherwise than AWS.
@@ -237,33 +237,6 @@ pub async fn sdk_config_for(endpoint: &str) -> aws_config::SdkConfig {
         .await
 }
 
-/// Ports this process gave a moto server that has not stopped. The OS hands a freed port out
-/// again as soon as nothing is bound to it, and moto binds its port only a second or two after it
-/// starts: without this, two emulators started at once (tests run concurrently) can get the same
-/// port, and the one that loses the bind would be reported ready because the other one answers.
-static RESERVED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-
-/// A port reserved in [`RESERVED`] until dropped.
-struct Reserved(u16);
-
-impl Drop for Reserved {
-    fn drop(&mut self) {
-        RESERVED.lock().unwrap().remove(&self.0);
-    }
-}
-
-/// A loopback port nothing is bound to and no other moto server of this process was given.
-fn free_port() -> Result<Reserved> {
-    loop {
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-            .local_addr()?
-            .port();
-        if RESERVED.lock().unwrap().insert(port) {
-            return Ok(Reserved(port));
-        }
-    }
-}
-
 async fn wait_ready(addr: SocketAddr, child: &mut Child) -> Result<()> {
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(30) {
@@ -273,9 +246,13 @@ async fn wait_ready(addr: SocketAddr, child: &mut Child) -> Result<()> {
                 addr.port()
             );
         }
+        // Another server answering on the port is not this moto (see crate::ports).
         if http_request(&addr.to_string(), "GET", "/moto-api/", b"")
             .await
             .is_ok_and(|s| s == 200)
+            && child
+                .id()
+                .is_some_and(|pid| ports::held_by(pid, addr.port()))
         {
             return Ok(());
         }
