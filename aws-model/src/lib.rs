@@ -3,6 +3,7 @@
 //! the Lambda, and nothing here pretends to be AWS: it is AWS's rules and formats, written down.
 //!
 //! * [`stacks`]: the CloudFormation templates, compiled in, and a small deployer;
+//! * [`documents`]: the policy documents the templates render for one deployment;
 //! * [`template`]: what a template means for one deployment (intrinsics, conditions, `Rules`),
 //!   as CloudFormation evaluates it;
 //! * [`policy`]: IAM's evaluation of identity and resource policies, for `verify`'s checks;
@@ -14,6 +15,7 @@
 pub mod access;
 pub mod aws;
 pub mod deployed;
+pub mod documents;
 pub mod events;
 pub mod patterns;
 pub mod policy;

@@ -50,13 +50,10 @@ pub(crate) mod tenants;
 mod version;
 
 pub use monitoring::{ALARMS, Monitored};
-pub use queues::events_queue_policy;
 pub use report::{Check, Report};
 pub use rules::{HUB_RULES, RULES};
-pub use spokes::{
-    hub_bus_policy, parse_account_id, parse_org_id, spoke_role_policy, spoke_trust_policy,
-};
-pub use tenants::{cluster_of, tenant_queue_policy};
+pub use spokes::{parse_account_id, parse_org_id};
+pub use tenants::cluster_of;
 
 use aws_model::aws::Aws;
 
@@ -139,9 +136,10 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
     checks.push(version::check(&base, &aws.region));
     // Rules first: the queue and function policies are checked against their ARNs.
     let function = function::load(aws, &base).await;
-    let rule_arns = rules::check(aws, &base, checks).await;
+    let rules = rules::check(aws, &base, checks).await;
+    let rule_arns: Vec<String> = rules.values().cloned().collect();
     let timeout = function.as_ref().ok().and_then(|f| f.timeout());
-    queues::check(aws, &base, &rule_arns, timeout, checks).await;
+    queues::check(aws, &base, &rules, timeout, checks).await;
     let config = function::check(&base, &function, checks);
     let role = function::check_role(aws, &base, config.as_ref(), checks).await;
     keys::check_base(aws, &base, &rule_arns, role.as_ref(), checks).await;

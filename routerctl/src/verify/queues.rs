@@ -5,11 +5,13 @@
 //! ingest queue. Also what the other families share about queues: reading one
 //! ([`load_queue`]) and its encryption.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_lambda::types::FunctionResponseType;
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
+
+use aws_model::documents::{BaseQueue, BaseSite, base_queue_policy};
 
 use super::{
     report::{Check, fail},
@@ -54,27 +56,47 @@ impl Queue {
     }
 }
 
-/// Checks the ingest queue and the DLQ against the stack's rules.
+/// Checks the ingest queue and the DLQ against the stack's rules (their ARNs by logical id).
 pub(super) async fn check(
     aws: &Aws,
     base: &Base,
-    rule_arns: &[String],
+    rules: &BTreeMap<String, String>,
     function_timeout: Option<i32>,
     checks: &mut Vec<Check>,
 ) {
     let region = &aws.region;
     let dlq_arn = base.output("DeadLetterQueueArn");
+    let rule_arns: Vec<String> = rules.values().cloned().collect();
+    let rule_arns = rule_arns.as_slice();
+    // What base.yaml renders for this deployment: the policies a fix puts back.
+    let mut arns = rules.clone();
+    for (logical, output) in [
+        ("IngestQueue", "IngestQueueArn"),
+        ("DeadLetterQueue", "DeadLetterQueueArn"),
+    ] {
+        if let Some(arn) = base.output(output) {
+            arns.insert(logical.to_owned(), arn.to_owned());
+        }
+    }
+    let site = BaseSite {
+        stack: &base.name,
+        account: &base.account,
+        region,
+        parameters: &base.parameters,
+        arns: &arns,
+    };
+    let rendered = |queue| base_queue_policy(&site, queue).map_err(|e| format!("{e:#}"));
     match base.output("IngestQueueArn") {
         Some(arn) => match load_queue(aws, arn_name(arn)).await {
             Ok(queue) => {
                 checks.push(check_ingest_queue(&queue, function_timeout, dlq_arn));
                 checks.push(events_may_send(
                     "ingest-queue:policy",
-                    INGEST_SID,
+                    BaseQueue::Ingest,
                     &queue,
                     rule_arns,
+                    &rendered(BaseQueue::Ingest),
                     base,
-                    region,
                 ));
                 checks.push(check_event_source_mapping(aws, base, &queue).await);
             }
@@ -102,11 +124,11 @@ pub(super) async fn check(
                 ));
                 checks.push(events_may_send(
                     "dead-letter-queue:policy",
-                    "AllowDeadLettersFromTheseRules",
+                    BaseQueue::DeadLetter,
                     &queue,
                     rule_arns,
+                    &rendered(BaseQueue::DeadLetter),
                     base,
-                    region,
                 ));
             }
             Err(problem) => checks.push(fail(
@@ -239,20 +261,24 @@ fn visibility_row(queue: &Queue, visibility: i32, timeout: i32, region: &str) ->
     )
 }
 
-/// EventBridge may deliver from each of the stack's rules, and from no other rule.
+/// EventBridge may deliver from each of the stack's rules, and from no other rule; the fix puts
+/// back `expected`, the policy base.yaml renders for this deployment.
 fn events_may_send(
     name: &str,
-    sid: &str,
+    which: BaseQueue,
     queue: &Queue,
     rules: &[String],
+    expected: &Result<Value, String>,
     base: &Base,
-    region: &str,
 ) -> Check {
-    let fix = set_policy_command(
-        region,
-        &queue.url,
-        &events_queue_policy(&queue.arn, rules, sid),
-    );
+    let region = queue.arn.split(':').nth(3).unwrap_or_default();
+    let fix = match expected {
+        Ok(policy) => set_policy_command(region, &queue.url, policy),
+        Err(e) => format!(
+            "update the stack {} with this project's cloudformation/base.yaml, which sets the              policy (it could not be rendered here: {e})",
+            base.name
+        ),
+    };
     // Where: the queue's policy.
     let policy = queue
         .attribute(QueueAttributeName::Policy)
@@ -312,7 +338,7 @@ fn events_may_send(
             fix.clone(),
         ),
     ];
-    if sid == INGEST_SID {
+    if which == BaseQueue::Ingest {
         // An identity policy elsewhere in the account (an admin, a CI role with sqs:SendMessage
         // on "*") grants a principal of the account the queue unless the queue denies it: the
         // router would forward a made-up event into any served cluster's queue.
@@ -420,32 +446,6 @@ async fn check_event_source_mapping(aws: &Aws, base: &Base, ingest: &Queue) -> C
     )
 }
 
-/// The Sid of the ingest queue policy's grant to the rules (the DLQ's has its own).
-pub const INGEST_SID: &str = "AllowTheseRulesOnly";
-
-/// base.yaml's IngestQueuePolicy / DeadLetterQueuePolicy for these ARNs (the central bus's rules
-/// included, when it has them). The ingest queue's also refuses every other sender.
-pub fn events_queue_policy(queue_arn: &str, rule_arns: &[String], sid: &str) -> Value {
-    let mut statements = vec![
-        json!({"Sid": sid, "Effect": "Allow", "Principal": {"Service": "events.amazonaws.com"},
-         "Action": "sqs:SendMessage", "Resource": queue_arn,
-         "Condition": {"ArnEquals": {"aws:SourceArn": rule_arns}}}),
-    ];
-    if sid == INGEST_SID {
-        statements.push(
-            json!({"Sid": "DenySendersOtherThanTheseRules", "Effect": "Deny",
-            "Principal": "*", "Action": "sqs:SendMessage", "Resource": queue_arn,
-            "Condition": {"ArnNotEquals": {"aws:SourceArn": rule_arns}}}),
-        );
-    }
-    statements.push(
-        json!({"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*",
-        "Action": "sqs:*", "Resource": queue_arn,
-        "Condition": {"Bool": {"aws:SecureTransport": "false"}}}),
-    );
-    json!({"Version": "2012-10-17", "Statement": statements})
-}
-
 /// A ready-to-paste command that sets `policy` on a queue.
 pub(crate) fn set_policy_command(region: &str, url: &str, policy: &Value) -> String {
     let attributes = json!({"Policy": policy.to_string()}).to_string();
@@ -521,9 +521,25 @@ mod tests {
     #[test]
     fn the_queue_policy_check_admits_the_rules_and_refuses_everyone_else() {
         let rules = [RULE.to_owned()];
-        let policy = events_queue_policy(ARN, &rules, INGEST_SID).to_string();
+        // The policy base.yaml renders for a stack whose StateChangeRule is RULE.
+        let mut parameters = BTreeMap::new();
+        parameters.insert("CodeS3Bucket".to_owned(), "code".to_owned());
+        let arns = BTreeMap::from([
+            ("StateChangeRule".to_owned(), RULE.to_owned()),
+            ("IngestQueue".to_owned(), ARN.to_owned()),
+        ]);
+        let site = BaseSite {
+            stack: "ir",
+            account: "123456789012",
+            region: "us-east-1",
+            parameters: &parameters,
+            arns: &arns,
+        };
+        let rendered = base_queue_policy(&site, BaseQueue::Ingest).map_err(|e| e.to_string());
+        let policy = rendered.clone().unwrap().to_string();
         let q = queue(&[(QueueAttributeName::Policy, policy)]);
-        let check = events_may_send("ingest-queue:policy", INGEST_SID, &q, &rules, &base(), "r");
+        let judged = |q: &Queue, which| events_may_send("q", which, q, &rules, &rendered, &base());
+        let check = judged(&q, BaseQueue::Ingest);
         assert!(check.passed, "{check:?}");
         assert_eq!(
             check.detail,
@@ -536,7 +552,7 @@ mod tests {
             "Principal": {"Service": "events.amazonaws.com"}, "Action": "sqs:SendMessage",
             "Resource": ARN}]});
         let q = queue(&[(QueueAttributeName::Policy, open.to_string())]);
-        let check = events_may_send("ingest-queue:policy", INGEST_SID, &q, &rules, &base(), "r");
+        let check = judged(&q, BaseQueue::Ingest);
         assert!(!check.passed);
         assert!(
             check
@@ -552,7 +568,7 @@ mod tests {
         );
 
         let none = queue(&[]);
-        let check = events_may_send("dead-letter-queue:policy", "x", &none, &rules, &base(), "r");
+        let check = judged(&none, BaseQueue::DeadLetter);
         assert_eq!(
             check.detail,
             "ir-ingest has no queue policy: EventBridge cannot deliver to it"

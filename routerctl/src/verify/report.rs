@@ -55,3 +55,12 @@ impl Report {
         out
     }
 }
+
+/// A document a template renders ([`aws_model::documents`]), as a fix pastes it; if it cannot be
+/// rendered, a placeholder that says why (the fix's other half, updating the stack, still holds).
+pub(crate) fn pasted(document: anyhow::Result<serde_json::Value>) -> String {
+    match document {
+        Ok(document) => document.to_string(),
+        Err(e) => format!("<the template's document, which could not be rendered here: {e:#}>"),
+    }
+}

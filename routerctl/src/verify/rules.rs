@@ -45,9 +45,13 @@ pub const HUB_RULES: [(&str, Kind); 5] = [
     ),
 ];
 
-/// Checks every rule of the base stack; the ARNs of those that exist, which the queue and function
-/// policies must admit.
-pub(super) async fn check(aws: &Aws, base: &Base, checks: &mut Vec<Check>) -> Vec<String> {
+/// Checks every rule of the base stack; the ARNs of those that exist by logical id, which the
+/// queue and function policies must admit.
+pub(super) async fn check(
+    aws: &Aws,
+    base: &Base,
+    checks: &mut Vec<Check>,
+) -> BTreeMap<String, String> {
     let dlq = base.output("DeadLetterQueueArn");
     let target = base.output("IngestQueueArn");
     let hub_bus = base.hub_bus_arn().map(bus_name);
@@ -56,11 +60,13 @@ pub(super) async fn check(aws: &Aws, base: &Base, checks: &mut Vec<Check>) -> Ve
         .iter()
         .filter(|_| hub_bus.is_some())
         .map(|(logical, kind)| (*logical, *kind, hub_bus));
-    let mut arns = Vec::new();
+    let mut arns = BTreeMap::new();
     for (logical, kind, bus) in rules.chain(hub_rules) {
         let (check, arn) = check_rule(aws, base, logical, kind, bus, target, dlq).await;
         checks.push(check);
-        arns.extend(arn);
+        if let Some(arn) = arn {
+            arns.insert(logical.to_owned(), arn);
+        }
     }
     arns
 }

@@ -1,33 +1,16 @@
 //! `spoke:<account>:hub-bus-policy`: the hub bus's resource policy admits the account and no
 //! stranger.
 
-use serde_json::{Value, json};
-
 use super::{Hub, Member};
 use crate::check::{self, Expect};
 use crate::verify::{
-    report::{Check, fail},
+    report::{Check, fail, pasted},
     rules::bus_name,
 };
 use aws_model::{
     aws::{Aws, describe},
     policy::{Decision, Policy, Principal, Request, evaluate},
 };
-
-/// base.yaml's HubEventBus policy: the organisation, or the listed accounts.
-pub fn hub_bus_policy(bus_arn: &str, served_accounts: &str, organization: Option<&str>) -> Value {
-    let statement = match organization.filter(|o| !o.is_empty()) {
-        Some(org) => json!({"Sid": "AllowOrganizationToPutEvents", "Effect": "Allow",
-            "Principal": "*", "Action": "events:PutEvents", "Resource": bus_arn,
-            "Condition": {"StringEquals": {"aws:PrincipalOrgID": org}}}),
-        None => {
-            let accounts: Vec<&str> = served_accounts.split(',').collect();
-            json!({"Sid": "AllowServedAccountsToPutEvents", "Effect": "Allow",
-                "Principal": {"AWS": accounts}, "Action": "events:PutEvents", "Resource": bus_arn})
-        }
-    };
-    json!({"Version": "2012-10-17", "Statement": [statement]})
-}
 
 /// An account no hub serves, and an organisation that is not the hub's.
 pub(super) const STRANGER: &str = "999999999999";
@@ -66,7 +49,11 @@ pub(super) async fn check_bus_policy(
         base.name,
         hub.region,
         bus_name(bus),
-        hub_bus_policy(bus, served, organization)
+        pasted(aws_model::documents::hub_bus_policy(
+            bus,
+            served,
+            organization
+        ))
     );
     let described = hub_aws
         .events

@@ -41,9 +41,7 @@ use aws_model::aws::Aws;
 
 use self::forwarding_rules::check_rules;
 use self::hub_bus::check_bus_policy;
-pub use self::hub_bus::hub_bus_policy;
 use self::spoke_role::{check_role_permissions, check_role_trust};
-pub use self::spoke_role::{spoke_role_policy, spoke_trust_policy};
 use self::spoke_stack::check_spoke_stack;
 use self::tenant_queues::check_tenants;
 /// The member account to check, and how.

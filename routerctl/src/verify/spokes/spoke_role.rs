@@ -1,39 +1,14 @@
 //! `spoke:<account>:role-trust` and `:role-permissions`: the spoke role trusts only the hub's
 //! router role and may exactly what the router needs in the account.
 
-use serde_json::{Value, json};
-
 use super::hub_bus::STRANGER;
 use super::{Hub, Member};
 use crate::check::{self, Expect};
 use crate::verify::{
-    report::{Check, fail},
+    report::{Check, fail, pasted},
     role::Role,
 };
 use aws_model::policy::{Decision, Principal, Request, evaluate};
-
-/// spoke.yaml's SpokeRole trust policy.
-pub fn spoke_trust_policy(router_role_arn: &str) -> Value {
-    json!({"Version": "2012-10-17", "Statement": [{"Sid": "OnlyTheHubRouter", "Effect": "Allow",
-        "Principal": {"AWS": router_role_arn}, "Action": "sts:AssumeRole"}]})
-}
-
-/// spoke.yaml's SpokeRole inline policy interruption-router-spoke.
-pub fn spoke_role_policy(partition: &str, account: &str, queue_prefix: &str) -> Value {
-    json!({"Version": "2012-10-17", "Statement": [
-    {"Sid": "ResolveInstanceTags", "Effect": "Allow",
-     "Action": ["ec2:DescribeInstances", "tag:GetResources"], "Resource": "*"},
-    {"Sid": "SendToClusterQueues", "Effect": "Allow",
-     "Action": ["sqs:GetQueueUrl", "sqs:SendMessage"],
-     "Resource": format!("arn:{partition}:sqs:*:{account}:{queue_prefix}*")},
-    {"Sid": "ReadClusterQueueOwnership", "Effect": "Allow",
-     "Action": ["sqs:ListQueueTags", "sqs:GetQueueAttributes"],
-     "Resource": format!("arn:{partition}:sqs:*:{account}:{queue_prefix}*")},
-    {"Sid": "ReadTenantRecords", "Effect": "Allow", "Action": "ssm:GetParameter",
-     "Resource": format!(
-         "arn:{partition}:ssm:*:{account}:parameter/interruption-router/tenant-queues/{queue_prefix}*"
-     )}]})
-}
 
 pub(super) fn check_role_trust(hub: &Hub<'_>, member: &Member<'_>, role: &Role) -> Check {
     let name = hub.name("role-trust");
@@ -52,7 +27,7 @@ pub(super) fn check_role_trust(hub: &Hub<'_>, member: &Member<'_>, role: &Role) 
         member.spoke_stack,
         member.account,
         role.name(),
-        spoke_trust_policy(router)
+        pasted(aws_model::documents::spoke_trust_policy(router))
     );
     let trust = match &role.trust {
         Ok(t) => t,
@@ -146,7 +121,11 @@ pub(super) fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &
          list-attached-role-policies --role-name {role_name}); or put the policy back: aws iam \
          put-role-policy --role-name {role_name} --policy-name interruption-router-spoke \
          --policy-document '{}'",
-        spoke_role_policy(&base.partition, account, &hub.queue_prefix),
+        pasted(aws_model::documents::spoke_role_policy(
+            account,
+            hub.region,
+            &hub.queue_prefix
+        )),
         role_name = role.name()
     );
     let needed = [

@@ -2,7 +2,6 @@
 
 use serde_json::Value;
 
-use super::hub_bus::hub_bus_policy;
 use super::{parse_account_id, parse_org_id};
 use aws_model::policy::{Decision, Policy, Principal, Request, evaluate};
 
@@ -37,13 +36,14 @@ fn bus_decision(policy: &Value, account: &str, org: Option<&str>) -> Decision {
 #[test]
 fn the_hub_bus_policy_admits_listed_accounts_or_the_organisation() {
     let bus = "arn:aws:events:us-east-1:123456789012:event-bus/ir-hub";
-    let listed = hub_bus_policy(bus, "111111111111,222222222222", None);
+    let listed =
+        aws_model::documents::hub_bus_policy(bus, "111111111111,222222222222", None).unwrap();
     assert!(bus_decision(&listed, "222222222222", None).is_allowed());
     assert_eq!(
         bus_decision(&listed, "333333333333", None),
         Decision::NotAllowed
     );
-    let org = hub_bus_policy(bus, "*", Some("o-abcd123456"));
+    let org = aws_model::documents::hub_bus_policy(bus, "*", Some("o-abcd123456")).unwrap();
     assert!(bus_decision(&org, "333333333333", Some("o-abcd123456")).is_allowed());
     assert_eq!(
         bus_decision(&org, "333333333333", Some("o-other00000")),

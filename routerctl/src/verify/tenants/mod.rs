@@ -19,7 +19,6 @@ use interruption_router::{
     config::{Config, QueueNameTemplate},
     tenancy,
 };
-use serde_json::{Value, json};
 
 use super::{
     keys,
@@ -415,14 +414,14 @@ pub(crate) fn check_tenant_policy(
     deploy: &str,
 ) -> Check {
     let role_arn = sender.role_arn;
-    let restore = format!(
-        "{deploy}; or restore the policy now: {}",
-        set_policy_command(
-            region,
-            &queue.url,
-            &tenant_queue_policy(&queue.arn, role_arn)
-        )
-    );
+    // tenant.yaml's policy for this queue and sender, as the stack would put it back.
+    let restore = match aws_model::documents::tenant_queue_policy(&queue.arn, role_arn) {
+        Ok(policy) => format!(
+            "{deploy}; or restore the policy now: {}",
+            set_policy_command(region, &queue.url, &policy)
+        ),
+        Err(e) => format!("{deploy} (tenant.yaml's policy could not be rendered here: {e:#})"),
+    };
     // Where: the queue's policy.
     let policy = queue
         .attribute(QueueAttributeName::Policy)
@@ -475,16 +474,4 @@ pub(crate) fn check_tenant_policy(
             ),
         ],
     )
-}
-
-/// tenant.yaml's InterruptionQueuePolicy for these ARNs.
-pub fn tenant_queue_policy(queue_arn: &str, router_role_arn: &str) -> Value {
-    json!({"Version": "2012-10-17", "Statement": [
-        {"Sid": "AllowRouterToSend", "Effect": "Allow", "Principal": {"AWS": router_role_arn},
-         "Action": "sqs:SendMessage", "Resource": queue_arn},
-        {"Sid": "DenySendersOtherThanRouter", "Effect": "Deny", "Principal": "*",
-         "Action": "sqs:SendMessage", "Resource": queue_arn,
-         "Condition": {"ArnNotEquals": {"aws:PrincipalArn": router_role_arn}}},
-        {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "sqs:*",
-         "Resource": queue_arn, "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]})
 }

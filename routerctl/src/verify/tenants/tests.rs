@@ -2,8 +2,9 @@
 
 use interruption_router::config::QueueNameTemplate;
 
-use super::{Sender, check_tenant_policy, cluster_of, tenant_queue_policy};
+use super::{Sender, check_tenant_policy, cluster_of};
 use crate::verify::queues::Queue;
+use aws_model::documents::tenant_queue_policy;
 
 #[test]
 fn tenant_queue_names_map_back_to_clusters() {
@@ -45,7 +46,7 @@ fn the_tenant_queue_policy_admits_its_sender_alone() {
             "deploy",
         )
     };
-    let good = judged(Some(tenant_queue_policy(arn, router).to_string()));
+    let good = judged(Some(tenant_queue_policy(arn, router).unwrap().to_string()));
     assert!(good.passed, "{good:?}");
     assert!(good.detail.starts_with("router allowed"), "{}", good.detail);
     assert!(
@@ -55,7 +56,7 @@ fn the_tenant_queue_policy_admits_its_sender_alone() {
     );
 
     let other = "arn:aws:iam::123456789012:role/someone-else";
-    let wrong = judged(Some(tenant_queue_policy(arn, other).to_string()));
+    let wrong = judged(Some(tenant_queue_policy(arn, other).unwrap().to_string()));
     assert!(!wrong.passed);
     assert!(
         wrong

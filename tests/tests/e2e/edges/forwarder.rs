@@ -137,7 +137,7 @@ async fn the_forwarder_writes_only_queues_the_tenant_stack_made() -> Result<()> 
     set_policy(
         &world,
         &gamma,
-        routerctl::verify::tenant_queue_policy(&gamma_arn, ROUTER_ROLE),
+        aws_model::documents::tenant_queue_policy(&gamma_arn, ROUTER_ROLE)?,
     )
     .await?;
     // delta's name, tagged for another cluster.

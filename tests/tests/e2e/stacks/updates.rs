@@ -258,7 +258,7 @@ async fn routed_by_the_updated_base_into_an_untagged_tenant_queue(
         .queue_url(queue_url)
         .attributes(
             QueueAttributeName::Policy,
-            routerctl::verify::tenant_queue_policy(&arn, router_role).to_string(),
+            aws_model::documents::tenant_queue_policy(&arn, router_role)?.to_string(),
         )
         .send()
         .await?;

@@ -3,6 +3,7 @@
 //! policy or a tenant queue in the member is wrong.
 
 use anyhow::Result;
+use aws_model::documents;
 use e2e_tests::World;
 use lab::sandbox::Sandbox;
 use local_aws::moto::env_for;
@@ -117,7 +118,7 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
         .policy_document()
         .to_owned();
     let original = aws_model::policy::decode_iam_document(&original).map_err(anyhow::Error::msg)?;
-    let mut widened = verify::spoke_role_policy("aws", MEMBER, "karpenter-");
+    let mut widened = documents::spoke_role_policy(MEMBER, local_aws::moto::REGION, "karpenter-")?;
     widened["Statement"][1]["Action"] = serde_json::json!("sqs:*");
     let put_spoke_policy = async |document: &str| {
         spoke_aws
@@ -140,7 +141,7 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
         "aws iam put-role-policy --role-name interruption-router-spoke",
     );
     // Without the tenant records: a member's missing queue could not be told onboarded or not.
-    let mut narrowed = verify::spoke_role_policy("aws", MEMBER, "karpenter-");
+    let mut narrowed = documents::spoke_role_policy(MEMBER, local_aws::moto::REGION, "karpenter-")?;
     narrowed["Statement"]
         .as_array_mut()
         .expect("statements")
@@ -174,7 +175,7 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
             .send()
             .await
     };
-    put_bus_policy(verify::hub_bus_policy(&bus, "222222222222", None)).await?;
+    put_bus_policy(documents::hub_bus_policy(&bus, "222222222222", None)?).await?;
     let report = verify_fails(&options, &[&member("hub-bus-policy")]).await;
     assert_detail(
         &report,
@@ -184,7 +185,7 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
     assert_fix(&report, &member("hub-bus-policy"), "ServedAccounts");
 
     // An organisation-wide bus policy: undetermined without --org-id, a pass with it.
-    put_bus_policy(verify::hub_bus_policy(&bus, "*", Some("o-abcd123456"))).await?;
+    put_bus_policy(documents::hub_bus_policy(&bus, "*", Some("o-abcd123456"))?).await?;
     let report = verify_fails(&options, &[&member("hub-bus-policy")]).await;
     assert_detail(&report, &member("hub-bus-policy"), "undetermined");
     assert_fix(&report, &member("hub-bus-policy"), "--org-id");
@@ -193,7 +194,7 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
         ..options.clone()
     };
     verify_fails(&with_org, &[]).await;
-    put_bus_policy(verify::hub_bus_policy(&bus, MEMBER, None)).await?;
+    put_bus_policy(documents::hub_bus_policy(&bus, MEMBER, None)?).await?;
 
     // The spoke role trusting the whole hub account instead of the router role.
     let router = hub.router_role_arn()?.to_owned();
@@ -216,7 +217,7 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
         .iam
         .update_assume_role_policy()
         .role_name(&spoke_role)
-        .policy_document(verify::spoke_trust_policy(&router).to_string())
+        .policy_document(documents::spoke_trust_policy(&router)?.to_string())
         .send()
         .await?;
 
@@ -234,7 +235,7 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
     set_queue_policy(
         spoke_aws,
         &prod,
-        &verify::tenant_queue_policy(&prod_arn, &router),
+        &documents::tenant_queue_policy(&prod_arn, &router)?,
     )
     .await?;
     let report = verify_fails(&options, &[&member("tenant:prod:queue-policy")]).await;
@@ -251,7 +252,7 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
     set_queue_policy(
         spoke_aws,
         &prod,
-        &verify::tenant_queue_policy(&prod_arn, spoke.role_arn()?),
+        &documents::tenant_queue_policy(&prod_arn, spoke.role_arn()?)?,
     )
     .await?;
 
