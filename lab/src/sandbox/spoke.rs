@@ -15,9 +15,9 @@ use super::{Sandbox, rewrite_role_policies_as_json};
 
 impl Sandbox {
     /// spoke.yaml in `account` (stack [`verify::DEFAULT_SPOKE_STACK`], forwarding to this hub's
-    /// central bus, creating the spoke role) and one tenant.yaml per cluster importing from it,
-    /// completed as [`Sandbox::deploy`] completes the hub: tenant queue policies admitting the
-    /// spoke role, inline role policies as JSON. The account is reached as moto allows, with the
+    /// central bus, creating the spoke role) and one tenant.yaml per cluster importing from it and
+    /// naming the cluster's Karpenter controller role, completed as [`Sandbox::deploy`] completes
+    /// the hub: tenant queue policies admitting the spoke role, inline role policies as JSON. The account is reached as moto allows, with the
     /// credentials AssumeRole returns for its spoke role.
     pub async fn deploy_spoke(
         &self,
@@ -51,14 +51,23 @@ impl Sandbox {
         .await?;
         let role = stack.output("SpokeRoleArn")?.to_owned();
         for cluster in clusters {
+            // As at the hub: Karpenter's controller role is named, so the tenant stack lets it
+            // read the new queue.
+            let karpenter = super::karpenter_role_name(cluster);
+            super::create_karpenter_role(&aws.iam, &karpenter).await?;
             stacks::create(
                 &aws.cfn,
                 &stacks::tenant_stack_name(verify::DEFAULT_SPOKE_STACK, cluster),
                 stacks::TENANT_TEMPLATE,
                 // No BaseStackName: the queue imports the region's exports (the spoke's here).
-                &[&[("ClusterName", *cluster)], tenant_parameters].concat(),
+                &[
+                    &[("ClusterName", *cluster), ("KarpenterRoleName", &karpenter)],
+                    tenant_parameters,
+                ]
+                .concat(),
             )
             .await?;
+            rewrite_role_policies_as_json(&aws.iam, &karpenter).await?;
             let tenant = stacks::tenant_stack_name(verify::DEFAULT_SPOKE_STACK, cluster);
             let rendered = Rendered::of(&aws, &tenant).await?;
             super::put_queue_policy(

@@ -298,46 +298,5 @@ pub(super) async fn check_base(
     }
 }
 
-/// `spoke:<account>:tenant:<cluster>:key`: a member account's tenant queue under a key. The
-/// router writes it as the spoke role (`spoke_role`, read in the member account); its cluster's
-/// Karpenter reads it as the role its tenant stack names (KarpenterRoleName), read here too. A
-/// role verify could not read is left out (its own checks say why).
-pub(crate) async fn check_member_tenant(
-    aws: &Aws,
-    queue: &Queue,
-    spoke_role: Option<&Role>,
-    karpenter_role: Option<&str>,
-    name: &str,
-    redeploy: &str,
-) -> Option<Check> {
-    // Karpenter's role is read only for a queue under a key.
-    queue.attribute(QueueAttributeName::KmsMasterKeyId)?;
-    let account = arn_account(&queue.arn).unwrap_or_default();
-    let partition = queue.arn.split(':').nth(1).unwrap_or("aws");
-    let karpenter = match karpenter_role {
-        Some(role) => {
-            let arn = format!("arn:{partition}:iam::{account}:role/{role}");
-            super::role::load_role(aws, &arn).await.ok()
-        }
-        None => None,
-    };
-    let mut users = Vec::new();
-    if let Some(role) = spoke_role {
-        users.push(KeyUser::Role {
-            what: "the spoke role",
-            identity: role.identity(),
-            actions: PRODUCE,
-        });
-    }
-    if let Some(karpenter) = &karpenter {
-        users.push(KeyUser::Role {
-            what: "Karpenter's controller role",
-            identity: karpenter.identity(),
-            actions: CONSUME,
-        });
-    }
-    check(aws, queue, &users, name, redeploy).await
-}
-
 #[cfg(test)]
 mod tests;

@@ -11,13 +11,21 @@
 //! bus policies, roles' inline and managed policies, permission boundaries and trust policies);
 //! SCPs are not.
 //!
-//! Every check has a stable name and, when it fails, a fix. One file per family of checks, in the
-//! order [`run`] reports them:
+//! Every check has a stable name and, when it fails, a fix. A site is checked once: the hub's
+//! account and each member account (`--account`) go through the same checks where they share a
+//! concern, with the site saying what differs (the sender, the check names, the fixes' wording):
+//! the rules ([`rules::RuleSite`]: to the ingest queue at the hub, to the hub's bus in a member),
+//! the tenant queues ([`tenants::Site`]), and the role the router routes with there
+//! (`routing_role.rs`: the router role at the hub, the spoke role in a member). The documents a
+//! fix puts back are those this release's templates render for the deployment
+//! ([`aws_model::documents`]), not copies written out here.
+//!
+//! One file per family of checks, in the order [`run`] reports them:
 //!
 //! * `stack.rs`: `stack`, the base stack and the outputs everything else is found by;
 //! * `version.rs`: `version`, the release the stack was deployed from, and whether it is this
 //!   routerctl's;
-//! * `rules.rs`: `rule:<name>`, the five rules (and their central-bus copies);
+//! * `rules/`: `rule:<name>`, the five rules (and their central-bus copies), and a member's;
 //! * `queues.rs`: `ingest-queue`, `dead-letter-queue`, their `:policy`, `event-source-mapping`;
 //! * `function/`: `function`, `function:environment`, Direct mode's `function:invoke-permission`
 //!   and `function:on-failure-destination`, `router-role`, `router-role:assume-spoke-roles`;
@@ -26,10 +34,11 @@
 //! * `keys.rs`: `ingest-queue:key`, `dead-letter-queue:key` (and `tenant:<cluster>:key`, from
 //!   `tenants/`): a queue under a KMS key, its key enabled, customer managed, and usable by each
 //!   principal on the path (key policy, role policies and boundary together);
-//! * `tenants/`: `tenant:<cluster>:queue`, `:encryption`, `:queue-policy`, `:router-role`;
-//! * `spokes/`: `spoke:<account>:…`, one member account (`--account`): what it forwards to the
-//!   hub's bus, whether the bus admits it, the spoke role's trust and permissions, its tenant
-//!   queues.
+//! * `tenants/`: `tenant:<cluster>:queue`, `:record`, `:encryption`, `:queue-policy`,
+//!   `:router-role`, `:karpenter-role`, `:read`, `:key`;
+//! * `spokes/`: `spoke:<account>:…`, one member account (`--account`): whether it is served and
+//!   reached, its spoke stack, the hub bus's policy for it, the spoke role's trust, then the
+//!   shared checks above for its rules, its role and its tenant queues.
 //!
 //! Every check is judged by [`crate::check::evaluate`] (the engine `adopt` shares): a check reads
 //! AWS (where: a lookup that fails ends it, [`crate::check::Expect::lookup`]), then states its rows
@@ -43,6 +52,7 @@ mod monitoring;
 pub(crate) mod queues;
 mod report;
 pub(crate) mod role;
+mod routing_role;
 pub(crate) mod rules;
 mod spokes;
 pub(crate) mod stack;
@@ -136,7 +146,7 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
     checks.push(version::check(&base, &aws.region));
     // Rules first: the queue and function policies are checked against their ARNs.
     let function = function::load(aws, &base).await;
-    let rules = rules::check(aws, &base, checks).await;
+    let rules = rules::check(aws, &base, checks).await.arns;
     let rule_arns: Vec<String> = rules.values().cloned().collect();
     let timeout = function.as_ref().ok().and_then(|f| f.timeout());
     queues::check(aws, &base, &rules, timeout, checks).await;
@@ -146,11 +156,21 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
     monitoring::check(aws, &base, config.as_ref(), checks).await;
     let template = tenants::template(&base, config.as_ref(), checks);
     if let Some(template) = &template {
+        // The base stack's own queues are not tenants.
+        let own: Vec<&str> = [
+            base.output("IngestQueueArn"),
+            base.output("DeadLetterQueueArn"),
+        ]
+        .into_iter()
+        .flatten()
+        .map(aws_model::aws::arn_name)
+        .collect();
         tenants::check(
             aws,
-            &base,
+            &tenants::Site::hub(&base, &aws.region),
             template,
             role.as_ref(),
+            &own,
             &options.clusters,
             &options.karpenter_roles,
             checks,

@@ -13,7 +13,7 @@ use crate::{
     },
     verify::{
         queues::Queue,
-        tenants::{Sender, check_karpenter_role, check_tenant_policy},
+        tenants::{Sender, Site, check_karpenter_role, check_tenant_policy},
     },
 };
 use aws_model::{aws::Aws, events::rfc3339};
@@ -100,7 +100,7 @@ pub(super) async fn karpenter_may_read(aws: &Aws, f: &Facts<'_>, done_1: bool) -
         (Some(queue), true) => {
             let check = check_karpenter_role(
                 aws,
-                base,
+                &Site::hub(base, &aws.region),
                 cluster,
                 queue,
                 view.controller.as_deref(),

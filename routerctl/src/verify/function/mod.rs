@@ -5,8 +5,6 @@
 //! hand records back, assume the served accounts' spoke roles) and may not feed the ingest queue.
 
 mod router_role;
-#[cfg(test)]
-mod tests;
 
 use aws_sdk_lambda::operation::get_function_configuration::GetFunctionConfigurationOutput;
 use interruption_router::config::Config;
@@ -79,6 +77,8 @@ pub(super) async fn check_role(
             let ingest = base.output("IngestQueueArn");
             checks.push(check_router_role(
                 &role,
+                base,
+                &aws.region,
                 base.output("DeadLetterQueueArn"),
                 ingest,
             ));

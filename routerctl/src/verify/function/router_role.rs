@@ -1,5 +1,6 @@
 //! `router-role` and `router-role:assume-spoke-roles`: the router's execution role may exactly what the
-//! router does (and nothing broader), and may assume the spoke role in exactly the accounts it serves.
+//! router does (and nothing broader, judged as a member's spoke role is: `routing_role.rs`), and
+//! may assume the spoke role in exactly the accounts it serves.
 
 use interruption_router::{
     accounts::Served,
@@ -7,55 +8,23 @@ use interruption_router::{
 };
 
 use crate::check::{self, Expect};
-use crate::verify::{report::Check, role::Role, stack::Base};
-use aws_model::aws::arn_name;
+use crate::verify::{
+    report::Check,
+    role::Role,
+    routing_role::{BASE_LOOKUPS, Scope},
+    stack::Base,
+};
 
-/// What the router does with its own role, each with the base.yaml statement that grants it.
-pub(super) fn router_needs<'a>(
-    dlq: Option<&'a str>,
-    ingest: Option<&'a str>,
-) -> Vec<(&'static str, &'a str, &'static str)> {
-    let mut need = vec![
-        ("ec2:DescribeInstances", "*", "ResolveInstanceTags"),
-        ("tag:GetResources", "*", "ResolveInstanceTagsByArn"),
-    ];
-    if let Some(dlq) = dlq {
-        need.push(("sqs:SendMessage", dlq, "SendToDeadLetterQueue"));
-    }
-    if let Some(ingest) = ingest {
-        for action in [
-            "sqs:ReceiveMessage",
-            "sqs:DeleteMessage",
-            "sqs:GetQueueAttributes",
-            // The router hands a record it could not forward back with a shorter visibility.
-            "sqs:ChangeMessageVisibility",
-        ] {
-            need.push((action, ingest, "ConsumeIngestQueue"));
-        }
-    }
-    need
-}
-
-/// Actions on one resource, as a report phrase: `a, b and c on <resource name>`.
-pub(super) fn actions_on(need: &[(&str, &str, &str)], resource: &str) -> String {
-    let actions: Vec<&str> = need
-        .iter()
-        .filter(|(_, r, _)| *r == resource)
-        .map(|(a, _, _)| *a)
-        .collect();
-    let list = match actions.split_last() {
-        Some((last, [])) => (*last).to_owned(),
-        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
-        None => String::new(),
-    };
-    if resource == "*" {
-        list
-    } else {
-        format!("{list} on {}", arn_name(resource))
-    }
-}
-
-pub(super) fn check_router_role(role: &Role, dlq: Option<&str>, ingest: Option<&str>) -> Check {
+/// `router-role`: the role may route in the hub's own account (the same [`Scope`] as a member's
+/// spoke role), consume the ingest queue and write dead letters, and nothing broader; it may not
+/// send to the ingest queue.
+pub(super) fn check_router_role(
+    role: &Role,
+    base: &Base,
+    region: &str,
+    dlq: Option<&str>,
+    ingest: Option<&str>,
+) -> Check {
     let name = role.name();
     let fix = |statements: &[&str]| {
         format!(
@@ -66,29 +35,30 @@ pub(super) fn check_router_role(role: &Role, dlq: Option<&str>, ingest: Option<&
             statements.join(", ")
         )
     };
-    let need = router_needs(dlq, ingest);
-    let mut missing = Vec::new();
-    let mut statements: Vec<&str> = Vec::new();
-    for (action, resource, statement) in &need {
-        let d = role.may(action, resource);
-        if !d.is_allowed() {
-            missing.push(format!("{action} on {} ({d})", arn_name(resource)));
-            if !statements.contains(statement) {
-                statements.push(statement);
-            }
+    let prefix = base.output("QueuePrefix").unwrap_or("karpenter-");
+    let mut scope = Scope::routing(&base.partition, &base.account, region, prefix, BASE_LOOKUPS);
+    if let Some(dlq) = dlq {
+        scope.need("sqs:SendMessage", dlq, "SendToDeadLetterQueue");
+    }
+    if let Some(ingest) = ingest {
+        for action in [
+            "sqs:ReceiveMessage",
+            "sqs:DeleteMessage",
+            "sqs:GetQueueAttributes",
+            // The router hands a record it could not forward back with a shorter visibility.
+            "sqs:ChangeMessageVisibility",
+        ] {
+            scope.need(action, ingest, "ConsumeIngestQueue");
         }
     }
-    let mut resources: Vec<&str> = need.iter().map(|(_, r, _)| *r).collect();
-    resources.dedup();
-    let may: Vec<String> = resources.iter().map(|r| actions_on(&need, r)).collect();
+    let broader = format!(
+        "remove what grants more (aws iam list-role-policies / list-attached-role-policies \
+         --role-name {name}); {}",
+        fix(&["interruption-router"])
+    );
 
     // Expect → what was found → the fix.
-    let mut rows = vec![
-        Expect::that(missing.is_empty(), format!("{name} may {}", may.join("; "))).otherwise(
-            format!("{name} may not {}", missing.join(", ")),
-            fix(&statements),
-        ),
-    ];
+    let mut rows = scope.judge(role, fix, &broader).to_vec();
     if let Some(ingest) = ingest {
         rows.push(
             Expect::that(

@@ -1,29 +1,25 @@
 //! `spoke:<account>:…` (with `--account`): a member account the hub serves through its central
-//! bus and a spoke.yaml stack.
+//! bus and a spoke.yaml stack. What only a member has:
 //!
 //! * `served`: the router's SERVED_ACCOUNTS includes the account (or is `*`);
 //! * `access`: verify reaches the account, by assuming its spoke role from the caller's
 //!   credentials, or with `--profile`;
 //! * `stack`: the spoke stack is complete, forwards to this hub's bus, and exports the QueuePrefix
 //!   the router names queues with and the role the router assumes (tenant.yaml imports both);
-//! * `rule:<name>` (5): on the member's default bus, ENABLED, the router's pattern (as the hub's
-//!   rules, `rules.rs`), targeting the hub bus with a role EventBridge may assume for that rule and
-//!   that may events:PutEvents on the bus;
 //! * `hub-bus-policy`: the hub bus's resource policy admits the account (with
 //!   aws:PrincipalOrgID from `--org-id`; without it an organisation condition is undetermined) and
 //!   no stranger;
-//! * `role-trust`: the spoke role trusts the hub's router role and nothing else;
-//! * `role-permissions`: the spoke role may exactly ec2:DescribeInstances, tag:GetResources,
-//!   sqs:GetQueueUrl, sqs:SendMessage, sqs:ListQueueTags and sqs:GetQueueAttributes on
-//!   `<QueuePrefix>*`, and nothing broader;
-//! * `tenant:<cluster>:encryption`, `:queue-policy`, `:spoke-role`: every cluster queue in the
-//!   account is encrypted, admits the spoke role as its only sender, and the role may send to it.
+//! * `role-trust`: the spoke role trusts the hub's router role and nothing else.
+//!
+//! And the checks a member shares with the hub, run here with the member's site: `rule:<name>`
+//! (5, `../rules/`, forwarding to the hub's bus as a role EventBridge may assume for that rule and
+//! that may events:PutEvents there), `role-permissions` (`../routing_role.rs`: the spoke role may
+//! route here exactly as the router role may at the hub, and nothing broader), and
+//! `tenant:<cluster>:…` (`../tenants/`, the spoke role as the sender).
 
-mod forwarding_rules;
 mod hub_bus;
 mod spoke_role;
 mod spoke_stack;
-mod tenant_queues;
 #[cfg(test)]
 mod tests;
 
@@ -35,15 +31,15 @@ use interruption_router::{
 use super::{
     report::{Check, fail, pass},
     role::load_role,
+    rules::{self, Delivers, HubBus, RULES, RuleSite},
     stack::Base,
+    tenants::{self, Place, Site},
 };
 use aws_model::aws::Aws;
 
-use self::forwarding_rules::check_rules;
 use self::hub_bus::check_bus_policy;
 use self::spoke_role::{check_role_permissions, check_role_trust};
 use self::spoke_stack::check_spoke_stack;
-use self::tenant_queues::check_tenants;
 /// The member account to check, and how.
 pub(super) struct Member<'a> {
     pub account: &'a str,
@@ -194,13 +190,40 @@ pub(super) async fn check(
         checks.push(check_bus_policy(hub_aws, &hub, member, None).await);
         return;
     };
-    let forwarders = check_rules(&aws, &hub, member, &spoke, checks).await;
+    // The hub's rule checks, forwarding to the hub's bus instead of the ingest queue.
+    let site = RuleSite {
+        account: member.account,
+        region: hub.region,
+        partition: &base.partition,
+        resources: &spoke.resources,
+        prefix: hub.name(""),
+        stack: format!("the spoke stack {}", member.spoke_stack),
+        update: "update the spoke stack with this project's cloudformation/spoke.yaml".to_owned(),
+        recreate: format!(
+            "CloudFormation does not re-create deleted resources on its own: delete and \
+             re-deploy the spoke stack {} in account {}",
+            member.spoke_stack, member.account
+        ),
+        delivers: Delivers::HubBus(HubBus {
+            bus: hub.bus,
+            forward_role: spoke
+                .resources
+                .get("ForwardToHubRole")
+                .map(|r| format!("arn:{}:iam::{}:role/{r}", base.partition, member.account)),
+            account: member.account,
+            region: hub.region,
+            spoke_stack: member.spoke_stack,
+            bus_check: hub.name("hub-bus-policy"),
+        }),
+    };
+    let rules = RULES.iter().map(|(logical, kind)| (*logical, *kind, None));
+    let found = rules::check_site(&aws, &site, rules, checks).await;
     checks.push(
         check_bus_policy(
             hub_aws,
             &hub,
             member,
-            forwarders.first().map(String::as_str),
+            found.forwarders.first().map(String::as_str),
         )
         .await,
     );
@@ -237,7 +260,19 @@ pub(super) async fn check(
         }
     };
     if let Some(template) = template {
-        check_tenants(&aws, &hub, member, template, role.as_ref(), checks).await;
+        // The same tenant checks as the hub's, with the spoke role as the sender.
+        let site = Site {
+            base: &base.name,
+            account: member.account,
+            region: hub.region,
+            partition: &base.partition,
+            place: Place::Member {
+                spoke_stack: member.spoke_stack,
+            },
+            sender: Some(&hub.spoke_role_arn),
+            queue_prefix: Some(&hub.queue_prefix),
+        };
+        tenants::check(&aws, &site, template, role.as_ref(), &[], &[], &[], checks).await;
     }
 }
 

@@ -7,6 +7,7 @@ use crate::check::{self, Expect};
 use crate::verify::{
     report::{Check, fail, pasted},
     role::Role,
+    routing_role::{SPOKE_LOOKUPS, Scope},
 };
 use aws_model::policy::{Decision, Principal, Request, evaluate};
 
@@ -100,21 +101,10 @@ pub(super) fn check_role_trust(hub: &Hub<'_>, member: &Member<'_>, role: &Role) 
     )
 }
 
+/// `role-permissions`: the spoke role may route in the member account exactly as the router role
+/// may in the hub's (one [`Scope`] for both), and nothing broader: another account assumes it.
 pub(super) fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &Role) -> Check {
-    let name = hub.name("role-permissions");
-    let base = hub.base;
     let account = member.account;
-    let queue = |name: &str| format!("arn:{}:sqs:{}:{account}:{name}", base.partition, hub.region);
-    let cluster_queue = queue(&format!("{}routerctl-verify-probe", hub.queue_prefix));
-    // Its tenant record (router/src/tenancy.rs): whether a missing queue was onboarded.
-    let record = format!(
-        "arn:{}:ssm:{}:{account}:parameter/interruption-router/tenant-queues/{}routerctl-verify-probe",
-        base.partition, hub.region, hub.queue_prefix
-    );
-    let other_parameter = format!(
-        "arn:{}:ssm:{}:{account}:parameter/routerctl-verify-probe",
-        base.partition, hub.region
-    );
     let restore = format!(
         "update the spoke stack that creates the role (CreateSpokeRole=true) in account {account}, \
          and remove policies that grant more (aws iam list-role-policies / \
@@ -128,83 +118,15 @@ pub(super) fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &
         )),
         role_name = role.name()
     );
-    let needed = [
-        ("ec2:DescribeInstances", "*"),
-        ("tag:GetResources", "*"),
-        ("sqs:GetQueueUrl", cluster_queue.as_str()),
-        ("sqs:SendMessage", cluster_queue.as_str()),
-        // Whether a queue with a cluster's name is a tenant queue (router/src/tenancy.rs).
-        ("sqs:ListQueueTags", cluster_queue.as_str()),
-        ("sqs:GetQueueAttributes", cluster_queue.as_str()),
-        ("ssm:GetParameter", record.as_str()),
-    ];
-    let outside = queue("routerctl-verify-probe");
-    let broader = [
-        ("sqs:ReceiveMessage", cluster_queue.as_str()),
-        ("sqs:DeleteMessage", cluster_queue.as_str()),
-        ("sqs:PurgeQueue", cluster_queue.as_str()),
-        ("sqs:SetQueueAttributes", cluster_queue.as_str()),
-        ("sqs:SendMessage", outside.as_str()),
-        ("ssm:GetParameter", other_parameter.as_str()),
-        ("ssm:PutParameter", record.as_str()),
-        ("ec2:TerminateInstances", "*"),
-        ("ec2:RunInstances", "*"),
-        ("ec2:CreateTags", "*"),
-        ("tag:TagResources", "*"),
-        ("iam:PassRole", "*"),
-        ("sts:AssumeRole", "*"),
-        ("s3:GetObject", "*"),
-    ];
-    let missing: Vec<String> = needed
-        .iter()
-        .filter_map(|(action, resource)| {
-            let d = role.may(action, resource);
-            (!d.is_allowed()).then(|| format!("{action} on {resource} ({d})"))
-        })
-        .collect();
-    let extra: Vec<String> = broader
-        .iter()
-        .filter_map(|(action, resource)| {
-            let d = role.may(action, resource);
-            d.is_allowed().then(|| {
-                let on = if *resource == "*" {
-                    String::new()
-                } else {
-                    format!(" on {}", aws_model::aws::arn_name(resource))
-                };
-                format!("{action}{on} ({d})")
-            })
-        })
-        .collect();
-    let role_name = role.name();
+    let scope = Scope::routing(
+        &hub.base.partition,
+        account,
+        hub.region,
+        &hub.queue_prefix,
+        SPOKE_LOOKUPS,
+    );
     check::evaluate(
-        name,
-        [
-            Expect::that(
-                missing.is_empty(),
-                format!(
-                    "{role_name} may ec2:DescribeInstances and tag:GetResources, \
-                     sqs:GetQueueUrl, sqs:SendMessage, sqs:ListQueueTags and \
-                     sqs:GetQueueAttributes on {prefix}*, ssm:GetParameter on the tenant records \
-                     /interruption-router/tenant-queues/{prefix}*",
-                    prefix = hub.queue_prefix
-                ),
-            )
-            .otherwise(
-                format!(
-                    "{role_name} may not {}: the router cannot route this account's events",
-                    missing.join(", ")
-                ),
-                restore.clone(),
-            ),
-            Expect::that(extra.is_empty(), "nothing broader").otherwise(
-                format!(
-                    "{role_name} may also {}: more than the router needs, to a role another \
-                     account assumes",
-                    extra.join(", ")
-                ),
-                restore,
-            ),
-        ],
+        hub.name("role-permissions"),
+        scope.judge(role, |_| restore.clone(), &restore),
     )
 }

@@ -3,11 +3,11 @@
 
 use aws_sdk_sqs::types::QueueAttributeName;
 
+use super::Site;
 use crate::check::{self, Expect};
 use crate::verify::{
     queues::Queue,
     report::{Check, fail},
-    stack::Base,
 };
 use aws_model::{
     aws::Aws,
@@ -24,26 +24,24 @@ pub const KARPENTER_QUEUE_ACTIONS: [&str; 3] =
 /// (the stack that created the queue, or `make deploy-tenant`'s stack name).
 pub(crate) async fn check_karpenter_role(
     aws: &Aws,
-    base: &Base,
+    site: &Site<'_>,
     cluster: &str,
     queue: &Queue,
     given: Option<&str>,
     prefix: &str,
 ) -> Check {
     let name = format!("{prefix}:karpenter-role");
-    let region = &aws.region;
     let name_it = format!(
-        "name Karpenter's controller role: make deploy-tenant CLUSTER={cluster} REGION={region} \
-         STACK_NAME={} KARPENTER_ROLE=<its role name> (the tenant stack then grants {} on {}), or, \
-         when the role's own policies already grant them, routerctl verify --karpenter-role \
-         {cluster}=<its role name>",
-        base.name,
+        "name Karpenter's controller role: {} KARPENTER_ROLE=<its role name> (the tenant stack \
+         then grants {} on {}), or, when the role's own policies already grant them, routerctl \
+         verify --karpenter-role {cluster}=<its role name>",
+        site.command(cluster),
         KARPENTER_QUEUE_ACTIONS.join(", "),
         queue.name
     );
     let role_name = match given {
         Some(role) => role.to_owned(),
-        None => match tenant_stack_parameter(aws, base, cluster, &queue.url, "KarpenterRoleName")
+        None => match tenant_stack_parameter(aws, site, cluster, &queue.url, "KarpenterRoleName")
             .await
         {
             Some(role) if !role.is_empty() => role,
@@ -64,7 +62,7 @@ pub(crate) async fn check_karpenter_role(
     };
     let arn = format!(
         "arn:{}:iam::{}:role/{role_name}",
-        base.partition, base.account
+        site.partition, site.account
     );
     let role = match crate::verify::role::load_role(aws, &arn).await {
         Ok(role) => role,
@@ -107,19 +105,19 @@ pub(crate) async fn check_karpenter_role(
                 queue.name
             ),
             format!(
-                "make deploy-tenant CLUSTER={cluster} REGION={region} STACK_NAME={} \
-                 KARPENTER_ROLE={role_name}, which grants exactly these on this queue",
-                base.name
+                "{} KARPENTER_ROLE={role_name}, which grants exactly these on this queue",
+                site.command(cluster)
             ),
         )],
     )
 }
 
 /// A parameter of the tenant stack that created the queue at `queue_url`: the stack CloudFormation
-/// names for that physical resource, or the one `make deploy-tenant` names for the cluster.
+/// names for that physical resource, else the first of the names `make deploy-tenant` (and the
+/// site's conventions) give the cluster's stack that exists ([`Site::tenant_stacks`]).
 pub(crate) async fn tenant_stack_parameter(
     aws: &Aws,
-    base: &Base,
+    site: &Site<'_>,
     cluster: &str,
     queue_url: &str,
     key: &str,
@@ -137,13 +135,12 @@ pub(crate) async fn tenant_stack_parameter(
                 .and_then(|r| r.stack_name())
                 .map(str::to_owned)
         });
-    let stack = owner.unwrap_or_else(|| aws_model::stacks::tenant_stack_name(&base.name, cluster));
-    let described = aws
-        .cfn
-        .describe_stacks()
-        .stack_name(&stack)
-        .send()
-        .await
-        .ok()?;
-    aws_model::stacks::parameters(described.stacks().first()?).remove(key)
+    for stack in owner.into_iter().chain(site.tenant_stacks(cluster)) {
+        if let Ok(described) = aws.cfn.describe_stacks().stack_name(&stack).send().await
+            && let Some(found) = described.stacks().first()
+        {
+            return aws_model::stacks::parameters(found).remove(key);
+        }
+    }
+    None
 }

@@ -1,16 +1,20 @@
 //! `tenant:<cluster>:queue`, `:record`, `:encryption`, `:queue-policy`, `:router-role`,
-//! `:karpenter-role`, `:read`: each cluster's Karpenter queue (from `--cluster`, or every queue the
-//! router's naming template matches) exists and is the tenant stack's (not another tool's queue of
-//! the same name, which the router does not write), has its tenant record beside it (without it a
-//! queue deleted by hand pages nobody), is encrypted, admits the router role as its only sender,
-//! the role may send to it and read its record, the cluster's Karpenter controller role may read
-//! it (Karpenter's getting-started controller policy allows only the queue it created itself,
-//! named after the cluster), and someone does: nothing in it is older than a minute. The queue-policy, ownership
-//! and read checks and the discovery are shared with the member accounts (`spokes.rs`), where the
-//! sender is the spoke role.
+//! `:karpenter-role`, `:read`, `:key`: each cluster's Karpenter queue (from `--cluster`, or every
+//! queue the router's naming template matches) exists and is the tenant stack's (not another
+//! tool's queue of the same name, which the router does not write), has its tenant record beside
+//! it (without it a queue deleted by hand pages nobody), is encrypted, admits the router's role as
+//! its only sender (the policy tenant.yaml renders is the fix), the role may send to it and read
+//! its record, the cluster's Karpenter controller role may read it (Karpenter's getting-started
+//! controller policy allows only the queue it created itself, named after the cluster), and
+//! someone does: nothing in it is older than a minute.
+//!
+//! One set of checks for every [`Site`]: the hub's account (the sender is the router role) and each
+//! member account (`spoke:<account>:tenant:<cluster>:…`, the sender is the spoke role, and the
+//! `:router-role` check is `:spoke-role`).
 
 mod karpenter;
 mod reading;
+mod site;
 #[cfg(test)]
 mod tests;
 
@@ -29,7 +33,7 @@ use super::{
 };
 use crate::check::{self, Expect};
 use aws_model::{
-    aws::{Aws, arn_name, describe},
+    aws::{Aws, describe},
     policy::{Decision, Policy},
 };
 
@@ -37,6 +41,7 @@ pub(crate) use self::karpenter::check_karpenter_role;
 pub(crate) use self::karpenter::tenant_stack_parameter;
 pub use self::reading::ROUTER_QUEUE_ACTIONS;
 pub(crate) use self::reading::{check_ownership, check_read};
+pub(crate) use self::site::{Place, Site};
 /// How the router names queues: the function's template; if the environment is broken, the
 /// stack's QueuePrefix, so one mistake is reported once. `None` (with a failed `tenants` check)
 /// when neither is known.
@@ -58,46 +63,36 @@ pub(super) fn template(
     template
 }
 
-/// Every cluster's queue in the hub account: the named `clusters`, else every queue the template
-/// matches (the stack's own queues left out).
+/// Every cluster's queue at `site`: the named `clusters`, else every queue the template matches
+/// (`own`, the base stack's own queues, left out).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn check(
     aws: &Aws,
-    base: &Base,
+    site: &Site<'_>,
     template: &QueueNameTemplate,
     role: Option<&Role>,
+    own: &[&str],
     clusters: &[String],
     karpenter_roles: &[(String, String)],
     checks: &mut Vec<Check>,
 ) {
-    let region = &aws.region;
-    let own: Vec<&str> = [
-        base.output("IngestQueueArn"),
-        base.output("DeadLetterQueueArn"),
-    ]
-    .into_iter()
-    .flatten()
-    .map(arn_name)
-    .collect();
     let clusters = if clusters.is_empty() {
-        match discover_clusters(aws, template, &own).await {
+        match discover_clusters(aws, template, own).await {
             Ok(found) if found.is_empty() => {
                 checks.push(fail(
-                    "tenants",
-                    format!(
-                        "no queue named {}… in {region}: the router has nowhere to deliver",
-                        template.prefix()
-                    ),
-                    format!(
-                        "deploy cloudformation/tenant.yaml per cluster (make deploy-tenant \
-                         CLUSTER=<name> REGION={region} STACK_NAME={}), or name clusters with --cluster",
-                        base.name
-                    ),
+                    &site.name("tenants"),
+                    site.nowhere(template.prefix()),
+                    site.deploy_any(),
                 ));
                 return;
             }
             Ok(found) => found,
             Err(problem) => {
-                checks.push(fail("tenants", problem, "name the clusters with --cluster"));
+                checks.push(fail(
+                    &site.name("tenants"),
+                    problem,
+                    "run verify with sqs:ListQueues, or name the clusters with --cluster",
+                ));
                 return;
             }
         }
@@ -109,7 +104,7 @@ pub(super) async fn check(
             .iter()
             .find(|(c, _)| c == cluster)
             .map(|(_, r)| r.as_str());
-        check_tenant(aws, base, template, cluster, role, karpenter, checks).await;
+        check_tenant(aws, site, template, cluster, role, karpenter, checks).await;
     }
 }
 
@@ -154,15 +149,15 @@ pub fn cluster_of(template: &QueueNameTemplate, queue: &str) -> Option<String> {
 
 async fn check_tenant(
     aws: &Aws,
-    base: &Base,
+    site: &Site<'_>,
     template: &QueueNameTemplate,
     cluster: &str,
     role: Option<&Role>,
     karpenter_role: Option<&str>,
     checks: &mut Vec<Check>,
 ) {
-    let region = &aws.region;
-    let prefix = format!("tenant:{cluster}");
+    let region = site.region;
+    let prefix = site.name(&format!("tenant:{cluster}"));
     let Some(name) = template.queue_name(cluster) else {
         checks.push(fail(
             &format!("{prefix}:queue"),
@@ -174,13 +169,10 @@ async fn check_tenant(
         ));
         return;
     };
-    let deploy = format!(
-        "deploy the tenant stack: make deploy-tenant CLUSTER={cluster} REGION={region} STACK_NAME={}",
-        base.name
-    );
+    let deploy = site.deploy(cluster);
     let arn = format!(
         "arn:{}:sqs:{region}:{}:{name}",
-        base.partition, base.account
+        site.partition, site.account
     );
     let record = tenant_record(aws, &name).await;
     match load_queue(aws, &name).await {
@@ -202,12 +194,11 @@ async fn check_tenant(
                     "the queue was deleted outside its tenant stack, which an update does not \
                      repair: delete the tenant stack and {deploy}"
                 ),
-                _ => format!("{deploy} (its QueuePrefix must equal the base stack's)"),
+                _ => format!("{deploy} (its QueuePrefix must equal the router's)"),
             },
         )),
         Ok(queue) => {
-            let router_role = base.output("RouterRoleArn");
-            let owned = check_ownership(aws, &queue, cluster, router_role, &prefix).await;
+            let owned = check_ownership(aws, &queue, cluster, site.sender, &prefix).await;
             let foreign = !owned.passed;
             checks.push(owned);
             if foreign {
@@ -219,33 +210,28 @@ async fn check_tenant(
                 format!("{prefix}:encryption"),
                 [encryption(&queue, region)],
             ));
-            if let Some(role_arn) = router_role {
+            if let Some(role_arn) = site.sender {
                 let sender = Sender {
-                    label: "router",
+                    label: site.sender_label(),
                     role_arn,
-                    account: &base.account,
-                    partition: &base.partition,
-                    wrong_role_fix: format!(
-                        "the policy must name the router role: update the tenant stack with \
-                         BaseStackName empty (it then imports the router role the base stack {} \
-                         exports for the region) or RouterRoleArn={role_arn}",
-                        base.name
-                    ),
+                    account: site.account,
+                    partition: site.partition,
+                    wrong_role_fix: site.wrong_sender(role_arn),
                 };
                 checks.push(check_tenant_policy(
                     &queue,
                     &sender,
                     region,
                     &format!("{prefix}:queue-policy"),
-                    &deploy,
+                    &site.redeploy(cluster),
                 ));
             }
             checks.push(
-                check_karpenter_role(aws, base, cluster, &queue, karpenter_role, &prefix).await,
+                check_karpenter_role(aws, site, cluster, &queue, karpenter_role, &prefix).await,
             );
             let reader = match karpenter_role {
                 Some(role) => Some(role.to_owned()),
-                None => tenant_stack_parameter(aws, base, cluster, &queue.url, "KarpenterRoleName")
+                None => tenant_stack_parameter(aws, site, cluster, &queue.url, "KarpenterRoleName")
                     .await
                     .filter(|r| !r.is_empty()),
             };
@@ -256,15 +242,16 @@ async fn check_tenant(
                 .is_some();
             let karpenter = match &reader {
                 Some(name) if keyed => {
-                    let arn = format!("arn:{}:iam::{}:role/{name}", base.partition, base.account);
+                    let arn = format!("arn:{}:iam::{}:role/{name}", site.partition, site.account);
                     crate::verify::role::load_role(aws, &arn).await.ok()
                 }
                 _ => None,
             };
             let mut users = Vec::new();
+            let sender_role = format!("the {} role", site.sender_label().trim_end_matches(" role"));
             if let Some(role) = role {
                 users.push(keys::KeyUser::Role {
-                    what: "the router role",
+                    what: &sender_role,
                     identity: role.identity(),
                     actions: keys::PRODUCE,
                 });
@@ -276,19 +263,16 @@ async fn check_tenant(
                     actions: keys::CONSUME,
                 });
             }
-            let redeploy = format!(
-                "update the tenant stack: make deploy-tenant CLUSTER={cluster} REGION={region} \
-                 STACK_NAME={}",
-                base.name
-            );
             let name = format!("{prefix}:key");
-            if let Some(check) = keys::check(aws, &queue, &users, &name, &redeploy).await {
+            if let Some(check) =
+                keys::check(aws, &queue, &users, &name, &site.redeploy(cluster)).await
+            {
                 checks.push(check);
             }
         }
     }
     if let Some(role) = role {
-        checks.push(check_router_may_send(role, base, &arn, &name, &prefix));
+        checks.push(check_sender_may(role, site, &arn, &name, &prefix));
     }
 }
 
@@ -339,9 +323,9 @@ pub(crate) fn check_record(
     )
 }
 
-/// `<prefix>:router-role`: the router role may do to the cluster's queue (`arn`, named `queue`)
-/// what the router does.
-fn check_router_may_send(role: &Role, base: &Base, arn: &str, queue: &str, prefix: &str) -> Check {
+/// `<prefix>:router-role` (`:spoke-role` in a member): the sender's own policies let it do to the
+/// cluster's queue (`arn`, named `queue`) what the router does, and read its tenant record.
+fn check_sender_may(role: &Role, site: &Site<'_>, arn: &str, queue: &str, prefix: &str) -> Check {
     let mut refused = Vec::new();
     let mut statements = Vec::new();
     for (action, statement) in ROUTER_QUEUE_ACTIONS {
@@ -357,9 +341,9 @@ fn check_router_may_send(role: &Role, base: &Base, arn: &str, queue: &str, prefi
     // Its tenant record, read when the queue is missing.
     let record = format!(
         "arn:{}:ssm:{}:{}:parameter{}",
-        base.partition,
-        arn.split(':').nth(3).unwrap_or_default(),
-        base.account,
+        site.partition,
+        site.region,
+        site.account,
         tenancy::record_name(queue)
     );
     let d = role.may("ssm:GetParameter", &record);
@@ -370,7 +354,7 @@ fn check_router_may_send(role: &Role, base: &Base, arn: &str, queue: &str, prefi
 
     // Expect → what was found → the fix.
     check::evaluate(
-        format!("{prefix}:router-role"),
+        format!("{prefix}:{}", site.sender_check()),
         [Expect::that(
             refused.is_empty(),
             format!(
@@ -381,13 +365,7 @@ fn check_router_may_send(role: &Role, base: &Base, arn: &str, queue: &str, prefi
         )
         .otherwise(
             format!("{} may not {} on {queue}", role.name(), refused.join(", ")),
-            format!(
-                "the role may use <QueuePrefix>* only: give the tenant stack the base stack's \
-                 QueuePrefix ({}), or restore the role's {} statement(s) (update the base stack)",
-                base.output("QueuePrefix")
-                    .unwrap_or("see its QueuePrefix output"),
-                statements.join(" and ")
-            ),
+            site.sender_reach(&statements.join(" and ")),
         )],
     )
 }

@@ -297,6 +297,21 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     );
     put_role_policy(aws, &role, &document).await?;
 
+    // The role widened to every SQS action on the cluster queues: it could read and purge them,
+    // judged as a member's spoke role is.
+    let widened = document.replace("\"sqs:ListQueueTags\"", "\"sqs:*\"");
+    assert_ne!(widened, document);
+    put_role_policy(aws, &role, &widened).await?;
+    let report = verify_fails(&estate, &[], &["router-role"]).await?;
+    assert_detail(
+        &report,
+        "router-role",
+        "may also sqs:ReceiveMessage on karpenter-",
+    );
+    assert_detail(&report, "router-role", "sqs:PurgeQueue");
+    assert_fix(&report, "router-role", "list-attached-role-policies");
+    put_role_policy(aws, &role, &document).await?;
+
     // The late-forwards alarm deleted: nobody hears of interruptions forwarded too late.
     delete_alarm(aws, "ir-LateForwardsAlarm").await?;
     let report = verify_fails(&estate, &[], &["alarm:LateForwardsAlarm"]).await?;

@@ -147,9 +147,23 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
         .expect("statements")
         .retain(|s| s["Sid"] != "ReadTenantRecords");
     put_spoke_policy(&narrowed.to_string()).await?;
-    let report = verify_fails(&options, &[&permissions]).await;
-    assert_detail(&report, &permissions, "may not ssm:GetParameter on");
-    assert_detail(&report, &permissions, "tenant-queues/karpenter-");
+    // Judged per cluster, as at the hub: each cluster whose record the role may not read.
+    let (prod_sender, web_sender) = (
+        member("tenant:prod:spoke-role"),
+        member("tenant:web:spoke-role"),
+    );
+    let report = verify_fails(&options, &[&prod_sender, &web_sender]).await;
+    assert_detail(
+        &report,
+        &prod_sender,
+        "may not ssm:GetParameter on its tenant record",
+    );
+    assert_fix(&report, &prod_sender, "ReadTenantRecords");
+    assert_fix(
+        &report,
+        &prod_sender,
+        "the spoke stack that creates the role",
+    );
     put_spoke_policy(&original).await?;
 
     // A spoke rule disabled by hand.

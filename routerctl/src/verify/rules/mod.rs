@@ -1,20 +1,28 @@
-//! `rule:<name>`: the base stack's five rules on the default bus (and, with its central bus, their
-//! five copies there) exist, are ENABLED, carry exactly the pattern the router handles (from its
-//! own [`Kind`] list, compared as EventBridge reads patterns; on a default bus only the rule's own
-//! account's events, [`Kind::event_pattern_in`]) and target the ingest queue with the DLQ as
-//! dead-letter config. The state, bus and pattern part is
-//! shared with the spoke stacks' rules (`spokes.rs`).
+//! `rule:<name>` (and `spoke:<account>:rule:<name>`): a stack's five rules on the default bus (and,
+//! with the base stack's central bus, their five copies there) exist, are ENABLED, carry exactly
+//! the pattern the router handles (from its own [`Kind`] list, compared as EventBridge reads
+//! patterns; on a default bus only the rule's own account's events, [`Kind::event_pattern_in`]),
+//! and deliver where their stack sends them. One check for every site ([`RuleSite`]): the base
+//! stack's rules deliver to the ingest queue with the DLQ as dead-letter config (`ingest.rs`); a
+//! member account's spoke stack rules forward to the hub's bus as a role EventBridge may assume
+//! for that rule and that may put events there (`forward.rs`).
 
-use std::collections::BTreeMap;
+mod forward;
+mod ingest;
+
+use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_eventbridge::{
     operation::describe_rule::DescribeRuleOutput,
     types::{RuleState, Target},
 };
+
+pub(crate) use self::forward::HubBus;
+use self::ingest::Delivery;
 use interruption_router::event::Kind;
 use serde_json::Value;
 
-use super::{report::Check, stack::Base};
+use super::{report::Check, role::Role, stack::Base};
 use crate::check::{self, Expect};
 use aws_model::aws::{Aws, describe};
 
@@ -45,30 +53,94 @@ pub const HUB_RULES: [(&str, Kind); 5] = [
     ),
 ];
 
-/// Checks every rule of the base stack; the ARNs of those that exist by logical id, which the
-/// queue and function policies must admit.
-pub(super) async fn check(
-    aws: &Aws,
-    base: &Base,
-    checks: &mut Vec<Check>,
-) -> BTreeMap<String, String> {
-    let dlq = base.output("DeadLetterQueueArn");
-    let target = base.output("IngestQueueArn");
+/// Where a stack's rules are checked, and where they must deliver.
+pub(crate) struct RuleSite<'a> {
+    pub account: &'a str,
+    pub region: &'a str,
+    pub partition: &'a str,
+    /// The stack's resources, logical id → physical id.
+    pub resources: &'a BTreeMap<String, String>,
+    /// Check names start with this: "" at the hub, `spoke:<account>:` in a member.
+    pub prefix: String,
+    /// How the report names the stack ("the stack", "the spoke stack …"), and the fix for one
+    /// without a rule.
+    pub stack: String,
+    pub update: String,
+    /// The fix for a rule deleted outside CloudFormation.
+    pub recreate: String,
+    pub delivers: Delivers<'a>,
+}
+
+/// Where a site's rules deliver.
+pub(crate) enum Delivers<'a> {
+    /// The base stack's: to the ingest queue (`queue`, its ARN when known), with the stack's DLQ.
+    Ingest {
+        queue: Option<&'a str>,
+        dlq: Option<&'a str>,
+    },
+    /// A spoke stack's: to the hub's bus.
+    HubBus(HubBus<'a>),
+}
+
+/// What the rule checks found: each existing rule's ARN by logical id, which the queue and
+/// function policies must admit, and the roles the forwarding rules' targets use.
+#[derive(Default)]
+pub(crate) struct Found {
+    pub arns: BTreeMap<String, String>,
+    pub forwarders: Vec<String>,
+}
+
+/// Checks every rule of the base stack (with its central bus, their copies there too).
+pub(super) async fn check(aws: &Aws, base: &Base, checks: &mut Vec<Check>) -> Found {
     let hub_bus = base.hub_bus_arn().map(bus_name);
+    let site = RuleSite {
+        account: &base.account,
+        region: &aws.region,
+        partition: &base.partition,
+        resources: &base.resources,
+        prefix: String::new(),
+        stack: "the stack".to_owned(),
+        update: "update the stack with this project's cloudformation/base.yaml".to_owned(),
+        recreate: format!(
+            "CloudFormation does not re-create deleted resources on its own: re-create the rule \
+             as base.yaml defines it, or delete and re-deploy the stack {}",
+            base.name
+        ),
+        delivers: Delivers::Ingest {
+            queue: base.output("IngestQueueArn"),
+            dlq: base.output("DeadLetterQueueArn"),
+        },
+    };
     let rules = RULES.iter().map(|(logical, kind)| (*logical, *kind, None));
     let hub_rules = HUB_RULES
         .iter()
         .filter(|_| hub_bus.is_some())
         .map(|(logical, kind)| (*logical, *kind, hub_bus));
-    let mut arns = BTreeMap::new();
-    for (logical, kind, bus) in rules.chain(hub_rules) {
-        let (check, arn) = check_rule(aws, base, logical, kind, bus, target, dlq).await;
+    check_site(aws, &site, rules.chain(hub_rules), checks).await
+}
+
+/// Checks `rules` (logical id, the kind it must pass, its bus: `None` for the default bus) at
+/// `site`.
+pub(crate) async fn check_site<'b>(
+    aws: &Aws,
+    site: &RuleSite<'_>,
+    rules: impl Iterator<Item = (&'b str, Kind, Option<&'b str>)>,
+    checks: &mut Vec<Check>,
+) -> Found {
+    let mut found = Found::default();
+    // A role several rules' targets share is read once.
+    let mut roles: HashMap<String, Result<Role, String>> = HashMap::new();
+    for (logical, kind, bus) in rules {
+        let (check, arn, forwarder) = check_rule(aws, site, logical, kind, bus, &mut roles).await;
         checks.push(check);
         if let Some(arn) = arn {
-            arns.insert(logical.to_owned(), arn);
+            found.arns.insert(logical.to_owned(), arn);
+        }
+        if let Some(role) = forwarder.filter(|r| !found.forwarders.contains(r)) {
+            found.forwarders.push(role);
         }
     }
-    arns
+    found
 }
 
 /// The name of an event bus from its ARN (`…:event-bus/<name>`).
@@ -77,7 +149,7 @@ pub(super) fn bus_name(arn: &str) -> &str {
 }
 
 /// Arrays in an event pattern are sets: order does not matter.
-pub(super) fn normalized(value: &Value) -> Value {
+fn normalized(value: &Value) -> Value {
     match value {
         Value::Array(items) => {
             let mut items: Vec<Value> = items.iter().map(normalized).collect();
@@ -102,7 +174,7 @@ fn bus_arg(bus: Option<&str>) -> String {
 /// Where a rule check looks: the stack's resource `logical`, then the rule itself. What it could
 /// not find is the check's row that ends it, with the fix for a stack that lacks the resource
 /// (`update`) or a rule deleted outside CloudFormation (`recreate`).
-pub(super) async fn find_rule<'a>(
+async fn find_rule<'a>(
     aws: &Aws,
     resources: &'a BTreeMap<String, String>,
     logical: &str,
@@ -121,7 +193,7 @@ pub(super) async fn find_rule<'a>(
 }
 
 /// DescribeRule; a problem text on failure (a deleted rule says so).
-pub(super) async fn describe_rule(
+async fn describe_rule(
     aws: &Aws,
     name: &str,
     bus: Option<&str>,
@@ -145,7 +217,7 @@ pub(super) async fn describe_rule(
 
 /// The rows saying the rule is ENABLED, on `bus` (`None`: the default bus, where EC2 and Health
 /// send) and matches exactly what the router handles for `kind`.
-pub(super) fn state_bus_and_pattern(
+fn state_bus_and_pattern(
     rule: &DescribeRuleOutput,
     name: &str,
     kind: Kind,
@@ -212,43 +284,37 @@ pub(super) fn state_bus_and_pattern(
     ]
 }
 
+/// One rule: where it is, its state, bus and pattern, then where it delivers; the check, the
+/// rule's ARN when it exists, and the role a forwarding rule's target uses.
 async fn check_rule(
     aws: &Aws,
-    base: &Base,
+    site: &RuleSite<'_>,
     logical: &str,
     kind: Kind,
     bus: Option<&str>,
-    target: Option<&str>,
-    dlq: Option<&str>,
-) -> (Check, Option<String>) {
-    let check_name = format!("rule:{logical}");
-    let region = &aws.region;
+    roles: &mut HashMap<String, Result<Role, String>>,
+) -> (Check, Option<String>, Option<String>) {
+    let check_name = format!("{}rule:{logical}", site.prefix);
+    let region = site.region;
     // Where: the rule, then its targets.
     let found = find_rule(
         aws,
-        &base.resources,
+        site.resources,
         logical,
         bus,
-        (
-            format!("the stack has no {logical}"),
-            "update the stack with this project's cloudformation/base.yaml",
-        ),
-        format!(
-            "CloudFormation does not re-create deleted resources on its own: re-create the rule \
-             as base.yaml defines it, or delete and re-deploy the stack {}",
-            base.name
-        ),
+        (format!("{} has no {logical}", site.stack), &site.update),
+        site.recreate.clone(),
     )
     .await;
     let (name, rule) = match found {
         Ok(found) => found,
-        Err(row) => return (check::evaluate(check_name, [row]), None),
+        Err(row) => return (check::evaluate(check_name, [row]), None, None),
     };
     let arn = rule.arn().map(str::to_owned).unwrap_or_else(|| {
         let path = bus.map(|b| format!("{b}/")).unwrap_or_default();
         format!(
             "arn:{}:events:{region}:{}:rule/{path}{name}",
-            base.partition, base.account
+            site.partition, site.account
         )
     });
     let listed = aws
@@ -266,78 +332,28 @@ async fn check_rule(
         &listed,
         "run verify with events:ListTargetsByRule",
     ));
+    let mut forwarder = None;
     if let Ok(listed) = &listed {
-        let deliver = Delivery {
-            rule: name,
-            bus,
-            target,
-            dlq,
-            region,
-        };
-        rows.push(deliver.judge(listed.targets()));
-    }
-    (check::evaluate(check_name, rows), Some(arn))
-}
-
-/// Where a base stack rule must deliver: to the ingest queue, with the stack's DLQ as its
-/// dead-letter queue.
-struct Delivery<'a> {
-    rule: &'a str,
-    bus: Option<&'a str>,
-    /// The target's ARN, when known.
-    target: Option<&'a str>,
-    dlq: Option<&'a str>,
-    region: &'a str,
-}
-
-impl Delivery<'_> {
-    /// The row for the rule's targets: the one it must have, and its dead-letter queue.
-    fn judge(&self, targets: &[Target]) -> Expect {
-        let (what, target_id) = ("the ingest queue", "ingest");
-        let Some(target) = self.target else {
-            return Expect::problem(
-                format!("cannot tell whether it targets {what}: its ARN is unknown"),
-                "fix the ingest-queue check first",
-            );
-        };
-        let put =
-            |arn: &str| put_targets(self.rule, self.bus, target_id, arn, self.dlq, self.region);
-        let Some(found) = targets.iter().find(|t| t.arn() == target) else {
-            let found: Vec<&str> = targets.iter().map(|t| t.arn()).collect();
-            return Expect::problem(
-                format!("does not target {what} {target} (targets: {found:?})"),
-                put(target),
-            );
-        };
-        let dead_letters = found.dead_letter_config().and_then(|d| d.arn());
-        Expect::that(
-            dead_letters.is_some() && dead_letters == self.dlq,
-            format!("→ {what}, DLQ set"),
-        )
-        .otherwise(
-            format!(
-                "its target has dead-letter queue {dead_letters:?}, not the stack's DLQ: \
-                 deliveries EventBridge gives up on are lost"
+        let targets: &[Target] = listed.targets();
+        match &site.delivers {
+            Delivers::Ingest { queue, dlq } => rows.push(
+                Delivery {
+                    rule: name,
+                    bus,
+                    target: *queue,
+                    dlq: *dlq,
+                    region,
+                }
+                .judge(targets),
             ),
-            put(found.arn()),
-        )
+            Delivers::HubBus(hub) => {
+                let (judged, role) = hub.judge(aws, name, &arn, targets, roles).await;
+                rows.extend(judged);
+                forwarder = role;
+            }
+        }
     }
-}
-
-fn put_targets(
-    rule: &str,
-    bus: Option<&str>,
-    id: &str,
-    arn: &str,
-    dlq: Option<&str>,
-    region: &str,
-) -> String {
-    format!(
-        "aws events put-targets --rule {rule} --region {region}{} --targets \
-         'Id={id},Arn={arn},DeadLetterConfig={{Arn={}}},RetryPolicy={{MaximumRetryAttempts=185,MaximumEventAgeInSeconds=3600}}'",
-        bus_arg(bus),
-        dlq.unwrap_or("<DeadLetterQueueArn output>")
-    )
+    (check::evaluate(check_name, rows), Some(arn), forwarder)
 }
 
 #[cfg(test)]
