@@ -17,6 +17,18 @@ fn three_clusters() -> std::sync::Arc<super::fake::FakeAws> {
     aws
 }
 
+/// How many retries a job gets inside an invocation: as many as the doubling ladder's waits fit
+/// into the retry window (the fake's jitter is 1: the full waits).
+fn ladder() -> u64 {
+    let mut waited = std::time::Duration::ZERO;
+    (1..)
+        .take_while(|attempt| {
+            waited += crate::retry::backoff(*attempt, 1.0);
+            waited < crate::retry::RETRY_WINDOW
+        })
+        .count() as u64
+}
+
 fn warning(n: &str, instance: &str) -> Msg {
     Msg::new(n, spot(n, instance, HUB, REGION))
 }
@@ -73,6 +85,13 @@ async fn a_failing_queue_hands_back_only_its_own_records() {
     assert!(
         answered.metrics.retries >= 2,
         "retried inside the invocation first"
+    );
+    // ... on the doubling ladder, not a retry every 200 ms.
+    let ladder = ladder();
+    assert!(
+        answered.metrics.retries <= ladder,
+        "{} retries, the ladder has {ladder}",
+        answered.metrics.retries
     );
 }
 
@@ -210,5 +229,67 @@ async fn an_operators_invoke_gets_each_records_outcome_and_a_mapping_only_its_fa
     assert_eq!(
         response["outcomes"],
         serde_json::json!({"a1": "forwarded", "bad": "dead-lettered"})
+    );
+}
+
+/// The invocation's metrics (the EMF document and `make bench` read them) count what the router
+/// did, call for call: each counter equals the seam's own count of that action, through a retried
+/// lookup, a retried send, a lost queue whose record stands and its dead letter.
+#[tokio::test(start_paused = true)]
+async fn the_invocation_metrics_count_every_call_the_seam_saw() {
+    let aws = three_clusters();
+    // delta's queue was deleted by hand; its tenant record stands: dead-lettered, queue-missing.
+    aws.node(HUB, REGION, "i-0d000001", "delta");
+    aws.record(HUB, REGION, "karpenter-delta");
+    aws.fail("DescribeInstances", 1, Fault::code("RequestLimitExceeded"));
+    aws.fail("SendMessageBatch", 1, Fault::code("ServiceUnavailable"));
+    let router = router(&aws, &[]);
+    let records = [
+        warning("a1", "i-0a000001"),
+        warning("b1", "i-0b000001"),
+        warning("c1", "i-0c000001"),
+        warning("d1", "i-0d000001"),
+    ];
+    let answered = invoke(&router, &aws, &records).await;
+    assert!(handed_back(&answered).is_empty(), "{:?}", answered.response);
+    assert_eq!(dead_letter_reasons(&aws), ["queue-missing"]);
+    let m = &answered.metrics;
+    let seen = |action: &str| aws.count(action) as u64;
+    assert_eq!(m.received, 4);
+    assert!(m.retries >= 1, "the failed send was retried");
+    for (counted, action) in [
+        (m.describe_instances_calls, "DescribeInstances"),
+        (m.get_resources_calls, "GetResources"),
+        (m.get_queue_url_calls, "GetQueueUrl"),
+        (m.tenant_record_calls, "GetParameter"),
+        // The cluster queues' sends, their retry, and the dead letter's.
+        (m.send_message_batch_calls, "SendMessageBatch"),
+    ] {
+        assert_eq!(counted, seen(action), "{action}: {:?}", aws.calls());
+        if action != "GetResources" {
+            assert!(counted > 0, "{action} was called");
+        }
+    }
+    assert_eq!(
+        m.queue_ownership_calls,
+        seen("ListQueueTags") + seen("GetQueueAttributes")
+    );
+    assert!(m.queue_ownership_calls > 0);
+}
+
+/// Lookups that keep failing are retried on the same ladder as sends, then handed back.
+#[tokio::test(start_paused = true)]
+async fn failing_lookups_are_retried_on_the_ladder_then_handed_back() {
+    let aws = three_clusters();
+    aws.break_action("DescribeInstances", Fault::code("Unavailable"));
+    aws.break_action("GetResources", Fault::code("ServiceUnavailable"));
+    let router = router(&aws, &[]);
+    let answered = invoke(&router, &aws, &[warning("a1", "i-0a000001")]).await;
+    assert_eq!(handed_back(&answered), ["a1"]);
+    let retries = answered.metrics.retries;
+    assert!(
+        (1..=ladder()).contains(&retries),
+        "{retries} retries, the ladder has {}",
+        ladder()
     );
 }
