@@ -264,10 +264,20 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         .policy_document()
         .to_owned();
     let document = aws_model::policy::decode_iam_document(&document).map_err(anyhow::Error::msg)?;
-    let narrowed = document.replace("karpenter-*", "karpenter-beta");
-    assert_ne!(narrowed, document);
-    put_role_policy(aws, &role, &narrowed).await?;
-    let report = verify_fails(&estate, &[], &["tenant:alpha:router-role"]).await?;
+    // verify with the role's inline policy edited, expecting exactly `failing`; then the policy
+    // goes back.
+    let with_role_edited = async |edited: String, failing: &[&str]| {
+        assert_ne!(edited, document, "the edit changes the policy");
+        put_role_policy(aws, &role, &edited).await?;
+        let report = verify_fails(&estate, &[], failing).await;
+        put_role_policy(aws, &role, &document).await?;
+        report
+    };
+    let report = with_role_edited(
+        document.replace("karpenter-*", "karpenter-beta"),
+        &["tenant:alpha:router-role"],
+    )
+    .await?;
     assert_detail(
         &report,
         "tenant:alpha:router-role",
@@ -275,15 +285,12 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     );
     assert_detail(&report, "tenant:alpha:router-role", "sqs:ListQueueTags (");
     assert_detail(&report, "tenant:alpha:router-role", "on karpenter-alpha");
-    put_role_policy(aws, &role, &document).await?;
 
     // The role without the Tagging API lookup path and without the hand-back of records.
     let narrowed = document
         .replace("\"tag:GetResources\"", "\"tag:GetTagKeys\"")
         .replace("\"sqs:ChangeMessageVisibility\"", "\"sqs:ListQueues\"");
-    assert_ne!(narrowed, document);
-    put_role_policy(aws, &role, &narrowed).await?;
-    let report = verify_fails(&estate, &[], &["router-role"]).await?;
+    let report = with_role_edited(narrowed, &["router-role"]).await?;
     assert_detail(&report, "router-role", "may not tag:GetResources on *");
     assert_detail(
         &report,
@@ -295,14 +302,11 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
         "router-role",
         "statements ResolveInstanceTagsByArn, ConsumeIngestQueue",
     );
-    put_role_policy(aws, &role, &document).await?;
 
     // The role widened to every SQS action on the cluster queues: it could read and purge them,
     // judged as a member's spoke role is.
     let widened = document.replace("\"sqs:ListQueueTags\"", "\"sqs:*\"");
-    assert_ne!(widened, document);
-    put_role_policy(aws, &role, &widened).await?;
-    let report = verify_fails(&estate, &[], &["router-role"]).await?;
+    let report = with_role_edited(widened, &["router-role"]).await?;
     assert_detail(
         &report,
         "router-role",
@@ -310,7 +314,6 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     );
     assert_detail(&report, "router-role", "sqs:PurgeQueue");
     assert_fix(&report, "router-role", "list-attached-role-policies");
-    put_role_policy(aws, &role, &document).await?;
 
     // The late-forwards alarm deleted: nobody hears of interruptions forwarded too late.
     delete_alarm(aws, "ir-LateForwardsAlarm").await?;
