@@ -21,7 +21,7 @@
 //! mapping in the emulator and plays it here, with the deployed mapping's settings.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     sync::Mutex,
     time::{Duration, Instant},
 };
@@ -46,7 +46,9 @@ pub struct EventSourceMapping {
 /// When [`EventSourceMapping::drain`] stops.
 #[derive(Debug, Clone, Copy)]
 pub struct Stop {
-    /// Once this many records have been handled (deleted), if given.
+    /// Once this many distinct records (by body) have been handled (deleted), if given. Distinct,
+    /// because SQS delivers at least once: a record handled twice must not stand in for one
+    /// still waiting out its visibility.
     pub handled: Option<u64>,
     /// Once no record has arrived for this long.
     pub idle: Duration,
@@ -58,8 +60,10 @@ pub struct Drained {
     pub invocations: u64,
     /// Records passed to the function, retries included.
     pub records: u64,
-    /// Records the function handled (deleted from the queue).
+    /// Records the function handled (deleted from the queue), a record handled twice counted twice.
     pub handled: u64,
+    /// The distinct records (by body) the function handled.
+    pub handled_bodies: HashSet<String>,
     /// Records handed back by the function (batchItemFailures, or all of a failed invocation).
     pub retried: u64,
     /// Whole invocations that failed or did not answer.
@@ -171,7 +175,7 @@ impl EventSourceMapping {
         progress: &impl Fn(u64),
     ) -> Result<()> {
         loop {
-            let handled = shared.drained.lock().unwrap().handled;
+            let handled = shared.drained.lock().unwrap().handled_bodies.len() as u64;
             if stop.handled.is_some_and(|n| handled >= n) {
                 return Ok(());
             }
@@ -250,6 +254,9 @@ impl EventSourceMapping {
                         .or_default() += 1;
                 }
                 drained.handled += done.len() as u64;
+                drained
+                    .handled_bodies
+                    .extend(done.iter().map(|m| m.body().unwrap_or_default().to_owned()));
             }
             progress(done.len() as u64);
         }

@@ -99,9 +99,14 @@ pub struct Run {
     pub faults: BTreeMap<String, u64>,
     /// Per event id: its cluster, and the age of its first delivery there (ms).
     pub delivered: HashMap<String, (String, u64)>,
-    pub duplicates: usize,
+    /// Per event id delivered more than once (SQS delivers at least once): its extra copies.
+    pub duplicates: BTreeMap<String, usize>,
     pub misrouted: Vec<String>,
+    /// Events in no cluster queue and not dead-lettered.
     pub lost: Vec<String>,
+    /// Of the lost, those still in the ingest queue when the drain stopped (not dropped: the
+    /// drain stopped before they came back).
+    pub left_in_ingest: Vec<String>,
     pub dead_lettered: BTreeMap<String, usize>,
     pub handed_back_by_cluster: BTreeMap<String, u32>,
 }
@@ -187,7 +192,7 @@ impl Storm {
 
         let (received, misrouted) = self.collect().await?;
         let mut delivered = HashMap::new();
-        let mut duplicates = 0;
+        let mut duplicates = BTreeMap::new();
         for (id, (cluster, sent)) in &received {
             let body = &self
                 .events
@@ -200,7 +205,9 @@ impl Storm {
                 .copied()
                 .unwrap_or_default();
             let first = sent.iter().min().copied().unwrap_or_default();
-            duplicates += sent.len().saturating_sub(1);
+            if sent.len() > 1 {
+                duplicates.insert(id.clone(), sent.len() - 1);
+            }
             delivered.insert(id.clone(), (cluster.clone(), first.saturating_sub(arrived)));
         }
         let dead = self.world.drain(&self.dlq).await?;
@@ -222,7 +229,21 @@ impl Storm {
             .iter()
             .filter(|e| !received.contains_key(&e.id) && !dead_ids.contains(&e.id))
             .map(|e| e.id.clone())
-            .collect();
+            .collect::<Vec<String>>();
+        let left_in_ingest = if lost.is_empty() {
+            Vec::new()
+        } else {
+            // A look at what the drain left, after the longest hand-back delay, so a record handed
+            // back late is seen and not taken for one the router dropped.
+            tokio::time::sleep(Duration::from_secs(65)).await;
+            self.world
+                .drain(&self.ingest.0)
+                .await?
+                .iter()
+                .filter_map(|m| m.json()["id"].as_str().map(str::to_owned))
+                .filter(|id| lost.contains(id))
+                .collect()
+        };
         let mut handed_back_by_cluster: BTreeMap<String, u32> =
             self.queues.keys().map(|c| (c.clone(), 0)).collect();
         for event in &self.events {
@@ -242,6 +263,7 @@ impl Storm {
             duplicates,
             misrouted,
             lost,
+            left_in_ingest,
             dead_lettered,
             handed_back_by_cluster,
         };
@@ -318,13 +340,15 @@ impl Run {
             "{}: {events} spot warnings over {CLUSTERS} clusters at {EVENTS_PER_SECOND}/s, \
              {ENVIRONMENTS} environments, ran {took:.1?}\n  \
              delivery age (ingest queue → cluster queue) {}\n  \
-             lost {}, misrouted {}, duplicates {}, dead-lettered {:?}\n  \
+             lost {} (left in the ingest queue {:?}), misrouted {}, duplicates {:?}, \
+             dead-lettered {:?}\n  \
              invocations {}, records handed back {} (by cluster {:?})\n  \
              calls: DescribeInstances {}, GetResources {}, SendMessageBatch {}, \
              ChangeMessageVisibilityBatch {}; injected faults {:?}",
             self.name,
             Ages::of(self.ages_where(|_| true)),
             self.lost.len(),
+            self.left_in_ingest,
             self.misrouted.len(),
             self.duplicates,
             self.dead_lettered,
@@ -346,7 +370,13 @@ impl Run {
             self.name,
             self.misrouted
         );
-        assert!(self.lost.is_empty(), "{}: lost {:?}", self.name, self.lost);
+        assert!(
+            self.lost.is_empty(),
+            "{}: lost {:?} (of them left in the ingest queue: {:?})",
+            self.name,
+            self.lost,
+            self.left_in_ingest
+        );
         assert!(
             self.dead_lettered.is_empty(),
             "{}: transient failures were dead-lettered: {:?}",
