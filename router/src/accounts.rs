@@ -369,6 +369,21 @@ mod tests {
     const HUB: &str = "111111111111";
     const SPOKE: &str = "interruption-router-spoke";
 
+    /// Logs and errors name the scope and the principal the router acted as.
+    #[test]
+    fn scopes_and_senders_read_as_logs_name_them() {
+        assert_eq!(
+            Scope::new(HUB, "eu-west-1").to_string(),
+            "111111111111/eu-west-1"
+        );
+        assert_eq!(Sender::Home.to_string(), "the router's execution role");
+        let spoke = Sender::for_scope(HUB, "us-east-1", "222222222222", "us-east-1", SPOKE);
+        assert_eq!(
+            spoke.to_string(),
+            "the spoke role arn:aws:iam::222222222222:role/interruption-router-spoke"
+        );
+    }
+
     fn home() -> Home {
         Home::new(
             "arn:aws:lambda:us-east-1:111111111111:function:router",

@@ -6,7 +6,8 @@ use super::{
     fake::{HUB, MEMBER, OTHER_REGION, REGION},
     handed_back, invoke, router, spot, sum,
 };
-use crate::handler::Invocation;
+use crate::{accounts::REFRESH_BEFORE, aws::Aws, handler::Invocation};
+use std::time::Duration;
 
 fn estate() -> std::sync::Arc<super::fake::FakeAws> {
     let aws = aws();
@@ -125,4 +126,59 @@ async fn a_role_that_cannot_be_assumed_costs_few_calls_and_hands_its_records_bac
     // Every retry of the window would assume again; the failure memory answers those within
     // 500 ms of a failed call: 4 calls (at 0, 0.6, 1.4 and 3 s of jittered backoff), not 5 × 4.
     assert!(aws.count("AssumeRole") <= 4, "{}", aws.count("AssumeRole"));
+}
+
+/// A spoke role's credentials are reused while they last and renewed `REFRESH_BEFORE` their
+/// expiry (the fake's last an hour), so no call is made with credentials about to expire.
+#[tokio::test(start_paused = true)]
+async fn spoke_credentials_are_reused_then_renewed_before_they_expire() {
+    let aws = estate();
+    let router = router(&aws, &[]);
+    let issued = aws.now();
+    let answered = invoke(&router, &aws, &[warning("1", "i-0b000001", MEMBER, REGION)]).await;
+    assert!(handed_back(&answered).is_empty(), "{:?}", answered.response);
+    assert_eq!(
+        aws.now(),
+        issued,
+        "the first invocation took no virtual time"
+    );
+    assert_eq!(aws.count("AssumeRole"), 1);
+    let renew_at = Duration::from_secs(3600) - REFRESH_BEFORE;
+
+    tokio::time::advance(renew_at - Duration::from_secs(1)).await;
+    invoke(&router, &aws, &[warning("2", "i-0b000001", MEMBER, REGION)]).await;
+    assert_eq!(
+        aws.count("AssumeRole"),
+        1,
+        "a second before renewal: reused"
+    );
+
+    tokio::time::advance(Duration::from_secs(1)).await;
+    invoke(&router, &aws, &[warning("3", "i-0b000001", MEMBER, REGION)]).await;
+    assert_eq!(aws.count("AssumeRole"), 2, "at the renewal point: renewed");
+    assert_eq!(aws.bodies(MEMBER, REGION, "karpenter-alpha").len(), 3);
+}
+
+/// A failed AssumeRole is remembered for `ASSUME_FAILURE_MEMORY`: the account's two regions,
+/// looked up in the same retry round, cost one call per round between them, not one each.
+#[tokio::test(start_paused = true)]
+async fn a_failed_assume_role_answers_the_accounts_other_regions_too() {
+    let aws = estate();
+    aws.forbid_role("arn:aws:iam::222222222222:role/interruption-router-spoke");
+    let r = router(&aws, &[]);
+    let one_region = invoke(&r, &aws, &[warning("a", "i-0b000001", MEMBER, REGION)]).await;
+    assert_eq!(handed_back(&one_region), ["a"]);
+    let rounds = aws.count("AssumeRole");
+    assert!(rounds > 1, "the lookups were retried: {rounds}");
+
+    let aws = estate();
+    aws.forbid_role("arn:aws:iam::222222222222:role/interruption-router-spoke");
+    let r = router(&aws, &[]);
+    let records = [
+        warning("a", "i-0b000001", MEMBER, REGION),
+        warning("b", "i-0b000002", MEMBER, OTHER_REGION),
+    ];
+    let both = invoke(&r, &aws, &records).await;
+    assert_eq!(handed_back(&both), ["a", "b"]);
+    assert_eq!(aws.count("AssumeRole"), rounds);
 }
