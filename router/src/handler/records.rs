@@ -145,6 +145,9 @@ pub(super) enum Progress {
 /// One cluster's copy of a record, and what became of it.
 pub(super) struct Copy {
     pub cluster: Arc<str>,
+    /// The instances this copy names: the cluster's own (a Health event's copy names no other
+    /// cluster's).
+    pub instances: Vec<InstanceId>,
     pub message: Message,
     pub delivery: Delivery,
 }
@@ -254,6 +257,7 @@ impl Routing {
                     kind: Some(self.event.kind),
                 },
                 cluster,
+                instances: ids,
                 delivery: Delivery::Unfinished,
             });
         }

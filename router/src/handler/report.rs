@@ -5,7 +5,7 @@
 
 use crate::{
     accounts::Place,
-    event::{self, Interruption},
+    event::{self, InstanceId, Interruption},
     metrics::{Delivered, InvocationMetrics, LATE_AFTER_MS},
 };
 
@@ -15,9 +15,11 @@ use super::{
     records::{Subject, join},
 };
 
-/// A copy reached `cluster`'s queue at `now` (ms since the epoch).
+/// A copy of `event` naming `instances` (the cluster's own) reached `cluster`'s queue at `now`
+/// (ms since the epoch).
 pub(super) fn forwarded(
     event: &Interruption,
+    instances: &[InstanceId],
     place: &Place,
     cluster: &str,
     label: &str,
@@ -39,14 +41,14 @@ pub(super) fn forwarded(
     metrics.deliveries.push(Delivered {
         cluster: label.to_owned(),
         event_id: event.id.as_deref().unwrap_or_default().to_owned(),
-        instances: join(&event.instances),
+        instances: join(instances),
         age_ms,
         kind: event.kind.label(),
     });
     tracing::info!(
         event_id = event.id.as_deref().unwrap_or_default(),
         kind = %event.kind,
-        instances = %join(&event.instances),
+        instances = %join(instances),
         account = %place.scope.account,
         region = %place.scope.region,
         cluster = %cluster,

@@ -324,6 +324,7 @@ impl<A: Aws> Router<A> {
                 Delivery::Sent => {
                     report::forwarded(
                         &routing.event,
+                        &copy.instances,
                         &routing.place,
                         &copy.cluster,
                         &label,

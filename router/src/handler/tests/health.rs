@@ -39,6 +39,19 @@ async fn a_health_event_spanning_two_clusters_gives_each_only_its_own_instances(
     };
     assert_eq!(named("karpenter-alpha"), ["i-0a000001", "i-0a000002"]);
     assert_eq!(named("karpenter-beta"), ["i-0b000001"]);
+    // The invocation's delivery records (what `routerctl fis` reads from the logs) name each
+    // copy's own instances too.
+    let mut delivered: Vec<(&str, &str)> = answered
+        .metrics
+        .deliveries
+        .iter()
+        .map(|d| (d.cluster.as_str(), d.instances.as_str()))
+        .collect();
+    delivered.sort();
+    assert_eq!(
+        delivered,
+        [("alpha", "i-0a000001,i-0a000002"), ("beta", "i-0b000001")]
+    );
 }
 
 #[tokio::test(start_paused = true)]
