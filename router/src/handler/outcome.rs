@@ -161,11 +161,12 @@ pub fn forward_outcome<'a>(
 ) -> Result<Outcome, Permanent> {
     let mut permanent: Option<(DeadLetterReason, String)> = None;
     let mut clusters = Vec::new();
-    let (mut copies_seen, mut sent, mut not_onboarded) = (0, 0, 0);
+    // Whether any copy was planned, sent, or found its cluster not onboarded.
+    let (mut planned, mut sent, mut not_onboarded) = (false, false, false);
     for (cluster, delivery) in copies {
-        copies_seen += 1;
+        planned = true;
         match delivery {
-            Delivery::Sent => sent += 1,
+            Delivery::Sent => sent = true,
             Delivery::Failed { error } => {
                 return Ok(Outcome::Failed(Failure::new(
                     Cause::Send,
@@ -193,7 +194,7 @@ pub fn forward_outcome<'a>(
                 )));
             }
             // Not onboarded: nothing to deliver there, and nothing lost (its own set-up has it).
-            Delivery::NoTenantQueue { .. } => not_onboarded += 1,
+            Delivery::NoTenantQueue { .. } => not_onboarded = true,
             // Declined by its cluster's choice of kinds: nothing is lost.
             Delivery::Declined { .. } => {}
             Delivery::QueueMissing { queue } => {
@@ -216,9 +217,9 @@ pub fn forward_outcome<'a>(
     }
     match permanent {
         Some((reason, detail)) => Err((reason, detail, clusters.join(","))),
-        None if copies_seen == 0 => Ok(Outcome::ignored(ignored)),
-        None if sent == 0 && not_onboarded > 0 => Ok(Outcome::ignored(IgnoreReason::NoTenantQueue)),
-        None if sent == 0 => Ok(Outcome::ignored(IgnoreReason::KindDeclined)),
+        None if !planned => Ok(Outcome::ignored(ignored)),
+        None if !sent && not_onboarded => Ok(Outcome::ignored(IgnoreReason::NoTenantQueue)),
+        None if !sent => Ok(Outcome::ignored(IgnoreReason::KindDeclined)),
         None => Ok(Outcome::FORWARDED),
     }
 }
