@@ -49,6 +49,7 @@ async fn each_event_reaches_its_cluster_in_its_own_account_and_region() {
     // One AssumeRole per account, shared by its regions; none at home.
     assert_eq!(aws.count("AssumeRole"), 2);
     assert_eq!(answered.metrics.assume_role_calls, 2);
+    assert_eq!(router.assume_role_calls(), 2, "the environment's own count");
     let labels: Vec<&String> = answered.metrics.forwarded.keys().collect();
     assert_eq!(
         labels,
@@ -123,6 +124,10 @@ async fn a_role_that_cannot_be_assumed_costs_few_calls_and_hands_its_records_bac
         "home unaffected"
     );
     assert_eq!(answered.metrics.account_unreachable, 5);
+    assert_eq!(
+        answered.metrics.failed, 5,
+        "handed back as failed, to be retried"
+    );
     // Every retry of the window would assume again; the failure memory answers those within
     // 500 ms of a failed call: 4 calls (at 0, 0.6, 1.4 and 3 s of jittered backoff), not 5 × 4.
     assert!(aws.count("AssumeRole") <= 4, "{}", aws.count("AssumeRole"));
@@ -181,4 +186,29 @@ async fn a_failed_assume_role_answers_the_accounts_other_regions_too() {
     let both = invoke(&r, &aws, &records).await;
     assert_eq!(handed_back(&both), ["a", "b"]);
     assert_eq!(aws.count("AssumeRole"), rounds);
+}
+
+/// At its last receive a record whose account stays unreachable is dead-lettered
+/// `account-unreachable`, and counted as such, not as failed.
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_account_at_the_last_receive_is_dead_lettered_and_counted() {
+    let aws = estate();
+    aws.forbid_role("arn:aws:iam::222222222222:role/interruption-router-spoke");
+    let r = router(&aws, &[]);
+    let records = [
+        warning("a", "i-0b000001", MEMBER, REGION).receive(20),
+        warning("b", "i-0b000002", MEMBER, OTHER_REGION).receive(20),
+    ];
+    let answered = invoke(&r, &aws, &records).await;
+    assert!(handed_back(&answered).is_empty(), "{:?}", answered.response);
+    assert_eq!(
+        dead_letter_reasons(&aws),
+        ["account-unreachable", "account-unreachable"]
+    );
+    assert_eq!(answered.metrics.account_unreachable, 2);
+    assert_eq!(
+        answered.metrics.dead_lettered.get("account-unreachable"),
+        Some(&2)
+    );
+    assert_eq!(answered.metrics.failed, 0);
 }

@@ -10,8 +10,11 @@ use super::{
     fake::{Fault, HUB, REGION},
     handed_back, invoke, invoke_with, router,
 };
-use crate::retry::{
-    ATTEMPT_TIMEOUT, DELIVER_WINDOW, LONGEST_IN_INVOCATION, longest_across_receives,
+use crate::{
+    aws::Aws,
+    event::unix_millis_rfc3339,
+    metrics::LATE_AFTER_MS,
+    retry::{ATTEMPT_TIMEOUT, DELIVER_WINDOW, LONGEST_IN_INVOCATION, longest_across_receives},
 };
 
 #[tokio::test(start_paused = true)]
@@ -103,4 +106,57 @@ async fn a_record_that_never_succeeds_reaches_the_dead_letter_queue_within_the_s
         "{took:?} > {:?}",
         longest_across_receives(20, BATCHING_WINDOW)
     );
+}
+
+/// A forward's age is the time since the event's own `time`, and one older than
+/// `LATE_AFTER_MS` (two minutes: a spot warning's notice) counts as late.
+#[tokio::test(start_paused = true)]
+async fn each_forward_is_aged_from_the_events_time_and_late_past_two_minutes() {
+    let aws = alpha();
+    let router = router(&aws, &[]);
+    let now = aws
+        .now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let aged = |n: &str, age_ms: u64| {
+        let mut m = warning(n);
+        let mut body: serde_json::Value = serde_json::from_str(&m.body).unwrap();
+        body["time"] = unix_millis_rfc3339(now - age_ms as i64).into();
+        m.body = body.to_string();
+        m
+    };
+    let answered = invoke(
+        &router,
+        &aws,
+        &[
+            aged("fresh", 30_000),
+            aged("due", LATE_AFTER_MS),
+            aged("late", LATE_AFTER_MS + 1_000),
+            aged("later", LATE_AFTER_MS + 5_000),
+        ],
+    )
+    .await;
+    assert!(handed_back(&answered).is_empty());
+    assert!(
+        answered.metrics.cold_start,
+        "an environment's first invocation is its cold start"
+    );
+    let mut ages = answered.metrics.forward_ages_ms.clone();
+    ages.sort();
+    assert_eq!(
+        ages,
+        [
+            30_000,
+            LATE_AFTER_MS,
+            LATE_AFTER_MS + 1_000,
+            LATE_AFTER_MS + 5_000
+        ]
+    );
+    assert_eq!(
+        answered.metrics.late_forwards, 2,
+        "the two past two minutes"
+    );
+    let again = invoke(&router, &aws, &[warning("next")]).await;
+    assert!(!again.metrics.cold_start, "and only its first");
 }
