@@ -159,7 +159,11 @@ async fn spoke_credentials_are_reused_then_renewed_before_they_expire() {
     );
 
     tokio::time::advance(Duration::from_secs(1)).await;
-    invoke(&router, &aws, &[warning("3", "i-0b000001", MEMBER, REGION)]).await;
+    let renewed = invoke(&router, &aws, &[warning("3", "i-0b000001", MEMBER, REGION)]).await;
+    assert_eq!(
+        renewed.metrics.assume_role_calls, 1,
+        "this invocation's own call"
+    );
     assert_eq!(aws.count("AssumeRole"), 2, "at the renewal point: renewed");
     assert_eq!(aws.bodies(MEMBER, REGION, "karpenter-alpha").len(), 3);
 }

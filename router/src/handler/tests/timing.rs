@@ -160,3 +160,20 @@ async fn each_forward_is_aged_from_the_events_time_and_late_past_two_minutes() {
     let again = invoke(&router, &aws, &[warning("next")]).await;
     assert!(!again.metrics.cold_start, "and only its first");
 }
+
+/// The work deadline leaves a tenth of the remaining time for the answer, at least 100 ms and at
+/// most 1 s.
+#[test]
+fn the_work_deadline_keeps_a_tenth_for_the_answer_within_its_bounds() {
+    use std::time::UNIX_EPOCH;
+    let now = Instant::now();
+    let wall = UNIX_EPOCH + Duration::from_secs(1_790_000_000);
+    let at = |remaining_ms: u64| {
+        let deadline_ms =
+            wall.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64 + remaining_ms;
+        crate::handler::work_deadline(deadline_ms, wall, now) - now
+    };
+    assert_eq!(at(5_000), Duration::from_millis(4_500));
+    assert_eq!(at(60_000), Duration::from_millis(59_000), "at most 1 s");
+    assert_eq!(at(500), Duration::from_millis(400), "at least 100 ms");
+}
