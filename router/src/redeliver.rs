@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use crate::{
-    accounts::{Place, partition},
+    accounts::Place,
     aws::{Aws, EntryResult, VisibilityEntry},
 };
 
@@ -134,7 +134,6 @@ pub fn queue_url(arn: &str) -> Option<String> {
         "aws-iso" => "c2s.ic.gov",
         "aws-iso-b" => "sc2s.sgov.gov",
         "aws-eusc" => "amazonaws.eu",
-        _ if partition(region) == "aws-cn" => "amazonaws.com.cn",
         _ => "amazonaws.com",
     };
     Some(format!("https://sqs.{region}.{suffix}/{account}/{name}"))
@@ -154,6 +153,17 @@ mod tests {
             queue_url("arn:aws-cn:sqs:cn-north-1:123456789012:q").as_deref(),
             Some("https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q")
         );
+        // Each partition's SQS domain, from the ARN's partition.
+        for (partition, region, domain) in [
+            ("aws-iso", "us-iso-east-1", "c2s.ic.gov"),
+            ("aws-iso-b", "us-isob-east-1", "sc2s.sgov.gov"),
+            ("aws-eusc", "eusc-de-east-1", "amazonaws.eu"),
+        ] {
+            assert_eq!(
+                queue_url(&format!("arn:{partition}:sqs:{region}:123456789012:q")),
+                Some(format!("https://sqs.{region}.{domain}/123456789012/q"))
+            );
+        }
         assert_eq!(queue_url("arn:aws:sns:us-east-1:123456789012:t"), None);
         assert_eq!(queue_url("ir-ingest"), None);
         assert_eq!(queue_url("arn:aws:sqs:us-east-1::q"), None);

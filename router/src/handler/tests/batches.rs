@@ -161,6 +161,11 @@ async fn a_handed_back_record_returns_sooner_the_fewer_times_it_was_received() {
         [1, 2, 4, 8, 16, 32, 60, 60]
     );
     assert_eq!(answered.metrics.redelivery_delays_set, 8);
+    assert_eq!(answered.metrics.redelivery_delays_failed, 0);
+    assert_eq!(
+        answered.metrics.change_visibility_calls, 1,
+        "8 records, one batch"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -308,3 +308,22 @@ async fn suspected_ec2() -> (
     assert_eq!(aws.count("DescribeInstances"), 2);
     (aws, router)
 }
+
+/// A known owner stays available as a stale answer for `LAST_KNOWN_HORIZON` (a week) after it
+/// stopped being fresh: a node that lives for days is still served when both paths fail; past
+/// the horizon it is not.
+#[tokio::test(start_paused = true)]
+async fn a_stale_answer_serves_for_a_week_and_not_after() {
+    let aws = alpha();
+    let router = router(&aws, &[]);
+    invoke(&router, &aws, &[warning("first", "i-0a000001")]).await;
+    aws.break_action("DescribeInstances", Fault::code("Unavailable"));
+    aws.break_action("GetResources", Fault::code("ThrottlingException"));
+    tokio::time::advance(Duration::from_secs(2 * 24 * 3600)).await;
+    let answered = invoke(&router, &aws, &[warning("days", "i-0a000001")]).await;
+    assert!(handed_back(&answered).is_empty(), "two days on: served");
+    assert_eq!(answered.metrics.stale_answers, 1);
+    tokio::time::advance(crate::resolve::LAST_KNOWN_HORIZON).await;
+    let answered = invoke(&router, &aws, &[warning("weeks", "i-0a000001")]).await;
+    assert_eq!(handed_back(&answered), ["weeks"], "past the horizon: not");
+}
