@@ -327,3 +327,21 @@ async fn a_stale_answer_serves_for_a_week_and_not_after() {
     let answered = invoke(&router, &aws, &[warning("weeks", "i-0a000001")]).await;
     assert_eq!(handed_back(&answered), ["weeks"], "past the horizon: not");
 }
+
+/// Without sweeps, each lookup's answer is kept for the cache lifetime: the instance's next
+/// event is routed from the cache, without asking EC2 again.
+#[tokio::test(start_paused = true)]
+async fn a_looked_up_owner_is_kept_for_the_next_event() {
+    let aws = alpha();
+    let router = router(&aws, &[("SWEEP_INTERVAL_SECONDS", "0")]);
+    invoke(&router, &aws, &[warning("1", "i-0a000001")]).await;
+    assert_eq!(aws.count("DescribeInstances"), 1);
+    let answered = invoke(&router, &aws, &[warning("2", "i-0a000001")]).await;
+    assert!(handed_back(&answered).is_empty());
+    assert_eq!(
+        aws.count("DescribeInstances"),
+        1,
+        "the second from the cache"
+    );
+    assert_eq!(aws.bodies(HUB, REGION, "karpenter-alpha").len(), 2);
+}
