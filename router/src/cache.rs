@@ -121,4 +121,26 @@ mod tests {
         assert_eq!(cache.len(), 6);
         assert_eq!(cache.get(&6), Some(6));
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_cache_evicts_a_tenth_and_a_key_it_holds_is_replaced_in_place() {
+        let cache = TtlCache::new(20);
+        assert!(cache.is_empty());
+        for n in 0..20u64 {
+            cache.insert(n, n, Duration::from_secs(10 + n));
+        }
+        assert!(!cache.is_empty());
+        cache.insert(5, 50, Duration::from_secs(100));
+        assert_eq!(cache.len(), 20, "replacing a key it holds evicts nothing");
+        assert_eq!(cache.get(&0), Some(0));
+        assert_eq!(cache.get(&5), Some(50));
+        cache.insert(100, 100, Duration::from_secs(100));
+        assert_eq!(cache.len(), 19, "a tenth (2) went, one came");
+        assert_eq!(
+            (cache.get(&0), cache.get(&1)),
+            (None, None),
+            "the two closest to expiring"
+        );
+        assert_eq!(cache.get(&2), Some(2));
+    }
 }
