@@ -12,7 +12,10 @@
 //! (moto implements visibility, receive counts and redrive).
 //!
 //! Lambda polls with several pollers at once, each invoking its own execution environment;
-//! [`EventSourceMapping::drain_with`] plays that with one poller per [`Function`] given.
+//! [`EventSourceMapping::drain_with`] plays that with one poller per [`Function`] given. Like
+//! Lambda's, a poller long-polls an empty queue ([`LONG_POLL`], shorter than Lambda's 20 s so a
+//! drain notices it is idle within a second): short receives every few milliseconds kept the
+//! emulator busy answering empty receives for every scene that ran beside it.
 //!
 //! moto creates the stack's `AWS::Lambda::EventSourceMapping`, and on every message sent to the
 //! queue it receives a batch itself and tries to invoke the function in Docker; without Docker
@@ -28,6 +31,9 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
+
+/// How long a poller's receive waits on an empty queue for a first record.
+pub const LONG_POLL: Duration = Duration::from_secs(1);
 use serde_json::{Value, json};
 
 use super::{function::Function, runtime_api::Invocation};
@@ -269,10 +275,17 @@ impl EventSourceMapping {
         let mut first = None;
         while batch.len() < self.batch_size {
             let want = (self.batch_size - batch.len()).min(10) as i32;
+            // Waits for the batch's first record; the rest are gathered as the window allows.
+            let wait = if first.is_none() {
+                LONG_POLL
+            } else {
+                Duration::ZERO
+            };
             let out = sqs
                 .receive_message()
                 .queue_url(&self.queue_url)
                 .max_number_of_messages(want)
+                .wait_time_seconds(wait.as_secs() as i32)
                 .message_system_attribute_names(MessageSystemAttributeName::All)
                 .message_attribute_names("All")
                 .send()

@@ -5,13 +5,18 @@
 //! moto 5.2.5 stores rules faithfully but also delivers to DISABLED ones, and drops the event's
 //! `account` from what it delivers. `routerctl adopt` disables old rules to cut an old queue off,
 //! so a test of it through moto's delivery would pass even if adopt disabled them too early.
-//! This stand-in reads the rules (ListRules, ListTargetsByRule) on every event and matches
-//! patterns with [`aws_model::patterns`], EventBridge's matching.
+//! This stand-in reads the rules (ListRules, ListTargetsByRule) and matches patterns with
+//! [`aws_model::patterns`], EventBridge's matching. It reads them at most once every
+//! [`LOOK_EVERY`], not on every event: a scene streams several events a second, and reading some
+//! ten rules and their targets for each one kept the emulator busier than everything else in it.
 //!
 //! A rule's state change (EnableRule, DisableRule, a new or deleted rule) reaches delivery only
-//! `delay` after the stand-in first sees it: EventBridge says such changes "might not take effect
-//! immediately; allow a short period of time" (API reference, EnableRule and DisableRule), so a
-//! command that counts on a rule the moment it was changed misses events here as it would there.
+//! `delay` after the stand-in first sees it, so between `delay` and `delay` + [`LOOK_EVERY`] after
+//! it was made: EventBridge says such changes "might not take effect immediately; allow a short
+//! period of time" (API reference, EnableRule and DisableRule), so a command that counts on a rule
+//! the moment it was changed misses events here as it would there. A target removed or added
+//! reaches delivery within [`LOOK_EVERY`].
+//!
 //! Targets that transform the input, and targets other than SQS queues, are refused rather than
 //! delivered differently from AWS.
 
@@ -21,7 +26,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use aws_sdk_eventbridge::types::RuleState;
+use aws_sdk_eventbridge::types::{Rule, RuleState, Target};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
@@ -38,7 +43,14 @@ pub struct DefaultBus {
     /// Per rule: whether delivery treats it as enabled, and a change on its way (the new state,
     /// and when the stand-in first saw it).
     states: Mutex<HashMap<String, RuleDelivery>>,
+    /// The last ListRules, and when it was read.
+    rules: Mutex<Option<(Instant, Vec<Rule>)>>,
+    /// Per rule, its last ListTargetsByRule, and when it was read.
+    targets: Mutex<HashMap<String, (Instant, Vec<Target>)>>,
 }
+
+/// How often the stand-in reads the rules and a rule's targets again.
+pub const LOOK_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy)]
 struct RuleDelivery {
@@ -69,6 +81,8 @@ impl DefaultBus {
             urls: Mutex::default(),
             delay,
             states: Mutex::new(states),
+            rules: Mutex::default(),
+            targets: Mutex::default(),
         })
     }
 
@@ -114,7 +128,7 @@ impl DefaultBus {
     /// matching rule target.
     pub async fn put(&self, event: &Value) -> Result<Vec<String>> {
         let mut delivered = Vec::new();
-        let rules = default_bus_rules(&self.aws).await?;
+        let rules = self.rules().await?;
         let delivering = self.delivering(&rules).await;
         for rule in rules {
             let name = rule.name().unwrap_or_default();
@@ -131,15 +145,7 @@ impl DefaultBus {
                 Matched::No => continue,
                 Matched::Unknown(why) => bail!("rule {name}: {why}"),
             }
-            let targets = self
-                .aws
-                .events
-                .list_targets_by_rule()
-                .rule(name)
-                .send()
-                .await
-                .map_err(|e| anyhow::anyhow!("ListTargetsByRule {name}: {}", describe(&e)))?;
-            for target in targets.targets() {
+            for target in self.targets(name).await? {
                 if target.input().is_some()
                     || target.input_path().is_some()
                     || target.input_transformer().is_some()
@@ -155,6 +161,41 @@ impl DefaultBus {
             }
         }
         Ok(delivered)
+    }
+
+    /// The rules as last read, read again once [`LOOK_EVERY`] old.
+    async fn rules(&self) -> Result<Vec<Rule>> {
+        let mut last = self.rules.lock().await;
+        if let Some((at, rules)) = last.as_ref()
+            && at.elapsed() < LOOK_EVERY
+        {
+            return Ok(rules.clone());
+        }
+        let rules = default_bus_rules(&self.aws).await?;
+        *last = Some((Instant::now(), rules.clone()));
+        Ok(rules)
+    }
+
+    /// `rule`'s targets as last read, read again once [`LOOK_EVERY`] old.
+    async fn targets(&self, rule: &str) -> Result<Vec<Target>> {
+        let mut known = self.targets.lock().await;
+        if let Some((at, targets)) = known.get(rule)
+            && at.elapsed() < LOOK_EVERY
+        {
+            return Ok(targets.clone());
+        }
+        let targets = self
+            .aws
+            .events
+            .list_targets_by_rule()
+            .rule(rule)
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("ListTargetsByRule {rule}: {}", describe(&e)))?
+            .targets()
+            .to_vec();
+        known.insert(rule.to_owned(), (Instant::now(), targets.clone()));
+        Ok(targets)
     }
 
     /// Sends `event` to the queue; `false` when the queue no longer exists (EventBridge then
