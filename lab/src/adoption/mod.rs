@@ -55,9 +55,11 @@ use stream::{Fed, stream};
 
 pub const STACK: &str = "interruption-router";
 
-/// How often the stream sends an event: as often as the emulator keeps up with while adopt reads
-/// the account (each event is a ListRules, and a SendMessage per matching target).
-pub const STREAM_EVERY: Duration = Duration::from_millis(250);
+/// How often the stream sends an event: two a second puts several of each cluster's events inside
+/// any window adopt must cover (EventBridge's rule delay, 5 s in the demo). Each event is a dozen
+/// emulator requests downstream (the bus's deliveries, the mapping's receives, every Karpenter's
+/// reads and deletes); at four a second the scenes of `make test` kept both cores busy on them.
+pub const STREAM_EVERY: Duration = Duration::from_millis(500);
 
 /// What the scene holds.
 #[derive(Debug, Clone)]
@@ -151,6 +153,8 @@ pub struct Estate {
     pub scene: Scene,
     _proxy: AwsProxy,
     _invoke: InvokeApi,
+    /// The router's process, for its logs in the verdict.
+    router: Arc<Function>,
     esm: JoinHandle<Result<Drained>>,
     stream_stop: Arc<AtomicBool>,
     stream: JoinHandle<Result<Vec<Published>>>,
@@ -213,13 +217,14 @@ impl Estate {
         )
         .await?;
         let sqs = sandbox.aws.sqs.clone();
+        let drained_by = router.clone();
         let esm = tokio::spawn(async move {
             // Runs as long as the stream does, and drains the ingest queue after it.
             let stop = Stop {
                 handled: None,
                 idle: Duration::from_secs(5),
             };
-            mapping.drain(&sqs, &router, stop, |_| {}).await
+            mapping.drain(&sqs, &drained_by, stop, |_| {}).await
         });
 
         let stream_stop = Arc::new(AtomicBool::new(false));
@@ -243,6 +248,7 @@ impl Estate {
             scene,
             _proxy: proxy,
             _invoke: invoke,
+            router,
             esm,
             stream_stop,
             stream,
@@ -307,6 +313,8 @@ pub struct Outcome {
     pub sentinels: Vec<(String, String, String)>,
     /// Per cluster, events its Karpenter read twice from one queue (two writers into it).
     pub duplicates: BTreeMap<String, usize>,
+    /// The router's log lines at WARN or ERROR: what a failed verdict is read with.
+    pub router_warnings: Vec<String>,
 }
 
 impl Outcome {

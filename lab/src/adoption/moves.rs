@@ -14,6 +14,11 @@ use super::{Estate, Move, STACK};
 use crate::old_setups::Flavour;
 use routerctl::adopt::{self, Outcome as Adopted, steps::State};
 
+/// How long a waiting step is left before the next look. Each look is a whole plan (a second of
+/// emulator calls), and the waits are 5 s (a new queue) or 25 to 65 s (a round of evidence):
+/// looking every second only took CPU from the tests running beside this one.
+const LOOK_AGAIN_AFTER: Duration = Duration::from_secs(5);
+
 impl Estate {
     /// One move further for `cluster`: what the operator does where adopt's plan hands them the
     /// next step, else adopt's `--apply`.
@@ -39,7 +44,7 @@ impl Estate {
                     });
                 }
                 (1 | 4, State::Waiting) => {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    tokio::time::sleep(LOOK_AGAIN_AFTER).await;
                     return Ok(Move::Waited {
                         step: next.number,
                         why: next.detail.clone(),

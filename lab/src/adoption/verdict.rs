@@ -8,6 +8,7 @@ use std::{
 };
 
 use anyhow::Result;
+use futures_util::future::try_join_all;
 
 use super::{Estate, Outcome};
 
@@ -18,14 +19,22 @@ impl Estate {
         self.stream_stop.store(true, Ordering::SeqCst);
         let published = self.stream.await??;
         let drained = self.esm.await??;
+        // Every Karpenter stops at once: each finishes the long poll it is in (up to 20 s), so
+        // one after another would add 20 s per cluster.
+        try_join_all(
+            self.clusters
+                .values_mut()
+                .filter_map(|cluster| cluster.karpenter.as_mut())
+                .map(|karpenter| karpenter.stop()),
+        )
+        .await?;
         let mut reads = BTreeMap::new();
         let mut owner: BTreeMap<String, String> = BTreeMap::new();
-        for (name, cluster) in self.clusters.iter_mut() {
+        for (name, cluster) in &self.clusters {
             for node in &cluster.nodes {
                 owner.insert(node.clone(), name.clone());
             }
-            if let Some(karpenter) = cluster.karpenter.as_mut() {
-                karpenter.stop().await?;
+            if let Some(karpenter) = &cluster.karpenter {
                 reads.insert(name.clone(), karpenter.reads());
             }
         }
@@ -108,8 +117,18 @@ impl Estate {
             })
             .filter(|(_, n)| *n > 0)
             .collect();
+        let router_warnings = self
+            .router
+            .stdout_lines()
+            .into_iter()
+            .filter(|line| {
+                serde_json::from_str::<serde_json::Value>(line)
+                    .is_ok_and(|l| matches!(l["level"].as_str(), Some("WARN" | "ERROR")))
+            })
+            .collect();
         self.moto.stop().await;
         Ok(Outcome {
+            router_warnings,
             published: published.len(),
             kinds,
             missed,

@@ -62,7 +62,8 @@ async fn a_blueprints_queue_with_the_routers_name_is_an_old_set_up_not_a_tenant(
     let outcome = estate.finish().await?;
     assert_eq!(outcome.missed, Vec::<String>::new());
     assert!(outcome.duplicates.is_empty(), "{:?}", outcome.duplicates);
-    assert!(outcome.published >= 40, "{}", outcome.published);
+    // At least one a second (the stream sends two, each after the last one's deliveries).
+    assert!(outcome.published >= 20, "{}", outcome.published);
     assert_eq!(outcome.kinds["bp"].len(), 4, "{:?}", outcome.kinds);
     Ok(())
 }

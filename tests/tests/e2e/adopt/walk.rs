@@ -246,9 +246,10 @@ async fn adopting_every_kind_of_set_up_while_events_flow_misses_none_and_survive
     assert!(outcome.duplicates.is_empty(), "{:?}", outcome.duplicates);
     assert!(
         outcome.dead_lettered.is_empty(),
-        "dead-lettered: {:?}: {:#?}",
+        "dead-lettered: {:?}: {:#?}\nthe router's warnings:\n{}",
         outcome.dead_lettered,
-        outcome.dead_letter_details
+        outcome.dead_letter_details,
+        outcome.router_warnings.join("\n")
     );
     for cluster in ["alpha", "beta", "gamma"] {
         assert_eq!(
