@@ -455,7 +455,6 @@ fn parse_cluster_tag_keys(value: &str) -> Result<Vec<ClusterTagKey>, String> {
     Ok(keys)
 }
 
-/// Loose on purpose (any SQS endpoint, including a local emulator), but catches names, ARNs and typos.
 /// `arn:<partition>:iam::<12 digits>:role/<path and name>`.
 fn is_role_arn(arn: &str) -> bool {
     let mut parts = arn.splitn(6, ':');
@@ -476,6 +475,7 @@ fn is_role_arn(arn: &str) -> bool {
             .is_some_and(|r| !r.is_empty())
 }
 
+/// Loose on purpose (any SQS endpoint, including a local emulator), but catches names, ARNs and typos.
 fn is_queue_url(url: &str) -> bool {
     let Some(rest) = url
         .strip_prefix("https://")

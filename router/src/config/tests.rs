@@ -380,3 +380,124 @@ fn variables_lists_every_variable_the_configuration_reads() {
     listed.sort();
     assert_eq!(asked, listed);
 }
+
+#[test]
+fn a_template_with_a_suffix_keeps_long_names_within_80_characters() {
+    let t = QueueNameTemplate::parse("karpenter-{cluster}-irq").unwrap();
+    assert_eq!(t.prefix(), "karpenter-");
+    let name = t.queue_name(&"b".repeat(100)).unwrap();
+    assert_eq!(name.len(), 80, "{name}");
+    assert!(
+        name.starts_with("karpenter-bbb") && name.ends_with("-irq"),
+        "{name}"
+    );
+    // The fixed text alone may not fill the 80 characters: prefix and suffix count together.
+    let full = format!("{}{{cluster}}s", "p".repeat(79));
+    assert_eq!(
+        config(&[("QUEUE_NAME_TEMPLATE", full.as_str())])
+            .unwrap_err()
+            .var,
+        "QUEUE_NAME_TEMPLATE"
+    );
+    let roomy = format!("{}{{cluster}}s", "p".repeat(78));
+    assert_eq!(
+        QueueNameTemplate::parse(&roomy)
+            .unwrap()
+            .queue_name("c")
+            .map(|n| n.len()),
+        Some(80)
+    );
+}
+
+#[test]
+fn a_managed_tag_key_that_is_set_is_used_trimmed() {
+    assert_eq!(
+        config(&[("MANAGED_TAG_KEY", " team/nodes ")])
+            .unwrap()
+            .tags
+            .managed_key
+            .as_deref(),
+        Some("team/nodes")
+    );
+}
+
+#[test]
+fn a_negative_ttl_as_long_as_the_ttl_is_allowed() {
+    let c = config(&[
+        ("CACHE_TTL_SECONDS", "60"),
+        ("NEGATIVE_CACHE_TTL_SECONDS", "60"),
+    ])
+    .unwrap();
+    assert_eq!(c.cache.negative_ttl, c.cache.ttl);
+}
+
+#[test]
+fn an_empty_router_role_or_receive_count_is_unset_and_counts_outside_redrive_are_refused() {
+    let c = config(&[("ROUTER_ROLE_ARN", " "), ("MAX_RECEIVE_COUNT", "")]).unwrap();
+    assert_eq!(c.router_role_arn, None);
+    assert_eq!(c.max_receive_count, None);
+    for bad in ["0", "1001", "three"] {
+        assert_eq!(
+            config(&[("MAX_RECEIVE_COUNT", bad)]).unwrap_err().var,
+            "MAX_RECEIVE_COUNT",
+            "{bad}"
+        );
+    }
+    for good in [1, 1000] {
+        assert_eq!(
+            config(&[("MAX_RECEIVE_COUNT", good.to_string().as_str())])
+                .unwrap()
+                .max_receive_count,
+            Some(good)
+        );
+    }
+}
+
+#[test]
+fn each_defect_alone_makes_a_role_arn_or_a_queue_url_refused() {
+    for bad in [
+        "arn:gcp:iam::111111111111:role/r",
+        "arn:aws:iam::1111:role/r",
+        "arn:aws:iam::111111111111:user/r",
+        "arn:aws:iam::111111111111:role/",
+    ] {
+        assert_eq!(
+            config(&[("ROUTER_ROLE_ARN", bad)]).unwrap_err().var,
+            "ROUTER_ROLE_ARN",
+            "{bad}"
+        );
+    }
+    for bad in [
+        "https:///123456789012/dlq",
+        "https://sqs.us-east-1.amazonaws.com//dlq",
+        "https://sqs.us-east-1.amazonaws.com/123456789012/",
+        "https://sqs.us-east-1.amazonaws.com/123456789012/dlq/more",
+        "https://sqs.us-east-1.amazonaws.com/123456789012/dl*q",
+    ] {
+        assert_eq!(
+            config(&[("DEAD_LETTER_QUEUE_URL", bad)]).unwrap_err().var,
+            "DEAD_LETTER_QUEUE_URL",
+            "{bad}"
+        );
+    }
+    // A FIFO queue's name ends in .fifo; a local emulator's URL is http.
+    for good in [
+        "https://sqs.us-east-1.amazonaws.com/123456789012/dlq.fifo",
+        "http://127.0.0.1:5000/123456789012/dlq",
+    ] {
+        assert!(config(&[("DEAD_LETTER_QUEUE_URL", good)]).is_ok(), "{good}");
+    }
+}
+
+#[test]
+fn a_cluster_tag_key_may_be_128_characters_not_more() {
+    let longest = "k".repeat(128);
+    assert!(config(&[("CLUSTER_TAG_KEYS", longest.as_str())]).is_ok());
+    let over = "k".repeat(129);
+    assert_eq!(
+        config(&[("CLUSTER_TAG_KEYS", over.as_str())])
+            .unwrap_err()
+            .var,
+        "CLUSTER_TAG_KEYS"
+    );
+}

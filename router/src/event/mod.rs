@@ -431,13 +431,15 @@ fn health_instances(detail: &RawValue) -> Result<HealthInstances, Malformed> {
     })
 }
 
+/// A string field of the envelope, absent or a string. serde reads a JSON null into the
+/// `Option` as `None` before any `RawValue` is made, so a null is absent here too, as Go's
+/// encoding/json leaves the field empty.
 fn string_field<'a>(
     raw: Option<&'a RawValue>,
     name: &str,
 ) -> Result<Option<Cow<'a, str>>, Malformed> {
     match raw {
         None => Ok(None),
-        Some(raw) if raw.get() == "null" => Ok(None),
         Some(raw) => serde_json::from_str::<Cow<'a, str>>(raw.get())
             .map(Some)
             .map_err(|_| Malformed::new(format!("{name} is not a string"))),

@@ -264,3 +264,46 @@ fn instance_ids_accept_bare_and_arn_forms_only() {
         assert_eq!(InstanceId::parse(bad), None, "{bad:?}");
     }
 }
+
+#[test]
+fn null_envelope_fields_read_as_absent_as_in_karpenters_go_structs() {
+    // encoding/json leaves a string field empty for a JSON null; Karpenter parses the event.
+    let body = fixture("spot-interruption-warning.json")
+        .replace("\"123456789012\"", "null")
+        .replace("\"us-east-1\"", "null")
+        .replace("\"1e5527d7-bb36-4607-3370-4164db56a40e\"", "null");
+    let i = match classify(&body).unwrap() {
+        Classified::Route(i) => i,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(i.origin, Origin::default());
+    assert_eq!(i.id, None);
+    assert_eq!(i.instances, ids(&["i-0b662ef9931388ba0"]));
+}
+
+#[test]
+fn kinds_reasons_ids_and_origins_read_as_their_labels_in_logs() {
+    assert_eq!(
+        Kind::SpotInterruption.to_string(),
+        Kind::SpotInterruption.label()
+    );
+    assert_eq!(IgnoreReason::KindDeclined.to_string(), "kind-declined");
+    assert_eq!(
+        ids(&["i-0b662ef9931388ba0"])[0].to_string(),
+        "i-0b662ef9931388ba0"
+    );
+    let origin = Origin {
+        account: Some("111122223333".into()),
+        region: None,
+    };
+    assert_eq!(origin.to_string(), "111122223333/-");
+}
+
+#[test]
+fn a_health_split_of_a_body_that_is_not_an_object_says_what_it_expected() {
+    // classify routes only objects, so this is a caller's error; the message still says why.
+    for body in ["42", r#"{"detail": 5}"#] {
+        let error = health_body_for(body, &[]).unwrap_err().to_string();
+        assert!(error.contains("expected a JSON object"), "{body}: {error}");
+    }
+}
