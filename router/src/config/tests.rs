@@ -16,6 +16,13 @@ fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
     Config::from_lookup(|k| map.get(k).cloned())
 }
 
+/// Each of `values` alone, given to `var`, is refused, naming `var`.
+fn refused(var: &str, values: &[&str]) {
+    for value in values {
+        assert_eq!(config(&[(var, value)]).unwrap_err().var, var, "{value}");
+    }
+}
+
 #[test]
 fn empty_environment_gives_documented_defaults() {
     let c = config(&[]).unwrap();
@@ -436,13 +443,7 @@ fn an_empty_router_role_or_receive_count_is_unset_and_counts_outside_redrive_are
     let c = config(&[("ROUTER_ROLE_ARN", " "), ("MAX_RECEIVE_COUNT", "")]).unwrap();
     assert_eq!(c.router_role_arn, None);
     assert_eq!(c.max_receive_count, None);
-    for bad in ["0", "1001", "three"] {
-        assert_eq!(
-            config(&[("MAX_RECEIVE_COUNT", bad)]).unwrap_err().var,
-            "MAX_RECEIVE_COUNT",
-            "{bad}"
-        );
-    }
+    refused("MAX_RECEIVE_COUNT", &["0", "1001", "three"]);
     for good in [1, 1000] {
         assert_eq!(
             config(&[("MAX_RECEIVE_COUNT", good.to_string().as_str())])
@@ -455,31 +456,25 @@ fn an_empty_router_role_or_receive_count_is_unset_and_counts_outside_redrive_are
 
 #[test]
 fn each_defect_alone_makes_a_role_arn_or_a_queue_url_refused() {
-    for bad in [
-        "arn:gcp:iam::111111111111:role/r",
-        "arn:aws:iam::1111:role/r",
-        "arn:aws:iam::111111111111:user/r",
-        "arn:aws:iam::111111111111:role/",
-    ] {
-        assert_eq!(
-            config(&[("ROUTER_ROLE_ARN", bad)]).unwrap_err().var,
-            "ROUTER_ROLE_ARN",
-            "{bad}"
-        );
-    }
-    for bad in [
-        "https:///123456789012/dlq",
-        "https://sqs.us-east-1.amazonaws.com//dlq",
-        "https://sqs.us-east-1.amazonaws.com/123456789012/",
-        "https://sqs.us-east-1.amazonaws.com/123456789012/dlq/more",
-        "https://sqs.us-east-1.amazonaws.com/123456789012/dl*q",
-    ] {
-        assert_eq!(
-            config(&[("DEAD_LETTER_QUEUE_URL", bad)]).unwrap_err().var,
-            "DEAD_LETTER_QUEUE_URL",
-            "{bad}"
-        );
-    }
+    refused(
+        "ROUTER_ROLE_ARN",
+        &[
+            "arn:gcp:iam::111111111111:role/r",
+            "arn:aws:iam::1111:role/r",
+            "arn:aws:iam::111111111111:user/r",
+            "arn:aws:iam::111111111111:role/",
+        ],
+    );
+    refused(
+        "DEAD_LETTER_QUEUE_URL",
+        &[
+            "https:///123456789012/dlq",
+            "https://sqs.us-east-1.amazonaws.com//dlq",
+            "https://sqs.us-east-1.amazonaws.com/123456789012/",
+            "https://sqs.us-east-1.amazonaws.com/123456789012/dlq/more",
+            "https://sqs.us-east-1.amazonaws.com/123456789012/dl*q",
+        ],
+    );
     // A FIFO queue's name ends in .fifo; a local emulator's URL is http.
     for good in [
         "https://sqs.us-east-1.amazonaws.com/123456789012/dlq.fifo",
