@@ -154,6 +154,61 @@ mod tests {
     }
 
     #[test]
+    fn each_separator_field_and_leap_rule_is_checked_on_its_own() {
+        // One defect each, everything else valid.
+        for bad in [
+            "2026x11-01T12:00:00Z",
+            "2026-11x01T12:00:00Z",
+            "2026-11-01T12x00:00Z",
+            "2026-11-01T12:00x00Z",
+            "2026-11-00T12:00:00Z",
+            "2026-11-01T12:60:00Z",
+            "2026-11-01T12:00:61Z",
+            "2026-11-01T12:00:00+ab:30",
+            "2026-11-01T12:00:00+24:00",
+            "2026-11-01T12:00:00+05:60",
+            "1900-02-29T00:00:00Z",
+            "2100-02-29T00:00:00Z",
+        ] {
+            assert!(!is_rfc3339(bad), "{bad}");
+        }
+        // Go's RFC 3339 parser takes offsets up to 23:59 either way.
+        for ok in [
+            "2000-02-29T00:00:00Z",
+            "2026-11-01T12:00:00+23:59",
+            "2026-11-01T12:00:00-23:59",
+        ] {
+            assert!(is_rfc3339(ok), "{ok}");
+        }
+    }
+
+    #[test]
+    fn days_around_century_years_read_back() {
+        // Past a century of its 400-year era, `civil_from_days` counts the century days; every
+        // day of 1896-1905 and 2096-2105 (1900 and 2100 are not leap years) reads back.
+        assert_eq!(
+            unix_millis_rfc3339(4_102_444_800_000),
+            "2100-01-01T00:00:00.000Z"
+        );
+        for (from, to) in [
+            (-2_335_219_200_000_i64, -2_019_686_400_000_i64),
+            (3_976_214_400_000, 4_291_747_200_000),
+        ] {
+            for ms in (from..to).step_by(86_400_000) {
+                assert_eq!(rfc3339_unix_millis(&unix_millis_rfc3339(ms)), Some(ms));
+            }
+        }
+    }
+
+    #[test]
+    fn offsets_of_every_digit_count_toward_the_instant() {
+        let noon = Some(1_793_534_400_000);
+        assert_eq!(rfc3339_unix_millis("2026-11-01T22:30:00+10:30"), noon);
+        assert_eq!(rfc3339_unix_millis("2026-11-01T17:45:00+05:45"), noon);
+        assert_eq!(rfc3339_unix_millis("2026-11-01T02:15:00-09:45"), noon);
+    }
+
+    #[test]
     fn rfc3339_converts_to_unix_millis() {
         assert_eq!(rfc3339_unix_millis("1970-01-01T00:00:00Z"), Some(0));
         assert_eq!(
