@@ -28,7 +28,7 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use aws_sdk_cloudwatch::{
     primitives::DateTime,
     types::{Dimension, MetricDatum, StandardUnit},
@@ -37,7 +37,7 @@ use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeN
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use aws_model::aws::{Aws, describe};
+use aws_model::aws::{Aws, describe, queue_url};
 
 /// One event Karpenter read.
 #[derive(Debug, Clone)]
@@ -124,17 +124,9 @@ impl Karpenter {
     }
 
     async fn start_reader(&mut self, queue: &str, after: Duration) -> Result<()> {
-        let url = self
-            .aws
-            .sqs
-            .get_queue_url()
-            .queue_name(queue)
-            .send()
+        let url = queue_url(&self.aws.sqs, queue)
             .await
-            .map_err(|e| anyhow::anyhow!("Karpenter cannot find queue {queue}: {}", describe(&e)))?
-            .queue_url()
-            .unwrap_or_default()
-            .to_owned();
+            .with_context(|| format!("Karpenter cannot find queue {queue}"))?;
         self.switches.push((Instant::now(), queue.to_owned()));
         let stop = Arc::new(AtomicBool::new(false));
         let reader = Leader {
