@@ -9,7 +9,9 @@
 //!    cluster takes (so a changed choice is used within that time, the queue kept); another
 //!    tool's is not written, and the cluster counts as not onboarded for [`FOREIGN_RECHECK`];
 //! 3. missing: the tenant record ([`crate::tenancy::record_name`]) says whether the cluster is
-//!    onboarded. Record, no queue: the queue was lost (`queue-missing`, dead-lettered, pages).
+//!    onboarded. Record, and still no queue when asked again: the queue was lost
+//!    (`queue-missing`, dead-lettered, pages); a queue there now was made in between, and is
+//!    judged as in step 2.
 //!    Neither: not onboarded (counted per cluster). Both are believed for
 //!    [`MISSING_QUEUE_RECHECK`] only, so a tenant stack deployed while events flow is used
 //!    within seconds.
@@ -76,69 +78,93 @@ impl Known {
     }
 }
 
-/// Finds the queue named `queue` of `cluster` and judges it (steps 1-3 above). `Err` is a
-/// transient failure or a denial, not kept.
-pub(super) async fn look_up<A: Aws>(
-    aws: &A,
-    session: &Session,
-    place: &Place,
-    queue: &str,
-    cluster: &str,
-    router_role_arn: Option<&str>,
-    stats: &ForwardStats,
-) -> Result<Known, Delivery> {
-    stats.get_queue_url_calls.inc();
-    let url = match aws.get_queue_url(session, queue).await {
-        Ok(url) => url,
-        Err(e) if e.is_missing_queue() => return missing(aws, session, queue, stats).await,
-        Err(e) => return Err(failed(place, queue, "GetQueueUrl", e)),
-    };
-    let sender = match &place.sender {
-        crate::accounts::Sender::Spoke { role_arn, .. } => Some(role_arn.as_str()),
-        crate::accounts::Sender::Home => router_role_arn,
-    };
-    Ok(
-        match ownership(aws, session, &url, cluster, sender, stats).await? {
-            (Ownership::Foreign(why), _) => {
-                tracing::info!(queue, cluster, why = %why, "not a tenant queue: the router does not write it");
-                Known::NotTenant(Arc::from(why))
-            }
-            (Ownership::Tenant | Ownership::LegacyTenant, kinds) => Known::Tenant {
-                url: Arc::from(url),
-                kinds,
-            },
-        },
-    )
+/// One cluster's queue being found and judged (steps 1-3 above).
+pub(super) struct LookUp<'a, A> {
+    pub aws: &'a A,
+    pub session: &'a Session,
+    pub place: &'a Place,
+    pub queue: &'a str,
+    pub cluster: &'a str,
+    /// The function's own role: the sender at home ([`crate::tenancy::by_policy`]).
+    pub router_role_arn: Option<&'a str>,
+    pub stats: &'a ForwardStats,
 }
 
-/// A cluster without a queue: lost if its tenant record stands, else not onboarded.
-pub(super) async fn missing<A: Aws>(
-    aws: &A,
-    session: &Session,
-    queue: &str,
-    stats: &ForwardStats,
-) -> Result<Known, Delivery> {
-    stats.tenant_record_calls.inc();
-    match aws
-        .get_parameter(session, &tenancy::record_name(queue))
-        .await
-    {
-        Ok(_) => Ok(Known::Lost),
-        Err(e) if e.is_missing_parameter() => Ok(Known::Absent),
-        // A sender from before the records (a spoke stack not yet updated) cannot read them.
-        // Counting the cluster as not onboarded pages nobody for clusters that never were; the
-        // warning and `routerctl verify` name the missing permission.
-        Err(e) if e.is_denial() => {
-            tracing::warn!(queue, code = %e.code, "cannot read the tenant record, so a missing queue counts as not onboarded: grant the sender ssm:GetParameter on it (update the base or spoke stack)");
-            Ok(Known::NotTenant(Arc::from(format!(
-                "it has no queue and its tenant record {} could not be read ({})",
-                tenancy::record_name(queue),
-                e.code
-            ))))
+impl<A: Aws> LookUp<'_, A> {
+    /// Finds the queue and judges it. `Err` is a transient failure or a denial, not kept.
+    pub(super) async fn known(&self) -> Result<Known, Delivery> {
+        match self.url().await? {
+            Some(url) => self.judge(url).await,
+            None => self.missing().await,
         }
-        Err(e) => Err(Delivery::Failed {
-            error: format!("GetParameter {}: {e}", tenancy::record_name(queue)),
-        }),
+    }
+
+    /// A cluster without a queue: lost if its tenant record stands, else not onboarded.
+    ///
+    /// A tenant stack makes its record after its queue (the record's name is read from the
+    /// queue) and deletes it before, so a record found after GetQueueUrl said "no queue" may mean
+    /// the stack was created between the two reads: the queue is asked for once more, and only a
+    /// queue still missing beside a record is lost. Without that second read, a stack deployed
+    /// while events flow could dead-letter (and page about) its first seconds of events.
+    pub(super) async fn missing(&self) -> Result<Known, Delivery> {
+        let Self { queue, stats, .. } = *self;
+        stats.tenant_record_calls.inc();
+        match self
+            .aws
+            .get_parameter(self.session, &tenancy::record_name(queue))
+            .await
+        {
+            Ok(_) => match self.url().await? {
+                Some(url) => self.judge(url).await,
+                None => Ok(Known::Lost),
+            },
+            Err(e) if e.is_missing_parameter() => Ok(Known::Absent),
+            // A sender from before the records (a spoke stack not yet updated) cannot read them.
+            // Counting the cluster as not onboarded pages nobody for clusters that never were;
+            // the warning and `routerctl verify` name the missing permission.
+            Err(e) if e.is_denial() => {
+                tracing::warn!(queue, code = %e.code, "cannot read the tenant record, so a missing queue counts as not onboarded: grant the sender ssm:GetParameter on it (update the base or spoke stack)");
+                Ok(Known::NotTenant(Arc::from(format!(
+                    "it has no queue and its tenant record {} could not be read ({})",
+                    tenancy::record_name(queue),
+                    e.code
+                ))))
+            }
+            Err(e) => Err(Delivery::Failed {
+                error: format!("GetParameter {}: {e}", tenancy::record_name(queue)),
+            }),
+        }
+    }
+
+    /// GetQueueUrl: the queue's URL, or `None` when SQS says it does not exist.
+    async fn url(&self) -> Result<Option<String>, Delivery> {
+        self.stats.get_queue_url_calls.inc();
+        match self.aws.get_queue_url(self.session, self.queue).await {
+            Ok(url) => Ok(Some(url)),
+            Err(e) if e.is_missing_queue() => Ok(None),
+            Err(e) => Err(failed(self.place, self.queue, "GetQueueUrl", e)),
+        }
+    }
+
+    /// A found queue: the tenant stack's is written; another tool's is not.
+    async fn judge(&self, url: String) -> Result<Known, Delivery> {
+        let Self { queue, cluster, .. } = *self;
+        let sender = match &self.place.sender {
+            crate::accounts::Sender::Spoke { role_arn, .. } => Some(role_arn.as_str()),
+            crate::accounts::Sender::Home => self.router_role_arn,
+        };
+        Ok(
+            match ownership(self.aws, self.session, &url, cluster, sender, self.stats).await? {
+                (Ownership::Foreign(why), _) => {
+                    tracing::info!(queue, cluster, why = %why, "not a tenant queue: the router does not write it");
+                    Known::NotTenant(Arc::from(why))
+                }
+                (Ownership::Tenant | Ownership::LegacyTenant, kinds) => Known::Tenant {
+                    url: Arc::from(url),
+                    kinds,
+                },
+            },
+        )
     }
 }
 

@@ -243,16 +243,10 @@ impl<A: Aws> Forwarder<A> {
         let known = match self.known.get(&key) {
             Some(known) => known,
             None => {
-                let known = destinations::look_up(
-                    &*self.aws,
-                    &session,
-                    place,
-                    &queue,
-                    cluster,
-                    self.router_role_arn.as_deref(),
-                    stats,
-                )
-                .await?;
+                let known = self
+                    .look_up(&session, place, &queue, cluster, stats)
+                    .known()
+                    .await?;
                 self.known
                     .insert(key, known.clone(), known.lifetime(self.ttl));
                 known
@@ -347,15 +341,42 @@ impl<A: Aws> Forwarder<A> {
                 error: format!("no valid queue name for {cluster}"),
             };
         };
-        match destinations::missing(&*self.aws, session, &queue, stats).await {
+        match self
+            .look_up(session, place, &queue, cluster, stats)
+            .missing()
+            .await
+        {
             Ok(known) => {
                 self.known
                     .insert(key, known.clone(), known.lifetime(self.ttl));
                 known.url(&queue).err().unwrap_or(Delivery::Failed {
-                    error: format!("queue {queue} is gone"),
+                    // Deleted and made again while the batch was on its way: the queue found now
+                    // is known, and the retry writes it.
+                    error: format!(
+                        "queue {queue} was gone when this batch was sent, and is there again"
+                    ),
                 })
             }
             Err(delivery) => delivery,
+        }
+    }
+
+    fn look_up<'a>(
+        &'a self,
+        session: &'a Session,
+        place: &'a Place,
+        queue: &'a str,
+        cluster: &'a str,
+        stats: &'a ForwardStats,
+    ) -> destinations::LookUp<'a, A> {
+        destinations::LookUp {
+            aws: &*self.aws,
+            session,
+            place,
+            queue,
+            cluster,
+            router_role_arn: self.router_role_arn.as_deref(),
+            stats,
         }
     }
 }

@@ -98,8 +98,13 @@ struct World {
     issued: u64,
 }
 
+/// Something that happens in AWS right after a call is answered ([`FakeAws::after_next`]).
+type Effect = Box<dyn FnOnce(&FakeAws) + Send>;
+
 pub struct FakeAws {
     world: Mutex<World>,
+    /// Per action, effects that follow its next answers, in order.
+    after: Mutex<BTreeMap<&'static str, VecDeque<Effect>>>,
     started: Instant,
     jitter: f64,
 }
@@ -110,6 +115,7 @@ impl FakeAws {
     pub fn new() -> Self {
         let fake = Self {
             world: Mutex::default(),
+            after: Mutex::default(),
             started: Instant::now(),
             jitter: 1.0,
         };
@@ -237,6 +243,30 @@ impl FakeAws {
             .entry(action)
             .or_default()
             .extend(std::iter::repeat_n(fault, n));
+    }
+
+    /// Right after the next answer to `action` (only GetQueueUrl so far), `effect` changes AWS:
+    /// what someone else did between two of the router's reads.
+    pub fn after_next(&self, action: &'static str, effect: impl FnOnce(&FakeAws) + Send + 'static) {
+        self.after
+            .lock()
+            .unwrap()
+            .entry(action)
+            .or_default()
+            .push_back(Box::new(effect));
+    }
+
+    /// Applies the effect scripted to follow this answer to `action`, if any.
+    fn answered(&self, action: &'static str) {
+        let effect = self
+            .after
+            .lock()
+            .unwrap()
+            .get_mut(action)
+            .and_then(VecDeque::pop_front);
+        if let Some(effect) = effect {
+            effect(self);
+        }
     }
 
     /// Every call of `action` fails with `fault`, until [`FakeAws::heal`].
@@ -466,13 +496,16 @@ impl Aws for FakeAws {
 
     async fn get_queue_url(&self, at: &Session, name: &str) -> Result<String, CallError> {
         self.call("GetQueueUrl", Some(at)).await?;
-        self.world()
+        let answer = self
+            .world()
             .queues
             .get(&Self::key(at, name))
             .map(|q| q.url.clone())
             .ok_or_else(|| {
                 CallError::new("QueueDoesNotExist", "The specified queue does not exist.")
-            })
+            });
+        self.answered("GetQueueUrl");
+        answer
     }
 
     async fn list_queue_tags(

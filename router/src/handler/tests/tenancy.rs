@@ -78,6 +78,39 @@ async fn a_cluster_never_onboarded_is_counted_not_paged() {
     assert_eq!(answered.metrics.forwarded.get("alpha"), Some(&1));
 }
 
+/// The tenant stack makes its queue, then its record. Deployed between the router's GetQueueUrl
+/// and its GetParameter, it would read as "record, no queue": lost, paged. The queue is asked
+/// for again before that verdict.
+#[tokio::test(start_paused = true)]
+async fn a_tenant_stack_deployed_between_two_reads_is_written_not_paged() {
+    let aws = aws();
+    aws.node(HUB, REGION, "i-0a000001", "alpha");
+    aws.after_next("GetQueueUrl", |aws| aws.tenant(HUB, REGION, "alpha"));
+    let answered = invoke(&router(&aws, &[]), &aws, &[warning("m")]).await;
+    assert_eq!(answered.metrics.forwarded.get("alpha"), Some(&1));
+    assert_eq!(aws.bodies(HUB, REGION, "karpenter-alpha").len(), 1);
+    assert!(dead_letter_reasons(&aws).is_empty());
+    assert_eq!(aws.count("GetQueueUrl"), 2);
+}
+
+/// A send that finds its known queue gone, when the queue is there again by the time the router
+/// looks (deleted and made again): the retry writes it; nothing pages.
+#[tokio::test(start_paused = true)]
+async fn a_queue_made_again_after_a_send_found_it_gone_gets_the_retry() {
+    let aws = alpha();
+    let (warm, _) = warm_and_cold(&aws).await;
+    aws.fail(
+        "SendMessageBatch",
+        1,
+        Fault::code("AWS.SimpleQueueService.NonExistentQueue"),
+    );
+    let answered = invoke(&warm, &aws, &[warning("again")]).await;
+    assert!(handed_back(&answered).is_empty());
+    assert_eq!(answered.metrics.forwarded.get("alpha"), Some(&1));
+    assert!(dead_letter_reasons(&aws).is_empty());
+    assert_eq!(aws.bodies(HUB, REGION, "karpenter-alpha").len(), 2);
+}
+
 #[tokio::test(start_paused = true)]
 async fn only_a_queue_the_tenant_stack_made_is_written() {
     let aws = aws();
