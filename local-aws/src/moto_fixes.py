@@ -57,10 +57,20 @@ One change is for speed, not for AWS's answers: moto's server lists its own pack
 (a listdir and an isdir per service) on every request to find the service a host names. Under
 `make test`, where every request of many emulators competes for two cores, that was a fifth of
 an emulator's CPU (py-spy). The list cannot change while the server runs, so it is read once.
+
+Another is for speed too: moto's SQS builds a queue's whole attribute map, with its three
+approximate counts (each a pass over every message), to read one setting: once per SendMessage
+(ContentBasedDeduplication), and three times per message a ReceiveMessage scans
+(MessageRetentionPeriod). A receive from a queue holding n messages was O(n) per message scanned,
+and the old queues adopt leaves unread hold hundreds: most of an emulator's CPU in a bench of
+sends and receives into one growing queue (py-spy). The counts are now computed only when a
+caller asks for them (GetQueueAttributes with `All` or an ApproximateNumberOfMessages name), so
+no answer changes.
 """
 
 import json
 import re
+import threading
 import time
 
 try:
@@ -367,3 +377,46 @@ def _moto_modules_listed_once():
 
 if _sqs is not None:
     _moto_modules_listed_once()
+
+
+def _message_counts_only_when_asked(queue, backend):
+    """Counts a queue's messages only for a call that returns the counts."""
+    not_asked = threading.local()
+    for name in (
+        "approximate_number_of_messages",
+        "approximate_number_of_messages_delayed",
+        "approximate_number_of_messages_not_visible",
+    ):
+
+        def count(self, _count=getattr(queue, name).fget):
+            # Read inside a call that returns no count: never seen by a caller.
+            if getattr(not_asked, "depth", 0):
+                return 0
+            return _count(self)
+
+        setattr(queue, name, property(count))
+
+    def without_counts(method, asks=lambda *args, **kwargs: False):
+        def call(self, *args, **kwargs):
+            if asks(*args, **kwargs):
+                return method(self, *args, **kwargs)
+            not_asked.depth = getattr(not_asked, "depth", 0) + 1
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                not_asked.depth -= 1
+
+        return call
+
+    def asks_counts(queue_name, attribute_names, *args, **kwargs):
+        return any(
+            name == "All" or name.startswith("ApproximateNumberOfMessages")
+            for name in attribute_names or ()
+        )
+
+    backend.send_message = without_counts(backend.send_message)
+    backend.get_queue_attributes = without_counts(backend.get_queue_attributes, asks_counts)
+
+
+if _sqs is not None:
+    _message_counts_only_when_asked(_sqs.Queue, _sqs.SQSBackend)

@@ -12,6 +12,7 @@
 //!   targets);
 //! * the docs against the code and templates: [`docs`]; the router and the templates against the
 //!   parsers of the Karpenter version the project pins: [`karpenter`];
+//! * the emulator's own speed fixes, which must change no answer: [`emulator`];
 //! * the operator CLI: [`cli`] (`routerctl` simulate, verify, fis, the binary itself), [`adopt`].
 
 mod accounts;
@@ -20,6 +21,7 @@ mod cli;
 mod deploy_targets;
 mod docs;
 mod edges;
+mod emulator;
 mod faults;
 mod karpenter;
 mod locked_down;
