@@ -5,7 +5,8 @@
 //! kinder than AWS hides the bug a test looks for):
 //!
 //! * [`moto`]: the moto server for the AWS APIs, with the fixes where moto answers otherwise
-//!   than AWS (`moto_fixes.py`);
+//!   than AWS (`moto_fixes.py`), each forked from one process that imported moto once
+//!   (`zygote`);
 //! * [`runtime_api`], [`function`], [`lambda_logs`]: the router binary as a real process under a
 //!   Lambda Runtime API, its logs as Lambda's log filter would keep them;
 //! * [`invoke_api`], [`esm`]: Lambda's Invoke API and the SQS event source mapping (batching,
@@ -27,3 +28,4 @@ pub mod moto;
 pub mod ports;
 pub mod proxy;
 pub mod runtime_api;
+mod zygote;

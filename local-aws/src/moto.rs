@@ -4,7 +4,8 @@
 //! moto is found in this order: `$MOTO_SERVER`; `moto_server` on `PATH` (the Makefile puts its
 //! pinned venv first); a venv this module made earlier under the user's cache directory. If none
 //! exists it installs the pinned `moto[server]` from PyPI into that cache venv, so `routerctl demo`
-//! also works on a fresh machine without the Makefile.
+//! also works on a fresh machine without the Makefile. Each server is forked from one process that
+//! has imported moto once (`zygote.rs`), with the `python3` beside `moto_server`.
 
 use std::{
     net::{Ipv4Addr, SocketAddr},
@@ -15,7 +16,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::ports;
+use crate::{ports, zygote};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
@@ -29,7 +30,7 @@ pub const REGION: &str = "us-east-1";
 pub const ACCOUNT: &str = "123456789012";
 
 pub struct MotoServer {
-    child: Child,
+    process: Process,
     endpoint: String,
     _port: ports::Reserved,
 }
@@ -41,30 +42,20 @@ impl MotoServer {
         let fixes = install_fixes()?;
         let mut last_error = None;
         // A freed port can be taken before moto binds it; try a few.
+        let python = zygote::python_for(&program);
         for _ in 0..3 {
             let port = ports::reserve()?;
-            let mut child = Command::new(&program)
-                .args(["-H", "127.0.0.1", "-p", &port.0.to_string()])
-                // moto_fixes.py, loaded as sitecustomize: where moto answers otherwise than AWS.
-                .env("PYTHONPATH", &fixes)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(match std::env::var_os("MOTO_LOG_DIR") {
-                    Some(dir) => std::fs::File::create(
-                        std::path::Path::new(&dir).join(format!("moto-{}.log", port.0)),
-                    )
-                    .map(Stdio::from)
-                    .unwrap_or_else(|_| Stdio::null()),
-                    None => Stdio::null(),
-                })
-                .kill_on_drop(true)
-                .spawn()
-                .with_context(|| format!("starting {}", program.display()))?;
+            let mut process = match &python {
+                Some(python) => {
+                    Process::Forked(zygote::fork(python.clone(), fixes.clone(), port.0).await?)
+                }
+                None => Process::Spawned(spawn(&program, &fixes, port.0)?),
+            };
             let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port.0));
-            match wait_ready(addr, &mut child).await {
+            match wait_ready(addr, &mut process).await {
                 Ok(()) => {
                     return Ok(Self {
-                        child,
+                        process,
                         endpoint: format!("http://{addr}"),
                         _port: port,
                     });
@@ -116,8 +107,56 @@ impl MotoServer {
 
     /// Stops the server now (it also stops when this value is dropped).
     pub async fn stop(mut self) {
-        let _ = self.child.kill().await;
+        match &mut self.process {
+            Process::Spawned(child) => {
+                let _ = child.kill().await;
+            }
+            Process::Forked(forked) => forked.stop().await,
+        }
     }
+}
+
+/// A server: its own `moto_server` process, or a fork of the zygote ([`zygote`]).
+enum Process {
+    Spawned(Child),
+    Forked(zygote::Forked),
+}
+
+impl Process {
+    fn pid(&self) -> Option<u32> {
+        match self {
+            Process::Spawned(child) => child.id(),
+            Process::Forked(forked) => Some(forked.pid),
+        }
+    }
+
+    /// Whether it exited, and how.
+    fn exited(&mut self) -> Result<Option<String>> {
+        Ok(match self {
+            Process::Spawned(child) => child.try_wait()?.map(|status| status.to_string()),
+            Process::Forked(forked) => (!forked.alive()).then(|| "an error".to_owned()),
+        })
+    }
+}
+
+fn spawn(program: &Path, fixes: &Path, port: u16) -> Result<Child> {
+    Command::new(program)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        // moto_fixes.py, loaded as sitecustomize: where moto answers otherwise than AWS.
+        .env("PYTHONPATH", fixes)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(match std::env::var_os("MOTO_LOG_DIR") {
+            Some(dir) => {
+                std::fs::File::create(std::path::Path::new(&dir).join(format!("moto-{port}.log")))
+                    .map(Stdio::from)
+                    .unwrap_or_else(|_| Stdio::null())
+            }
+            None => Stdio::null(),
+        })
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", program.display()))
 }
 
 /// Instance tags Karpenter puts on a node it launches for `cluster`.
@@ -237,10 +276,10 @@ pub async fn sdk_config_for(endpoint: &str) -> aws_config::SdkConfig {
         .await
 }
 
-async fn wait_ready(addr: SocketAddr, child: &mut Child) -> Result<()> {
+async fn wait_ready(addr: SocketAddr, process: &mut Process) -> Result<()> {
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(30) {
-        if let Some(status) = child.try_wait()? {
+        if let Some(status) = process.exited()? {
             bail!(
                 "moto_server exited with {status} before it was ready (port {} taken?)",
                 addr.port()
@@ -250,8 +289,8 @@ async fn wait_ready(addr: SocketAddr, child: &mut Child) -> Result<()> {
         if http_request(&addr.to_string(), "GET", "/moto-api/", b"")
             .await
             .is_ok_and(|s| s == 200)
-            && child
-                .id()
+            && process
+                .pid()
                 .is_some_and(|pid| ports::held_by(pid, addr.port()))
         {
             return Ok(());

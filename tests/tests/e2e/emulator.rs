@@ -84,3 +84,38 @@ async fn queue_counts_are_answered_when_asked_after_sends_and_receives() -> Resu
     );
     Ok(())
 }
+
+/// Servers forked from one zygote (`local-aws/src/zygote.rs`) share no state, draw their own ids,
+/// and are gone once stopped.
+#[tokio::test]
+async fn servers_forked_from_one_zygote_are_apart() -> Result<()> {
+    let (one, two) = (MotoServer::start().await?, MotoServer::start().await?);
+    let mut ids = Vec::new();
+    for moto in [&one, &two] {
+        let ec2 = aws_sdk_ec2::Client::new(&moto.sdk_config().await);
+        ids.extend(local_aws::moto::launch(&ec2, &[], 1).await?);
+    }
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1], "two servers drew the same instance id");
+    let sqs = |endpoint: String| async move {
+        aws_sdk_sqs::Client::new(&local_aws::moto::sdk_config_for(&endpoint).await)
+    };
+    sqs(one.endpoint().to_owned())
+        .await
+        .create_queue()
+        .queue_name("only-in-one")
+        .send()
+        .await?;
+    let missing = sqs(two.endpoint().to_owned())
+        .await
+        .get_queue_url()
+        .queue_name("only-in-one")
+        .send()
+        .await;
+    assert!(missing.is_err(), "{missing:?}");
+    let endpoint = one.endpoint().to_owned();
+    one.stop().await;
+    let after = sqs(endpoint).await.list_queues().send().await;
+    assert!(after.is_err(), "a stopped server still answers: {after:?}");
+    Ok(())
+}

@@ -12,7 +12,8 @@
 //!   targets);
 //! * the docs against the code and templates: [`docs`]; the router and the templates against the
 //!   parsers of the Karpenter version the project pins: [`karpenter`];
-//! * the emulator's own speed fixes, which must change no answer: [`emulator`];
+//! * the emulator's own speed-ups, which must change no answer: [`emulator`] (moto's message
+//!   counts, servers forked from one zygote);
 //! * the operator CLI: [`cli`] (`routerctl` simulate, verify, fis, the binary itself), [`adopt`].
 
 mod accounts;
