@@ -1,23 +1,32 @@
-//! The emulator's own fixes (`local-aws/src/moto_fixes.py`) that are for speed change no answer.
-//! moto counts a queue's messages only for a call that returns the counts; a caller that asks,
-//! by `All` or by name, gets them as SQS gives them.
+//! The emulator's own speed-ups change no answer: moto counts a queue's messages only for a call
+//! that returns the counts (`local-aws/src/moto_fixes.py`), and servers forked from one zygote
+//! (`local-aws/src/zygote.rs`) are as apart as servers started one by one.
+
+use std::collections::HashMap;
 
 use anyhow::{Context, Result};
 use aws_sdk_sqs::types::QueueAttributeName as Name;
-use local_aws::moto::MotoServer;
+use e2e_tests::World;
+
+/// GetQueueAttributes of `names`.
+async fn attributes(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    names: &[Name],
+) -> Result<HashMap<Name, String>> {
+    sqs.get_queue_attributes()
+        .queue_url(url)
+        .set_attribute_names(Some(names.to_vec()))
+        .send()
+        .await?
+        .attributes
+        .context("no attributes")
+}
 
 #[tokio::test]
 async fn queue_counts_are_answered_when_asked_after_sends_and_receives() -> Result<()> {
-    let moto = MotoServer::start().await?;
-    let sqs = aws_sdk_sqs::Client::new(&moto.sdk_config().await);
-    let url = sqs
-        .create_queue()
-        .queue_name("counted")
-        .send()
-        .await?
-        .queue_url()
-        .context("no queue URL")?
-        .to_owned();
+    let world = World::start().await?;
+    let (sqs, url) = (&world.sqs, world.create_queue("counted").await?);
     for n in 0..7 {
         sqs.send_message()
             .queue_url(&url)
@@ -46,76 +55,40 @@ async fn queue_counts_are_answered_when_asked_after_sends_and_receives() -> Resu
         (Name::ApproximateNumberOfMessagesNotVisible, "3"),
         (Name::ApproximateNumberOfMessagesDelayed, "1"),
     ];
-    let all = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(Name::All)
-        .send()
-        .await?;
-    let named = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .set_attribute_names(Some(counts.iter().map(|(n, _)| n.clone()).collect()))
-        .send()
-        .await?;
-    for answer in [&all, &named] {
-        let attributes = answer.attributes().context("no attributes")?;
+    let names: Vec<Name> = counts.iter().map(|(name, _)| name.clone()).collect();
+    for asked in [&[Name::All][..], &names] {
+        let answer = attributes(sqs, &url, asked).await?;
         for (name, want) in &counts {
             assert_eq!(
-                attributes.get(name).map(String::as_str),
+                answer.get(name).map(String::as_str),
                 Some(*want),
-                "{name}: {attributes:?}"
+                "{name} asked as {asked:?}: {answer:?}"
             );
         }
     }
     // A call that asks for no count still reads its setting.
-    let retention = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(Name::MessageRetentionPeriod)
-        .send()
-        .await?;
+    let retention = attributes(sqs, &url, &[Name::MessageRetentionPeriod]).await?;
     assert_eq!(
         retention
-            .attributes()
-            .and_then(|a| a.get(&Name::MessageRetentionPeriod))
+            .get(&Name::MessageRetentionPeriod)
             .map(String::as_str),
         Some("345600")
     );
     Ok(())
 }
 
-/// Servers forked from one zygote (`local-aws/src/zygote.rs`) share no state, draw their own ids,
-/// and are gone once stopped.
+/// Servers forked from one zygote share no state, draw their own ids, and are gone once stopped.
 #[tokio::test]
 async fn servers_forked_from_one_zygote_are_apart() -> Result<()> {
-    let (one, two) = (MotoServer::start().await?, MotoServer::start().await?);
-    let mut ids = Vec::new();
-    for moto in [&one, &two] {
-        let ec2 = aws_sdk_ec2::Client::new(&moto.sdk_config().await);
-        ids.extend(local_aws::moto::launch(&ec2, &[], 1).await?);
-    }
-    assert_eq!(ids.len(), 2);
-    assert_ne!(ids[0], ids[1], "two servers drew the same instance id");
-    let sqs = |endpoint: String| async move {
-        aws_sdk_sqs::Client::new(&local_aws::moto::sdk_config_for(&endpoint).await)
-    };
-    sqs(one.endpoint().to_owned())
-        .await
-        .create_queue()
-        .queue_name("only-in-one")
-        .send()
-        .await?;
-    let missing = sqs(two.endpoint().to_owned())
-        .await
-        .get_queue_url()
-        .queue_name("only-in-one")
-        .send()
-        .await;
+    let (one, two) = (World::start().await?, World::start().await?);
+    let (a, b) = (one.launch(&[]).await?, two.launch(&[]).await?);
+    assert_ne!(a, b, "two servers drew the same instance id");
+    one.create_queue("only-in-one").await?;
+    let missing = two.queue_url("only-in-one").await;
     assert!(missing.is_err(), "{missing:?}");
-    let endpoint = one.endpoint().to_owned();
-    one.stop().await;
-    let after = sqs(endpoint).await.list_queues().send().await;
+    let World { moto, sqs, .. } = one;
+    moto.stop().await;
+    let after = sqs.list_queues().send().await;
     assert!(after.is_err(), "a stopped server still answers: {after:?}");
     Ok(())
 }
