@@ -66,6 +66,10 @@ and the old queues adopt leaves unread hold hundreds: most of an emulator's CPU 
 sends and receives into one growing queue (py-spy). The counts are now computed only when a
 caller asks for them (GetQueueAttributes with `All` or an ApproximateNumberOfMessages name), so
 no answer changes.
+
+And one more: to find the method for a request's action, moto lists every function of the
+response class (inspect.getmembers) on every request, though a class's methods do not change
+while the server runs. Listed once per class here.
 """
 
 import json
@@ -420,3 +424,18 @@ def _message_counts_only_when_asked(queue, backend):
 
 if _sqs is not None:
     _message_counts_only_when_asked(_sqs.Queue, _sqs.SQSBackend)
+
+
+def _action_methods_listed_once():
+    """Lists a response class's methods once, not on every request that looks an action up."""
+    import functools
+
+    from moto.core import responses
+
+    listed = responses.method_names_from_class
+    # Only ever asked whether it holds an action's name.
+    responses.method_names_from_class = functools.cache(lambda clazz: frozenset(listed(clazz)))
+
+
+if _sqs is not None:
+    _action_methods_listed_once()

@@ -4,7 +4,13 @@ A moto server spends about 1.5 s of CPU importing its services, and its first EC
 and Lambda requests load their data; the tests start some seventy servers, beside each other, on
 two cores. This process does that work once, with the fixes (`moto_fixes.py`, as sitecustomize)
 applied, and forks: a child is a fresh server on its own port, sharing the loaded modules and no
-state (nothing here creates a backend).
+state (nothing here creates a backend). It also loads, once, what every server would load for
+itself: each service's API model (a JSON parse per service, which its responses serialize with).
+Then it freezes what it holds out of the collector (`gc.freeze`), so a child's collections do not
+walk the modules and models it shares.
+
+A server forked here logs no request line unless MOTO_LOG_DIR keeps its log: werkzeug writes one
+per request, through the logging module, to a stderr that is /dev/null otherwise.
 
 Protocol, one line each way: the parent writes a port; this process answers the child's pid, or
 `error <why>`. It exits when its stdin closes (the test process is gone); each child is killed
@@ -12,6 +18,7 @@ when this process dies (PR_SET_PDEATHSIG), so no server outlives the run.
 """
 
 import ctypes
+import gc
 import os
 import random
 import signal
@@ -20,8 +27,10 @@ import threading
 
 import moto.cloudformation.parsing  # noqa: F401  (imports every service's models)
 import moto.server
+from moto.core.utils import get_service_model
 from moto.moto_api._internal import mock_random
 from moto.moto_server.werkzeug_app import create_backend_app
+from werkzeug.serving import WSGIRequestHandler
 
 # The services the project's stacks, stand-ins and tests call: their URL maps and responses.
 SERVICES = (
@@ -46,12 +55,16 @@ def serve(port):
     os.dup2(null, 0)
     os.dup2(null, 1)
     os.dup2(out, 2)
+    if not log_dir:
+        WSGIRequestHandler.log_request = lambda *args, **kwargs: None
     moto.server.main(["-H", "127.0.0.1", "-p", str(port)])
 
 
 def main():
     for service in SERVICES:
         create_backend_app(service)
+        get_service_model(service)
+    gc.freeze()
     # fork() copies only the calling thread: with another running, a lock it held would stay held
     # in every child.
     if threading.active_count() != 1:
