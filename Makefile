@@ -73,7 +73,7 @@ endif
 # What a deploy target installs first: the CLI's venv, only when that is the CLI it runs.
 DEPLOY_TOOLS := $(if $(filter $(DEPLOY_VENV)/bin/aws,$(AWS)),$(DEPLOY_VENV)/.installed)
 
-.PHONY: help tools build demo demo-scenes test test-build clippy-driver unit tests lint template-lint policy-lint policy-documents clippy fmt-check bench soak fuzz package release deploy-base deploy-spoke deploy-tenant deploy-fis
+.PHONY: help tools build demo demo-scenes test test-build clippy-driver unit tests e2e-tests unit-tests lint template-lint policy-lint policy-documents clippy fmt-check bench soak fuzz package release deploy-base deploy-spoke deploy-tenant deploy-fis
 
 help:
 	@echo "make demo        the whole system on a local AWS emulator (no AWS account needed)"
@@ -112,7 +112,7 @@ $(DEPLOY_VENV)/.installed: tools/requirements-deploy.txt
 # checkov pins versions that conflict with the AWS CLI and moto, so it has a venv of its own.
 $(CHECKOV_VENV)/.installed: tools/requirements-checkov.txt
 	$(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements-checkov.txt
+	nice -n 10 $(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements-checkov.txt
 	@touch $@
 
 # ------------------------------------------------------------------ the two set-up commands
@@ -125,18 +125,21 @@ demo-scenes:
 	$(TARGET_DIR)/debug/lab demo --accounts 3 --regions 2
 
 # What CI runs, ordered to keep the two cores busy: formatting first (it fails in a second); the
-# Python tools install while cargo builds the binaries and the tests (test-build is named first,
-# so make's two job slots do not both go to pip installs while cargo waits: 38 s measured); then
-# the tests, beside everything that needs no build: cfn-lint and checkov, the policy linters and
-# the demo. clippy runs inside the build (see "clippy in the build" below), not as a second
-# compile. Incremental compilation is off: CI runs this on a clean clone, where the incremental
-# caches (~1 GB) are written once and never read.
+# tests' Python tools install while cargo builds the binaries and the tests (test-build is named
+# first, so make's two job slots do not both go to pip installs while cargo waits: 38 s measured);
+# then the tests, beside everything that needs no build: cfn-lint and checkov, the policy linters
+# and the demo. checkov's venv (36 s of CPU to install) is not needed until then, and has a venv
+# of its own, so it installs beside the tests, niced, in the CPU their waits leave idle, instead
+# of taking it from the build, which keeps both cores busy throughout (cargo --timings). clippy
+# runs inside the build (see "clippy in the build" below), not as a second compile. Incremental
+# compilation is off: CI runs this on a clean clone, where the incremental caches (~1 GB) are
+# written once and never read.
 test: export CARGO_INCREMENTAL = 0
 test: export RUSTC_WORKSPACE_WRAPPER = $(CLIPPY_DRIVER)
 test: export CLIPPY_ARGS = $(CLIPPY_IN_BUILD_ARGS)
 test: clippy-driver fmt-check
-	$(MAKE) -j2 --output-sync=target test-build tools
-	$(MAKE) -j3 tests template-lint policy-documents demo-scenes
+	$(MAKE) -j2 --output-sync=target test-build $(VENV)/.installed $(VENV)/.lint-installed
+	$(MAKE) -j4 tests template-lint policy-documents demo-scenes
 
 # One cargo invocation builds the binaries and every test, bench and example target (the tests'
 # in the test profile, which `cargo test` then finds fresh), so the test binaries' compile and
@@ -168,12 +171,20 @@ unit: build
 
 # Each integration test spends most of its own time waiting as AWS makes it wait (visibility
 # timeouts, adopt's 65-s quiet window and rule settle, EventBridge's late rule changes), so they
-# run TEST_THREADS at a time in their one binary; together they keep both cores busy (measured
-# under make test: 3 s idle in a 493-s run), so the suite's time is the CPU they use, mostly the
-# emulators'. The storm scenarios still take a lock and run one at a time.
+# run TEST_THREADS at a time in their one binary. More threads do not make it sooner: the suite
+# ends when adoption's walk does, and the walk slows with the load around it (387 s with 16
+# threads against 303 s with 8, measured). The storm scenarios take a lock and run one at a time.
+# The unit, property and doc tests (seconds) run beside the suite when make runs jobs in
+# parallel, as make test does, rather than after it.
 TEST_THREADS ?= 8
-tests:
-	RUST_TEST_THREADS=$(TEST_THREADS) $(CARGO) test --workspace
+tests: e2e-tests unit-tests
+
+e2e-tests:
+	RUST_TEST_THREADS=$(TEST_THREADS) $(CARGO) test --workspace --test e2e
+
+# --workspace with the exclusion, not -p: the same features, so the same build, as the rest.
+unit-tests:
+	$(CARGO) test --workspace --exclude e2e-tests
 
 # ------------------------------------------------------------------ static checks
 lint: fmt-check clippy template-lint policy-lint
