@@ -11,16 +11,14 @@
 //!   until then), and stops; the new leader starts on the new queue [`Behaviour::handover`] after
 //!   the change (it takes the lease). `point_at` returns once the old leader has stopped, as
 //!   `kubectl rollout status` would.
-//! * SQS reports `NumberOfMessagesDeleted` to CloudWatch per minute and minutes late, so the
-//!   stand-in publishes its deletions the same way: summed per minute, each minute
-//!   [`Behaviour::metric_delay`] after it ends (moto reports no SQS metric itself). adopt must not
-//!   depend on them; a test that reads them sees what AWS would show.
+//! * What it receives and deletes, SQS counts in CloudWatch per minute and minutes late, with
+//!   every other caller's: the emulator reports that itself (`moto_fixes.py`,
+//!   [`crate::moto::MotoServer::set_sqs_metric_delay`]).
 //!
 //! [`Karpenter::reading_at`] says which queue it was pointed at when an event was sent, so a test
 //! can tell whether each event reached the queue Karpenter was reading.
 
 use std::{
-    collections::BTreeMap,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
@@ -29,10 +27,6 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use aws_sdk_cloudwatch::{
-    primitives::DateTime,
-    types::{Dimension, MetricDatum, StandardUnit},
-};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -54,8 +48,6 @@ pub struct Behaviour {
     pub receive_wait: Duration,
     /// From a settings change to the new leader's first receive.
     pub handover: Duration,
-    /// From the end of a minute to SQS's datapoint for it in CloudWatch.
-    pub metric_delay: Duration,
 }
 
 impl Default for Behaviour {
@@ -63,7 +55,6 @@ impl Default for Behaviour {
         Self {
             receive_wait: Duration::from_secs(20),
             handover: Duration::from_secs(2),
-            metric_delay: Duration::from_secs(150),
         }
     }
 }
@@ -74,9 +65,6 @@ struct Reader {
     task: JoinHandle<Result<()>>,
 }
 
-/// Deletions per (queue, minute start in Unix seconds), not yet published.
-type Deletions = Arc<Mutex<BTreeMap<(String, u64), usize>>>;
-
 pub struct Karpenter {
     aws: Aws,
     behaviour: Behaviour,
@@ -84,27 +72,17 @@ pub struct Karpenter {
     current: Option<Reader>,
     /// When it was pointed at each queue, in order.
     switches: Vec<(Instant, String)>,
-    deletions: Deletions,
-    publisher: JoinHandle<()>,
 }
 
 impl Karpenter {
     /// A Karpenter reading `queue` (a name) from now on.
     pub async fn start(aws: &Aws, queue: &str, behaviour: Behaviour) -> Result<Self> {
-        let deletions: Deletions = Arc::default();
-        let publisher = tokio::spawn(publish(
-            aws.clone(),
-            deletions.clone(),
-            behaviour.metric_delay,
-        ));
         let mut karpenter = Self {
             aws: aws.clone(),
             behaviour,
             reads: Arc::default(),
             current: None,
             switches: Vec::new(),
-            deletions,
-            publisher,
         };
         karpenter.start_reader(queue, Duration::ZERO).await?;
         Ok(karpenter)
@@ -134,7 +112,6 @@ impl Karpenter {
             queue: queue.to_owned(),
             url,
             reads: self.reads.clone(),
-            deletions: self.deletions.clone(),
             stop: stop.clone(),
             wait: self.behaviour.receive_wait,
         };
@@ -174,7 +151,6 @@ impl Karpenter {
             reader.stop.store(true, Ordering::SeqCst);
             reader.task.await??;
         }
-        self.publisher.abort();
         Ok(())
     }
 }
@@ -185,7 +161,6 @@ struct Leader {
     queue: String,
     url: String,
     reads: Arc<Mutex<Vec<Read>>>,
-    deletions: Deletions,
     stop: Arc<AtomicBool>,
     wait: Duration,
 }
@@ -275,8 +250,7 @@ impl Leader {
                         .build()?,
                 );
             }
-            let deleted = self
-                .aws
+            self.aws
                 .sqs
                 .delete_message_batch()
                 .queue_url(&self.url)
@@ -286,13 +260,6 @@ impl Leader {
                 .map_err(|e| {
                     anyhow::anyhow!("DeleteMessageBatch {}: {}", self.queue, describe(&e))
                 })?;
-            let minute = unix_millis(SystemTime::now()) / 60_000 * 60;
-            *self
-                .deletions
-                .lock()
-                .unwrap()
-                .entry((self.queue.clone(), minute))
-                .or_default() += deleted.successful().len();
         }
     }
 
@@ -312,63 +279,6 @@ impl Leader {
             }
         }
     }
-}
-
-/// Publishes each finished minute's deletions `delay` after it ends, as SQS's datapoint.
-async fn publish(aws: Aws, deletions: Deletions, delay: Duration) {
-    loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = unix_millis(SystemTime::now()) / 1000;
-        let due: Vec<((String, u64), usize)> = {
-            let mut pending = deletions.lock().unwrap();
-            let ready: Vec<(String, u64)> = pending
-                .keys()
-                .filter(|(_, minute)| minute + 60 + delay.as_secs() <= now)
-                .cloned()
-                .collect();
-            ready
-                .into_iter()
-                .filter_map(|k| pending.remove(&k).map(|n| (k, n)))
-                .collect()
-        };
-        for ((queue, minute), count) in due {
-            let _ = report_deleted(
-                &aws,
-                &queue,
-                count,
-                UNIX_EPOCH + Duration::from_secs(minute),
-            )
-            .await;
-        }
-    }
-}
-
-/// SQS's datapoint for `count` messages deleted from `queue` in the minute starting `minute`.
-pub async fn report_deleted(
-    aws: &Aws,
-    queue: &str,
-    count: usize,
-    minute: SystemTime,
-) -> Result<()> {
-    if count == 0 {
-        return Ok(());
-    }
-    aws.cloudwatch
-        .put_metric_data()
-        .namespace("AWS/SQS")
-        .metric_data(
-            MetricDatum::builder()
-                .metric_name("NumberOfMessagesDeleted")
-                .dimensions(Dimension::builder().name("QueueName").value(queue).build())
-                .timestamp(DateTime::from(minute))
-                .value(count as f64)
-                .unit(StandardUnit::Count)
-                .build(),
-        )
-        .send()
-        .await
-        .map_err(|e| anyhow::anyhow!("PutMetricData AWS/SQS: {}", describe(&e)))?;
-    Ok(())
 }
 
 fn unix_millis(at: SystemTime) -> u64 {

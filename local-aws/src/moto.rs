@@ -90,6 +90,21 @@ impl MotoServer {
         Ok(())
     }
 
+    /// How long after a minute ends SQS's datapoints for it (NumberOfMessagesSent, …Received,
+    /// …Deleted, NumberOfEmptyReceives: every caller's, per queue) reach CloudWatch; 150 s unless
+    /// set (`moto_fixes.py`).
+    pub async fn set_sqs_metric_delay(&self, delay: Duration) -> Result<()> {
+        let body = format!(
+            r#"{{"sqs": {{"metric_delay_seconds": {}}}}}"#,
+            delay.as_secs()
+        );
+        let status = http_request(self.addr(), "POST", "/moto-api/config", body.as_bytes()).await?;
+        if status != 201 {
+            bail!("moto's /moto-api/config answered {status}");
+        }
+        Ok(())
+    }
+
     /// Creates `bucket` if needed and stores `body` at `key` (plain path-style S3 over HTTP; moto
     /// does not check signatures, and this saves the harness an S3 client).
     pub async fn put_object(&self, bucket: &str, key: &str, body: &[u8]) -> Result<()> {

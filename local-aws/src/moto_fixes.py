@@ -52,6 +52,10 @@ AWS does. Each fix says what AWS does and where moto differs.
   updates them in place ("Update requires: No interruption", AWS::SQS::Queue Tags); moto's
   update applies only VisibilityTimeout and ReceiveMessageWaitTimeSeconds, so the queue keeps its
   old tags. Applied here (set; no template of the project drops a tag it once set).
+* SQS's CloudWatch metrics. SQS reports NumberOfMessagesSent, NumberOfMessagesReceived,
+  NumberOfMessagesDeleted and NumberOfEmptyReceives per queue and minute, zero included while the
+  queue is active, counting every caller, minutes late; moto reports none. Reported here from the
+  server's own SQS calls, each minute a settable delay after it ends (`_sqs_metrics`).
 
 One change is for speed, not for AWS's answers: moto's server lists its own package directory
 (a listdir and an isdir per service) on every request to find the service a host names. Under
@@ -439,3 +443,136 @@ def _action_methods_listed_once():
 
 if _sqs is not None:
     _action_methods_listed_once()
+
+
+def _sqs_metrics(backend):
+    """Has SQS report its queues' CloudWatch metrics, as SQS does and moto does not.
+
+    SQS puts NumberOfMessagesSent, NumberOfMessagesReceived, NumberOfMessagesDeleted and
+    NumberOfEmptyReceives in the AWS/SQS namespace (dimension QueueName) at one-minute intervals,
+    with "a non-negative value reported if the queue is active" (zero included; a queue is active
+    for up to six hours after any API call on it), and counts every caller: a delete with a valid
+    receipt handle is counted even when the message was already deleted (SQS Developer Guide,
+    "Available CloudWatch metrics for Amazon SQS"). The datapoints arrive late: each minute is
+    published here `metric_delay_seconds` after it ends (150 by default; POST /moto-api/config
+    with {"sqs": {"metric_delay_seconds": n}} sets it for the server).
+    """
+    from datetime import datetime, timezone
+
+    from moto.cloudwatch.models import MetricDatum
+    from moto.core.common_models import CloudWatchMetricProvider
+    from moto.moto_api._internal import models as api
+
+    names = ("NumberOfMessagesSent", "NumberOfMessagesReceived", "NumberOfMessagesDeleted",
+             "NumberOfEmptyReceives")
+    active_for = 6 * 3600
+    settings = {"metric_delay_seconds": 150}
+    lock = threading.Lock()
+    # (account, region, queue) -> {"minutes": {minute: [four counts]}, "first": minute,
+    # "last": seconds of the last call, "published": {minute: [datums]}}
+    queues = {}
+
+    def minute_of(seconds):
+        return int(seconds) // 60 * 60
+
+    def record(self, queue_name, index=None, n=1):
+        now = time.time()
+        key = (self.account_id, self.region_name, queue_name)
+        with lock:
+            seen = queues.setdefault(
+                key, {"minutes": {}, "first": minute_of(now), "last": now, "published": {}})
+            seen["last"] = now
+            if index is not None:
+                counts = seen["minutes"].setdefault(minute_of(now), [0, 0, 0, 0])
+                counts[index] += n
+
+    def counted(method, index):
+        def call(self, queue_name, *args, **kwargs):
+            result = method(self, queue_name, *args, **kwargs)
+            record(self, queue_name, index)
+            return result
+
+        return call
+
+    backend.send_message = counted(backend.send_message, 0)
+    receive = backend.receive_message
+
+    def receive_message(self, queue_name, *args, **kwargs):
+        result = receive(self, queue_name, *args, **kwargs)
+        if result:
+            record(self, queue_name, 1, len(result))
+        else:
+            record(self, queue_name, 3)
+        return result
+
+    backend.receive_message = receive_message
+    backend.delete_message = counted(backend.delete_message, 2)
+    create = backend.create_queue
+
+    def create_queue(self, name, *args, **kwargs):
+        queue = create(self, name, *args, **kwargs)
+        record(self, name)
+        return queue
+
+    backend.create_queue = create_queue
+    delete_queue = backend.delete_queue
+
+    def delete_queue_metrics(self, queue_name, *args, **kwargs):
+        delete_queue(self, queue_name, *args, **kwargs)
+        with lock:
+            queues.pop((self.account_id, self.region_name, queue_name), None)
+
+    backend.delete_queue = delete_queue_metrics
+
+    class SqsMetrics(CloudWatchMetricProvider):
+        @staticmethod
+        def get_cloudwatch_metrics(account_id, region):
+            now = time.time()
+            due = minute_of(now - settings["metric_delay_seconds"]) - 60
+            datums = []
+            with lock:
+                for (account, where, queue), seen in queues.items():
+                    if (account, where) != (account_id, region):
+                        continue
+                    minute = seen["first"]
+                    last = min(due, minute_of(seen["last"] + active_for))
+                    while minute <= last:
+                        if minute not in seen["published"]:
+                            counts = seen["minutes"].pop(minute, [0, 0, 0, 0])
+                            at = datetime.fromtimestamp(minute, timezone.utc).replace(tzinfo=None)
+                            seen["published"][minute] = [
+                                MetricDatum("AWS/SQS", name, float(count),
+                                            [{"Name": "QueueName", "Value": queue}], at, "Count")
+                                for name, count in zip(names, counts)
+                            ]
+                        datums.extend(seen["published"][minute])
+                        minute += 60
+            return datums
+
+    get_config = api.MotoAPIBackend.get_config
+    set_config = api.MotoAPIBackend.set_config
+    reset = api.MotoAPIBackend.reset
+
+    def get_sqs_config(self):
+        return dict(get_config(self), sqs=dict(settings))
+
+    def set_sqs_config(self, config):
+        set_config(self, config)
+        if "metric_delay_seconds" in config.get("sqs", {}):
+            settings["metric_delay_seconds"] = max(0, int(config["sqs"]["metric_delay_seconds"]))
+
+    def reset_metrics(self, *args, **kwargs):
+        with lock:
+            queues.clear()
+        return reset(self, *args, **kwargs)
+
+    api.MotoAPIBackend.get_config = get_sqs_config
+    api.MotoAPIBackend.set_config = set_sqs_config
+    api.MotoAPIBackend.reset = reset_metrics
+    return SqsMetrics
+
+
+if _sqs is not None:
+    # Held here: CloudWatch finds its providers by __subclasses__(), which keeps only weak
+    # references, and would lose a class nothing else holds.
+    _SQS_METRICS = _sqs_metrics(_sqs.SQSBackend)

@@ -6,7 +6,7 @@
 //! with the set-ups of [`crate::old_setups`] ([`Scene::demo`]: `alpha` with Karpenter's
 //! getting-started stack, `beta` with terraform-aws-eks's karpenter module, `gamma` made by hand,
 //! `delta` with nodes and no set-up); each set-up cluster's Karpenter reading its old queue
-//! ([`local_aws::karpenter`]: 20-s long polls, a leader handover, deletion metrics minutes
+//! ([`local_aws::karpenter`]: 20-s long polls, a leader handover; SQS's counts in CloudWatch minutes
 //! late); a stream of every kind of event each set-up covers, for those clusters' nodes, through
 //! the default bus as AWS runs it ([`local_aws::eventbridge`]: rule changes take effect after
 //! [`Scene::rule_delay`]), which feeds the old queues and the router's ingest queue; the router
@@ -73,6 +73,8 @@ pub struct Scene {
     pub rule_delay: Duration,
     /// Each Karpenter's timing.
     pub karpenter: Behaviour,
+    /// How long after a minute ends SQS's datapoints for it reach CloudWatch.
+    pub metric_delay: Duration,
 }
 
 impl Scene {
@@ -93,6 +95,8 @@ impl Scene {
             every: STREAM_EVERY,
             rule_delay: Duration::from_secs(5),
             karpenter: Behaviour::default(),
+            // AWS gives no figure: "minutes late" (docs/aws-vs-emulator.md).
+            metric_delay: Duration::from_secs(150),
         }
     }
 
@@ -168,6 +172,7 @@ impl Estate {
             None => router_binary()?,
         };
         let moto = MotoServer::start().await?;
+        moto.set_sqs_metric_delay(scene.metric_delay).await?;
         let parameters: Vec<(&str, &str)> = scene
             .base_parameters
             .iter()

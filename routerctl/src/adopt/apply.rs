@@ -21,7 +21,7 @@ use super::{
     discover::{Landscape, RETIRED_TAG, ROLLBACK_TAG},
     evidence::{self, EVIDENCE_TAG, Reading, Start},
     helm,
-    steps::{Change, TenantKinds, moving},
+    steps::{Change, TenantKinds},
 };
 use aws_model::{
     aws::{Aws, describe},
@@ -80,9 +80,12 @@ impl Change {
                  it) and a sentinel in each old queue, read {} s later",
                 evidence::QUIET_WINDOW.as_secs()
             ),
-            Change::ReadRound => "reads the probe and the sentinels; if they hold, disables the \
-                 old rules in the same run"
-                .to_owned(),
+            Change::ReadRound => {
+                "reads the round (the probe and the sentinels, or SQS's counts of \
+                 an old queue too full to look through); if it holds, disables the old rules in \
+                 the same run"
+                    .to_owned()
+            }
             Change::DisableRules(rules) => format!("disables {}", rules.join(", ")),
             Change::DeleteRules { rules, .. } => format!(
                 "deletes {}",
@@ -163,7 +166,8 @@ pub async fn perform(
             let view = &land.clusters[cluster];
             let tenant = view.tenant.as_ref().context("no tenant queue")?;
             let old = old_queues(land, cluster);
-            evidence::start(aws, &round_site(land, cluster, node, tenant, &old)?).await
+            let rules = enabled_rules(land, cluster);
+            evidence::start(aws, &round_site(land, cluster, node, tenant, &old, &rules)?).await
         }
         Change::ReadRound => bail!("the round is read by adopt::run, which then makes step 5"),
         Change::DisableRules(rules) => {
@@ -254,15 +258,22 @@ pub async fn read_round(aws: &Aws, land: &Landscape, cluster: &str) -> Result<Re
         bail!("{cluster} has no round of evidence under way");
     };
     let old = old_queues(land, cluster);
-    let others: Vec<Vec<String>> = old
+    let rules = enabled_rules(land, cluster);
+    // Only a probe sent names a node; reading names none.
+    let node = view.nodes.first().map_or("", String::as_str);
+    let site = round_site(land, cluster, node, tenant, &old, &rules)?;
+    evidence::read(aws, &site, round).await
+}
+
+/// The old rules of `cluster`'s set-ups still enabled.
+fn enabled_rules(land: &Landscape, cluster: &str) -> Vec<String> {
+    land.clusters[cluster]
+        .setups
         .iter()
-        .map(|q| moving::other_readers(land, cluster, q))
-        .collect();
-    let node = view.nodes.first().with_context(|| {
-        format!("no running node of {cluster} for a closing probe to name: adopt needs one")
-    })?;
-    let site = round_site(land, cluster, node, tenant, &old)?;
-    evidence::read(aws, &site, round, &others).await
+        .flat_map(|i| &land.setups[*i].rules)
+        .filter(|r| r.enabled)
+        .map(|r| r.name.clone())
+        .collect()
 }
 
 /// The old queues of `cluster`'s set-ups.
@@ -282,6 +293,7 @@ fn round_site<'a>(
     node: &'a str,
     tenant: &'a Queue,
     old: &'a [&'a Queue],
+    rules: &'a [String],
 ) -> Result<Start<'a>> {
     let function = land
         .base
@@ -295,6 +307,7 @@ fn round_site<'a>(
         node,
         tenant,
         old,
+        rules,
     })
 }
 

@@ -1,6 +1,7 @@
 //! The emulator's own speed-ups change no answer: moto counts a queue's messages only for a call
 //! that returns the counts (`local-aws/src/moto_fixes.py`), and servers forked from one zygote
-//! (`local-aws/src/zygote.rs`) are as apart as servers started one by one.
+//! (`local-aws/src/zygote.rs`) are as apart as servers started one by one. And what the emulator
+//! adds to moto answers as AWS does: SQS's per-minute counts in CloudWatch, late.
 
 use std::collections::HashMap;
 
@@ -74,6 +75,137 @@ async fn queue_counts_are_answered_when_asked_after_sends_and_receives() -> Resu
             .map(String::as_str),
         Some("345600")
     );
+    Ok(())
+}
+
+/// SQS's datapoints (minute, sum) of `metric` for `queue` over the last ten minutes.
+async fn sqs_datapoints(
+    cloudwatch: &aws_sdk_cloudwatch::Client,
+    queue: &str,
+    metric: &str,
+) -> Result<Vec<(i64, f64)>> {
+    use aws_sdk_cloudwatch::{
+        primitives::DateTime,
+        types::{Dimension, Statistic},
+    };
+    let now = std::time::SystemTime::now();
+    let out = cloudwatch
+        .get_metric_statistics()
+        .namespace("AWS/SQS")
+        .metric_name(metric)
+        .dimensions(Dimension::builder().name("QueueName").value(queue).build())
+        .start_time(DateTime::from(now - std::time::Duration::from_secs(600)))
+        .end_time(DateTime::from(now))
+        .period(60)
+        .statistics(Statistic::Sum)
+        .send()
+        .await?;
+    let mut points: Vec<(i64, f64)> = out
+        .datapoints()
+        .iter()
+        .filter_map(|d| Some((d.timestamp()?.secs(), d.sum()?)))
+        .collect();
+    points.sort_by_key(|(at, _)| *at);
+    Ok(points)
+}
+
+/// SQS reports per queue and minute how many messages were sent, received and deleted, and the
+/// empty receives, counting every caller (a second delete of a message with a valid handle too),
+/// zero while the queue is active, and only minutes after the minute ends (SQS Developer Guide,
+/// "Available CloudWatch metrics for Amazon SQS"). adopt decides a busy old queue on them.
+#[tokio::test]
+async fn sqs_counts_reach_cloudwatch_per_minute_late_and_count_every_caller() -> Result<()> {
+    let world = World::start().await?;
+    // Late: nothing of a finished minute shows before its delay.
+    world
+        .moto
+        .set_sqs_metric_delay(std::time::Duration::from_secs(3600))
+        .await?;
+    let cloudwatch = aws_sdk_cloudwatch::Client::new(&world.config);
+    // A second caller: another client, as another cluster's Karpenter would be.
+    let other = aws_sdk_sqs::Client::new(&world.moto.sdk_config().await);
+    let sqs = &world.sqs;
+    // Act early in a minute, so that all of it falls in one.
+    let into_minute = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs()
+        % 60;
+    if into_minute > 40 {
+        tokio::time::sleep(std::time::Duration::from_secs(61 - into_minute)).await;
+    }
+    let url = world.create_queue("counted").await?;
+    let idle = "idle";
+    world.create_queue(idle).await?;
+    for n in 0..3 {
+        sqs.send_message()
+            .queue_url(&url)
+            .message_body(n.to_string())
+            .send()
+            .await?;
+    }
+    let received = other
+        .receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(2)
+        .send()
+        .await?;
+    let handles: Vec<&str> = received
+        .messages()
+        .iter()
+        .filter_map(|m| m.receipt_handle())
+        .collect();
+    assert_eq!(handles.len(), 2);
+    for handle in [handles[0], handles[0], handles[1]] {
+        other
+            .delete_message()
+            .queue_url(&url)
+            .receipt_handle(handle)
+            .send()
+            .await?;
+    }
+    sqs.receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(10)
+        .send()
+        .await?;
+    let empty = sqs.receive_message().queue_url(&url).send().await?;
+    assert!(empty.messages().is_empty());
+    // The minute ends; with the delay still ahead, CloudWatch has nothing.
+    let into_minute = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs()
+        % 60;
+    tokio::time::sleep(std::time::Duration::from_secs(61 - into_minute)).await;
+    assert_eq!(
+        sqs_datapoints(&cloudwatch, "counted", "NumberOfMessagesSent").await?,
+        Vec::new()
+    );
+    // Once the delay has passed, each minute of the active queues is in, zero included.
+    world
+        .moto
+        .set_sqs_metric_delay(std::time::Duration::ZERO)
+        .await?;
+    let sums = |points: Vec<(i64, f64)>| points.into_iter().map(|(_, v)| v).collect::<Vec<_>>();
+    for (metric, want) in [
+        ("NumberOfMessagesSent", 3.0),
+        ("NumberOfMessagesReceived", 3.0),
+        // The second delete of one message counts, as in SQS.
+        ("NumberOfMessagesDeleted", 3.0),
+        ("NumberOfEmptyReceives", 1.0),
+    ] {
+        // The minute it all happened in, then zeros (more minutes may have ended since).
+        let points = sums(sqs_datapoints(&cloudwatch, "counted", metric).await?);
+        assert_eq!(points.first(), Some(&want), "{metric}: {points:?}");
+        assert!(
+            points[1..].iter().all(|v| *v == 0.0),
+            "{metric}: {points:?}"
+        );
+        let quiet = sums(sqs_datapoints(&cloudwatch, idle, metric).await?);
+        assert!(
+            !quiet.is_empty() && quiet.iter().all(|v| *v == 0.0),
+            "{metric} of an idle queue: {quiet:?}"
+        );
+    }
     Ok(())
 }
 

@@ -9,7 +9,8 @@
 //! 3. Karpenter is pointed at the new queue (the operator's helm command), then `--apply` starts
 //!    step 4's round;
 //! 4. evidence, read by `--apply` ([`super::evidence`]): the probe through the router was taken
-//!    from the new queue, the sentinel in the old queue was received by nobody;
+//!    from the new queue, and the sentinel in the old queue was received by nobody (or, where the
+//!    old queue holds a backlog a look cannot search, SQS counted no receive or delete from it);
 //! 5. the old rules are disabled, by the `--apply` that read that evidence, and only then;
 //! 6. the old rules deleted; 7. the old queue deleted once empty: by adopt only what no tool made
 //!    and the operator says they made by hand, else the exact instruction.
@@ -27,7 +28,10 @@ pub use self::moving::ROUTER_LEARNS;
 use super::{
     Options,
     discover::{Cluster, Landscape, OldRule, OldSetup},
-    evidence::Round,
+    evidence::{
+        Round,
+        counts::{self, Counted},
+    },
     helm,
 };
 use crate::verify::queues::Queue;
@@ -183,6 +187,9 @@ pub(super) struct Facts<'a> {
     round: Option<&'a Round>,
     /// A round was under way and expired.
     expired: bool,
+    /// For a round with a backlog whose window has ended: SQS's counts of each old queue as
+    /// CloudWatch has them now (none where they could not be read: `--apply` says why).
+    counted: Vec<(&'a str, Option<Counted>)>,
 }
 
 impl<'a> Facts<'a> {
@@ -237,6 +244,22 @@ impl<'a> Facts<'a> {
             expired: view.round.is_some() && round.is_none(),
             round,
             queue_name,
+            counted: Vec::new(),
+        }
+    }
+
+    /// Reads SQS's counts of the old queues, where a ripe round with a backlog needs them.
+    async fn count(&mut self, aws: &Aws) {
+        let Some(window) = self.round.filter(|r| r.ripe()).and_then(|r| r.window()) else {
+            return;
+        };
+        for setup in &self.setups {
+            let name = setup.queue.name.as_str();
+            let counted = counts::fetch(aws, name, &window)
+                .await
+                .ok()
+                .map(|points| counts::judge(&window, &points));
+            self.counted.push((name, counted));
         }
     }
 }
@@ -249,7 +272,8 @@ pub(crate) async fn evaluate(
     options: &Options,
     evidence: Evidence,
 ) -> Vec<Step> {
-    let f = Facts::new(land, cluster, options, evidence);
+    let mut f = Facts::new(land, cluster, options, evidence);
+    f.count(aws).await;
     let q = &f.queue_name;
     let mut steps = Vec::new();
     let mut step = |number, title: String, (state, detail, action): Judged| {

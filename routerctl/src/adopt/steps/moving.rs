@@ -9,7 +9,10 @@ use super::{Action, Change, Evidence, Facts, Judged, State};
 use crate::{
     adopt::{
         discover::Landscape,
-        evidence::{CLOSING_WINDOW, QUIET_WINDOW},
+        evidence::{
+            QUIET_WINDOW,
+            counts::{self, Counted, Window},
+        },
     },
     verify::{
         queues::Queue,
@@ -225,53 +228,97 @@ pub(super) fn karpenter_seen(f: &Facts<'_>, evidence: Evidence) -> Judged {
             },
             Action::Nothing,
         ),
-        (false, Some(round)) if !round.ripe() => (
-            State::Waiting,
-            match &round.closing {
-                None => format!(
+        (false, Some(round)) => match round.window() {
+            None if !round.ripe() => (
+                State::Waiting,
+                format!(
                     "probe and sentinel sent {} s ago: --apply reads them once {} s old",
                     round.age().as_secs(),
                     QUIET_WINDOW.as_secs()
                 ),
-                Some(closing) => format!(
-                    "closing probe {} sent {} s ago (an old queue was too full to look \
-                     through): --apply reads it once {} s old",
-                    closing.probe,
-                    SystemTime::now()
-                        .duration_since(closing.sent)
-                        .unwrap_or_default()
-                        .as_secs(),
-                    CLOSING_WINDOW.as_secs()
+                Action::Nothing,
+            ),
+            None => (
+                State::Todo,
+                format!(
+                    "probe {} and the sentinels are {} s old: --apply reads them, and if the \
+                     probe was taken from {queue_name} and no sentinel from {}, disables the old \
+                     rules (step 5) in the same run",
+                    round.probe,
+                    round.age().as_secs(),
+                    if old_names.is_empty() {
+                        "an old queue".to_owned()
+                    } else {
+                        old_names.join(", ")
+                    }
                 ),
-            },
-            Action::Nothing,
-        ),
-        (false, Some(round)) if round.closing.is_some() => (
-            State::Todo,
-            format!(
-                "the closing probe is ripe: --apply reads it, and if it was taken from \
-                 {queue_name}, disables the old rules (step 5) in the same run"
+                Action::Apply(Change::ReadRound),
             ),
-            Action::Apply(Change::ReadRound),
-        ),
-        (false, Some(round)) => (
-            State::Todo,
-            format!(
-                "probe {} and the sentinels are {} s old: --apply reads them, and if the probe \
-                 was taken from {queue_name} and no sentinel from {}, disables the old rules \
-                 (step 5) in the same run",
-                round.probe,
-                round.age().as_secs(),
-                if old_names.is_empty() {
-                    "an old queue".to_owned()
-                } else {
-                    old_names.join(", ")
-                }
-            ),
-            Action::Apply(Change::ReadRound),
-        ),
+            Some(window) => counts_awaited(f, &window),
+        },
         (false, None) => (State::Blocked, "after step 3".to_owned(), Action::Nothing),
     }
+}
+
+/// Step 4 for a round whose look met a backlog: SQS's counts of the old queues decide, once their
+/// window has ended and CloudWatch has every minute of it (or adopt has waited long enough to
+/// say it cannot tell).
+fn counts_awaited(f: &Facts<'_>, window: &Window) -> Judged {
+    let olds = f.old_names.join(", ");
+    let now = SystemTime::now();
+    if now < window.closes() {
+        return (
+            State::Waiting,
+            format!(
+                "the look met a backlog it could not search: SQS's own counts of {olds} decide, \
+                 over {}; the last of those minutes ends at {}",
+                window.describe(),
+                rfc3339(window.closes())
+            ),
+            Action::Nothing,
+        );
+    }
+    let missing: Vec<String> = f
+        .counted
+        .iter()
+        .filter_map(|(queue, counted)| match counted {
+            Some(Counted::Incomplete { missing }) => Some(format!(
+                "{queue} ({} UTC)",
+                missing
+                    .iter()
+                    .map(|m| counts::clock(*m))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            _ => None,
+        })
+        .collect();
+    let read = f
+        .counted
+        .iter()
+        .any(|(_, c)| matches!(c, Some(Counted::Read { .. })));
+    if !read && !missing.is_empty() && now < window.gives_up() {
+        return (
+            State::Waiting,
+            format!(
+                "CloudWatch does not have SQS's counts of {} yet (each minute comes minutes after \
+                 it ends); adopt waits for them until {}",
+                missing.join(", "),
+                rfc3339(window.gives_up())
+            ),
+            Action::Nothing,
+        );
+    }
+    (
+        State::Todo,
+        format!(
+            "SQS's counts of {olds} over {} can be read: --apply reads them, and if nothing \
+             received or deleted a message of {olds}, disables the old rules (step 5) in the \
+             same run",
+            window.describe()
+        ),
+        Action::Apply(Change::ReadRound),
+    )
 }
 
 /// Step 1 when a queue that is not the router's holds the tenant queue's name: the router never

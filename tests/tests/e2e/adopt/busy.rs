@@ -1,13 +1,14 @@
 //! adopt in a busy account: Karpenter's rules have no cluster filter, so once Karpenter has moved
 //! the old queue fills with every interruption of the account, past what a look can search for
-//! the sentinel. The round then ends on a closing probe (`routerctl::adopt::evidence`): taken,
-//! step 5 follows; not taken (this cluster's Karpenter stopped reading the router's queue after
-//! the first probe), nothing changes.
+//! the sentinel. A look cannot tell that backlog (nobody reading) from what a reader that came
+//! back during the round leaves behind, so SQS's own counts of the old queue decide
+//! (`routerctl::adopt::evidence::counts`): nothing received or deleted, step 5 follows, minutes
+//! later than with a sentinel; a reader back on the old queue, nothing changes.
 
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 
 use super::*;
-use routerctl::adopt::evidence::MAX_LOOK_RECEIVES;
+use routerctl::adopt::evidence::look::MAX_LOOK_RECEIVES;
 
 /// More messages than a look receives: events of other clusters' instances, as an account's
 /// unfiltered rules put there (of a source no parser knows, so a Karpenter that reads them deletes
@@ -53,30 +54,46 @@ async fn after_the_helm_command_a_full_old_queue() -> Result<Estate> {
     Ok(estate)
 }
 
-#[tokio::test]
-async fn a_backlog_too_big_to_search_ends_the_round_on_a_closing_probe() -> Result<()> {
-    let mut estate = after_the_helm_command_a_full_old_queue().await?;
-    let moves = walk(&mut estate, "alpha", |m| {
-        matches!(m, Move::Applied { step: 5, .. })
-    })
-    .await?;
-    let closing = moves
+/// The move in which the round's first read met the backlog and left the round to SQS's counts.
+fn counts_decide(moves: &[Move]) -> String {
+    moves
         .iter()
         .find_map(|m| match m {
             Move::Applied { step: 4, did } => Some(did.clone()),
             _ => None,
         })
-        .unwrap_or_else(|| panic!("no closing probe: {moves:?}"));
-    assert!(closing.contains("sent closing probe"), "{closing}");
+        .unwrap_or_else(|| panic!("the round never went to SQS's counts: {moves:?}"))
+}
+
+#[tokio::test]
+async fn a_backlog_nobody_reads_is_decided_by_sqs_counts_and_adoption_goes_on() -> Result<()> {
+    let mut estate = after_the_helm_command_a_full_old_queue().await?;
+    let moves = walk(&mut estate, "alpha", |m| {
+        matches!(m, Move::Applied { step: 5, .. })
+    })
+    .await?;
+    let pending = counts_decide(&moves);
     assert!(
-        closing.contains("alpha hold(s) more than 1000 messages"),
-        "{closing}"
+        pending.contains("SQS's own counts of alpha decide"),
+        "{pending}"
+    );
+    assert!(
+        pending.contains("sent before the one it looks for"),
+        "{pending}"
+    );
+    // adopt waited for CloudWatch, minutes late, as AWS has it.
+    assert!(
+        moves
+            .iter()
+            .any(|m| matches!(m, Move::Waited { step: 4, why }
+            if why.contains("CloudWatch does not have SQS's counts of alpha"))),
+        "{moves:?}"
     );
     let Some(Move::Applied { did, .. }) = moves.last() else {
         anyhow::bail!("{moves:?}");
     };
     assert!(
-        did.contains("the closing probe sent") && did.contains("was taken from karpenter-alpha"),
+        did.contains("SQS counted no message received or deleted from alpha"),
         "{did}"
     );
     assert_eq!(
@@ -88,29 +105,18 @@ async fn a_backlog_too_big_to_search_ends_the_round_on_a_closing_probe() -> Resu
     Ok(())
 }
 
+/// A GitOps controller puts the old value back after the round's first read: alpha's Karpenter
+/// starts on the oldest messages of the backlog, far from the sentinel, and SQS counts what it
+/// deletes.
 #[tokio::test]
-async fn a_closing_probe_nobody_takes_leaves_the_old_rules_on() -> Result<()> {
+async fn a_reader_back_on_the_backlog_during_the_round_leaves_the_old_rules_on() -> Result<()> {
     let mut estate = after_the_helm_command_a_full_old_queue().await?;
-    let started = walk(&mut estate, "alpha", |m| {
-        matches!(m, Move::Applied { step: 3, .. })
+    let moves = walk(&mut estate, "alpha", |m| {
+        matches!(m, Move::Applied { step: 4, .. })
     })
     .await?;
-    let probe = probes(&started).pop().context("the round's probe")?;
-    // Karpenter takes the round's probe, then stops reading (its pods gone, say): the closing
-    // probe the first read sends is taken by nobody.
-    let karpenter = estate
-        .clusters
-        .get_mut("alpha")
-        .and_then(|c| c.karpenter.as_mut())
-        .context("alpha's Karpenter")?;
-    for _ in 0..120 {
-        if karpenter.reads().iter().any(|r| r.id == probe) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    assert!(karpenter.reads().iter().any(|r| r.id == probe));
-    karpenter.stop().await?;
+    counts_decide(&moves);
+    estate.helm("alpha", "alpha").await?;
     let error = walk(&mut estate, "alpha", |m| {
         matches!(m, Move::Applied { step: 5, .. })
     })
@@ -118,12 +124,15 @@ async fn a_closing_probe_nobody_takes_leaves_the_old_rules_on() -> Result<()> {
     .expect_err("step 5 must not be made");
     let why = format!("{error:#}");
     assert!(
-        why.contains("the closing probe sent") && why.contains("is still in karpenter-alpha"),
+        why.contains("deleted from alpha") && why.contains("something still reads it"),
         "{why}"
     );
+    assert!(why.contains("Argo CD self-heal"), "{why}");
     assert_eq!(
         rule_states(&estate.aws, "Karpenter-alpha").await?,
         vec![RuleState::Enabled; 5]
     );
+    let outcome = estate.finish().await?;
+    assert_eq!(outcome.missed, Vec::<String>::new());
     Ok(())
 }

@@ -1,0 +1,290 @@
+//! A look: adopt receiving through a queue for the one message it put there (the probe, or a
+//! sentinel), making everything else it meets visible again at once.
+//!
+//! SQS hands a standard queue's messages out roughly oldest first ("best-effort ordering"), and a
+//! look may receive only so much, for so long: each message it meets stays hidden from every
+//! other reader, Karpenter included, until the look ends or [`LOOK_HIDE_SECS`] pass. So a look
+//! that does not find its message ends in one of four ways ([`Look`]), and only two of them say
+//! what happened to it: the queue gave everything it held (the message was taken), or the look
+//! met nothing older than the message (everything before it was taken, so it was too). A look that
+//! had to stop among older messages has not reached it: it cannot tell "taken" from "still
+//! there", and says so ([`Look::Backlog`]).
+
+use std::{
+    collections::HashSet,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::Result;
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, Message, MessageSystemAttributeName,
+};
+use serde_json::Value;
+
+use crate::verify::queues::Queue;
+use aws_model::aws::{Aws, describe};
+
+/// How long a look hides a message it receives: as long as the look takes (its receives, a few
+/// seconds in AWS), since a message that shows again before the look ends is met twice and the
+/// look cannot page on; short, should the look fail to make them visible again at its end (it
+/// normally does), since the reader it hides them from may be Karpenter.
+pub const LOOK_HIDE_SECS: i32 = 30;
+/// Receives per look: up to 1,000 messages.
+pub const MAX_LOOK_RECEIVES: usize = 100;
+
+/// What a look found of the message adopt put in a queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Look {
+    /// Still there; received this many times before this look.
+    Found { received_before: u32 },
+    /// The queue gave everything it held and the message was not in it: a reader took it (or,
+    /// if the round is too old, it expired).
+    Gone,
+    /// The look had to stop, having met only messages sent after the one it looks for: what the
+    /// queue held before them, that message with it, was taken. `met` messages.
+    Overtaken { met: usize },
+    /// The look had to stop among messages sent before the one it looks for: it did not reach it,
+    /// and cannot say whether it is still there. Why it stopped, in a sentence.
+    Backlog(String),
+}
+
+/// What paging through a queue met, before [`judge`] says what it means.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Paged {
+    /// The message looked for was met: SQS's receive count of it, this look's receive included.
+    pub found: Option<u32>,
+    /// A receive came back empty: the queue gave everything it held.
+    pub exhausted: bool,
+    /// A message met before showed again (its hide ran out): the look stopped there.
+    pub wrapped: bool,
+    /// When each other message met was sent (SQS's SentTimestamp).
+    pub sent: Vec<SystemTime>,
+}
+
+/// What `paged` means for a message sent at `sent_at`.
+pub fn judge(queue: &str, paged: &Paged, sent_at: SystemTime) -> Look {
+    if let Some(receives) = paged.found {
+        return Look::Found {
+            received_before: receives.saturating_sub(1),
+        };
+    }
+    if paged.exhausted {
+        return Look::Gone;
+    }
+    let older = paged.sent.iter().filter(|at| **at <= sent_at).count();
+    if older == 0 {
+        return Look::Overtaken {
+            met: paged.sent.len(),
+        };
+    }
+    let why = if paged.wrapped {
+        format!(
+            "what the look had met showed again ({LOOK_HIDE_SECS} s) before it got through {queue}"
+        )
+    } else {
+        format!("{queue} held more than a look receives ({MAX_LOOK_RECEIVES} receives)")
+    };
+    Look::Backlog(format!(
+        "{why}: it met {} messages, {older} of them sent before the one it looks for",
+        paged.sent.len()
+    ))
+}
+
+/// Receives through `queue` until the message with event id `id` (sent at `sent_at`) turns up,
+/// the queue has nothing more to give, or the look must stop; makes every other message visible
+/// again at once, deletes adopt's.
+pub(crate) async fn look(aws: &Aws, queue: &Queue, id: &str, sent_at: SystemTime) -> Result<Look> {
+    let mut met: Vec<String> = Vec::new();
+    let mut ids: HashSet<String> = HashSet::new();
+    let mut paged = Paged::default();
+    let mut found: Option<Message> = None;
+    for _ in 0..MAX_LOOK_RECEIVES {
+        let out = aws
+            .sqs
+            .receive_message()
+            .queue_url(&queue.url)
+            .max_number_of_messages(10)
+            .visibility_timeout(LOOK_HIDE_SECS)
+            // Long polling asks every SQS server; a short poll samples some and may miss it.
+            .wait_time_seconds(1)
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
+            .send()
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "ReceiveMessage on {} (adopt looks for its own message): {}",
+                    queue.name,
+                    describe(&e)
+                )
+            })?;
+        let messages = out.messages();
+        if messages.is_empty() {
+            paged.exhausted = true;
+            break;
+        }
+        for message in messages {
+            // Met before: its hide ran out before the look ended, so the look is not paging
+            // through the queue any more.
+            if let Some(id) = message.message_id()
+                && !ids.insert(id.to_owned())
+            {
+                paged.wrapped = true;
+            }
+            let is_ours = message
+                .body()
+                .and_then(|b| serde_json::from_str::<Value>(b).ok())
+                .is_some_and(|b| b["id"] == id);
+            if is_ours {
+                found = Some(message.clone());
+                continue;
+            }
+            if let Some(at) = attribute(message, MessageSystemAttributeName::SentTimestamp) {
+                paged.sent.push(UNIX_EPOCH + Duration::from_millis(at));
+            }
+            if let Some(handle) = message.receipt_handle() {
+                met.push(handle.to_owned());
+            }
+        }
+        if found.is_some() || paged.wrapped {
+            break;
+        }
+    }
+    release(aws, queue, &met).await;
+    if let Some(message) = found {
+        paged.found = Some(
+            attribute(
+                &message,
+                MessageSystemAttributeName::ApproximateReceiveCount,
+            )
+            .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        );
+        if let Some(handle) = message.receipt_handle() {
+            aws.sqs
+                .delete_message()
+                .queue_url(&queue.url)
+                .receipt_handle(handle)
+                .send()
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!("DeleteMessage on {}: {}", queue.name, describe(&e))
+                })?;
+        }
+    }
+    Ok(judge(&queue.name, &paged, sent_at))
+}
+
+fn attribute(message: &Message, name: MessageSystemAttributeName) -> Option<u64> {
+    message.attributes()?.get(&name)?.parse().ok()
+}
+
+/// Makes what a look received visible again, ten at a time.
+async fn release(aws: &Aws, queue: &Queue, handles: &[String]) {
+    for chunk in handles.chunks(10) {
+        let entries = chunk
+            .iter()
+            .enumerate()
+            .filter_map(|(n, handle)| {
+                ChangeMessageVisibilityBatchRequestEntry::builder()
+                    .id(n.to_string())
+                    .receipt_handle(handle)
+                    .visibility_timeout(0)
+                    .build()
+                    .ok()
+            })
+            .collect();
+        // On failure they return after LOOK_HIDE_SECS on their own.
+        if let Err(e) = aws
+            .sqs
+            .change_message_visibility_batch()
+            .queue_url(&queue.url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+        {
+            tracing::warn!(queue = %queue.name, error = %describe(&e), "could not make messages visible again; they return in {LOOK_HIDE_SECS} s");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn a_message_met_is_found_with_the_receives_before_this_look() {
+        let paged = Paged {
+            found: Some(3),
+            wrapped: true,
+            ..Paged::default()
+        };
+        assert_eq!(
+            judge("q", &paged, at(100)),
+            Look::Found { received_before: 2 }
+        );
+        let once = Paged {
+            found: Some(1),
+            ..Paged::default()
+        };
+        assert_eq!(
+            judge("q", &once, at(100)),
+            Look::Found { received_before: 0 }
+        );
+    }
+
+    #[test]
+    fn a_queue_that_gave_everything_without_it_has_lost_it() {
+        let paged = Paged {
+            exhausted: true,
+            sent: vec![at(50), at(150)],
+            ..Paged::default()
+        };
+        assert_eq!(judge("q", &paged, at(100)), Look::Gone);
+    }
+
+    /// The drained old queue of issue 44: the cluster's own Karpenter takes everything within a
+    /// poll, and the look pages through arrivals newer than the sentinel until its hide runs out.
+    #[test]
+    fn a_look_that_met_only_newer_messages_says_the_older_were_taken() {
+        let paged = Paged {
+            wrapped: true,
+            sent: vec![at(101), at(130), at(160)],
+            ..Paged::default()
+        };
+        assert_eq!(judge("q", &paged, at(100)), Look::Overtaken { met: 3 });
+    }
+
+    /// A backlog nobody reads: the look meets what was there before the sentinel, and cannot say
+    /// whether the sentinel is still behind it.
+    #[test]
+    fn a_look_stopped_among_older_messages_cannot_tell() {
+        let wrapped = Paged {
+            wrapped: true,
+            sent: vec![at(40), at(100), at(130)],
+            ..Paged::default()
+        };
+        let Look::Backlog(why) = judge("alpha", &wrapped, at(100)) else {
+            panic!("{:?}", judge("alpha", &wrapped, at(100)));
+        };
+        assert!(why.contains("showed again"), "{why}");
+        assert!(
+            why.contains("met 3 messages, 2 of them sent before"),
+            "{why}"
+        );
+        let full = Paged {
+            sent: vec![at(40); 1000],
+            ..Paged::default()
+        };
+        let Look::Backlog(why) = judge("alpha", &full, at(100)) else {
+            panic!("not a backlog");
+        };
+        assert!(
+            why.contains("alpha held more than a look receives"),
+            "{why}"
+        );
+    }
+}

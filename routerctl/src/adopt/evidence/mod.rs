@@ -1,0 +1,627 @@
+//! adopt's evidence that a cluster's Karpenter has moved: it reads the router's queue, and
+//! nothing reads the old one any more. Current and positive: read by the same `--apply` that then
+//! disables the old rules.
+//!
+//! Deleted-lately counts of the *new* queue cannot say it: "deleted lately" stays true for minutes
+//! after Karpenter has left (a GitOps controller reverting the helm value), and is as true when
+//! another cluster's Karpenter reads it (a helm command run in the wrong kube-context). So a round
+//! puts two kinds of message where only the right reader takes them, and looks for them later:
+//!
+//! * a **probe** through the router: a rebalance recommendation for one of the cluster's nodes,
+//!   invoked synchronously so the router's answer confirms it reached the cluster's tenant queue.
+//!   Karpenter reads it and deletes it without acting (a rebalance recommendation only records a
+//!   Kubernetes event). Taken, it shows that *something* reads the tenant queue: of the Karpenter
+//!   roles adopt can see, only this cluster's may (step 2), but a reader under a role adopt does
+//!   not recognise could be another cluster's Karpenter. The probe alone never disables a rule;
+//! * a **sentinel** in each old queue: an EventBridge-shaped event that none of Karpenter's parsers
+//!   knows (source `routerctl.adopt`), which Karpenter deletes as a no-op if it reads that queue.
+//!   Still there after the round, received by nobody, it shows that *nothing* reads the old
+//!   queue, whoever the reader would be: that is what lets step 5 disable the old rules.
+//!
+//! After [`QUIET_WINDOW`] (three of Karpenter's 20-s receive cycles, with a margin) the probe must
+//! be gone and every sentinel still there. The messages live as long as their queues keep
+//! messages (300 s for Karpenter's own queues), so a round read too late is started again. Looking
+//! is a receive ([`look`]): each message met on the way is made visible again at once; what adopt
+//! put there is deleted. Plans never look: a look receives the sentinel itself, and only the one
+//! `--apply` that decides may do that.
+//!
+//! **A look that does not find the sentinel.** The queue gave everything it held: the sentinel was
+//! taken. The look met only messages newer than the sentinel before it had to stop: everything
+//! older, the sentinel with it, was taken (the cluster's own Karpenter draining its old queue
+//! while the look pages through new arrivals). Both refuse. The look met older messages and had
+//! to stop: a **backlog** it cannot search, which is what an old queue nobody reads becomes in a
+//! busy account (Karpenter's rules have no cluster filter, so it fills with every interruption
+//! of the account, up to its retention), and also what a reader that came back during the round
+//! leaves behind (it starts on the oldest). A look cannot tell those apart, so a round with a
+//! backlog is decided by SQS's own counts of the old queue ([`counts`]): no message received or
+//! deleted by anyone, in every whole minute of the round but those adopt looked in, and one whole
+//! minute past its look. That waits minutes for CloudWatch; while a minute is missing nothing is
+//! disabled, and past [`counts::PATIENCE`] adopt says it cannot tell and prints the command for
+//! the operator who can.
+
+pub mod counts;
+pub mod look;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use aws_sdk_lambda::{primitives::Blob, types::InvocationType};
+use interruption_router::event::rfc3339_unix_millis;
+use serde_json::{Value, json};
+
+use self::{
+    counts::{Counted, Looked, Window},
+    look::{Look, look},
+};
+use crate::verify::queues::Queue;
+use aws_model::{
+    aws::{Aws, describe},
+    events::{Origin, rfc3339},
+};
+
+/// The round under way, on the cluster's tenant queue ([`Round::tag`]).
+pub const EVIDENCE_TAG: &str = "interruption-router:adopt-evidence";
+/// When evidence last held (RFC 3339), on the tenant queue: with the old rules disabled since,
+/// step 4 stays done until a rollback.
+pub const VERIFIED_TAG: &str = "interruption-router:adopt-verified";
+
+/// How long a round runs before `--apply` reads it: Karpenter long-polls for 20 s at a time on
+/// its leader and returns as soon as a message arrives, so a reader takes a message within one
+/// cycle; three cycles, and a margin for a leader handing over.
+pub const QUIET_WINDOW: Duration = Duration::from_secs(65);
+/// What a round leaves to the queue's retention: read it later and the messages may have expired.
+const RETENTION_MARGIN: Duration = Duration::from_secs(30);
+
+/// A round: when it started and the probe's event id (the sentinels' ids derive from it), and,
+/// once its first read met an old queue it could not search, when that read looked: SQS's own
+/// counts decide from then on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Round {
+    pub started: SystemTime,
+    pub probe: String,
+    pub backlog: Option<Looked>,
+}
+
+fn parse_time(at: &str) -> Option<SystemTime> {
+    let ms = u64::try_from(rfc3339_unix_millis(at)?).ok()?;
+    Some(UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+impl Round {
+    /// `<start> <probe>`, or `<start> <probe> <looked from> <looked until>`.
+    pub fn parse(tag: &str) -> Option<Round> {
+        let parts: Vec<&str> = tag.split(' ').collect();
+        let backlog = match parts[..] {
+            [_, _] => None,
+            [_, _, from, until] => Some(Looked {
+                from: parse_time(from)?,
+                until: parse_time(until)?,
+            }),
+            _ => return None,
+        };
+        Some(Round {
+            started: parse_time(parts[0])?,
+            probe: parts[1].to_owned(),
+            backlog,
+        })
+    }
+
+    pub fn tag(&self) -> String {
+        match &self.backlog {
+            None => format!("{} {}", rfc3339(self.started), self.probe),
+            Some(l) => format!(
+                "{} {} {} {}",
+                rfc3339(self.started),
+                self.probe,
+                rfc3339(l.from),
+                rfc3339(l.until)
+            ),
+        }
+    }
+
+    pub fn sentinel(&self) -> String {
+        format!("{}-sentinel", self.probe)
+    }
+
+    pub fn age(&self) -> Duration {
+        since(self.started)
+    }
+
+    /// The minutes SQS's counts must cover, for a round with a backlog.
+    pub fn window(&self) -> Option<Window> {
+        self.backlog.map(|looked| Window::of(self.started, looked))
+    }
+
+    /// Old enough to read: the round's quiet window, or, with a backlog, its counts' window
+    /// ended (whether CloudWatch has them yet is read, not assumed).
+    pub fn ripe(&self) -> bool {
+        match self.window() {
+            None => self.age() >= QUIET_WINDOW,
+            Some(window) => SystemTime::now() >= window.closes(),
+        }
+    }
+
+    /// Too old to read: its messages may have expired from `queues` (their retention). A round
+    /// with a backlog needs none of its messages any more: SQS's counts decide it.
+    pub(crate) fn expired<'a>(&self, queues: impl IntoIterator<Item = &'a Queue>) -> bool {
+        self.backlog.is_none() && self.age() > Self::expired_after(queues)
+    }
+
+    /// How long after its start a round over `queues` can still be read: the shortest retention,
+    /// less a margin.
+    fn expired_after<'a>(queues: impl IntoIterator<Item = &'a Queue>) -> Duration {
+        queues
+            .into_iter()
+            .filter_map(|q| {
+                q.attributes
+                    .get("MessageRetentionPeriod")?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .min()
+            .map_or(Duration::MAX, |s| {
+                Duration::from_secs(s).saturating_sub(RETENTION_MARGIN)
+            })
+    }
+}
+
+fn since(at: SystemTime) -> Duration {
+    SystemTime::now().duration_since(at).unwrap_or_default()
+}
+
+/// What a round is sent with, and read with.
+pub(crate) struct Start<'a> {
+    pub cluster: &'a str,
+    pub account: &'a str,
+    pub region: &'a str,
+    /// The router function (the base stack's FunctionName output).
+    pub function: &'a str,
+    /// A node of the cluster the probe names.
+    pub node: &'a str,
+    pub tenant: &'a Queue,
+    pub old: &'a [&'a Queue],
+    /// The old rules still enabled: what the operator disables by hand where adopt cannot tell.
+    pub rules: &'a [String],
+}
+
+/// Sends the probe through the router and a sentinel into each old queue, then records the round
+/// on the tenant queue. What was sent, in a sentence.
+pub(crate) async fn start(aws: &Aws, s: &Start<'_>) -> Result<String> {
+    let origin = Origin {
+        account: s.account.to_owned(),
+        region: s.region.to_owned(),
+    };
+    let started = SystemTime::now();
+    let millis = started
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    let round = Round {
+        started,
+        probe: format!("routerctl-adopt-{}-{millis}", s.cluster),
+        backlog: None,
+    };
+    send_probe(aws, s, &origin, &round.probe).await?;
+    for queue in s.old {
+        let body = json!({
+            "version": "0", "id": round.sentinel(), "source": "routerctl.adopt",
+            "detail-type": "routerctl adopt sentinel", "account": s.account,
+            "time": rfc3339(started), "region": s.region, "resources": [],
+            "detail": {"cluster": s.cluster, "purpose": "adopt checks that nothing reads this \
+                queue any more: Karpenter deletes this message unread if it still does"}});
+        aws.sqs
+            .send_message()
+            .queue_url(&queue.url)
+            .message_body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "SendMessage to {} (adopt's sentinel): {}; adopt needs sqs:SendMessage on the \
+                     old queue to tell whether anything still reads it",
+                    queue.name,
+                    describe(&e)
+                )
+            })?;
+    }
+    tag(aws, &s.tenant.url, EVIDENCE_TAG, &round.tag()).await?;
+    let old: Vec<&str> = s.old.iter().map(|q| q.name.as_str()).collect();
+    Ok(format!(
+        "sent probe {} (a rebalance recommendation for {}) through {} to {}{}; run --apply again \
+         in {} s, within {} s, to read them",
+        round.probe,
+        s.node,
+        s.function,
+        s.tenant.name,
+        if old.is_empty() {
+            String::new()
+        } else {
+            format!(" and a sentinel into {}", old.join(", "))
+        },
+        QUIET_WINDOW.as_secs(),
+        Round::expired_after(s.old.iter().copied().chain([s.tenant])).as_secs(),
+    ))
+}
+
+/// Sends a probe (event id `id`) through the router and checks that the router forwarded it to
+/// the tenant queue.
+async fn send_probe(aws: &Aws, s: &Start<'_>, origin: &Origin, id: &str) -> Result<()> {
+    let probe = origin.rebalance(s.node, id);
+    // Synchronous, so the router's answer says whether the probe reached the tenant queue: a
+    // probe that never arrived would look taken. Sent as the one record of an SQS batch, the only
+    // payload the router reads; without an eventSourceARN, the router answers its outcome.
+    let batch = json!({"Records": [{
+        "messageId": id, "body": probe.body(), "eventSource": "aws:sqs",
+        "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
+    }]});
+    let out = aws
+        .lambda
+        .invoke()
+        .function_name(s.function)
+        .invocation_type(InvocationType::RequestResponse)
+        .payload(Blob::new(batch.to_string()))
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("Invoke {} (the probe): {}", s.function, describe(&e)))?;
+    let answer: Value = out
+        .payload()
+        .and_then(|p| serde_json::from_slice(p.as_ref()).ok())
+        .unwrap_or(Value::Null);
+    if out.function_error().is_some() || answer["outcomes"][id] != "forwarded" {
+        bail!(
+            "the router did not forward the probe ({id}) to {}: it answered {answer}{}; routerctl \
+             verify --cluster {} says why",
+            s.tenant.name,
+            out.function_error()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default(),
+            s.cluster
+        );
+    }
+    Ok(())
+}
+
+/// What reading a round found.
+#[derive(Debug, Clone, Default)]
+pub struct Reading {
+    /// What holds.
+    pub facts: Vec<String>,
+    /// What does not, each with what to check.
+    pub problems: Vec<String>,
+    /// The round goes on: SQS's counts decide it (what to do next, in a sentence).
+    pub pending: Option<String>,
+}
+
+impl Reading {
+    /// The round is over and everything held.
+    pub fn held(&self) -> bool {
+        self.problems.is_empty() && self.pending.is_none()
+    }
+}
+
+/// What to check when something still reads an old queue.
+fn still_read(cluster: &str) -> String {
+    format!(
+        "Karpenter of {cluster} may still point at it: the helm change did not happen, ran in \
+         another kube-context (which points that cluster's Karpenter at the new queue: check \
+         there too), or was put back by whatever owns the value (Argo CD self-heal, Flux, a \
+         Terraform helm_release): change settings.interruptionQueue where it reads it"
+    )
+}
+
+/// Reads `round`. First: the probe gone from the tenant queue, each sentinel still in its old
+/// queue and received by nobody; an old queue with a backlog the look could not search leaves
+/// the round to SQS's counts ([`counts`]), read on a later `--apply`. Concludes the round unless
+/// it goes on (its tag removed); records [`VERIFIED_TAG`] when it held.
+pub(crate) async fn read(aws: &Aws, s: &Start<'_>, round: &Round) -> Result<Reading> {
+    let mut reading = match round.window() {
+        None => first_read(aws, s, round).await?,
+        Some(window) => counts_read(aws, s, &window).await?,
+    };
+    if reading.problems.is_empty() && reading.pending.is_some() {
+        return Ok(reading);
+    }
+    reading.pending = None;
+    untag(aws, &s.tenant.url, EVIDENCE_TAG).await?;
+    if reading.held() {
+        tag(
+            aws,
+            &s.tenant.url,
+            VERIFIED_TAG,
+            &rfc3339(SystemTime::now()),
+        )
+        .await?;
+    }
+    Ok(reading)
+}
+
+async fn first_read(aws: &Aws, s: &Start<'_>, round: &Round) -> Result<Reading> {
+    let Start {
+        cluster, tenant, ..
+    } = *s;
+    let mut reading = Reading::default();
+    let since = format!("sent {} s ago", round.age().as_secs());
+    let looked_from = SystemTime::now();
+    match look(aws, tenant, &round.probe, round.started).await? {
+        Look::Gone | Look::Overtaken { .. } => reading.facts.push(format!(
+            "the probe {since} was taken from {}: something reads it, and of the Karpenter roles \
+             adopt sees only {cluster}'s may (step 2)",
+            tenant.name
+        )),
+        Look::Found { .. } => reading.problems.push(format!(
+            "the probe {since} is still in {}: nothing reads it. Check cluster {cluster}'s \
+             Karpenter: settings.interruptionQueue (helm get values karpenter, or the Git \
+             repository Argo CD or Flux applies), its pods and logs, and step 2's grant",
+            tenant.name
+        )),
+        Look::Backlog(why) => reading.problems.push(format!(
+            "{why}: {} is not being read as Karpenter reads. Check cluster {cluster}'s Karpenter \
+             (settings.interruptionQueue, its pods and logs)",
+            tenant.name
+        )),
+    }
+    let mut backlog = Vec::new();
+    for queue in s.old {
+        match look(aws, queue, &round.sentinel(), round.started).await? {
+            Look::Found { received_before: 0 } => reading.facts.push(format!(
+                "the sentinel {since} is still in {}, received by nobody: nothing reads it",
+                queue.name
+            )),
+            Look::Found { received_before } => reading.problems.push(format!(
+                "the sentinel {since} in {} was received {received_before} time(s) and not \
+                 deleted: something still reads {} and fails to delete (a Karpenter whose role \
+                 lost sqs:DeleteMessage?)",
+                queue.name, queue.name
+            )),
+            Look::Gone => reading.problems.push(format!(
+                "the sentinel {since} was taken from {}: something still reads it. {}",
+                queue.name,
+                still_read(cluster)
+            )),
+            Look::Overtaken { met } => reading.problems.push(format!(
+                "the look met {met} message(s) in {}, every one sent after the sentinel {since}, \
+                 and had to stop: what {} held before them was taken, the sentinel with it, so \
+                 something still reads it. {}",
+                queue.name,
+                queue.name,
+                still_read(cluster)
+            )),
+            Look::Backlog(why) => backlog.push(why),
+        }
+    }
+    if !reading.problems.is_empty() || backlog.is_empty() {
+        return Ok(reading);
+    }
+    // A backlog the look could not search: SQS's own counts decide, over minutes to come.
+    let looked = Looked {
+        from: looked_from,
+        until: SystemTime::now(),
+    };
+    let counted = Round {
+        backlog: Some(looked),
+        ..round.clone()
+    };
+    tag(aws, &tenant.url, EVIDENCE_TAG, &counted.tag()).await?;
+    let window = Window::of(round.started, looked);
+    reading.facts.push(format!(
+        "{}: the look cannot tell whether the sentinel is still behind what it met",
+        backlog.join("; ")
+    ));
+    reading.pending = Some(format!(
+        "SQS's own counts of {} decide: nothing may have received or deleted a message of it in \
+         {} (CloudWatch has each minute minutes after it ends); run --apply again after {}",
+        s.old
+            .iter()
+            .map(|q| q.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        window.describe(),
+        rfc3339(window.closes())
+    ));
+    Ok(reading)
+}
+
+/// A round with a backlog: SQS's counts of every old queue over the round's [`Window`].
+async fn counts_read(aws: &Aws, s: &Start<'_>, window: &Window) -> Result<Reading> {
+    let cluster = s.cluster;
+    let mut reading = Reading::default();
+    let mut missing = Vec::new();
+    for queue in s.old {
+        let points = counts::fetch(aws, &queue.name, window).await?;
+        match counts::judge(window, &points) {
+            Counted::Quiet { minutes } => reading.facts.push(format!(
+                "SQS counted no message received or deleted from {} in {minutes} minute(s) of \
+                 the round and after it ({}): nothing reads it",
+                queue.name,
+                window.describe()
+            )),
+            Counted::Read {
+                received,
+                deleted,
+                minutes,
+            } => reading.problems.push(format!(
+                "SQS counted {received:.0} message(s) received and {deleted:.0} deleted from {} \
+                 in {} UTC, besides adopt's own look: something still reads it. {}",
+                queue.name,
+                minutes
+                    .iter()
+                    .map(|m| counts::clock(*m))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                still_read(cluster)
+            )),
+            Counted::Incomplete { missing: minutes } => missing.push((queue, minutes)),
+        }
+    }
+    if !reading.problems.is_empty() || missing.is_empty() {
+        return Ok(reading);
+    }
+    let what = missing
+        .iter()
+        .map(|(q, minutes)| {
+            format!(
+                "{} ({} UTC)",
+                q.name,
+                minutes
+                    .iter()
+                    .map(|m| counts::clock(*m))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    if SystemTime::now() < window.gives_up() {
+        reading.pending = Some(format!(
+            "CloudWatch does not have SQS's counts of {what} yet; run --apply again later"
+        ));
+    } else {
+        reading.problems.push(format!(
+            "CloudWatch still lacks SQS's counts of {what}, {} min after the round's last minute \
+             ended: adopt cannot tell whether anything reads the old queue, so it disables \
+             nothing. Run --apply again for a new round; or, once you have made sure that \
+             Karpenter of {cluster} reads {} and nothing reads {} (helm get values karpenter in \
+             its kube-context; its logs), disable the old rules yourself: {}",
+            counts::PATIENCE.as_secs() / 60,
+            s.tenant.name,
+            s.old
+                .iter()
+                .map(|q| q.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            disable_commands(s.rules, s.region)
+        ));
+    }
+    Ok(reading)
+}
+
+/// The commands that disable `rules` on the default bus, as the operator pastes them.
+pub fn disable_commands(rules: &[String], region: &str) -> String {
+    rules
+        .iter()
+        .map(|r| format!("aws events disable-rule --region {region} --name {r}"))
+        .collect::<Vec<_>>()
+        .join(" && ")
+}
+
+/// Puts one tag on a queue.
+pub(super) async fn tag(aws: &Aws, url: &str, key: &str, value: &str) -> Result<()> {
+    aws.sqs
+        .tag_queue()
+        .queue_url(url)
+        .tags(key, value)
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("TagQueue {url}: {}", describe(&e)))?;
+    Ok(())
+}
+
+/// Removes one tag from a queue.
+pub(super) async fn untag(aws: &Aws, url: &str, key: &str) -> Result<()> {
+    aws.sqs
+        .untag_queue()
+        .queue_url(url)
+        .tag_keys(key)
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("UntagQueue {url}: {}", describe(&e)))
+        .context("concluding adopt's evidence round")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(retention: &str) -> Queue {
+        Queue {
+            name: "q".into(),
+            arn: "arn".into(),
+            url: "url".into(),
+            attributes: [("MessageRetentionPeriod".to_owned(), retention.to_owned())].into(),
+        }
+    }
+
+    #[test]
+    fn a_round_reads_back_from_its_tag_and_ripens() {
+        let round = Round {
+            started: UNIX_EPOCH + Duration::from_millis(1_700_000_000_000),
+            probe: "routerctl-adopt-alpha-1700000000000".into(),
+            backlog: None,
+        };
+        assert_eq!(Round::parse(&round.tag()), Some(round.clone()));
+        assert!(round.ripe());
+        let fresh = Round {
+            started: SystemTime::now(),
+            ..round
+        };
+        assert!(!fresh.ripe());
+        assert_eq!(Round::parse("not a round"), None);
+        assert_eq!(Round::parse("2026-01-01T00:00:00Z a b"), None);
+        assert_eq!(Round::parse("2026-01-01T00:00:00Z a b c d"), None);
+    }
+
+    #[test]
+    fn a_round_older_than_its_queues_keep_messages_is_expired() {
+        let round = |age: u64| Round {
+            started: SystemTime::now() - Duration::from_secs(age),
+            probe: "p".into(),
+            backlog: None,
+        };
+        let (short, long) = (queue("300"), queue("345600"));
+        assert!(!round(100).expired([&short, &long]));
+        assert!(round(280).expired([&short, &long]));
+        assert!(!round(280).expired([&long]));
+        assert_eq!(
+            Round::expired_after([&short, &long]),
+            Duration::from_secs(270)
+        );
+    }
+
+    /// A round whose first read met a backlog keeps when it looked; it ripens when the counts'
+    /// window has ended, and never expires with its messages (the counts decide it).
+    #[test]
+    fn a_round_with_a_backlog_reads_back_and_ripens_on_its_counts_window() {
+        let whole = |at: SystemTime| {
+            UNIX_EPOCH + Duration::from_secs(at.duration_since(UNIX_EPOCH).unwrap().as_secs())
+        };
+        let now = whole(SystemTime::now());
+        let round = Round {
+            started: now - Duration::from_secs(70),
+            probe: "routerctl-adopt-alpha-1700000000000".into(),
+            backlog: Some(Looked {
+                from: now - Duration::from_secs(3),
+                until: now,
+            }),
+        };
+        assert_eq!(Round::parse(&round.tag()), Some(round.clone()));
+        // Past its quiet window, but the minute after its look has not ended.
+        assert!(!round.ripe());
+        let old = Round {
+            started: now - Duration::from_secs(900),
+            backlog: Some(Looked {
+                from: now - Duration::from_secs(800),
+                until: now - Duration::from_secs(790),
+            }),
+            ..round.clone()
+        };
+        assert!(old.ripe());
+        assert!(!old.expired([&queue("300")]));
+        assert!(
+            Round {
+                backlog: None,
+                ..old
+            }
+            .expired([&queue("300")])
+        );
+    }
+
+    #[test]
+    fn the_operators_commands_name_each_rule_and_the_region() {
+        assert_eq!(
+            disable_commands(&["A".into(), "B".into()], "eu-west-1"),
+            "aws events disable-rule --region eu-west-1 --name A && aws events disable-rule \
+             --region eu-west-1 --name B"
+        );
+    }
+}
