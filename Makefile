@@ -27,8 +27,9 @@ REGION ?=
 BUCKET ?=
 CLUSTER ?=
 KARPENTER_ROLE ?=
-# The SNS topic (same region) the alarms notify: the base stack's, and each tenant queue's
-# unread-message alarm. Unset keeps what the stack has.
+# The SNS topic (same region) the alarms notify: the base stack's (or a spoke stack's), whose
+# tenant queues' unread-message alarms notify it too. Unset keeps what the stack has; a new stack
+# given none creates one (its AlarmTopicArn output), and the target says how to subscribe to it.
 ALARM_TOPIC ?=
 LOG_LEVEL ?=
 # package: the architecture to build (default arm64). deploy-base reads the architecture from the
@@ -57,6 +58,8 @@ PARAMS ?=
 # deploy-base runs the release's zip for ARCH from BUCKET (CodeS3Key empty).
 RELEASE ?=
 RELEASE_DIR ?= $(TARGET_DIR)/release-dist
+# The key prefix in BUCKET of the releases and of what deploy-base uploads (a build of your own,
+# the template): deployer.yaml's ArtifactPrefix, which the deployer may write under.
 RELEASE_PREFIX ?= interruption-router
 TEMPLATES := $(if $(RELEASE),$(RELEASE_DIR)/$(RELEASE_PREFIX)/$(RELEASE),cloudformation)
 # CFN_ROLE: the role CloudFormation deploys as (deployer.yaml's CloudFormationRoleArn output), for
@@ -81,10 +84,10 @@ help:
 	@echo "make bench       storm, cold-start, micro benchmarks, organisation storm; writes BENCHMARKS.md"
 	@echo "make soak        the fault scenarios with 3,000 events each"
 	@echo "make fuzz        fuzz the event parser for FUZZ_SECONDS (default 120)"
-	@echo "make release     the release directory: zips per architecture, SBOMs, SHA256SUMS, templates ($(RELEASE_DIR))"
+	@echo "make release     the release directory: the router's zip and routerctl per architecture, SBOMs, SHA256SUMS, templates ($(RELEASE_DIR))"
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64), for a build of your own"
-	@echo "make deploy-base BUCKET=… REGION=… [RELEASE=<version>] [STACK_NAME=…] [LOG_LEVEL=…] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [SPOKE_ROLE_PATH=/…/] [PARAMS=…]"
-	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] [SPOKE_ROLE_PATH=…] (member account)"
+	@echo "make deploy-base BUCKET=… REGION=… [RELEASE=<version>] [STACK_NAME=…] [LOG_LEVEL=…] [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [SPOKE_ROLE_PATH=/…/] [PARAMS=…]"
+	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] [ALARM_TOPIC=<sns arn>] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] [SPOKE_ROLE_PATH=…] (member account)"
 	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create] [EVENT_KINDS=<kinds, comma-separated; default all five>]"
 	@echo "make deploy-fis  CLUSTER=… REGION=… [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…]"
 	@echo "  every deploy target: [RELEASE=<version> [RELEASE_DIR=…]] (templates from a release) [CFN_ROLE=<arn>] (CloudFormation deploys as that role)"
@@ -270,11 +273,14 @@ package: $(VENV)/.package-installed
 		--output-format zip -p interruption-router
 	@echo "packaged $(ZIP) ($$($(PYTHON) tools/zip_arch.py $(ZIP)))"
 
-# The release a platform team deploys (tools/release.py says what goes where): every architecture
-# whose Rust target is installed, built with cargo-lambda; each zip's SBOM from cargo-cyclonedx;
-# the dependencies checked by cargo-deny against deny.toml first. Not part of make test (a clean
-# clone took 56 minutes here for both architectures, tools included, beside other builds);
-# release::artifacts:: runs the same script on the debug binary. The two cargo tools install from crates.io into .tools/ on first use, pinned here.
+# The release a platform team deploys (tools/release.py says what goes where): for every
+# architecture whose Rust target is installed, the router's zip and routerctl for Linux, built with
+# cargo-lambda; an SBOM of each from cargo-cyclonedx; the dependencies checked by cargo-deny against
+# deny.toml first (after a cargo fetch: its offline `cargo metadata` needs every platform's crates).
+# base.yaml's Architecture default names a zip the release holds. Published from a version tag by
+# .github/workflows/release.yml. Not part of make test (a clean clone took 56 minutes here for the
+# router's two architectures, tools included, before routerctl was added); release::artifacts::
+# and release::from_release:: run the same script on the debug binaries. The two cargo tools install from crates.io into .tools/ on first use, pinned here.
 CARGO_CYCLONEDX_VERSION := 0.5.9
 CARGO_DENY_VERSION := 0.20.2
 TOOLS_DIR := $(CURDIR)/.tools
@@ -316,18 +322,26 @@ deploy-base: $(DEPLOY_TOOLS)
 		if [ -n "$(ARCH)" ] && [ "$(ARCH)" != "$$arch" ]; then \
 			echo "error: ARCH=$(ARCH) but $(ZIP) holds an $$arch binary: run make package ARCH=$(ARCH), or drop ARCH"; exit 1; \
 		fi; \
-		key=interruption-router/bootstrap-$$arch-$$(sha256sum $(ZIP) | cut -c1-16).zip; \
+		key=$(RELEASE_PREFIX)/bootstrap-$$arch-$$(sha256sum $(ZIP) | cut -c1-16).zip; \
 		$(AWS) s3 cp --region $(REGION) $(ZIP) s3://$(BUCKET)/$$key; \
 		code="CodeS3Key=$$key Architecture=$$arch"; \
 	fi; \
 	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(STACK_NAME) \
-		--template-file $(TEMPLATES)/base.yaml --s3-bucket $(BUCKET) --s3-prefix interruption-router/templates \
+		--template-file $(TEMPLATES)/base.yaml --s3-bucket $(BUCKET) --s3-prefix $(RELEASE_PREFIX)/templates \
 		--capabilities CAPABILITY_IAM --no-fail-on-empty-changeset $(role_arn) \
 		--parameter-overrides CodeS3Bucket=$(BUCKET) $$code \
 		$(call if_set,LOG_LEVEL,LogLevel) \
 		$(call if_set,ALARM_TOPIC,AlarmTopicArn) $(call if_set,KMS_KEY,KmsKey) \
 		$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) \
 		$(call if_set,SPOKE_ROLE_PATH,SpokeRolePath) $(PARAMS)
+	@$(call say_alarm_topic,$(STACK_NAME),router's alarms)
+
+# Where a stack's alarms go (its AlarmTopicArn output: the topic given, or the one it created), and
+# how to subscribe the on-call: a topic nobody is subscribed to pages nobody.
+say_alarm_topic = topic=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(1) \
+		--query "Stacks[0].Outputs[?OutputKey=='AlarmTopicArn'].OutputValue" --output text); \
+	echo "The $(2) notify $$topic. Unless the on-call is subscribed (routerctl verify fails alarm-topic until one subscription is confirmed), subscribe, then confirm from the email:"; \
+	echo "  aws sns subscribe --region $(REGION) --topic-arn $$topic --protocol email --notification-endpoint <on-call address>"
 
 # A member account's (or the hub account's other region's) spoke stack. It names its IAM role
 # (the router assumes it by name), so CloudFormation needs CAPABILITY_NAMED_IAM.
@@ -342,7 +356,8 @@ deploy-spoke: $(DEPLOY_TOOLS)
 		--template-file $(TEMPLATES)/spoke.yaml --capabilities CAPABILITY_NAMED_IAM --no-fail-on-empty-changeset $(role_arn) \
 		$(call parameter_overrides,$(call if_set,HUB_BUS,HubEventBusArn) $(call if_set,ROUTER_ROLE,RouterRoleArn) $(call if_set,CREATE_SPOKE_ROLE,CreateSpokeRole) \
 			$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) \
-			$(call if_set,SPOKE_ROLE_PATH,SpokeRolePath) $(PARAMS))
+			$(call if_set,SPOKE_ROLE_PATH,SpokeRolePath) $(call if_set,ALARM_TOPIC,AlarmTopicArn) $(PARAMS))
+	@$(call say_alarm_topic,$(SPOKE_STACK),alarms of this region's tenant queues)
 
 # A cluster's queue, next to the stack that connects its region (the base stack in the router's
 # own region, the spoke stack elsewhere), whose exports it imports. The first deploy needs

@@ -2,6 +2,8 @@
 
     <out>/<prefix>/<version>/bootstrap-<arch>.zip       the router for Lambda's <arch>
     <out>/<prefix>/<version>/bootstrap-<arch>.cdx.json  its CycloneDX SBOM (cargo-cyclonedx)
+    <out>/<prefix>/<version>/routerctl-linux-<arch>     the operator CLI for Linux on <arch>
+    <out>/<prefix>/<version>/routerctl-linux-<arch>.cdx.json  its SBOM
     <out>/<prefix>/<version>/{base,tenant,spoke,fis,deployer}.yaml
     <out>/<prefix>/<version>/CHANGELOG.md, CHECKS      what changed; what was checked, and what not
     <out>/<prefix>/<version>/SHA256SUMS                 every file above (`sha256sum -c` reads it)
@@ -9,7 +11,9 @@
 
 base.yaml's function takes its code from <prefix>/<version>/bootstrap-<Architecture>.zip when
 CodeS3Key is empty (its Release mapping's CodePrefix, written here), so `latest/base.yaml` is the
-same file as `<version>/base.yaml` and always names versioned code.
+same file as `<version>/base.yaml` and always names versioned code. Its `Architecture` default is
+written too: arm64 when the release holds arm64's zip, else x86_64, so the template deployed with
+nothing but CodeS3Bucket runs a zip the release holds (`verify` refuses one that does not).
 
 Reproducible: the zips hold one file with fixed metadata (the commit's time, mode 0755), the
 binary is built with the checkout's and cargo's paths remapped, and the SBOM's absolute paths and
@@ -130,6 +134,12 @@ def installed_targets() -> set[str]:
 def deny(cargo_deny: str) -> list[str]:
     """Licences, duplicate versions and sources of what the router links (deny.toml says what is
     allowed and why); then the advisories, which need the RustSec database."""
+    # cargo-deny reads `cargo metadata` offline, which needs every platform's crates in cargo's
+    # cache (windows-sys among them), not only those this machine builds: fetch them first.
+    fetched = run(["cargo", "fetch", "--locked"], cwd=ROOT)
+    if fetched.returncode != 0:
+        raise ReleaseError("cargo fetch --locked failed (above): cargo-deny needs every crate of "
+                           "Cargo.lock in cargo's cache")
     common = [cargo_deny, "--manifest-path", str(ROOT / "router/Cargo.toml"), "--locked",
               "--exclude-dev", "--config", str(ROOT / "deny.toml")]
     checked = run(common + ["--offline", "check", "licenses", "bans", "sources"], cwd=ROOT)
@@ -161,28 +171,30 @@ def deny(cargo_deny: str) -> list[str]:
 # ------------------------------------------------------------------ building
 
 
-def build_binary(arch: str, cargo_lambda: str) -> Path:
-    """A release build for `arch` with cargo-lambda (zig links against Lambda's glibc), the
-    checkout's and cargo's own paths remapped so the binary does not depend on where they are."""
+def build_binary(arch: str, cargo_lambda: str, package: str = PACKAGE) -> Path:
+    """A release build of `package` for `arch` with cargo-lambda (zig links against an old
+    glibc: Lambda's for the router, and most Linux distributions' for routerctl), the checkout's
+    and cargo's own paths remapped so the binary does not depend on where they are."""
     cargo_home = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo"))
     flags = [f"--remap-path-prefix={ROOT}=/build", f"--remap-path-prefix={cargo_home}=/cargo"]
     env = dict(os.environ, CARGO_ENCODED_RUSTFLAGS="\x1f".join(flags))
     env.pop("RUSTFLAGS", None)
     lambda_dir = ROOT / "target" / f"lambda-{arch}"
-    say(f"{arch}: cargo lambda build --release --target {TRIPLES[arch]} (tens of minutes on 2 cores)")
+    say(f"{arch}: cargo lambda build --release --target {TRIPLES[arch]} --package {package} "
+        "(tens of minutes on 2 cores)")
     # --disable-optimizations: the workspace's release profile as it is (cargo-lambda would
     # otherwise put its own defaults in, panic=abort among them, where the router wants unwind).
     out = run([cargo_lambda, "lambda", "build", "--release", "--disable-optimizations",
-               "--target", TRIPLES[arch], "--package", PACKAGE, "--lambda-dir", str(lambda_dir)],
+               "--target", TRIPLES[arch], "--package", package, "--lambda-dir", str(lambda_dir)],
               cwd=ROOT, env=env)
     if out.returncode != 0:
-        raise ReleaseError(f"{arch}: the build failed (above)")
-    binary = lambda_dir / PACKAGE / "bootstrap"
+        raise ReleaseError(f"{arch}: the build of {package} failed (above)")
+    binary = lambda_dir / package / "bootstrap"
     needed = glibc_needed(binary)
-    if needed > LAMBDA_GLIBC:
+    if package == PACKAGE and needed > LAMBDA_GLIBC:
         raise ReleaseError(f"{arch}: the binary needs glibc 2.{needed[1]}, and Lambda's "
                            f"provided.al2023 has 2.{LAMBDA_GLIBC[1]}")
-    say(f"{arch}: needs glibc 2.{needed[1]} at most (provided.al2023 has 2.{LAMBDA_GLIBC[1]})")
+    say(f"{arch}: {package} needs glibc 2.{needed[1]} at most")
     return binary
 
 
@@ -216,8 +228,9 @@ def write_zip(binary: Path, zip_path: Path, when: int) -> None:
         z.writestr(info, binary.read_bytes(), compresslevel=6)
 
 
-def sbom(arch: str, cyclonedx: str, out: Path, when: int, zip_name: str) -> None:
-    """cargo-cyclonedx's SBOM of the router binary's dependencies for `arch`'s target (build
+def sbom(arch: str, cyclonedx: str, out: Path, when: int, artifact: str,
+         package: str = PACKAGE) -> None:
+    """cargo-cyclonedx's SBOM of `package`'s binary dependencies for `arch`'s target (build
     scripts' dependencies, which do not ship, left out), with the checkout's path made relative
     so the document does not depend on where the checkout is."""
     member_files = [ROOT / d / f for d, f in [("router", "interruption-router_bin.cdx.json"),
@@ -225,11 +238,12 @@ def sbom(arch: str, cyclonedx: str, out: Path, when: int, zip_name: str) -> None
                                              ("tests", "policy-documents_bin.cdx.json")]]
     existed = {p for p in member_files if p.exists()}
     env = dict(os.environ, SOURCE_DATE_EPOCH=str(when))
-    done = run([cyclonedx, "cyclonedx", "--manifest-path", str(ROOT / "router/Cargo.toml"),
+    manifest_dir = {PACKAGE: "router", "routerctl": "routerctl"}[package]
+    done = run([cyclonedx, "cyclonedx", "--manifest-path", str(ROOT / manifest_dir / "Cargo.toml"),
                 "--format", "json", "--spec-version", "1.5", "--describe", "binaries",
                 "--target", TRIPLES[arch], "--no-build-deps"], cwd=ROOT, env=env,
                capture_output=True)
-    produced = ROOT / "router" / "interruption-router_bin.cdx.json"
+    produced = ROOT / manifest_dir / f"{package}_bin.cdx.json"
     try:
         if done.returncode != 0 or not produced.exists():
             raise ReleaseError(f"{arch}: cargo-cyclonedx failed: {done.stderr.strip()}")
@@ -241,8 +255,31 @@ def sbom(arch: str, cyclonedx: str, out: Path, when: int, zip_name: str) -> None
                 p.unlink()
     doc = json.loads(text)
     doc["metadata"].setdefault("properties", []).append(
-        {"name": "interruption-router:artifact", "value": zip_name})
+        {"name": "interruption-router:artifact", "value": artifact})
     out.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def write_executable(binary: Path, path: Path, when: int) -> None:
+    """A copy of `binary`, mode 0755, its time the commit's (reproducible bytes and metadata)."""
+    shutil.copyfile(binary, path)
+    path.chmod(0o755)
+    os.utime(path, (when, when))
+
+
+ARCHITECTURE_DEFAULT = re.compile(r"(^  Architecture:\n    Type: String\n    Default: )(\S+)\n", re.M)
+
+
+def default_architecture(base: str) -> str | None:
+    """The `Default` of base.yaml's Architecture parameter."""
+    found = ARCHITECTURE_DEFAULT.search(base)
+    return found.group(2) if found else None
+
+
+def set_default_architecture(base: str, arch: str) -> str:
+    if default_architecture(base) is None:
+        raise ReleaseError("cloudformation/base.yaml: no Architecture parameter with a Default "
+                           "(its Type then Default lines) for make release to set")
+    return ARCHITECTURE_DEFAULT.sub(lambda m: f"{m.group(1)}{arch}\n", base, count=1)
 
 
 def sha256(path: Path) -> str:
@@ -263,8 +300,9 @@ def build(args: argparse.Namespace) -> int:
         raise ReleaseError(f"RELEASE_PREFIX={args.prefix!r}: give an S3 key prefix of letters, "
                            "digits, '.', '_', '-' and '/' (e.g. interruption-router)")
     given = dict(b.split("=", 1) for b in args.binary)
+    given_cli = dict(b.split("=", 1) for b in args.routerctl)
     wanted = args.arch or list(TRIPLES)
-    for arch in list(given) + wanted:
+    for arch in list(given) + list(given_cli) + wanted:
         if arch not in TRIPLES:
             raise ReleaseError(f"architecture {arch!r}: Lambda runs x86_64 or arm64")
 
@@ -310,17 +348,42 @@ def build(args: argparse.Namespace) -> int:
             sbom(arch, args.cyclonedx, version_dir / f"bootstrap-{arch}.cdx.json", when, zip_name)
         built.append(arch)
         say(f"{arch}: {prefix}/{version}/{zip_name}")
+        # routerctl for an operator's Linux machine of the same architecture.
+        if arch in given_cli:
+            cli = Path(given_cli[arch])
+            checks.append(f"{arch}: routerctl given ({cli.name}), not built here")
+        elif arch in given:
+            checks.append(f"{arch}: routerctl not shipped (a development build: no --routerctl)")
+            continue
+        else:
+            cli = build_binary(arch, args.cargo_lambda, "routerctl")
+            checks.append(f"{arch}: routerctl built (cargo lambda build --release --target "
+                          f"{triple} --package routerctl; glibc 2.{glibc_needed(cli)[1]} or later)")
+        if elf_arch(cli) != arch:
+            raise ReleaseError(f"{cli} is a {elf_arch(cli) or 'non-ELF'} binary, not {arch}")
+        cli_name = f"routerctl-linux-{arch}"
+        write_executable(cli, version_dir / cli_name, when)
+        if args.cyclonedx:
+            sbom(arch, args.cyclonedx, version_dir / f"{cli_name}.cdx.json", when, cli_name,
+                 "routerctl")
+        say(f"{arch}: {prefix}/{version}/{cli_name}")
     if not built:
         raise ReleaseError("no architecture could be built: install a Rust target "
                            f"({', '.join(TRIPLES.values())})")
     if not args.cyclonedx:
         checks.append("SBOM: NOT MADE (a development build: --cyclonedx not given)")
 
+    # The template's own default architecture must name a zip the release holds.
+    default_arch = "arm64" if "arm64" in built else "x86_64"
     for name in TEMPLATES:
         text = (ROOT / "cloudformation" / name).read_text()
         if name == "base.yaml":
             text = text.replace(f"      CodePrefix: {DEFAULT_PREFIX}/{version}\n",
                                 f"      CodePrefix: {prefix}/{version}\n", 1)
+            text = set_default_architecture(text, default_arch)
+            if default_arch != "arm64":
+                checks.append(f"base.yaml: Architecture defaults to {default_arch} (the release "
+                              "holds no arm64 zip)")
         (version_dir / name).write_text(text)
         (latest / name).write_text(text)
     shutil.copyfile(ROOT / "CHANGELOG.md", version_dir / "CHANGELOG.md")
@@ -340,10 +403,10 @@ def build(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ verifying
 
 
-def router_dependencies(triple: str) -> set[str]:
-    """`name@version` of every crate the router binary links for `triple`, as cargo resolves it
+def dependencies(triple: str, package: str = PACKAGE) -> set[str]:
+    """`name@version` of every crate `package`'s binary links for `triple`, as cargo resolves it
     (normal dependencies; build scripts' and dev-dependencies do not ship)."""
-    out = run(["cargo", "tree", "--locked", "--package", PACKAGE, "--edges", "normal",
+    out = run(["cargo", "tree", "--locked", "--package", package, "--edges", "normal",
                "--target", triple, "--prefix", "none", "--format", "{p}"],
               cwd=ROOT, capture_output=True)
     if out.returncode != 0:
@@ -351,7 +414,7 @@ def router_dependencies(triple: str) -> set[str]:
     deps = set()
     for line in out.stdout.splitlines():
         parts = line.split()
-        if len(parts) >= 2 and parts[1].startswith("v") and parts[0] != PACKAGE:
+        if len(parts) >= 2 and parts[1].startswith("v") and parts[0] != package:
             deps.add(f"{parts[0]}@{parts[1][1:]}")
     return deps
 
@@ -375,25 +438,25 @@ def check_sums(directory: Path) -> list[str]:
     return problems
 
 
-def check_sbom(path: Path, arch: str, version: str) -> list[str]:
+def check_sbom(path: Path, arch: str, version: str, package: str = PACKAGE) -> list[str]:
     if not path.exists():
-        return [f"{path}: missing (every zip has its SBOM)"]
+        return [f"{path}: missing (every artifact has its SBOM)"]
     doc = json.loads(path.read_text())
     problems = []
     component = doc.get("metadata", {}).get("component", {})
     if doc.get("bomFormat") != "CycloneDX":
         problems.append(f"{path}: not a CycloneDX document")
-    if (component.get("name"), component.get("version")) != (PACKAGE, version):
+    if (component.get("name"), component.get("version")) != (package, version):
         problems.append(f"{path}: describes {component.get('name')} {component.get('version')}, "
-                        f"not {PACKAGE} {version}")
+                        f"not {package} {version}")
     triples = {p.get("value") for p in doc.get("metadata", {}).get("properties", [])
                if p.get("name") == "cdx:rustc:sbom:target:triple"}
     if triples != {TRIPLES[arch]}:
         problems.append(f"{path}: made for {sorted(triples)}, not {TRIPLES[arch]}")
     listed = {f"{c.get('name')}@{c.get('version')}" for c in doc.get("components", [])}
-    missing = sorted(router_dependencies(TRIPLES[arch]) - listed)
+    missing = sorted(dependencies(TRIPLES[arch], package) - listed)
     if missing:
-        problems.append(f"{path}: lacks {len(missing)} of the router's dependencies: "
+        problems.append(f"{path}: lacks {len(missing)} of {package}'s dependencies: "
                         + ", ".join(missing[:10]) + (" …" if len(missing) > 10 else ""))
     return problems
 
@@ -421,6 +484,17 @@ def verify(out: Path, prefix: str, version: str, sbom_required: bool = True) -> 
                     problems.append(f"{z}: bootstrap is not an {arch} binary")
         if sbom_required:
             problems += check_sbom(version_dir / f"bootstrap-{arch}.cdx.json", arch, version)
+    for cli in sorted(version_dir.glob("routerctl-linux-*")):
+        if cli.name.endswith(".cdx.json"):
+            continue
+        arch = cli.name[len("routerctl-linux-"):]
+        if elf_arch(cli) != arch:
+            problems.append(f"{cli}: not an {arch} binary")
+        if cli.stat().st_mode & 0o111 == 0:
+            problems.append(f"{cli}: not executable")
+        if sbom_required:
+            problems += check_sbom(version_dir / f"{cli.name}.cdx.json", arch, version,
+                                   "routerctl")
     for name in TEMPLATES:
         if not (version_dir / name).exists():
             problems.append(f"{version_dir / name}: missing")
@@ -435,6 +509,11 @@ def verify(out: Path, prefix: str, version: str, sbom_required: bool = True) -> 
         if '"${CodePrefix}/bootstrap-${Architecture}.zip"' not in base:
             problems.append(f"{version_dir}/base.yaml: its function does not take "
                             "${CodePrefix}/bootstrap-${Architecture}.zip")
+        arch = default_architecture(base)
+        if not (version_dir / f"bootstrap-{arch}.zip").exists():
+            problems.append(f"{version_dir}/base.yaml: Architecture defaults to {arch}, but the "
+                            f"release holds no bootstrap-{arch}.zip: deployed with its defaults, "
+                            "the function would name code that is not there")
     if (latest / "VERSION").exists() and (latest / "VERSION").read_text() != f"{version}\n":
         problems.append(f"{latest}/VERSION: not {version}")
     return problems
@@ -449,10 +528,14 @@ def main() -> int:
     b.add_argument("--arch", action="append", choices=sorted(TRIPLES),
                    help="only these architectures (default: every one whose target is installed)")
     b.add_argument("--binary", action="append", default=[], metavar="ARCH=PATH",
-                   help="take this binary for ARCH instead of building it (tests)")
+                   help="take this router binary for ARCH instead of building it (tests)")
+    b.add_argument("--routerctl", action="append", default=[], metavar="ARCH=PATH",
+                   help="take this routerctl binary for ARCH instead of building it (tests)")
     b.add_argument("--cargo-lambda", help="cargo-lambda, to build each installed target")
     b.add_argument("--cyclonedx", help="cargo-cyclonedx, to make each zip's SBOM")
     b.add_argument("--cargo-deny", help="cargo-deny, to check what goes in (deny.toml)")
+    sub.add_parser("version", help="print the workspace's version")
+    sub.add_parser("notes", help="print the CHANGELOG section of the workspace's version")
     v = sub.add_parser("verify", help="check a release directory")
     v.add_argument("out")
     v.add_argument("--prefix", default=DEFAULT_PREFIX)
@@ -462,6 +545,16 @@ def main() -> int:
     try:
         if args.command == "build":
             return build(args)
+        if args.command == "version":
+            print(workspace_version())
+            return 0
+        if args.command == "notes":
+            version = workspace_version()
+            section = changelog_section(version)
+            if not section:
+                raise ReleaseError(f"CHANGELOG.md has no section \"## {version}\"")
+            print(section.strip())
+            return 0
         version = args.version or workspace_version()
         problems = verify(Path(args.out).resolve(), args.prefix.strip("/"), version,
                           sbom_required=not args.no_sbom)

@@ -27,6 +27,7 @@ pub struct Aws {
     pub cloudwatch: aws_sdk_cloudwatch::Client,
     pub sts: aws_sdk_sts::Client,
     pub ssm: aws_sdk_ssm::Client,
+    pub sns: aws_sdk_sns::Client,
     /// The configuration the clients were built from (what [`Aws::assume_role`] starts from).
     pub config: aws_config::SdkConfig,
 }
@@ -116,6 +117,7 @@ impl Aws {
             cloudwatch: aws_sdk_cloudwatch::Client::new(config),
             sts: aws_sdk_sts::Client::new(config),
             ssm: aws_sdk_ssm::Client::new(config),
+            sns: aws_sdk_sns::Client::new(config),
             config: config.clone(),
         })
     }

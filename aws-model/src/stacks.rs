@@ -162,9 +162,30 @@ pub async fn create(
     template: &str,
     parameters: &[(&str, &str)],
 ) -> Result<Stack> {
-    cfn.create_stack()
-        .stack_name(name)
-        .template_body(template)
+    create_as(cfn, name, Source::Body(template), parameters).await
+}
+
+/// Where CreateStack takes a template from: its text, or an S3 URL (a release's, as the README
+/// deploys it: `https://<bucket>.s3.<region>.amazonaws.com/<prefix>/<version>/base.yaml`).
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    Body(&'a str),
+    Url(&'a str),
+}
+
+/// [`create`] from either [`Source`].
+pub async fn create_as(
+    cfn: &aws_sdk_cloudformation::Client,
+    name: &str,
+    source: Source<'_>,
+    parameters: &[(&str, &str)],
+) -> Result<Stack> {
+    let request = cfn.create_stack().stack_name(name);
+    let request = match source {
+        Source::Body(body) => request.template_body(body),
+        Source::Url(url) => request.template_url(url),
+    };
+    request
         .set_parameters(Some(
             parameters.iter().map(|(k, v)| parameter(k, v)).collect(),
         ))

@@ -56,6 +56,10 @@ AWS does. Each fix says what AWS does and where moto differs.
   NumberOfMessagesDeleted and NumberOfEmptyReceives per queue and minute, zero included while the
   queue is active, counting every caller, minutes late; moto reports none. Reported here from the
   server's own SQS calls, each minute a settable delay after it ends (`_sqs_metrics`).
+* A StackSet's operations. CloudFormation runs one operation of a stack set at a time, each for
+  minutes, refusing another meanwhile (OperationInProgressException) unless managed execution
+  queues it; moto finishes each at once. Here each runs for a settable time, and a second is
+  refused or queued as CloudFormation would (`_stack_set_operations_take_time`).
 
 One change is for speed, not for AWS's answers: moto's server lists its own package directory
 (a listdir and an isdir per service) on every request to find the service a host names. Under
@@ -576,3 +580,108 @@ if _sqs is not None:
     # Held here: CloudWatch finds its providers by __subclasses__(), which keeps only weak
     # references, and would lose a class nothing else holds.
     _SQS_METRICS = _sqs_metrics(_sqs.SQSBackend)
+
+
+def _stack_set_operations_take_time():
+    """Has a StackSet run one operation at a time, each taking time, as CloudFormation does.
+
+    StackSets "performs only one operation at a time" per stack set: an operation requested while
+    another runs is refused with OperationInProgressException, unless the stack set's managed
+    execution is active, in which case conflicting operations are queued (QUEUED) and run in
+    order (CloudFormation User Guide, "StackSets concepts", managed execution; API reference,
+    CreateStackInstances). moto finishes every operation at once (SUCCEEDED) and ignores
+    ManagedExecution. Here each operation is RUNNING for `stack_set_operation_seconds` (3 unless
+    POST /moto-api/config {"cloudformation": {"stack_set_operation_seconds": n}}), then SUCCEEDED;
+    DescribeStackSet and DescribeStackSetOperation answer the state of the moment.
+    """
+    from moto.cloudformation import models as cfn_models
+    from moto.cloudformation import responses as cfn_responses
+    from moto.cloudformation.exceptions import CloudFormationError
+    from moto.moto_api._internal import models as api
+
+    class OperationInProgress(CloudFormationError):
+        code = "OperationInProgressException"
+
+    settings = {"stack_set_operation_seconds": 3}
+    stack_set = cfn_models.FakeStackSet if hasattr(cfn_models, "FakeStackSet") else cfn_models.StackSet
+    create_operation = stack_set._create_operation
+
+    def timed(self):
+        """Each operation's (start, end), in the order requested."""
+        if not hasattr(self, "_timed"):
+            self._timed = {}
+        return self._timed
+
+    def settle(self):
+        now = time.time()
+        for operation in self.operations:
+            start, end = timed(self).get(operation["OperationId"], (0, 0))
+            if operation["Status"] in ("RUNNING", "QUEUED"):
+                operation["Status"] = "QUEUED" if now < start else "RUNNING" if now < end else "SUCCEEDED"
+
+    def _create_operation(self, operation_id, action, status, accounts=None, regions=None):
+        settle(self)
+        busy = [o for o in self.operations if o["Status"] in ("RUNNING", "QUEUED")]
+        now = time.time()
+        if busy and not getattr(self, "_managed", False):
+            raise OperationInProgress(
+                f"Another Operation on StackSet {self.id} is in progress: "
+                f"{busy[-1]['OperationId']}")
+        start = max([now] + [timed(self)[o["OperationId"]][1] for o in busy])
+        end = start + settings["stack_set_operation_seconds"]
+        operation = create_operation(self, operation_id, action, status, accounts, regions)
+        if status == "SUCCEEDED":
+            operation["Status"] = "QUEUED" if busy else "RUNNING"
+            timed(self)[operation_id] = (start, end)
+        return operation
+
+    stack_set._create_operation = _create_operation
+    stack_set.managed_execution = property(lambda self: {"Active": getattr(self, "_managed", False)})
+
+    describe = cfn_models.CloudFormationBackend.describe_stack_set_operation
+
+    def describe_stack_set_operation(self, stackset_name, operation_id):
+        stackset, operation = describe(self, stackset_name, operation_id)
+        settle(stackset)
+        return stackset, operation
+
+    cfn_models.CloudFormationBackend.describe_stack_set_operation = describe_stack_set_operation
+    listed = cfn_models.CloudFormationBackend.list_stack_set_operations
+
+    def list_stack_set_operations(self, stackset_name):
+        operations = listed(self, stackset_name)
+        settle(self.describe_stack_set(stackset_name))
+        return operations
+
+    cfn_models.CloudFormationBackend.list_stack_set_operations = list_stack_set_operations
+    create = cfn_responses.CloudFormationResponse.create_stack_set
+
+    def create_stack_set(self):
+        result = create(self)
+        active = self._get_param("ManagedExecution.Active")
+        if active is None:
+            active = (self._get_params().get("ManagedExecution") or {}).get("Active")
+        if str(active).lower() == "true":
+            self.cloudformation_backend.describe_stack_set(self._get_param("StackSetName"))._managed = True
+        return result
+
+    cfn_responses.CloudFormationResponse.create_stack_set = create_stack_set
+
+    get_config = api.MotoAPIBackend.get_config
+    set_config = api.MotoAPIBackend.set_config
+
+    def get_cfn_config(self):
+        return dict(get_config(self), cloudformation=dict(settings))
+
+    def set_cfn_config(self, config):
+        set_config(self, config)
+        seconds = config.get("cloudformation", {}).get("stack_set_operation_seconds")
+        if seconds is not None:
+            settings["stack_set_operation_seconds"] = max(0, int(seconds))
+
+    api.MotoAPIBackend.get_config = get_cfn_config
+    api.MotoAPIBackend.set_config = set_cfn_config
+
+
+if _cfn is not None:
+    _stack_set_operations_take_time()

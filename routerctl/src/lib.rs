@@ -1,5 +1,6 @@
 //! routerctl: the operator CLI a platform team runs against its accounts.
 //!
+//! * [`cli`]: the command line (what `main.rs` runs, and what the docs test parses);
 //! * [`check`]: the engine verify and adopt share: a check is rows of expect → where → fix;
 //! * [`verify`]: a deployed hub, its spokes and tenants, checked against what the templates
 //!   define (each check says what it expects, where it looked, and the exact fix);
@@ -15,6 +16,7 @@
 
 pub mod adopt;
 pub mod check;
+pub mod cli;
 pub mod fis;
 pub mod simulate;
 pub mod verify;

@@ -354,6 +354,11 @@ impl Deployment<'_> {
                 named("LogGroupName")?
             ),
             ("AWS::CloudWatch::Dashboard", "Ref") => named("DashboardName")?,
+            // A topic's Ref is its ARN.
+            ("AWS::SNS::Topic", "Ref" | "TopicArn") => {
+                format!("arn:{p}:sns:{region}:{account}:{}", named("TopicName")?)
+            }
+            ("AWS::SNS::Topic", "TopicName") => named("TopicName")?,
             (_, "Ref") => format!("{}-{logical}-GENERATED", self.stage.stack_name),
             _ => return Err(unknown()),
         })

@@ -109,7 +109,7 @@ impl Estate {
                 };
                 stacks::update(&self.aws.cfn, &stack, &edit.template, &[]).await?;
                 Ok(format!(
-                    "routerctl adopt --stack-template > {stack}.yaml ({}); aws cloudformation \
+                    "routerctl adopt --cluster {cluster} --stack-template > {stack}.yaml ({}); aws cloudformation \
                      deploy --stack-name {stack} --template-file {stack}.yaml",
                     edit.summary()
                 ))

@@ -24,12 +24,18 @@ use serde_json::Value;
 use aws_model::deployed::Rendered;
 use aws_model::{
     aws::Aws,
-    stacks::{self, Stack},
+    stacks::{self, Source, Stack},
 };
 use local_aws::moto::{MotoServer, sdk_config_for};
 use routerctl::verify::{ALARMS, Monitored};
 
 pub use self::spoke::Spoke;
+
+/// Where [`Sandbox::deploy_from`] takes base.yaml and tenant.yaml from.
+pub struct Templates<'a> {
+    pub base: Source<'a>,
+    pub tenant: Source<'a>,
+}
 
 /// The deployment, and clients for the emulator.
 pub struct Sandbox {
@@ -68,7 +74,6 @@ impl Sandbox {
         clusters: &[&str],
         parameters: &[(&str, &str)],
     ) -> Result<Self> {
-        let aws = Aws::new(&sdk_config_for(moto.endpoint()).await)?;
         // Where the stack's default CodeS3Key finds the release's zip.
         moto.put_object(
             "sandbox-artifacts",
@@ -78,16 +83,34 @@ impl Sandbox {
         .await?;
         let mut all = vec![("CodeS3Bucket", "sandbox-artifacts")];
         all.extend_from_slice(parameters);
-        let base = stacks::create(&aws.cfn, stack, stacks::BASE_TEMPLATE, &all).await?;
+        let templates = Templates {
+            base: Source::Body(stacks::BASE_TEMPLATE),
+            tenant: Source::Body(stacks::TENANT_TEMPLATE),
+        };
+        Self::deploy_from(moto, stack, clusters, &templates, &all).await
+    }
+
+    /// The stacks from `templates` (a release's URLs, say), base.yaml with exactly `parameters`
+    /// and each tenant with its cluster and Karpenter's role, completed as [`Sandbox::deploy`]
+    /// completes them.
+    pub async fn deploy_from(
+        moto: &MotoServer,
+        stack: &str,
+        clusters: &[&str],
+        templates: &Templates<'_>,
+        parameters: &[(&str, &str)],
+    ) -> Result<Self> {
+        let aws = Aws::new(&sdk_config_for(moto.endpoint()).await)?;
+        let base = stacks::create_as(&aws.cfn, stack, templates.base, parameters).await?;
         for cluster in clusters {
             // The safe path the README walks: Karpenter's controller role is named, so the
             // tenant stack lets it read the new queue.
             let karpenter = karpenter_role_name(cluster);
             create_karpenter_role(&aws.iam, &karpenter).await?;
-            stacks::create(
+            stacks::create_as(
                 &aws.cfn,
                 &stacks::tenant_stack_name(stack, cluster),
-                stacks::TENANT_TEMPLATE,
+                templates.tenant,
                 // No BaseStackName: the queue imports the region's exports (base.yaml's here).
                 &[("ClusterName", cluster), ("KarpenterRoleName", &karpenter)],
             )
@@ -170,6 +193,15 @@ impl Sandbox {
                 .context("PutPermission on the central bus")?;
         }
         self.create_alarms().await?;
+        // A topic the stack was given is the platform team's own, subscribed to already.
+        if self
+            .base_parameters()
+            .await?
+            .get("AlarmTopicArn")
+            .is_none_or(|t| t.is_empty())
+        {
+            subscribe_on_call(&self.aws, self.base.output("AlarmTopicArn")?, self.stack()).await?;
+        }
         let role = self.router_role_arn()?.to_owned();
         self.rewrite_role_policies_as_json(&role).await
     }
@@ -195,16 +227,16 @@ impl Sandbox {
 
     /// base.yaml's alarms on the router's metrics (moto's CloudFormation skips
     /// AWS::CloudWatch::Alarm), named as CloudFormation names them (`<stack>-<logical id>-<suffix>`),
-    /// without actions (no AlarmTopicArn). The one on unreachable accounts only for a router that
-    /// serves others, as the template's condition says.
+    /// notifying the stack's alarm topic. The one on unreachable accounts only for a router that
+    /// assumes spoke roles, as the template's condition says.
     pub async fn create_alarms(&self) -> Result<()> {
         let parameters = self.base_parameters().await?;
-        let served = parameters
+        let assumes_spoke_roles = parameters
             .get("ServedAccounts")
-            .map(String::as_str)
-            .unwrap_or_default();
+            .is_some_and(|s| !s.is_empty())
+            || parameters.get("CentralBus").map(String::as_str) == Some("Enabled");
         for spec in ALARMS {
-            if spec.serving_others_only && served.is_empty() {
+            if spec.serving_others_only && !assumes_spoke_roles {
                 continue;
             }
             self.create_alarm(spec.logical).await?;
@@ -221,7 +253,7 @@ impl Sandbox {
         let monitored = Monitored {
             namespace: interruption_router::config::DEFAULT_METRICS_NAMESPACE,
             function: self.function_name()?,
-            topic: None,
+            topic: Some(self.base.output("AlarmTopicArn")?),
         };
         let name = format!("{}-{logical}-SANDBOX", self.stack());
         spec.put(&self.aws.cloudwatch, &name, &monitored).await
@@ -266,6 +298,39 @@ pub(crate) async fn put_queue_policy(
 
 /// Deletes default-bus rule `rule` as a person or a Terraform apply does, outside any stack: its
 /// targets first (EventBridge refuses to delete a rule that still has any), then the rule.
+/// The on-call's subscription to a stack's alarm topic (an SQS queue `<stack>-on-call`, which
+/// SNS confirms at once), as a platform team subscribes its pager: without one the alarms page
+/// nobody, and `routerctl verify` fails `alarm-topic`.
+pub(crate) async fn subscribe_on_call(aws: &Aws, topic: &str, stack: &str) -> Result<()> {
+    let queue = aws
+        .sqs
+        .create_queue()
+        .queue_name(format!("{stack}-on-call"))
+        .send()
+        .await
+        .context("CreateQueue (the on-call's)")?;
+    let url = queue.queue_url().context("no queue URL")?;
+    let arn = aws
+        .sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await?
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .context("no queue ARN")?;
+    aws.sns
+        .subscribe()
+        .topic_arn(topic)
+        .protocol("sqs")
+        .endpoint(arn)
+        .send()
+        .await
+        .with_context(|| format!("Subscribe to {topic}"))?;
+    Ok(())
+}
+
 pub async fn delete_rule(events: &aws_sdk_eventbridge::Client, rule: &str) -> Result<()> {
     let targets = events.list_targets_by_rule().rule(rule).send().await?;
     let ids: Vec<String> = targets

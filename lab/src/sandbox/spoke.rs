@@ -17,7 +17,8 @@ impl Sandbox {
     /// spoke.yaml in `account` (stack [`verify::DEFAULT_SPOKE_STACK`], forwarding to this hub's
     /// central bus, creating the spoke role) and one tenant.yaml per cluster importing from it and
     /// naming the cluster's Karpenter controller role, completed as [`Sandbox::deploy`] completes
-    /// the hub: tenant queue policies admitting the spoke role, inline role policies as JSON. The account is reached as moto allows, with the
+    /// the hub: tenant queue policies admitting the spoke role, inline role policies as JSON, the
+    /// on-call subscribed to its alarm topic. The account is reached as moto allows, with the
     /// credentials AssumeRole returns for its spoke role.
     pub async fn deploy_spoke(
         &self,
@@ -82,6 +83,7 @@ impl Sandbox {
         for role in [role.as_str(), forward.as_str()] {
             rewrite_role_policies_as_json(&aws.iam, role).await?;
         }
+        super::subscribe_on_call(&aws, stack.output("AlarmTopicArn")?, &stack.name).await?;
         Ok(Spoke {
             aws,
             account: account.to_owned(),

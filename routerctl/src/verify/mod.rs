@@ -31,6 +31,8 @@
 //!   and `function:on-failure-destination`, `router-role`, `router-role:assume-spoke-roles`;
 //! * `monitoring.rs`: `dashboard`, `alarm:<name>` (late forwards, access denied, unreachable
 //!   accounts, missing metric documents), `function:metrics`;
+//! * `alarm_topic.rs`: `alarm-topic` (and a member's `spoke:<account>:alarm-topic`): the topic
+//!   every alarm notifies has a confirmed subscription, or the alarms page nobody;
 //! * `keys.rs`: `ingest-queue:key`, `dead-letter-queue:key` (and `tenant:<cluster>:key`, from
 //!   `tenants/`): a queue under a KMS key, its key enabled, customer managed, and usable by each
 //!   principal on the path (key policy, role policies and boundary together);
@@ -46,6 +48,7 @@
 //! the same rows as it finds them (`report::Findings`). Shared: `report.rs` (the report),
 //! `role.rs` (a role's policies read once).
 
+mod alarm_topic;
 mod function;
 pub(crate) mod keys;
 mod monitoring;
@@ -154,6 +157,23 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
     let role = function::check_role(aws, &base, config.as_ref(), checks).await;
     keys::check_base(aws, &base, &rule_arns, role.as_ref(), checks).await;
     monitoring::check(aws, &base, config.as_ref(), checks).await;
+    checks.push(
+        alarm_topic::check(
+            aws,
+            &alarm_topic::Site {
+                name: "alarm-topic".into(),
+                topic: base.alarm_topic(),
+                region: &aws.region,
+                deploy: format!(
+                    "update stack {} with this release's base.yaml (make deploy-base BUCKET=… \
+                     REGION={}): given no topic, it creates one for its alarms; or give yours \
+                     with ALARM_TOPIC=<topic ARN>",
+                    base.name, aws.region
+                ),
+            },
+        )
+        .await,
+    );
     let template = tenants::template(&base, config.as_ref(), checks);
     if let Some(template) = &template {
         // The base stack's own queues are not tenants.

@@ -29,6 +29,22 @@ impl Base {
         self.parameters.get(key).map(String::as_str)
     }
 
+    /// The SNS topic the stack's alarms notify: its AlarmTopicArn output (the topic given, or the
+    /// one it created), or, for a stack from before that output, the parameter if set.
+    pub fn alarm_topic(&self) -> Option<&str> {
+        self.output("AlarmTopicArn")
+            .or_else(|| self.parameter("AlarmTopicArn"))
+            .filter(|t| !t.is_empty())
+    }
+
+    /// Whether the router assumes spoke roles (base.yaml's AssumesSpokeRoles): it serves other
+    /// accounts, or has a central bus that this account's other regions forward to.
+    pub fn assumes_spoke_roles(&self) -> bool {
+        self.parameter("ServedAccounts")
+            .is_some_and(|s| !s.is_empty())
+            || self.parameter("CentralBus") == Some("Enabled")
+    }
+
     /// The central event bus's ARN, when the stack has one (CentralBus=Enabled).
     pub fn hub_bus_arn(&self) -> Option<&str> {
         self.output("HubEventBusArn")

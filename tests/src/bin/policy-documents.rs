@@ -27,6 +27,7 @@ const ROUTER_ROLE: &str = "arn:aws:iam::123456789012:role/interruption-router-Ro
 /// The deployments each template is rendered for.
 fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
     let base = || Stage::new(BASE, HUB, REGION).parameter("CodeS3Bucket", "artifacts");
+    const ALARMS: &str = "arn:aws:sns:us-east-1:123456789012:interruption-router-AlarmTopic-X";
     let tenant = || {
         Stage::new("interruption-router-tenant-alpha", HUB, REGION)
             .parameter("ClusterName", "alpha")
@@ -34,6 +35,8 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
             .export("interruption-router:QueuePrefix", "karpenter-")
             .export(&format!("{BASE}-RouterRoleArn"), ROUTER_ROLE)
             .export(&format!("{BASE}-QueuePrefix"), "karpenter-")
+            .export("interruption-router:AlarmTopicArn", ALARMS)
+            .export(&format!("{BASE}-AlarmTopicArn"), ALARMS)
     };
     let spoke = || {
         Stage::new(SPOKE, MEMBER, REGION)
@@ -136,7 +139,8 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
             spoke()
                 .parameter("PermissionsBoundary", "platform/boundary")
                 .parameter("RolePath", "/platform/")
-                .parameter("SpokeRolePath", "/platform/spokes/"),
+                .parameter("SpokeRolePath", "/platform/spokes/")
+                .parameter("AlarmTopicArn", "arn:aws:sns:us-east-1:111111111111:alarms"),
         ),
         (
             "spoke.yaml",

@@ -291,6 +291,15 @@ fn the_base_stack_is_deployed_as_the_architecture_its_zip_holds_and_through_the_
 
     let (ok, out) = cli.make(&[&base[..], &["LOG_LEVEL=DEBUG"]].concat());
     assert!(ok, "{out}");
+    // Given no topic, the stack makes one: the target says how to subscribe the on-call to it.
+    assert!(
+        out.contains(
+            "aws sns subscribe --region eu-west-1 --topic-arn \
+             arn:aws:sns:eu-west-1:123456789012:interruption-router-AlarmTopic-STANDIN \
+             --protocol email"
+        ),
+        "{out}"
+    );
     let (stack, args) = cli.deploys().pop().unwrap();
     assert_eq!(stack, "interruption-router");
     assert!(has(&args, "Architecture=arm64"), "{args:?}");

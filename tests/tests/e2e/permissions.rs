@@ -140,11 +140,28 @@ fn send(
     )
 }
 
+/// One account in several regions, nothing else: the central bus, which its other regions' spoke
+/// stacks forward to, and no ServedAccounts list (README: "One account, several regions").
+fn own_account_stage() -> Stage {
+    Stage::new(BASE_STACK, HUB, HOME)
+        .parameter("CodeS3Bucket", "artifacts")
+        .parameter("CentralBus", "Enabled")
+}
+
 #[test]
 fn each_tenant_queue_admits_exactly_the_principal_the_router_sends_with() -> Result<()> {
+    let everywhere = [(HUB, HOME), (HUB, OTHER), (MEMBER, HOME), (MEMBER, OTHER)];
+    admits_exactly_the_routers_sender(&hub_stage(MEMBER, ""), &everywhere)?;
+    // A single account's other region needs nothing more than its central bus.
+    admits_exactly_the_routers_sender(&own_account_stage(), &[(HUB, HOME), (HUB, OTHER)])
+}
+
+fn admits_exactly_the_routers_sender(
+    stage: &Stage,
+    placements: &[(&'static str, &'static str)],
+) -> Result<()> {
     let base = template("base.yaml", BASE_TEMPLATE);
-    let stage = hub_stage(MEMBER, "");
-    let hub = base.deploy(&stage)?;
+    let hub = base.deploy(stage)?;
     let router_role = resolved(&hub, json!({"Fn::GetAtt": ["RouterRole", "Arn"]}));
     let router_identity = role_policies(&hub, "RouterRole");
     let admin = Policy::parse(
@@ -153,7 +170,7 @@ fn each_tenant_queue_admits_exactly_the_principal_the_router_sends_with() -> Res
     )
     .map_err(anyhow::Error::msg)?;
 
-    for (account, region) in [(HUB, HOME), (HUB, OTHER), (MEMBER, HOME), (MEMBER, OTHER)] {
+    for &(account, region) in placements {
         let p = place(account, region, &hub);
         let here = format!("{} in {}", p.account, p.region);
         // The router's code decides who it is there.
@@ -346,6 +363,30 @@ fn the_router_may_assume_the_spoke_role_only_in_accounts_it_serves() -> Result<(
     let own = base.deploy(&own_stage)?;
     let identity = role_policies(&own, "RouterRole");
     assert_eq!(assume(&identity, HUB, ORG), Decision::NotAllowed);
+
+    // This account in several regions (a central bus, no list): its own spoke role, no other.
+    let regions_stage = own_account_stage();
+    let regions = base.deploy(&regions_stage)?;
+    let identity = role_policies(&regions, "RouterRole");
+    assert!(assume(&identity, HUB, "").is_allowed());
+    assert_eq!(assume(&identity, MEMBER, ""), Decision::NotAllowed);
+    // The central bus admits this account (its other regions' forwarding roles), no other.
+    let bus = document(&regions, "HubEventBus", &["Policy"]);
+    let bus_arn = regions.output("HubEventBusArn")?.context("the bus")?;
+    let put = |account: &str| {
+        let role = format!("arn:aws:iam::{account}:role/forward");
+        evaluate(
+            std::slice::from_ref(&bus),
+            &Request {
+                principal: Principal::Aws(&role),
+                action: "events:PutEvents",
+                resource: &bus_arn,
+                context: &[],
+            },
+        )
+    };
+    assert!(put(HUB).is_allowed(), "{}", put(HUB));
+    assert_eq!(put(MEMBER), Decision::NotAllowed);
     Ok(())
 }
 
@@ -363,6 +404,8 @@ fn cloudformation_refuses_parameters_the_stacks_cannot_serve_safely() -> Result<
     assert!(refused(plain()).is_empty());
     assert!(refused(hub_stage(MEMBER, "")).is_empty());
     assert!(refused(hub_stage("*", ORG)).is_empty());
+    // One account in several regions: a central bus with no list.
+    assert!(refused(own_account_stage()).is_empty());
     // "*" without an organisation, with or without the central bus: any account that trusts the
     // role name would do.
     assert_eq!(

@@ -92,7 +92,10 @@ pub(super) fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base
     // The accounts whose spoke role the router must reach (the hub's own too: its other regions
     // are written as its spoke role), with the organisation each is in.
     let mut accounts: Vec<&str> = match &config.served {
-        Served::Own => return None,
+        // Its own account's other regions, which forward to its central bus, it writes as its
+        // own spoke role.
+        Served::Own if !base.assumes_spoke_roles() => return None,
+        Served::Own => Vec::new(),
         Served::Listed(accounts) => accounts.iter().map(String::as_str).collect(),
         Served::Any => vec![SAMPLE_ACCOUNT],
     };
@@ -171,8 +174,9 @@ pub(super) fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base
             ),
             format!(
                 "restore base.yaml's statement AssumeSpokeRoles (sts:AssumeRole on \
-                 arn:{}:iam::*:role/<SpokeRoleName>, scoped to the served accounts) on role {}: \
-                 update the stack with ServedAccounts and SpokeRoleName={name}",
+                 arn:{}:iam::*:role/<SpokeRoleName>, scoped to the served accounts and this one) \
+                 on role {}: update the stack with this release's base.yaml and \
+                 SpokeRoleName={name}",
                 base.partition,
                 role.name()
             ),

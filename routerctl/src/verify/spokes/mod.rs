@@ -9,7 +9,8 @@
 //! * `hub-bus-policy`: the hub bus's resource policy admits the account (with
 //!   aws:PrincipalOrgID from `--org-id`; without it an organisation condition is undetermined) and
 //!   no stranger;
-//! * `role-trust`: the spoke role trusts the hub's router role and nothing else.
+//! * `role-trust`: the spoke role trusts the hub's router role and nothing else;
+//! * `alarm-topic`: the topic this region's tenant alarms notify has a confirmed subscription.
 //!
 //! And the checks a member shares with the hub, run here with the member's site: `rule:<name>`
 //! (5, `../rules/`, forwarding to the hub's bus as a role EventBridge may assume for that rule and
@@ -29,6 +30,7 @@ use interruption_router::{
 };
 
 use super::{
+    alarm_topic,
     report::{Check, fail, pass},
     role::load_role,
     rules::{self, Delivers, HubBus, RULES, RuleSite},
@@ -216,6 +218,22 @@ pub(super) async fn check(
             bus_check: hub.name("hub-bus-policy"),
         }),
     };
+    checks.push(
+        alarm_topic::check(
+            &aws,
+            &alarm_topic::Site {
+                name: hub.name("alarm-topic"),
+                topic: spoke.alarm_topic.as_deref(),
+                region: hub.region,
+                deploy: format!(
+                    "update the spoke stack {} in account {} with this release's spoke.yaml: \
+                     given no AlarmTopicArn, it creates a topic for this region's tenant alarms",
+                    member.spoke_stack, member.account
+                ),
+            },
+        )
+        .await,
+    );
     let rules = RULES.iter().map(|(logical, kind)| (*logical, *kind, None));
     let found = rules::check_site(&aws, &site, rules, checks).await;
     checks.push(
@@ -371,4 +389,6 @@ async fn reach(hub_aws: &Aws, hub: &Hub<'_>, member: &Member<'_>) -> Result<(Aws
 /// The spoke stack as CloudFormation describes it in the member account.
 struct Spoke {
     resources: std::collections::BTreeMap<String, String>,
+    /// The topic this region's tenant alarms notify (none from a spoke stack before 0.2.0).
+    alarm_topic: Option<String>,
 }

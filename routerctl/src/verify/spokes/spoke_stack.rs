@@ -135,5 +135,6 @@ pub(super) async fn check_spoke_stack(
     checks.push(check::evaluate(name, rows));
     Some(Spoke {
         resources: resources.unwrap_or_default(),
+        alarm_topic: output("AlarmTopicArn").map(str::to_owned),
     })
 }

@@ -169,7 +169,7 @@ async fn the_binary_prints_reports_and_exits_by_verdict() -> Result<()> {
         "{out}"
     );
     assert!(
-        out.ends_with("FAIL: 1 of 27 checks failed: rule:StateChangeRule\n"),
+        out.ends_with("FAIL: 1 of 28 checks failed: rule:StateChangeRule\n"),
         "{out}"
     );
 

@@ -19,6 +19,7 @@ use local_aws::function::router_binary;
 use serde_json::json;
 
 use super::{Scratch, repo};
+use crate::cli::routerctl_binary;
 
 fn release(args: &[&str]) -> Output {
     Command::new("python3")
@@ -36,7 +37,7 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// A release of the debug router binary for x86_64 into `out`.
+/// A release of the debug router and routerctl binaries for x86_64 into `out`.
 fn build(out: &Path, prefix: &str) -> Result<String> {
     let binary = router_binary()?;
     let made = release(&[
@@ -49,9 +50,32 @@ fn build(out: &Path, prefix: &str) -> Result<String> {
         "x86_64",
         "--binary",
         &format!("x86_64={}", binary.display()),
+        "--routerctl",
+        &format!("x86_64={}", routerctl_binary().display()),
     ]);
     assert!(made.status.success(), "{}", text(&made));
     Ok(text(&made))
+}
+
+/// An ELF header for `machine` (62 x86_64, 183 aarch64): all the release script reads of a binary
+/// it is given.
+pub(super) fn elf_stand_in(path: &Path, machine: u16) -> Result<()> {
+    let mut header = b"\x7fELF\x02\x01\x01".to_vec();
+    header.extend([0; 9]);
+    header.extend(2u16.to_le_bytes());
+    header.extend(machine.to_le_bytes());
+    header.extend([0; 44]);
+    std::fs::write(path, header)?;
+    Ok(())
+}
+
+/// base.yaml's Architecture default, as the release wrote it.
+fn default_architecture(base: &Path) -> Result<String> {
+    let template = Template::parse("base.yaml", &std::fs::read_to_string(base)?)?;
+    Ok(template.doc["Parameters"]["Architecture"]["Default"]
+        .as_str()
+        .context("no Architecture default")?
+        .to_owned())
 }
 
 fn files(dir: &Path) -> Result<BTreeSet<String>> {
@@ -114,6 +138,7 @@ fn a_release_is_laid_out_for_a_bucket_checksummed_reproducible_and_names_its_own
                 "bootstrap-x86_64.zip",
                 "deployer.yaml",
                 "fis.yaml",
+                "routerctl-linux-x86_64",
                 "spoke.yaml",
                 "tenant.yaml"
             ]
@@ -145,7 +170,16 @@ fn a_release_is_laid_out_for_a_bucket_checksummed_reproducible_and_names_its_own
         assert!(checked.status.success(), "{}", text(&checked));
     }
     let sums = std::fs::read_to_string(version_dir.join("SHA256SUMS"))?;
-    assert_eq!(sums.lines().count(), 8, "{sums}");
+    assert_eq!(sums.lines().count(), 9, "{sums}");
+    // routerctl, ready to run: the binary itself, executable, and the version it says is the
+    // release's.
+    let cli = version_dir.join("routerctl-linux-x86_64");
+    assert_eq!(std::fs::read(&cli)?, std::fs::read(routerctl_binary())?);
+    let version = Command::new(&cli).arg("--version").output()?;
+    assert_eq!(
+        String::from_utf8(version.stdout)?,
+        format!("routerctl {VERSION}\n")
+    );
 
     // The zip holds the binary as `bootstrap`, executable, and says its architecture as
     // make deploy-base reads it.
@@ -176,13 +210,7 @@ fn a_release_is_laid_out_for_a_bucket_checksummed_reproducible_and_names_its_own
 
     // The templates are the checkout's, and base.yaml runs the zip beside it when CodeS3Key is
     // empty (a key given still wins).
-    for name in [
-        "base.yaml",
-        "tenant.yaml",
-        "spoke.yaml",
-        "fis.yaml",
-        "deployer.yaml",
-    ] {
+    for name in ["tenant.yaml", "spoke.yaml", "fis.yaml", "deployer.yaml"] {
         let shipped = std::fs::read(version_dir.join(name))?;
         assert_eq!(
             shipped,
@@ -190,6 +218,26 @@ fn a_release_is_laid_out_for_a_bucket_checksummed_reproducible_and_names_its_own
         );
         assert_eq!(shipped, std::fs::read(latest.join(name))?, "latest/{name}");
     }
+    // base.yaml is the checkout's but for its Architecture default: the one zip it holds.
+    let shipped = std::fs::read_to_string(version_dir.join("base.yaml"))?;
+    let checkout = std::fs::read_to_string(repo().join("cloudformation/base.yaml"))?;
+    assert_eq!(
+        shipped.replacen(
+            "  Architecture:\n    Type: String\n    Default: x86_64\n",
+            "  Architecture:\n    Type: String\n    Default: arm64\n",
+            1
+        ),
+        checkout
+    );
+    assert_eq!(
+        default_architecture(&version_dir.join("base.yaml"))?,
+        "x86_64"
+    );
+    assert_eq!(
+        shipped,
+        std::fs::read_to_string(latest.join("base.yaml"))?,
+        "latest/base.yaml"
+    );
     let key = code_key(&latest.join("base.yaml"), None)?;
     assert_eq!(
         key,
@@ -242,7 +290,8 @@ fn verify_refuses_a_release_without_sboms_or_with_a_changed_file_or_a_missing_de
     let unreleased = verify(&[]);
     assert!(!unreleased.status.success());
     assert!(
-        text(&unreleased).contains("bootstrap-x86_64.cdx.json: missing (every zip has its SBOM)"),
+        text(&unreleased)
+            .contains("bootstrap-x86_64.cdx.json: missing (every artifact has its SBOM)"),
         "{}",
         text(&unreleased)
     );
@@ -276,7 +325,7 @@ fn verify_refuses_a_release_without_sboms_or_with_a_changed_file_or_a_missing_de
     let lacking = text(&verify(&[]));
     assert!(
         lacking.contains(&format!(
-            "lacks 1 of the router's dependencies: tokio@{}",
+            "lacks 1 of interruption-router's dependencies: tokio@{}",
             tokio.1
         )),
         "{lacking}"
@@ -314,6 +363,116 @@ fn verify_refuses_a_release_without_sboms_or_with_a_changed_file_or_a_missing_de
         text(&wrong)
     );
     Ok(())
+}
+
+/// Deployed with its defaults, a release's base.yaml names a zip the release holds: arm64 where it
+/// holds arm64's, else x86_64; `verify` refuses a base.yaml whose default names a missing zip.
+#[test]
+fn a_releases_default_architecture_is_one_it_holds() -> Result<()> {
+    let scratch = Scratch::new("architectures");
+    let (x86, arm) = (scratch.path().join("x86"), scratch.path().join("arm"));
+    elf_stand_in(&x86, 62)?;
+    elf_stand_in(&arm, 183)?;
+    let out = scratch.path().join("dist");
+    let made = |arches: &[(&str, &Path)]| {
+        let mut args = vec![
+            "build".to_owned(),
+            "--out".into(),
+            out.display().to_string(),
+        ];
+        for (arch, binary) in arches {
+            args.extend([
+                "--arch".into(),
+                arch.to_string(),
+                "--binary".into(),
+                format!("{arch}={}", binary.display()),
+                "--routerctl".into(),
+                format!("{arch}={}", binary.display()),
+            ]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        release(&args)
+    };
+    let dir = out.join("interruption-router").join(VERSION);
+    let both = made(&[("x86_64", &x86), ("arm64", &arm)]);
+    assert!(both.status.success(), "{}", text(&both));
+    assert_eq!(default_architecture(&dir.join("base.yaml"))?, "arm64");
+    assert!(dir.join("routerctl-linux-arm64").is_file());
+    let only_x86 = made(&[("x86_64", &x86)]);
+    assert!(only_x86.status.success(), "{}", text(&only_x86));
+    assert_eq!(default_architecture(&dir.join("base.yaml"))?, "x86_64");
+    let checks = std::fs::read_to_string(dir.join("CHECKS"))?;
+    assert!(
+        checks.contains("Architecture defaults to x86_64 (the release holds no arm64 zip)"),
+        "{checks}"
+    );
+
+    // The checkout's base.yaml (arm64) in an x86_64-only release, its sums rewritten: refused.
+    std::fs::copy(
+        repo().join("cloudformation/base.yaml"),
+        dir.join("base.yaml"),
+    )?;
+    let sums: String = std::fs::read_dir(&dir)?
+        .flatten()
+        .filter(|e| e.file_name() != "SHA256SUMS")
+        .map(|e| {
+            let bytes = std::fs::read(e.path()).unwrap();
+            format!(
+                "{}  {}\n",
+                sha256_hex(&bytes),
+                e.file_name().to_string_lossy()
+            )
+        })
+        .collect();
+    std::fs::write(dir.join("SHA256SUMS"), sums)?;
+    std::fs::copy(
+        dir.join("base.yaml"),
+        out.join("interruption-router/latest/base.yaml"),
+    )?;
+    let latest_sums = std::fs::read_to_string(out.join("interruption-router/latest/SHA256SUMS"))?
+        .lines()
+        .map(|l| {
+            if l.ends_with("  base.yaml") {
+                let bytes = std::fs::read(dir.join("base.yaml")).unwrap();
+                format!("{}  base.yaml\n", sha256_hex(&bytes))
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect::<String>();
+    std::fs::write(
+        out.join("interruption-router/latest/SHA256SUMS"),
+        latest_sums,
+    )?;
+    let refused = release(&["verify", out.to_str().context("path")?, "--no-sbom"]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains(
+            "Architecture defaults to arm64, but the release holds no \
+             bootstrap-arm64.zip"
+        ),
+        "{}",
+        text(&refused)
+    );
+    Ok(())
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let out = Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(bytes)?;
+            child.wait_with_output()
+        })
+        .expect("sha256sum");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// (name, version) of every crate the router links for x86_64, as `cargo tree` resolves it.

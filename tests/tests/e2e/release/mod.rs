@@ -1,6 +1,6 @@
 //! Releases: the version everywhere ([`version`]), the release directory `make release` builds,
 //! made here by the same script from a stand-in binary ([`artifacts`]), deploying it with the make
-//! targets ([`deploying`]), the upgrade from the previous release's stacks while events flow
+//! targets ([`deploying`]) or from its URLs alone ([`from_release`]), the upgrade from the previous release's stacks while events flow
 //! ([`upgrade`]), the deployer's least-privilege policy ([`deployer`]), and the spoke as a
 //! StackSet deploys it in every member account ([`organisation`]), and what ships linking no lab
 //! ([`shipped`]).
@@ -8,6 +8,7 @@
 mod artifacts;
 mod deployer;
 mod deploying;
+mod from_release;
 mod organisation;
 mod shipped;
 

@@ -84,3 +84,96 @@ async fn the_spoke_takes_the_same_parameters_in_every_member_account() -> Result
     }
     Ok(())
 }
+
+/// The shell block of docs/many-accounts.md that puts the spoke over an OU.
+fn documented_stack_set_block() -> String {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/many-accounts.md"
+    ))
+    .expect("docs/many-accounts.md");
+    let section = &doc[doc
+        .find("## An organisation in one command")
+        .expect("the StackSet section")..];
+    let start = section.find("```sh\n").expect("its shell block") + "```sh\n".len();
+    let end = start + section[start..].find("```").expect("the block's end");
+    section[start..end].to_owned()
+}
+
+/// The `aws` CLI the tests run: the project's (`.venv/bin`, as `make` puts it first), else PATH's.
+fn aws_cli_path() -> String {
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin");
+    format!("{venv}:{}", std::env::var("PATH").unwrap_or_default())
+}
+
+/// The template where the block's TEMPLATE URL says (`aws s3 sync` of the release put it there).
+async fn place_the_template(moto: &local_aws::moto::MotoServer, script: &str) -> Result<()> {
+    let template = script
+        .lines()
+        .find_map(|l| l.strip_prefix("TEMPLATE="))
+        .context("the block sets TEMPLATE")?;
+    let url = template.split_whitespace().next().unwrap_or_default();
+    let rest = url.strip_prefix("https://").context("an https URL")?;
+    let (host, key) = rest.split_once('/').context("a key")?;
+    let bucket = host.split('.').next().unwrap_or_default();
+    moto.put_object(bucket, key, SPOKE_TEMPLATE.as_bytes())
+        .await
+}
+
+/// Runs `script` with bash and the AWS CLI against `moto`.
+fn run_against_the_emulator(
+    moto: &local_aws::moto::MotoServer,
+    script: &str,
+) -> Result<std::process::Output> {
+    Ok(std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", script])
+        .envs(moto.env())
+        .env("PATH", aws_cli_path())
+        .output()?)
+}
+
+/// The documented commands, pasted as they are, against an emulator whose StackSets run one
+/// operation at a time for a while, refusing a second (OperationInProgressException) unless
+/// managed execution queues it, as CloudFormation does (`moto_fixes.py`): they run in order, the
+/// role's region first, each waited for, none refused. The same two create-stack-instances back
+/// to back on a stack set without managed execution, as these docs gave them before, are refused.
+#[tokio::test]
+async fn the_documented_stack_set_commands_run_in_order_as_pasted() -> Result<()> {
+    let world = World::start().await?;
+    let block = documented_stack_set_block();
+    place_the_template(&world.moto, &block).await?;
+    let ran = run_against_the_emulator(&world.moto, &block)?;
+    assert!(
+        ran.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&ran.stdout),
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let cfn = aws_sdk_cloudformation::Client::from_conf(
+        aws_sdk_cloudformation::config::Builder::from(&world.moto.sdk_config().await)
+            .region(aws_config::Region::new("eu-west-1"))
+            .build(),
+    );
+    let operations = cfn
+        .list_stack_set_operations()
+        .stack_set_name("interruption-router-spoke")
+        .send()
+        .await?;
+    let statuses: Vec<&str> = operations
+        .summaries()
+        .iter()
+        .filter_map(|o| o.status().map(|s| s.as_str()))
+        .collect();
+    assert_eq!(statuses, ["SUCCEEDED", "SUCCEEDED"]);
+
+    // The hazard the waits are for: the two operations back to back, no managed execution.
+    let back_to_back = block
+        .replace(" --managed-execution Active=true", "")
+        .replace("interruption-router-spoke", "back-to-back")
+        .replace("wait_for \"$op\"", "");
+    let refused = run_against_the_emulator(&world.moto, &back_to_back)?;
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("OperationInProgressException"), "{said}");
+    Ok(())
+}

@@ -185,8 +185,21 @@ async fn the_stacks_create_what_the_templates_declare() -> Result<()> {
         .filter_map(|e| Some((e.name()?.to_owned(), e.value()?.to_owned())))
         .collect();
     let export = |name: &str| exports.get(&format!("{BASE}-{name}")).map(String::as_str);
-    // 10 in AWS; moto also lists the conditional HubEventBusArn export of the absent bus.
-    assert_eq!(exports.len(), 11, "{exports:#?}");
+    // 12 in AWS; moto also lists the conditional HubEventBusArn export of the absent bus.
+    assert_eq!(exports.len(), 13, "{exports:#?}");
+    // The alarm topic it made, given none, under both names: tenant alarms notify it.
+    let topic = base.output("AlarmTopicArn")?;
+    assert!(
+        topic.starts_with("arn:aws:sns:us-east-1:123456789012:"),
+        "{topic}"
+    );
+    assert_eq!(export("AlarmTopicArn"), Some(topic));
+    assert_eq!(
+        exports
+            .get("interruption-router:AlarmTopicArn")
+            .map(String::as_str),
+        Some(topic)
+    );
     assert_eq!(export("RouterRoleArn"), Some(base.output("RouterRoleArn")?));
     // The region's exports tenants import by default, whatever the base stack is called.
     assert_eq!(

@@ -85,9 +85,79 @@ fn a_tenant_queue_nobody_reads_pages_the_platform_teams_topic() -> Result<()> {
     assert_eq!(alarm["TreatMissingData"], "notBreaching");
     assert_eq!(alarm["AlarmActions"], json!([topic]));
     assert_eq!(alarm["OKActions"], json!([topic]));
-    let quiet = stage(None);
-    let silent = tenant.deploy(&quiet)?;
-    let alarm = silent.properties("QueueAgeAlarm")?.context("the alarm")?;
-    assert!(alarm.get("AlarmActions").is_none(), "{alarm}");
+    // Given none, the topic of the stack that connects the region (base.yaml's or spoke.yaml's,
+    // which create one when given none): an alarm without actions would page nobody.
+    let connecting = "arn:aws:sns:us-east-1:123456789012:interruption-router-AlarmTopic-X";
+    let imported = stage(None).export("interruption-router:AlarmTopicArn", connecting);
+    let alarm = tenant.deploy(&imported)?;
+    let alarm = alarm.properties("QueueAgeAlarm")?.context("the alarm")?;
+    assert_eq!(alarm["AlarmActions"], json!([connecting]));
+    assert_eq!(alarm["OKActions"], json!([connecting]));
+    // Without that export the stack does not deploy (CloudFormation: "No export named").
+    let unexported = stage(None);
+    assert!(
+        tenant
+            .deploy(&unexported)
+            .and_then(|d| d.properties("QueueAgeAlarm"))
+            .is_err()
+    );
     Ok(())
+}
+
+/// Every alarm of base.yaml and the alarm topic spoke.yaml exports notify someone: the topic
+/// given, or the one the stack creates when given none (and outputs, for `routerctl verify` and
+/// the subscription).
+#[test]
+fn every_alarm_notifies_the_given_topic_or_the_one_the_stack_creates() -> Result<()> {
+    let base = Template::parse("base.yaml", BASE_TEMPLATE)?;
+    let stage = || Stage::new(BASE, ACCOUNT, REGION).parameter("CodeS3Bucket", "artifacts");
+    let given = "arn:aws:sns:us-east-1:123456789012:platform-pager";
+    for (stage, topic) in [
+        (stage(), None),
+        (stage().parameter("AlarmTopicArn", given), Some(given)),
+    ] {
+        let deployed = base.deploy(&stage)?;
+        let created = deployed.properties("AlarmTopic")?.is_some();
+        assert_eq!(created, topic.is_none(), "AlarmTopic created: {created}");
+        let want = match topic {
+            Some(topic) => topic.to_owned(),
+            None => text(deployed.resolve(&json!({"Ref": "AlarmTopic"}))?),
+        };
+        let alarms: Vec<&str> = base
+            .resources_of("AWS::CloudWatch::Alarm")
+            .map(|(id, _)| id)
+            .collect();
+        assert!(alarms.len() >= 8, "{alarms:?}");
+        for id in alarms {
+            let Some(alarm) = deployed.properties(id)? else {
+                continue;
+            };
+            assert_eq!(alarm["AlarmActions"], json!([want]), "{id}");
+            assert_eq!(alarm["OKActions"], json!([want]), "{id}");
+        }
+        for output in ["AlarmTopicArn", "RegionAlarmTopicArn"] {
+            assert_eq!(deployed.output(output)?.as_ref(), Some(&want), "{output}");
+        }
+    }
+    let spoke = Template::parse("spoke.yaml", stacks::SPOKE_TEMPLATE)?;
+    let member = Stage::new("interruption-router-spoke", "111111111111", REGION)
+        .parameter(
+            "HubEventBusArn",
+            "arn:aws:events:us-east-1:123456789012:event-bus/interruption-router-hub",
+        )
+        .parameter("RouterRoleArn", "arn:aws:iam::123456789012:role/router");
+    let deployed = spoke.deploy(&member)?;
+    assert!(deployed.properties("AlarmTopic")?.is_some());
+    assert_eq!(
+        deployed.output("RegionAlarmTopicArn")?,
+        Some(text(deployed.resolve(&json!({"Ref": "AlarmTopic"}))?))
+    );
+    Ok(())
+}
+
+fn text(value: Option<Value>) -> String {
+    match value {
+        Some(Value::String(s)) => s,
+        other => panic!("not a string: {other:?}"),
+    }
 }

@@ -38,6 +38,11 @@ pub(crate) fn update_scenarios() -> Vec<(&'static str, &'static str, Stage)> {
                 "arn:aws:iam::123456789012:role/router",
             )
             .export("interruption-router:QueuePrefix", "karpenter-")
+            // Its alarm topic (given, or the one it created), which tenant alarms notify.
+            .export(
+                "interruption-router:AlarmTopicArn",
+                "arn:aws:sns:us-east-1:123456789012:ir-AlarmTopic-X",
+            )
     };
     vec![
         ("base.yaml", "Queue mode", base()),

@@ -89,6 +89,16 @@ const NOT_USED: &[(&str, &[&str], &str)] = &[
         "no DeletionProtectionEnabled, no BearerTokenAuthenticationEnabled",
     ),
     (
+        "AWS::SNS::Topic",
+        &["sns:Subscribe", "sns:Unsubscribe"],
+        "no Subscription (the on-call subscribes by hand)",
+    ),
+    (
+        "AWS::SNS::Topic",
+        &["sns:PutDataProtectionPolicy"],
+        "no DataProtectionPolicy",
+    ),
+    (
         "AWS::IAM::Role",
         &["iam:AttachRolePolicy", "iam:DetachRolePolicy"],
         "the stacks' roles have no ManagedPolicyArns",
@@ -222,6 +232,7 @@ fn targets(d: &Deployment<'_>, logical: &str, ty: &str) -> Result<Vec<(String, C
             ),
             vec![],
         )],
+        "AWS::SNS::Topic" => vec![(att("TopicArn")?, vec![])],
         "AWS::FIS::ExperimentTemplate" => vec![(
             format!("arn:aws:fis:{REGION}:{ACCOUNT}:experiment-template/EXT0123456789abcd"),
             fis_tags,
@@ -249,7 +260,11 @@ fn cloudformation_acts_as_a_role_that_may_create_what_the_stacks_create_and_noth
             "interruption-router:RouterRoleArn",
             "arn:aws:iam::123456789012:role/platform/interruption-router-RouterRole-GENERATED",
         )
-        .export("interruption-router:QueuePrefix", "karpenter-");
+        .export("interruption-router:QueuePrefix", "karpenter-")
+        .export(
+            "interruption-router:AlarmTopicArn",
+            "arn:aws:sns:us-east-1:123456789012:interruption-router-AlarmTopic-GENERATED",
+        );
     let spoke = Stage::new("interruption-router-spoke", ACCOUNT, "eu-west-2")
         .parameter(
             "HubEventBusArn",

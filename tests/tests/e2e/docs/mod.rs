@@ -1,19 +1,28 @@
 //! The reference docs against the code and templates they describe, so that they cannot drift:
 //! docs/operating.md's table of the function's variables (what the router reads, what base.yaml
-//! sets each from), its table of dead-letter reasons (what the router writes), and its stack
-//! parameters (what each template takes). Nothing here needs an emulator.
+//! sets each from), its table of dead-letter reasons (what the router writes), its stack
+//! parameters and outputs (what each template takes and gives), and every command the docs give
+//! to paste ([`commands`]). Nothing here needs an emulator.
+
+mod commands;
 
 use std::collections::BTreeSet;
 
 use aws_model::{
-    stacks::{BASE_TEMPLATE, FIS_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE},
+    stacks::{BASE_TEMPLATE, SPOKE_TEMPLATE},
     template::Template,
 };
 use interruption_router::{config::VARIABLES, handler::DeadLetterReason};
 use serde_json::Value;
 
+/// A file of the checkout, by its path there.
+fn repo_file(path: &str) -> String {
+    let full = format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
+}
+
 fn operating() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operating.md")).unwrap()
+    repo_file("docs/operating.md")
 }
 
 /// The section of `doc` under `heading` (a whole heading line), up to the next heading of any
@@ -165,27 +174,61 @@ fn the_dead_letter_reasons_the_docs_give_are_the_ones_the_router_writes() {
     }
 }
 
+/// Every parameter of every template is in operating.md's list, and every name the list gives a
+/// template (a backticked `CamelCase` word) is one of its parameters or outputs: a renamed
+/// parameter fails here both ways.
 #[test]
 fn every_template_parameter_is_in_the_stack_parameters_list() {
     let doc = operating();
     let list = section(&doc, "### Stack parameters");
-    for (name, text) in [
-        ("base.yaml", BASE_TEMPLATE),
-        ("spoke.yaml", SPOKE_TEMPLATE),
-        ("tenant.yaml", TENANT_TEMPLATE),
-        ("fis.yaml", FIS_TEMPLATE),
-    ] {
+    for (name, template) in commands::templates() {
         let item = list
             .split("\n- ")
             .find(|i| i.starts_with(&format!("`{name}`")))
             .unwrap_or_else(|| panic!("no item for {name}"));
-        let template = Template::parse(name, text).unwrap();
         let missing: Vec<String> = parameters(&template)
             .into_iter()
             .filter(|p| !item.contains(&format!("`{p}`")))
             .collect();
         assert!(missing.is_empty(), "{name}: {missing:?} not in the list");
+        let known: BTreeSet<String> = commands::keys(&template, "Parameters")
+            .into_iter()
+            .chain(commands::keys(&template, "Outputs"))
+            .collect();
+        let unknown: Vec<&str> = item
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|w| {
+                w.len() > 2
+                    && w.starts_with(|c: char| c.is_ascii_uppercase())
+                    && w.chars().all(|c| c.is_ascii_alphanumeric())
+                    && w.chars().any(|c| c.is_ascii_lowercase())
+            })
+            .filter(|w| !known.contains(*w))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "{name}: the list names {unknown:?}, which it has not"
+        );
     }
+}
+
+/// operating.md's table of outputs is every template's outputs, no more, no fewer.
+#[test]
+fn the_stack_outputs_table_is_every_templates_outputs() {
+    let doc = operating();
+    let rows = table(section(&doc, "### Stack outputs"), "template");
+    for (name, template) in commands::templates() {
+        let listed: BTreeSet<String> = rows
+            .iter()
+            .filter(|r| code(&r[0]) == name)
+            .map(|r| code(&r[1]).to_owned())
+            .collect();
+        assert_eq!(listed, commands::keys(&template, "Outputs"), "{name}");
+    }
+    let named: BTreeSet<&str> = rows.iter().map(|r| code(&r[0])).collect();
+    assert_eq!(named.len(), 5, "{named:?}");
 }
 
 #[test]
@@ -295,4 +338,60 @@ fn a_tuned_parameter_reaches_the_function_and_the_router_accepts_it() {
         assert!(!defaults.contains_key(variable), "{variable}: {defaults:?}");
     }
     assert_eq!(defaults["CACHE_TTL_SECONDS"], "3600");
+}
+
+/// operating.md's list of metrics names every metric the router's EMF documents carry (a
+/// per-cluster, per-reason or per-kind one as `Name.<…>`), and nothing it does not write.
+#[test]
+fn the_metrics_the_docs_list_are_the_ones_the_router_writes() {
+    use interruption_router::metrics::InvocationMetrics;
+    let mut metrics = InvocationMetrics {
+        forward_ages_ms: vec![1],
+        ..InvocationMetrics::default()
+    };
+    metrics.forwarded.insert("alpha".into(), 1);
+    metrics.no_tenant_queue.insert("alpha".into(), 1);
+    metrics
+        .declined
+        .insert(("alpha".into(), "spot-interruption"), 1);
+    metrics.ignored.insert("no-tenant-queue", 1);
+    metrics.dead_lettered.insert("queue-missing", 1);
+    let documents = metrics.to_emf(
+        "InterruptionRouter",
+        "f",
+        0,
+        interruption_router::logging::Level::Info,
+    );
+    let mut written = BTreeSet::new();
+    for document in documents {
+        let document: Value = serde_json::from_str(&document).unwrap();
+        for metric in document["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .unwrap()
+        {
+            let name = metric["Name"].as_str().unwrap();
+            // The per-cluster, per-reason, per-kind series: `Name.<…>` in the docs.
+            let base = name.split('.').next().unwrap();
+            written.insert(if base == name {
+                name.to_owned()
+            } else {
+                format!("{base}.<")
+            });
+        }
+    }
+    let doc = operating();
+    let start = doc.find("- **Metrics**:").expect("the Metrics item");
+    let item = &doc[start..start + doc[start..].find("\n- **").unwrap()];
+    let listed: BTreeSet<String> = item
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| w.starts_with(|c: char| c.is_ascii_uppercase()) && !w.contains(' '))
+        .map(|w| match w.split_once(".<") {
+            Some((base, _)) => format!("{base}.<"),
+            None => w.to_owned(),
+        })
+        .filter(|w| w != "FunctionName" && w != "Deliveries")
+        .collect();
+    assert_eq!(listed, written);
 }

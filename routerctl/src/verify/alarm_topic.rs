@@ -1,0 +1,173 @@
+//! `alarm-topic` (and `spoke:<account>:alarm-topic`): whether an alarm reaches a person. Every
+//! alarm of the router's stacks notifies one SNS topic: the stack's `AlarmTopicArn` parameter, or
+//! the topic the stack creates when given none (its `AlarmTopicArn` output). SNS delivers only to
+//! confirmed subscriptions ("PendingConfirmation" until the endpoint confirms), so a topic without
+//! one pages nobody, and neither does a stack with no topic at all (templates before 0.2.0).
+
+use aws_model::aws::{Aws, describe};
+
+use super::report::Check;
+use crate::check::{self, Expect};
+
+/// SubscriptionArn of a subscription SNS has not had confirmed yet.
+const PENDING: &str = "PendingConfirmation";
+
+/// Where the topic is, and how the operator puts one in place.
+pub(super) struct Site<'a> {
+    /// The check's name.
+    pub name: String,
+    /// The topic the stack's alarms notify, if it has one.
+    pub topic: Option<&'a str>,
+    pub region: &'a str,
+    /// What gives the stack a topic (a stack update, or its parameter).
+    pub deploy: String,
+}
+
+/// The topic's subscriptions (their ARNs, or `PendingConfirmation`), all pages.
+async fn subscriptions(aws: &Aws, topic: &str) -> Result<Vec<String>, String> {
+    let mut found = Vec::new();
+    let mut next: Option<String> = None;
+    loop {
+        let out = aws
+            .sns
+            .list_subscriptions_by_topic()
+            .topic_arn(topic)
+            .set_next_token(next.take())
+            .send()
+            .await
+            .map_err(|e| format!("ListSubscriptionsByTopic {topic}: {}", describe(&e)))?;
+        found.extend(
+            out.subscriptions()
+                .iter()
+                .filter_map(|s| s.subscription_arn().map(str::to_owned)),
+        );
+        match out.next_token() {
+            Some(token) => next = Some(token.to_owned()),
+            None => return Ok(found),
+        }
+    }
+}
+
+pub(super) async fn check(aws: &Aws, site: &Site<'_>) -> Check {
+    let listed = match site.topic {
+        Some(topic) => subscriptions(aws, topic).await.map(Some),
+        None => Ok(None),
+    };
+    judge(site, &listed)
+}
+
+/// The check over what was read: `None` for a stack without a topic.
+fn judge(site: &Site<'_>, listed: &Result<Option<Vec<String>>, String>) -> Check {
+    let Site {
+        name,
+        topic,
+        region,
+        deploy,
+    } = site;
+    let lookup = Expect::lookup(
+        listed,
+        "run verify with sns:ListSubscriptionsByTopic on the alarm topic",
+    );
+    let (Some(topic), Ok(Some(arns))) = (topic, listed) else {
+        return check::evaluate(
+            name,
+            [
+                lookup,
+                Expect::quietly(false).otherwise(
+                    "the stack's alarms notify no topic: they page nobody",
+                    deploy.clone(),
+                ),
+            ],
+        );
+    };
+    let confirmed = arns.iter().filter(|a| *a != PENDING).count();
+    let pending = arns.len() - confirmed;
+    let waiting = if pending > 0 {
+        format!(" ({pending} waiting for confirmation: SNS delivers nothing to those)")
+    } else {
+        String::new()
+    };
+    check::evaluate(
+        name,
+        [
+            lookup,
+            Expect::that(
+                confirmed > 0,
+                format!("{topic}: {confirmed} confirmed subscription(s){waiting}"),
+            )
+            .otherwise(
+                format!(
+                    "{topic}, which every alarm notifies, has no confirmed subscription{waiting}: \
+                     the alarms page nobody"
+                ),
+                format!(
+                    "subscribe the on-call: aws sns subscribe --region {region} --topic-arn \
+                     {topic} --protocol email --notification-endpoint <address>, and confirm from \
+                     the email (or your paging tool's endpoint: --protocol https \
+                     --notification-endpoint <url>)"
+                ),
+            ),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(topic: Option<&str>) -> Site<'_> {
+        Site {
+            name: "alarm-topic".into(),
+            topic,
+            region: "eu-west-1",
+            deploy: "make deploy-base …".into(),
+        }
+    }
+
+    const TOPIC: &str = "arn:aws:sns:eu-west-1:123456789012:ir-AlarmTopic-X";
+
+    #[test]
+    fn a_confirmed_subscription_passes_and_pending_ones_are_said() {
+        let listed = Ok(Some(vec![format!("{TOPIC}:1c2b"), PENDING.to_owned()]));
+        let check = judge(&site(Some(TOPIC)), &listed);
+        assert!(check.passed, "{check:?}");
+        assert!(
+            check
+                .detail
+                .contains("1 confirmed subscription(s) (1 waiting")
+        );
+    }
+
+    #[test]
+    fn a_topic_with_only_pending_or_no_subscriptions_fails_with_the_subscribe_command() {
+        for arns in [vec![], vec![PENDING.to_owned()]] {
+            let check = judge(&site(Some(TOPIC)), &Ok(Some(arns)));
+            assert!(!check.passed, "{check:?}");
+            assert!(check.detail.contains("the alarms page nobody"), "{check:?}");
+            let fix = check.fix.unwrap();
+            assert!(
+                fix.contains(&format!(
+                    "aws sns subscribe --region eu-west-1 --topic-arn {TOPIC}"
+                )),
+                "{fix}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stack_without_a_topic_fails_with_its_deploy_and_a_failed_read_says_what_it_needs() {
+        let check = judge(&site(None), &Ok(None));
+        assert!(!check.passed);
+        assert_eq!(check.fix.as_deref(), Some("make deploy-base …"));
+        let denied = judge(&site(Some(TOPIC)), &Err("AccessDenied".into()));
+        assert!(!denied.passed);
+        assert!(
+            denied
+                .fix
+                .as_deref()
+                .unwrap()
+                .contains("sns:ListSubscriptionsByTopic"),
+            "{denied:?}"
+        );
+    }
+}
