@@ -82,7 +82,7 @@ help:
 	@echo "make demo        the whole system on a local AWS emulator (no AWS account needed)"
 	@echo "make test        everything CI runs: lint, unit, integration and end-to-end tests, demo"
 	@echo "make bench       storm, cold-start, micro benchmarks, organisation storm; writes BENCHMARKS.md"
-	@echo "make soak        the fault scenarios with 3,000 events each"
+	@echo "make soak        the fault scenarios with 3,000 events each, and SEEDS (1000) seeded organisation storms with faults"
 	@echo "make fuzz        fuzz the event parser for FUZZ_SECONDS (default 120)"
 	@echo "make release     the release directory: the router's zip and routerctl per architecture, SBOMs, SHA256SUMS, templates ($(RELEASE_DIR))"
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64), for a build of your own"
@@ -215,8 +215,14 @@ clippy:
 	CARGO_TARGET_DIR=$(TARGET_DIR)/clippy $(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # ------------------------------------------------------------------ reliability (not in CI)
-# The fault scenarios at 3,000 events (five minutes of storm each) instead of make test's 300.
+# The fault scenarios at 3,000 events (five minutes of storm each) instead of make test's 300; and
+# SEEDS seeded organisation storms from SEED_BASE (simulation/src/faults.rs: each with faults drawn
+# from its seed, judged against what must hold; make test plays 100). A failing seed prints the
+# command that replays it alone.
+SEEDS ?= 1000
+SEED_BASE ?= 100
 soak: $(VENV)/.installed
+	SIM_SEEDS=$(SEEDS) SIM_SEED_BASE=$(SEED_BASE) $(CARGO) test -p simulation --lib faults::tests::every_seed -- --nocapture
 	$(CARGO) build --workspace --bins
 	FAULT_SCENARIO_EVENTS=3000 $(CARGO) test --workspace --test e2e -- faults:: --nocapture
 

@@ -64,6 +64,8 @@ pub struct Usage {
     pub pollers: usize,
     /// Each invocation's duration.
     pub durations: Vec<Duration>,
+    /// Invocations whose environment died mid-batch ([`Esm::kill`]).
+    pub killed: u64,
 }
 
 /// The function's execution environments.
@@ -138,6 +140,9 @@ pub struct Esm {
     stop: AtomicBool,
     busy: AtomicUsize,
     usage: Mutex<Usage>,
+    /// Invocations started so far, and the ones whose environment dies mid-batch.
+    invoked: AtomicUsize,
+    kills: Mutex<std::collections::BTreeSet<usize>>,
 }
 
 impl Esm {
@@ -149,7 +154,17 @@ impl Esm {
             stop: AtomicBool::new(false),
             busy: AtomicUsize::new(0),
             usage: Mutex::default(),
+            invoked: AtomicUsize::new(0),
+            kills: Mutex::default(),
         })
+    }
+
+    /// The environments of these invocations (numbered from 1) die mid-batch: the process is
+    /// killed (out of memory, a crash) at a moment drawn from the run's seed. Lambda sees an
+    /// invocation error, so every record of the batch waits out its visibility timeout, whatever
+    /// the router had already sent; the environment is gone ([`crate::faults`]).
+    pub fn kill(&self, invocations: impl IntoIterator<Item = usize>) {
+        self.kills.lock().unwrap().extend(invocations);
     }
 
     pub fn usage(&self) -> Usage {
@@ -245,19 +260,34 @@ impl Esm {
             .unwrap_or_default()
             .as_millis() as u64
             + self.mapping.function_timeout.as_millis() as u64;
-        let answered = router
-            .invoke(
-                &payload,
-                Invocation {
-                    request_id: "sim",
-                    function_arn: &format!(
-                        "arn:aws:lambda:{}:{}:function:interruption-router",
-                        self.world.org.shape.hub_region, self.world.org.hub_account
-                    ),
-                    deadline_ms,
-                },
-            )
-            .await;
+        let function_arn = format!(
+            "arn:aws:lambda:{}:{}:function:interruption-router",
+            self.world.org.shape.hub_region, self.world.org.hub_account
+        );
+        let invocation = router.invoke(
+            &payload,
+            Invocation {
+                request_id: "sim",
+                function_arn: &function_arn,
+                deadline_ms,
+            },
+        );
+        let number = self.invoked.fetch_add(1, Ordering::SeqCst) + 1;
+        let answered = if self.kills.lock().unwrap().contains(&number) {
+            let dies_after = Duration::from_millis((self.world.jitter() * 400.0) as u64);
+            tokio::time::timeout(dies_after, invocation).await.ok()
+        } else {
+            Some(invocation.await)
+        };
+        let Some(answered) = answered else {
+            // Killed: nothing is deleted, the environment is not given back.
+            self.busy.fetch_sub(1, Ordering::SeqCst);
+            let mut usage = self.usage.lock().unwrap();
+            usage.invocations += 1;
+            usage.killed += 1;
+            usage.records += batch.len() as u64;
+            return;
+        };
         let failed: Vec<String> = match &answered.response {
             Ok(response) => response["batchItemFailures"]
                 .as_array()

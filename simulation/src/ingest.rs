@@ -44,6 +44,8 @@ struct State {
     redriven: Vec<Arc<str>>,
     /// When each event first entered the queue.
     entered: HashMap<Arc<str>, Instant>,
+    /// Events SQS will hold twice (standard queues deliver at least once).
+    twice: std::collections::HashSet<Arc<str>>,
 }
 
 pub struct Ingest {
@@ -64,8 +66,22 @@ impl Ingest {
         }
     }
 
+    /// These events will be held twice, as two messages: what SQS's at-least-once delivery
+    /// allows ([`crate::faults`]).
+    pub fn deliver_twice(&self, events: impl IntoIterator<Item = Arc<str>>) {
+        self.state.lock().unwrap().twice.extend(events);
+    }
+
     /// A rule delivered `body` (the event `event_id`).
     pub fn push(&self, body: Arc<str>, event_id: Arc<str>) {
+        let twice = self.state.lock().unwrap().twice.remove(&event_id);
+        self.store(body.clone(), event_id.clone());
+        if twice {
+            self.store(body, event_id);
+        }
+    }
+
+    fn store(&self, body: Arc<str>, event_id: Arc<str>) {
         let now = Instant::now();
         let mut state = self.state.lock().unwrap();
         let id = state.next_id;

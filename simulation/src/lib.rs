@@ -17,11 +17,13 @@
 //! (the model draws latencies and the router's jitter from it; the router polls its races in a
 //! fixed order). [`quotas`] holds every figure with its source; [`run::run`] plays a storm and
 //! judges it; `src/bin/organisation-storm.rs` prints the tables `make bench` writes to
-//! BENCHMARKS.md.
+//! BENCHMARKS.md; [`faults`] plays a reduced organisation over many seeds with faults drawn from
+//! each, and judges what must hold whatever happens (`cargo test -p simulation`).
 
 pub mod bucket;
 pub mod esm;
 pub mod eventbridge;
+pub mod faults;
 pub mod ingest;
 pub mod karpenter;
 pub mod model;

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use crate::{
     esm::{Esm, Mapping, Pool, Usage},
     eventbridge::EventBridge,
+    faults::{Plan, Trace, event_id},
     ingest::Ingest,
     karpenter,
     model::{Counts, World},
@@ -105,18 +106,49 @@ pub struct Outcome {
 
 /// Runs the storm of `org` as `setup` says.
 pub fn run(org: Arc<Organisation>, setup: &Setup) -> Outcome {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
     let wall = WallInstant::now();
-    let mut outcome = runtime.block_on(play(org, setup));
+    let mut outcome = paused(play(org, setup, &Plan::default())).0;
     outcome.wall_time = wall.elapsed();
     outcome
 }
 
-async fn play(org: Arc<Organisation>, setup: &Setup) -> Outcome {
+/// Runs the storm of `org` with the faults of `plan` ([`crate::faults`]): what it left.
+pub fn run_faulted(org: Arc<Organisation>, setup: &Setup, plan: &Plan) -> Trace {
+    paused(play(org, setup, plan)).1
+}
+
+/// `run` to its end on one thread, on tokio's paused clock.
+fn paused<T>(run: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime")
+        .block_on(run)
+}
+
+/// The tenancy changes of `plan`, each at its time after `start`.
+async fn change_tenancy(world: Arc<World>, plan: Plan, start: Instant) {
+    let mut changes: Vec<(Duration, usize, &str)> = [
+        plan.deleted.map(|(c, at)| (at, c, "deleted")),
+        plan.lost.map(|(c, at)| (at, c, "lost")),
+        plan.created.map(|(c, at)| (at, c, "created")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    changes.sort();
+    for (at, c, change) in changes {
+        tokio::time::sleep_until(start + at).await;
+        match change {
+            "deleted" => world.set_tenant(c, false),
+            "lost" => world.set_queue(c, false),
+            _ => world.set_tenant(c, true),
+        }
+    }
+}
+
+async fn play(org: Arc<Organisation>, setup: &Setup, plan: &Plan) -> (Outcome, Trace) {
     let ingest = Arc::new(Ingest::new(Duration::from_secs(180), 20));
     let world = Arc::new(World::new(
         org.clone(),
@@ -145,6 +177,13 @@ async fn play(org: Arc<Organisation>, setup: &Setup) -> Outcome {
     let events = Arc::new(org.events.clone());
     let start = Instant::now();
     let last = events.last().map(|e| e.at).unwrap_or_default();
+    world.inject(plan.injected.clone());
+    esm.kill(plan.kills.iter().copied());
+    ingest.deliver_twice(plan.twice.iter().map(|id| Arc::from(id.as_str())));
+    if let Some((c, _)) = plan.created {
+        world.set_tenant(c, false);
+    }
+    let tenancy = tokio::spawn(change_tenancy(world.clone(), plan.clone(), start));
 
     let mapping = tokio::spawn({
         let esm = esm.clone();
@@ -176,7 +215,22 @@ async fn play(org: Arc<Organisation>, setup: &Setup) -> Outcome {
     let _ = mapping.await;
     karpenters.abort();
     let _ = karpenters.await;
-    judge(
+    tenancy.abort();
+    let trace = Trace {
+        arrivals: world
+            .arrivals()
+            .iter()
+            .map(|a| (event_id(&a.body), a.cluster, a.at.duration_since(start)))
+            .collect(),
+        dead_letters: world
+            .dead_letters()
+            .iter()
+            .map(|(body, reason)| (event_id(body), reason.clone()))
+            .collect(),
+        redriven: ingest.redriven().iter().map(|id| id.to_string()).collect(),
+        killed: esm.usage().killed,
+    };
+    let outcome = judge(
         &org,
         &world,
         &ingest,
@@ -185,7 +239,8 @@ async fn play(org: Arc<Organisation>, setup: &Setup) -> Outcome {
         &bridge,
         start,
         virtual_time,
-    )
+    );
+    (outcome, trace)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -13,7 +13,7 @@ use aws_credential_types::Credentials;
 use interruption_router::{
     accounts::Scope,
     aws::{
-        Aws, CallError, DescribeInstances, EntryFailure, EntryResult, Identity, InstanceFilter,
+        CallError, DescribeInstances, EntryFailure, EntryResult, Identity, InstanceFilter,
         InstancePage, SWEEP_PAGE, SendEntry, Session, Tagged, VisibilityEntry,
     },
     event::InstanceId,
@@ -21,6 +21,10 @@ use interruption_router::{
 };
 use tokio::time::Instant;
 
+mod env;
+mod injected;
+
+pub use self::{env::EnvAws, injected::Injected};
 use crate::{
     bucket::Bucket,
     ingest::Ingest,
@@ -75,6 +79,9 @@ struct State {
     dead_letters: Vec<(String, String)>,
     counts: Counts,
     issued: u64,
+    /// What the run does to the router on purpose ([`Injected`]), and the sends so far.
+    injected: Injected,
+    sends: u64,
 }
 
 /// The organisation's AWS.
@@ -143,6 +150,8 @@ impl World {
                 dead_letters: Vec::new(),
                 counts: Counts::default(),
                 issued: 0,
+                injected: Injected::default(),
+                sends: 0,
             }),
             quotas,
         }
@@ -276,6 +285,27 @@ impl World {
     async fn assume_role(&self, env: usize, role_arn: &str) -> Result<Credentials, CallError> {
         self.count("AssumeRole");
         let account = role_arn.split(':').nth(4).unwrap_or_default().to_owned();
+        let (revoked, throttled) = {
+            let state = self.state.lock().unwrap();
+            let revoked = state.injected.revoked.clone();
+            (
+                revoked
+                    .filter(|(a, ..)| *a == account)
+                    .map(|(_, f, t)| (f, t)),
+                state.injected.throttled,
+            )
+        };
+        if self.within(revoked) {
+            self.after(quotas::ASSUME_ROLE).await;
+            return Err(CallError::new(
+                "AccessDenied",
+                format!("not authorized to perform sts:AssumeRole on {role_arn}"),
+            ));
+        }
+        if self.within(throttled) {
+            self.after(quotas::THROTTLED).await;
+            return Err(CallError::new("Throttling", "Rate exceeded"));
+        }
         let allowed = {
             let mut state = self.state.lock().unwrap();
             let ok = state.sts.take();
@@ -313,9 +343,10 @@ impl World {
     ) -> Result<InstancePage, CallError> {
         self.begin("DescribeInstances", at)?;
         let key = scope_key(at);
+        let burst = self.within(self.state.lock().unwrap().injected.throttled);
         let allowed = {
             let mut state = self.state.lock().unwrap();
-            let ok = take(&mut state.ec2, &key, self.quotas.describe_instances);
+            let ok = !burst && take(&mut state.ec2, &key, self.quotas.describe_instances);
             if ok {
                 state
                     .counts
@@ -384,9 +415,10 @@ impl World {
     ) -> Result<Vec<Tagged>, CallError> {
         self.begin("GetResources", at)?;
         let key = scope_key(at);
+        let burst = self.within(self.state.lock().unwrap().injected.throttled);
         let allowed = {
             let mut state = self.state.lock().unwrap();
-            let ok = take(&mut state.tagging, &key, self.quotas.get_resources);
+            let ok = !burst && take(&mut state.tagging, &key, self.quotas.get_resources);
             if !ok {
                 state.counts.tagging_throttled += 1;
             }
@@ -451,6 +483,12 @@ impl World {
         self.begin("SendMessageBatch", at)?;
         self.after(quotas::SEND_MESSAGE_BATCH).await;
         let now = Instant::now();
+        let lost = {
+            let mut state = self.state.lock().unwrap();
+            state.sends += 1;
+            let n = state.sends;
+            state.injected.lost_answers.contains(&n)
+        };
         if url == self.dlq_url {
             let mut state = self.state.lock().unwrap();
             for e in entries {
@@ -474,6 +512,13 @@ impl World {
                     at: now,
                 });
             }
+        }
+        if lost {
+            // Stored, but the answer never came back: to the router, a timeout.
+            return Err(CallError::new(
+                CallError::TIMEOUT,
+                "no answer within the attempt timeout",
+            ));
         }
         Ok(entries
             .iter()
@@ -510,77 +555,6 @@ impl World {
                 }
             })
             .collect())
-    }
-}
-
-/// One execution environment's seam onto the [`World`].
-pub struct EnvAws {
-    pub env: usize,
-    pub world: Arc<World>,
-}
-
-impl Aws for EnvAws {
-    fn now(&self) -> SystemTime {
-        self.world.now_wall()
-    }
-    fn jitter(&self) -> f64 {
-        self.world.jitter()
-    }
-    async fn assume_role(&self, role_arn: &str) -> Result<Credentials, CallError> {
-        self.world.assume_role(self.env, role_arn).await
-    }
-    async fn describe_instances(
-        &self,
-        at: &Session,
-        query: DescribeInstances<'_>,
-    ) -> Result<InstancePage, CallError> {
-        self.world.describe_instances(at, query).await
-    }
-    async fn get_resources(
-        &self,
-        at: &Session,
-        ids: &[InstanceId],
-    ) -> Result<Vec<Tagged>, CallError> {
-        self.world.get_resources(at, ids).await
-    }
-    async fn get_queue_url(&self, at: &Session, name: &str) -> Result<String, CallError> {
-        self.world.get_queue_url(at, name).await
-    }
-    async fn list_queue_tags(
-        &self,
-        at: &Session,
-        url: &str,
-    ) -> Result<Vec<(String, String)>, CallError> {
-        self.world.list_queue_tags(at, url).await
-    }
-    async fn get_queue_policy(
-        &self,
-        _at: &Session,
-        _url: &str,
-    ) -> Result<Option<String>, CallError> {
-        // Every tenant queue carries its tag: the policy is never asked.
-        Ok(None)
-    }
-    async fn get_parameter(&self, at: &Session, name: &str) -> Result<String, CallError> {
-        self.world.get_parameter(at, name).await
-    }
-    async fn send_message_batch(
-        &self,
-        at: &Session,
-        url: &str,
-        entries: &[SendEntry<'_>],
-    ) -> Result<Vec<EntryResult>, CallError> {
-        self.world.send_message_batch(at, url, entries).await
-    }
-    async fn change_message_visibility_batch(
-        &self,
-        at: &Session,
-        _url: &str,
-        entries: &[VisibilityEntry<'_>],
-    ) -> Result<Vec<EntryResult>, CallError> {
-        self.world
-            .change_message_visibility_batch(at, entries)
-            .await
     }
 }
 

@@ -1,0 +1,476 @@
+//! The storm as a test: the organisation's storm at a reduced scale, played over many seeds, each
+//! with faults drawn from its seed, and judged against what must hold whatever happens.
+//!
+//! The faults ([`Plan`]) are the ones production brings, each as AWS and Lambda have it:
+//!
+//! * an execution environment killed mid-batch: Lambda reports an invocation error, so every
+//!   record of the batch waits out its visibility timeout (180 s) and comes back, whatever the
+//!   router had already sent ([`crate::esm::Esm::kill`]);
+//! * a response lost after a successful send: the messages are stored, the router sees a timeout
+//!   and sends again ([`Injected::lost_answers`]);
+//! * a duplicate delivery: SQS holds an event twice ([`crate::ingest::Ingest::deliver_twice`]);
+//! * a throttling burst: EC2, the Tagging API and STS throttle every call for a while;
+//! * a tenant stack deleted mid-storm (queue and record: the cluster leaves on purpose), a queue
+//!   deleted by hand while its record stands (lost: it must page), a tenant stack created
+//!   mid-storm (a cluster onboarded while events flow);
+//! * a spoke role revoked and restored (AssumeRole refused for a while).
+//!
+//! What must hold after every run ([`judge`]): nothing lost (each event of an onboarded cluster
+//! reaches its queue, or the dead-letter queue with the reason that pages for it), nothing
+//! misrouted and no copy in another tenant's queue, every lost queue pages (`queue-missing`),
+//! nothing pages for a cluster that was not onboarded or left on purpose, and nothing reaches the
+//! dead-letter queue without its reason (SQS's own redrive). Copies may arrive twice: Karpenter
+//! takes an interruption at least once, as SQS delivers it.
+//!
+//! A failing seed is replayed alone with `SIM_SEED=<seed> cargo test -p simulation --lib
+//! faults::tests::one_seed -- --nocapture`; `make soak SEEDS=<n>` plays as many as wanted.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    sync::Arc,
+    time::Duration,
+};
+
+use serde_json::Value;
+
+use crate::{
+    esm::Mapping,
+    model::Injected,
+    organisation::{Organisation, Sent, Shape},
+    quotas::Quotas,
+    run::{self, Setup},
+};
+
+/// How long the normal path takes at most, from an event entering its bus to the router acting
+/// on it (two EventBridge hops, the batching window, the router's calls): an event this far
+/// before or after a tenancy change is judged by the tenancy before or after it.
+const SETTLE: Duration = Duration::from_secs(10);
+
+/// The reduced organisation the seeded runs play: four accounts of three clusters in two
+/// regions, 24 nodes of one region reclaimed within 20 s, and a background of state changes
+/// from instances no cluster owns.
+pub fn shape() -> Shape {
+    Shape {
+        accounts: 4,
+        clusters_per_account: 3,
+        regions: vec!["us-east-1".into(), "us-west-2".into()],
+        hub_region: "us-east-1".into(),
+        storm_region: "us-west-2".into(),
+        storm_nodes: 24,
+        storm_window: Duration::from_secs(20),
+        background_per_second: 1.0,
+        lead_in: Duration::from_secs(20),
+        duration: Duration::from_secs(60),
+    }
+}
+
+/// The faults of one run, drawn from its seed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub injected: Injected,
+    /// Invocations (numbered from 1) whose execution environment dies mid-batch.
+    pub kills: BTreeSet<usize>,
+    /// Events SQS holds twice.
+    pub twice: BTreeSet<String>,
+    /// A tenant stack deleted: (cluster, when after the start).
+    pub deleted: Option<(usize, Duration)>,
+    /// A queue deleted by hand, its tenant record left standing.
+    pub lost: Option<(usize, Duration)>,
+    /// A tenant stack created mid-storm (the cluster not onboarded before).
+    pub created: Option<(usize, Duration)>,
+}
+
+impl Plan {
+    /// The faults `seed` draws for `org`: each kind with some chance, at times and on clusters
+    /// drawn too; the tenancy changes on distinct clusters that have events.
+    pub fn draw(seed: u64, org: &Organisation) -> Self {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0xfa17_5eed);
+        let mut plan = Plan::default();
+        let storm_starts = org.shape.lead_in;
+        let window = |rng: &mut fastrand::Rng, most: u64| {
+            let from = storm_starts + Duration::from_secs(rng.u64(0..=25));
+            (from, from + Duration::from_secs(rng.u64(5..=most)))
+        };
+        for _ in 0..rng.usize(0..=2) {
+            plan.kills.insert(rng.usize(1..=40));
+        }
+        for _ in 0..rng.usize(0..=3) {
+            plan.injected.lost_answers.insert(rng.u64(1..=80));
+        }
+        let owned: Vec<&str> = org
+            .events
+            .iter()
+            .filter(|e| e.kind != Sent::Background)
+            .map(|e| e.id.as_str())
+            .collect();
+        for _ in 0..rng.usize(0..=5) {
+            plan.twice
+                .insert(owned[rng.usize(..owned.len())].to_owned());
+        }
+        if rng.bool() {
+            plan.injected.throttled = Some(window(&mut rng, 20));
+        }
+        if rng.bool() {
+            // A member account: the hub's own is reached without a spoke role.
+            let account = org.accounts[rng.usize(1..org.accounts.len())].clone();
+            let (from, to) = window(&mut rng, 60);
+            plan.injected.revoked = Some((account, from, to));
+        }
+        let mut with_events: Vec<usize> = (0..org.clusters.len())
+            .filter(|c| {
+                org.clusters[*c].region == org.shape.storm_region
+                    // The revoked account's clusters are judged by that fault alone.
+                    && plan
+                        .injected
+                        .revoked
+                        .as_ref()
+                        .is_none_or(|(a, ..)| *a != org.clusters[*c].account)
+            })
+            .collect();
+        rng.shuffle(&mut with_events);
+        let mut next = || with_events.pop();
+        let at = |rng: &mut fastrand::Rng| storm_starts + Duration::from_secs(rng.u64(0..=30));
+        if rng.bool() {
+            plan.deleted = next().map(|c| (c, at(&mut rng)));
+        }
+        if rng.bool() {
+            plan.lost = next().map(|c| (c, at(&mut rng)));
+        }
+        if rng.bool() {
+            plan.created = next().map(|c| (c, at(&mut rng)));
+        }
+        plan
+    }
+}
+
+/// What a run left behind, for [`judge`].
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    /// (event id, cluster, when after the start) of every copy that reached a cluster's queue.
+    pub arrivals: Vec<(String, usize, Duration)>,
+    /// (event id, reason) of every dead letter the router wrote.
+    pub dead_letters: Vec<(String, String)>,
+    /// Events SQS moved to the dead-letter queue on its own, without a reason.
+    pub redriven: Vec<String>,
+    /// Invocations whose environment was killed.
+    pub killed: u64,
+}
+
+/// The event id of a message body.
+pub(crate) fn event_id(body: &str) -> String {
+    serde_json::from_str::<Value>(body).unwrap_or_default()["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// What each event may become under `plan`, and what a run made of it: every violation, in
+/// words.
+pub fn judge(org: &Organisation, plan: &Plan, trace: &Trace) -> Vec<String> {
+    let mut violations = Vec::new();
+    let mut arrived: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (id, cluster, _) in &trace.arrivals {
+        arrived.entry(id.as_str()).or_default().push(*cluster);
+    }
+    let mut dead: HashMap<&str, BTreeSet<&str>> = HashMap::new();
+    for (id, reason) in &trace.dead_letters {
+        dead.entry(id.as_str()).or_default().insert(reason.as_str());
+    }
+    let revoked = plan.injected.revoked.as_ref().map(|(a, ..)| a.as_str());
+    let mut lost_queue_pages = 0;
+    let mut lost_queue_events_after = 0;
+    for event in &org.events {
+        let copies = arrived.get(event.id.as_str()).cloned().unwrap_or_default();
+        let reasons = dead.get(event.id.as_str()).cloned().unwrap_or_default();
+        let owner = org.instances.get(&event.instance).and_then(|i| i.cluster);
+        let Some(owner) = owner else {
+            // An instance no cluster owns: never forwarded; dead-lettered only when its account
+            // could not be reached to look it up.
+            if !copies.is_empty() {
+                violations.push(format!(
+                    "{} (an instance no cluster owns) reached {:?}",
+                    event.id, copies
+                ));
+            }
+            let allowed = if revoked == Some(event.account.as_str()) {
+                &["account-unreachable"][..]
+            } else {
+                &[][..]
+            };
+            for reason in &reasons {
+                if !allowed.contains(reason) {
+                    violations.push(format!(
+                        "{} (an instance no cluster owns) dead-lettered {reason}",
+                        event.id
+                    ));
+                }
+            }
+            continue;
+        };
+        for cluster in &copies {
+            if *cluster != owner {
+                violations.push(format!(
+                    "{} of cluster {owner} ({}) reached cluster {cluster}'s queue ({}): misrouted",
+                    event.id, org.clusters[owner].name, org.clusters[*cluster].name
+                ));
+            }
+        }
+        let delivered = copies.contains(&owner);
+        let before = |at: Duration| event.at + SETTLE < at;
+        let after = |at: Duration| event.at > at + SETTLE;
+        // (must arrive, dead-letter reasons allowed), by what the plan did to its cluster.
+        let (must_arrive, allowed): (bool, &[&str]) = match plan {
+            Plan {
+                created: Some((c, at)),
+                ..
+            } if *c == owner => (after(*at), &[]),
+            Plan {
+                deleted: Some((c, _)),
+                ..
+            } if *c == owner => (false, &[]),
+            Plan {
+                lost: Some((c, at)),
+                ..
+            } if *c == owner => {
+                if after(*at) {
+                    lost_queue_events_after += 1;
+                    if reasons.contains("queue-missing") {
+                        lost_queue_pages += 1;
+                    } else {
+                        violations.push(format!(
+                            "{} of {} came after its queue was lost and did not page \
+                             (queue-missing): {reasons:?}, {} copies",
+                            event.id,
+                            org.clusters[owner].name,
+                            copies.len()
+                        ));
+                    }
+                }
+                (
+                    before(*at) && !reasons.contains("queue-missing"),
+                    &["queue-missing"],
+                )
+            }
+            _ if revoked == Some(event.account.as_str()) => (
+                !reasons.contains("account-unreachable"),
+                &["account-unreachable"],
+            ),
+            _ => (true, &[]),
+        };
+        if must_arrive && !delivered {
+            violations.push(format!(
+                "{} ({}) of cluster {} never reached its queue (dead letters {reasons:?}): lost",
+                event.id,
+                event.kind.label(),
+                org.clusters[owner].name
+            ));
+        }
+        for reason in &reasons {
+            if !allowed.contains(reason) {
+                violations.push(format!(
+                    "{} of cluster {} dead-lettered {reason}: it pages for what is not wrong",
+                    event.id, org.clusters[owner].name
+                ));
+            }
+        }
+    }
+    if lost_queue_events_after > 0 && lost_queue_pages == 0 {
+        violations.push("the lost queue never paged".to_owned());
+    }
+    for id in &trace.redriven {
+        violations.push(format!(
+            "{id} reached the dead-letter queue by SQS's redrive, without its reason"
+        ));
+    }
+    violations
+}
+
+/// One seeded run: its plan, what it left, and every violation.
+pub struct Verdict {
+    pub seed: u64,
+    pub plan: Plan,
+    pub trace: Trace,
+    pub violations: Vec<String>,
+}
+
+impl Verdict {
+    /// The report of a failing seed, with the command that replays it.
+    pub fn report(&self) -> String {
+        format!(
+            "seed {} failed ({} violations):\n  {}\nplan: {:?}\nreplay: SIM_SEED={} cargo test -p \
+             simulation --lib faults::tests::one_seed -- --nocapture",
+            self.seed,
+            self.violations.len(),
+            self.violations
+                .iter()
+                .take(12)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n  "),
+            self.plan,
+            self.seed
+        )
+    }
+}
+
+/// Plays `seed`: the reduced organisation, its faults, and the verdict.
+pub fn play(seed: u64) -> Verdict {
+    let org = Arc::new(Organisation::new(shape(), seed));
+    let plan = Plan::draw(seed, &org);
+    let setup = Setup {
+        seed,
+        quotas: Quotas::defaults(18_750.0),
+        mapping: Mapping::base_stack(),
+        router_vars: Vec::new(),
+        // Past a killed batch's 180-s visibility, and the hand-backs of a revoked account.
+        drain_limit: Duration::from_secs(1_200),
+    };
+    let trace = run::run_faulted(org.clone(), &setup, &plan);
+    let violations = judge(&org, &plan, &trace);
+    Verdict {
+        seed,
+        plan,
+        trace,
+        violations,
+    }
+}
+
+/// How many of each fault `verdicts` played: evidence the seeds cover them all.
+pub fn coverage(verdicts: &[Verdict]) -> BTreeMap<&'static str, usize> {
+    let mut seen = BTreeMap::new();
+    for v in verdicts {
+        let p = &v.plan;
+        for (name, played) in [
+            ("an environment killed", v.trace.killed > 0),
+            ("an answer lost", !p.injected.lost_answers.is_empty()),
+            ("a duplicate delivery", !p.twice.is_empty()),
+            ("a throttling burst", p.injected.throttled.is_some()),
+            ("a spoke role revoked", p.injected.revoked.is_some()),
+            ("a tenant stack deleted", p.deleted.is_some()),
+            ("a queue lost", p.lost.is_some()),
+            ("a tenant stack created", p.created.is_some()),
+        ] {
+            *seen.entry(name).or_default() += usize::from(played);
+        }
+    }
+    seen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `SIM_SEEDS` seeds (100 by default) from `SIM_SEED_BASE` (0): all must hold.
+    #[test]
+    fn every_seed_holds_whatever_faults_it_draws() {
+        let count: u64 = std::env::var("SIM_SEEDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(100);
+        let base: u64 = std::env::var("SIM_SEED_BASE")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let verdicts: Vec<Verdict> = (base..base + count).map(play).collect();
+        let failed: Vec<String> = verdicts
+            .iter()
+            .filter(|v| !v.violations.is_empty())
+            .map(Verdict::report)
+            .collect();
+        assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+        let covered = coverage(&verdicts);
+        println!("{count} seeds, each fault played by: {covered:?}");
+        if count >= 100 {
+            for (fault, runs) in &covered {
+                assert!(*runs >= 5, "only {runs} seeds played {fault}: {covered:?}");
+            }
+        }
+    }
+
+    /// One seed, as a failure's report names it (`SIM_SEED`).
+    #[test]
+    fn one_seed() {
+        let Some(seed) = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()) else {
+            return;
+        };
+        let verdict = play(seed);
+        println!(
+            "seed {seed}: plan {:?}; {} arrivals, {} dead letters, {} killed",
+            verdict.plan,
+            verdict.trace.arrivals.len(),
+            verdict.trace.dead_letters.len(),
+            verdict.trace.killed
+        );
+        assert!(verdict.violations.is_empty(), "{}", verdict.report());
+    }
+
+    fn org() -> Organisation {
+        Organisation::new(shape(), 1)
+    }
+
+    fn owned_event(org: &Organisation, cluster: usize) -> &crate::organisation::Event {
+        org.events
+            .iter()
+            .find(|e| org.instances[&e.instance].cluster == Some(cluster) && e.at > SETTLE * 10)
+            .expect("an event of the cluster")
+    }
+
+    /// The judge itself: a clean trace holds; each kind of violation is seen.
+    #[test]
+    fn the_judge_sees_a_loss_a_misroute_a_page_for_nothing_and_a_silent_lost_queue() {
+        let org = org();
+        let plan = Plan::default();
+        let all: Vec<(String, usize, Duration)> = org
+            .events
+            .iter()
+            .filter_map(|e| {
+                let c = org.instances[&e.instance].cluster?;
+                Some((e.id.clone(), c, e.at))
+            })
+            .collect();
+        let clean = Trace {
+            arrivals: all.clone(),
+            ..Trace::default()
+        };
+        assert_eq!(judge(&org, &plan, &clean), Vec::<String>::new());
+
+        let storm: Vec<usize> = (0..org.clusters.len())
+            .filter(|c| org.clusters[*c].region == "us-west-2")
+            .collect();
+        let (a, b) = (storm[0], storm[1]);
+        let event = owned_event(&org, a);
+        let without = |id: &str| Trace {
+            arrivals: all.iter().filter(|x| x.0 != id).cloned().collect(),
+            ..Trace::default()
+        };
+        let lost = judge(&org, &plan, &without(&event.id));
+        assert!(lost.iter().any(|v| v.contains("lost")), "{lost:?}");
+
+        let mut misrouted = clean.clone();
+        misrouted.arrivals.push((event.id.clone(), b, event.at));
+        let seen = judge(&org, &plan, &misrouted);
+        assert!(seen.iter().any(|v| v.contains("misrouted")), "{seen:?}");
+
+        let mut paged = clean.clone();
+        paged
+            .dead_letters
+            .push((event.id.clone(), "queue-missing".into()));
+        let seen = judge(&org, &plan, &paged);
+        assert!(seen.iter().any(|v| v.contains("pages for")), "{seen:?}");
+
+        // Its queue lost before the event: it must page, and here it did not.
+        let lost_queue = Plan {
+            lost: Some((a, Duration::ZERO)),
+            ..Plan::default()
+        };
+        let seen = judge(&org, &lost_queue, &without(&event.id));
+        assert!(seen.iter().any(|v| v.contains("did not page")), "{seen:?}");
+        // A cluster not yet onboarded when its event came: absent, no page: holds.
+        let created = Plan {
+            created: Some((a, event.at + SETTLE * 2)),
+            ..Plan::default()
+        };
+        let seen = judge(&org, &created, &without(&event.id));
+        assert_eq!(seen, Vec::<String>::new());
+    }
+}
