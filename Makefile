@@ -42,8 +42,11 @@ HUB_BUS ?=
 ROUTER_ROLE ?=
 CREATE_SPOKE_ROLE ?=
 # Locked-down accounts (README): KMS_KEY=Create gives the queues of the base and tenant stacks a
-# customer-managed key the stack creates; PERMISSIONS_BOUNDARY (a policy name, path included) and
-# ROLE_PATH (e.g. /platform/) go to the roles base.yaml and spoke.yaml create. Unset keeps what
+# customer-managed key the stack creates; KMS_KEY=<key ARN> the organisation's own key, whose
+# policy the stacks never edit (for deploy-spoke: the keys, comma-separated, that the account's
+# tenant queues use, which the spoke role may use through SQS; Create passes nothing, as keys the
+# tenant stacks create name the spoke role themselves); PERMISSIONS_BOUNDARY (a policy name, path
+# included) and ROLE_PATH (e.g. /platform/) go to the roles base.yaml and spoke.yaml create. Unset keeps what
 # the stack has (PARAMS='PermissionsBoundary=' removes a boundary).
 KMS_KEY ?=
 PERMISSIONS_BOUNDARY ?=
@@ -86,9 +89,9 @@ help:
 	@echo "make fuzz        fuzz the event parser for FUZZ_SECONDS (default 120)"
 	@echo "make release     the release directory: the router's zip and routerctl per architecture, SBOMs, SHA256SUMS, templates ($(RELEASE_DIR))"
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64), for a build of your own"
-	@echo "make deploy-base BUCKET=… REGION=… [RELEASE=<version>] [STACK_NAME=…] [LOG_LEVEL=…] [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [SPOKE_ROLE_PATH=/…/] [PARAMS=…]"
-	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] [ALARM_TOPIC=<sns arn>] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] [SPOKE_ROLE_PATH=…] (member account)"
-	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create] [EVENT_KINDS=<kinds, comma-separated; default all five>]"
+	@echo "make deploy-base BUCKET=… REGION=… [RELEASE=<version>] [STACK_NAME=…] [LOG_LEVEL=…] [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create|<key arn>] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [SPOKE_ROLE_PATH=/…/] [PARAMS=…]"
+	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] [ALARM_TOPIC=<sns arn>] [KMS_KEY=<key arns>] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] [SPOKE_ROLE_PATH=…] (member account)"
+	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create|<key arn>] [EVENT_KINDS=<kinds, comma-separated; default all five>]"
 	@echo "make deploy-fis  CLUSTER=… REGION=… [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…]"
 	@echo "  every deploy target: [RELEASE=<version> [RELEASE_DIR=…]] (templates from a release) [CFN_ROLE=<arn>] (CloudFormation deploys as that role)"
 
@@ -362,7 +365,8 @@ deploy-spoke: $(DEPLOY_TOOLS)
 		--template-file $(TEMPLATES)/spoke.yaml --capabilities CAPABILITY_NAMED_IAM --no-fail-on-empty-changeset $(role_arn) \
 		$(call parameter_overrides,$(call if_set,HUB_BUS,HubEventBusArn) $(call if_set,ROUTER_ROLE,RouterRoleArn) $(call if_set,CREATE_SPOKE_ROLE,CreateSpokeRole) \
 			$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) \
-			$(call if_set,SPOKE_ROLE_PATH,SpokeRolePath) $(call if_set,ALARM_TOPIC,AlarmTopicArn) $(PARAMS))
+			$(call if_set,SPOKE_ROLE_PATH,SpokeRolePath) $(call if_set,ALARM_TOPIC,AlarmTopicArn) \
+			$(if $(filter-out Create,$(KMS_KEY)),KmsKey=$(KMS_KEY)) $(PARAMS))
 	@$(call say_alarm_topic,$(SPOKE_STACK),alarms of this region's tenant queues)
 
 # A cluster's queue, next to the stack that connects its region (the base stack in the router's

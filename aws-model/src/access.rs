@@ -124,5 +124,98 @@ pub fn authorize_service(key_policy: &Policy, service: &str, request: &Request<'
     )
 }
 
+/// KMS's answer when SQS uses the queue key `key` (its ARN and policy) for `identity`'s send
+/// (`kms:GenerateDataKey`, `kms:Decrypt`) or receive (`kms:Decrypt`) in `region`: SQS calls KMS
+/// with the caller's own credentials, so the request carries `kms:ViaService`
+/// `sqs.<region>.amazonaws.com` and the caller's account (SQS developer guide, "Key management").
+/// What `routerctl verify` judges a role's use of a key by, and what the Karpenter stand-in
+/// receives by.
+pub fn role_through_sqs(
+    identity: &Identity<'_>,
+    key: &str,
+    key_policy: &Policy,
+    action: &str,
+    region: &str,
+) -> Decision {
+    let via_sqs = format!("sqs.{region}.amazonaws.com");
+    let caller_account = crate::aws::arn_account(identity.arn).unwrap_or_default();
+    let context = [
+        ("kms:ViaService", via_sqs.as_str()),
+        ("kms:CallerAccount", caller_account),
+        ("aws:PrincipalArn", identity.arn),
+    ];
+    let request = Request {
+        principal: Principal::Attached,
+        action,
+        resource: key,
+        context: &context,
+    };
+    let key_account = crate::aws::arn_account(key).unwrap_or_default();
+    authorize_role(
+        identity,
+        key_policy,
+        ResourcePolicy::Key,
+        key_account,
+        &request,
+    )
+}
+
+/// KMS's answer when SQS uses the queue key `key` for EventBridge delivering an event of a rule of
+/// `account`. The request carries `aws:SourceAccount`; whether it carries the rule's
+/// `aws:SourceArn` no AWS document says, so a key policy must not depend on it: `source_arn` is
+/// `Some` only to tell such a policy apart ([`EventBridgeUse`]).
+pub fn eventbridge_through_sqs(
+    key: &str,
+    key_policy: &Policy,
+    account: &str,
+    source_arn: Option<&str>,
+    action: &str,
+) -> Decision {
+    let mut context = vec![("aws:SourceAccount", account)];
+    context.extend(source_arn.map(|arn| ("aws:SourceArn", arn)));
+    authorize_service(
+        key_policy,
+        "events.amazonaws.com",
+        &Request {
+            principal: Principal::Attached,
+            action,
+            resource: key,
+            context: &context,
+        },
+    )
+}
+
+/// How a key policy treats EventBridge's deliveries for one rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventBridgeUse {
+    /// Allowed whether or not SQS's call to KMS names the rule.
+    Allowed,
+    /// Allowed only when the call carries the rule's `aws:SourceArn`: deliveries may fail with
+    /// nothing but the rule's own metrics saying so.
+    OnlyWithSourceArn,
+    /// Refused (the decision says by what).
+    Refused(Decision),
+}
+
+/// [`EventBridgeUse`] of `action` for `rule` (an ARN of `account`).
+pub fn eventbridge_use(
+    key: &str,
+    key_policy: &Policy,
+    account: &str,
+    rule: &str,
+    action: &str,
+) -> EventBridgeUse {
+    let without = eventbridge_through_sqs(key, key_policy, account, None, action);
+    if without.is_allowed() {
+        return EventBridgeUse::Allowed;
+    }
+    let with = eventbridge_through_sqs(key, key_policy, account, Some(rule), action);
+    if with.is_allowed() {
+        EventBridgeUse::OnlyWithSourceArn
+    } else {
+        EventBridgeUse::Refused(with)
+    }
+}
+
 #[cfg(test)]
 mod tests;

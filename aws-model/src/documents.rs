@@ -133,6 +133,49 @@ pub fn hub_bus_policy(
     document(&template, &stage, "HubEventBus", &["Policy"])
 }
 
+/// The statements an organisation's own key (`KmsKey=<key ARN>`) needs in its policy for the
+/// queues of a stack in `account`, `region`: the ones the stack writes into the key it creates
+/// with `KmsKey=Create` (all but the account's administration of the key). For base.yaml's
+/// queues `sender_role_arn` is unused (its key delegates the router role to IAM); for a tenant
+/// queue it is the role the router sends with (the router role, or a member's spoke role).
+pub fn key_statements(
+    stack: KeyedStack,
+    account: &str,
+    region: &str,
+    sender_role_arn: &str,
+) -> Result<Vec<Value>> {
+    let (name, text) = match stack {
+        KeyedStack::Base => ("base.yaml", BASE_TEMPLATE),
+        KeyedStack::Tenant => ("tenant.yaml", TENANT_TEMPLATE),
+    };
+    let template = parsed(name, text)?;
+    let mut stage = Stage::new("keyed", account, region).parameter("KmsKey", "Create");
+    stage = match stack {
+        KeyedStack::Base => stage.parameter("CodeS3Bucket", "artifacts"),
+        KeyedStack::Tenant => stage
+            .parameter("ClusterName", "cluster")
+            .parameter("RouterRoleArn", sender_role_arn)
+            .parameter("QueuePrefix", "karpenter-"),
+    };
+    let policy = document(&template, &stage, "QueueKey", &["KeyPolicy"])?;
+    Ok(policy["Statement"]
+        .as_array()
+        .context("a key policy has statements")?
+        .iter()
+        .filter(|s| s["Sid"] != "AccountAdministersTheKey")
+        .cloned()
+        .collect())
+}
+
+/// Which stack's queues a key is for ([`key_statements`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyedStack {
+    /// base.yaml's ingest queue and DLQ: EventBridge's rules deliver, the router role reads.
+    Base,
+    /// A tenant queue: the router's sender writes, Karpenter's role reads.
+    Tenant,
+}
+
 /// The base stack's two queue policies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BaseQueue {
@@ -192,6 +235,35 @@ mod tests {
             .iter()
             .map(|s| s["Sid"].as_str().unwrap())
             .collect()
+    }
+
+    /// A given key needs what the stack's own key says: EventBridge's rules and the account's
+    /// roles through SQS for the base queues; the sender by name and the account's readers for a
+    /// tenant queue. Never the account's administration of the key.
+    #[test]
+    fn a_given_key_needs_the_statements_the_stacks_write_into_their_own() {
+        let base = key_statements(KeyedStack::Base, "111111111111", "eu-west-1", "").unwrap();
+        let sids: Vec<&str> = base.iter().map(|s| s["Sid"].as_str().unwrap()).collect();
+        assert_eq!(
+            sids,
+            [
+                "EventBridgeRulesOfThisAccountDeliver",
+                "AccountRolesUseItThroughSqs"
+            ]
+        );
+        assert_eq!(
+            base[0]["Condition"]["StringEquals"]["aws:SourceAccount"],
+            "111111111111"
+        );
+        let tenant =
+            key_statements(KeyedStack::Tenant, "111111111111", "eu-west-1", ROUTER).unwrap();
+        assert_eq!(tenant[0]["Sid"], "RouterSendsThroughSqs");
+        assert_eq!(tenant[0]["Principal"]["AWS"], ROUTER);
+        assert_eq!(
+            tenant[0]["Condition"]["StringEquals"]["kms:ViaService"],
+            "sqs.eu-west-1.amazonaws.com"
+        );
+        assert_eq!(tenant[1]["Sid"], "AccountRolesDecryptThroughSqs");
     }
 
     #[test]

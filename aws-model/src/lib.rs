@@ -8,6 +8,8 @@
 //!   as CloudFormation evaluates it;
 //! * [`policy`]: IAM's evaluation of identity and resource policies, for `verify`'s checks;
 //! * [`access`]: a role's permissions boundary, and KMS key policies, combined with them;
+//! * [`roles`]: a role's policies, boundary and trust policy, read from IAM;
+//! * [`kms`]: a KMS key's state and key policy, read from KMS;
 //! * [`patterns`]: EventBridge's matching of an event pattern;
 //! * [`events`]: interruption events in the exact shapes EC2, AWS Health and FIS produce;
 //! * [`aws`]: the SDK clients for one account and region, and error text that names what AWS said.
@@ -17,7 +19,9 @@ pub mod aws;
 pub mod deployed;
 pub mod documents;
 pub mod events;
+pub mod kms;
 pub mod patterns;
 pub mod policy;
+pub mod roles;
 pub mod stacks;
 pub mod template;

@@ -15,6 +15,10 @@
 //!   every other caller's: the emulator reports that itself (`moto_fixes.py`,
 //!   [`crate::moto::MotoServer::set_sqs_metric_delay`]).
 //!
+//! * [`Karpenter::start_as`] reads as its controller role: from a queue under a KMS key it reads
+//!   only what KMS lets that role decrypt ([`crate::sse`]); a refused receive reads nothing, is
+//!   kept in [`Karpenter::refusals`] (Karpenter logs the error) and is tried again a second later.
+//!
 //! [`Karpenter::reading_at`] says which queue it was pointed at when an event was sent, so a test
 //! can tell whether each event reached the queue Karpenter was reading.
 
@@ -68,7 +72,10 @@ struct Reader {
 pub struct Karpenter {
     aws: Aws,
     behaviour: Behaviour,
+    /// The controller role it reads as, if its key use is judged.
+    role: Option<String>,
     reads: Arc<Mutex<Vec<Read>>>,
+    refusals: Arc<Mutex<Vec<String>>>,
     current: Option<Reader>,
     /// When it was pointed at each queue, in order.
     switches: Vec<(Instant, String)>,
@@ -77,9 +84,31 @@ pub struct Karpenter {
 impl Karpenter {
     /// A Karpenter reading `queue` (a name) from now on.
     pub async fn start(aws: &Aws, queue: &str, behaviour: Behaviour) -> Result<Self> {
+        Self::started(aws, queue, behaviour, None).await
+    }
+
+    /// A Karpenter reading `queue` as its controller role `role` (an ARN): a queue under a KMS key
+    /// gives it only what KMS lets the role decrypt.
+    pub async fn start_as(
+        aws: &Aws,
+        queue: &str,
+        behaviour: Behaviour,
+        role: &str,
+    ) -> Result<Self> {
+        Self::started(aws, queue, behaviour, Some(role.to_owned())).await
+    }
+
+    async fn started(
+        aws: &Aws,
+        queue: &str,
+        behaviour: Behaviour,
+        role: Option<String>,
+    ) -> Result<Self> {
         let mut karpenter = Self {
             aws: aws.clone(),
             behaviour,
+            role,
+            refusals: Arc::default(),
             reads: Arc::default(),
             current: None,
             switches: Vec::new(),
@@ -112,6 +141,8 @@ impl Karpenter {
             queue: queue.to_owned(),
             url,
             reads: self.reads.clone(),
+            role: self.role.clone(),
+            refusals: self.refusals.clone(),
             stop: stop.clone(),
             wait: self.behaviour.receive_wait,
         };
@@ -145,6 +176,11 @@ impl Karpenter {
         self.reads.lock().unwrap().clone()
     }
 
+    /// The receives SQS refused it (the error code and why), in order.
+    pub fn refusals(&self) -> Vec<String> {
+        self.refusals.lock().unwrap().clone()
+    }
+
     /// Stops reading once the current queue holds nothing sent before now.
     pub async fn stop(&mut self) -> Result<()> {
         if let Some(reader) = self.current.take() {
@@ -161,6 +197,8 @@ struct Leader {
     queue: String,
     url: String,
     reads: Arc<Mutex<Vec<Read>>>,
+    role: Option<String>,
+    refusals: Arc<Mutex<Vec<String>>>,
     stop: Arc<AtomicBool>,
     wait: Duration,
 }
@@ -181,6 +219,18 @@ impl Leader {
             } else {
                 self.wait
             };
+            // SQS decrypts for the caller, or refuses the receive; Karpenter logs the error and
+            // tries again.
+            if let Some(role) = &self.role
+                && let Some(refused) = crate::sse::receive_refused(&self.aws, &self.url, role).await
+            {
+                self.refusals.lock().unwrap().push(refused);
+                if stopped_at.is_some() {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
             let received = self
                 .aws
                 .sqs

@@ -13,7 +13,8 @@
 //!   visibility timeouts, partial batch responses);
 //! * [`eventbridge`]: the default event bus, with rule changes that take effect late;
 //! * [`proxy`]: a fault-injecting proxy in front of moto (throttling, errors, hangs);
-//! * [`karpenter`]: Karpenter's interruption controller reading its queue;
+//! * [`karpenter`]: Karpenter's interruption controller reading its queue, as its role, through
+//!   [`sse`] (a queue under a KMS key is read only by a caller KMS lets decrypt);
 //! * [`http`], [`ports`]: the small HTTP server the stand-ins share, and the loopback ports
 //!   they and moto are given.
 
@@ -28,4 +29,5 @@ pub mod moto;
 pub mod ports;
 pub mod proxy;
 pub mod runtime_api;
+pub mod sse;
 mod zygote;

@@ -10,6 +10,10 @@ AWS does. Each fix says what AWS does and where moto differs.
 * AWS::IAM::ManagedPolicy with `!If [condition, statement, !Ref AWS::NoValue]` in its Statement
   list (tenant.yaml's kms:Decrypt grant). CloudFormation drops the element; moto leaves a null
   in the list and refuses the document ("Syntax errors in policy"). Dropped here.
+* AWS::IAM::ManagedPolicy changed by a stack update (tenant.yaml's Karpenter grant when its
+  statements change). CloudFormation updates it in place (a new default version of the same
+  policy, its attachments as the template lists them); moto has no update for it, so the stack
+  loses the resource and the role its grant. Updated in place here.
 * AWS::KMS::Key with its KeyPolicy as an object (CloudFormation's Json type, the way
   base.yaml and tenant.yaml write it). moto stores the object as the key's policy where its KMS
   API expects a JSON string, so DescribeKey and GetKeyPolicy on the key fail with a 500. Stored
@@ -145,6 +149,45 @@ if _iam is not None:
 
 if _kms is not None:
     _fix_cloudformation_properties(_kms.Key, _key_policy_as_json)
+
+
+def _managed_policy_updated_in_place(model):
+    """Has moto's CloudFormation update a managed policy as CloudFormation does: a new default
+    version (IAM keeps five: the oldest other one goes first) and its role, group and user
+    attachments as listed. (A new ManagedPolicyName or Path would replace it; the project's
+    templates set neither.)"""
+
+    def update(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+        properties = cloudformation_json.get("Properties") or {}
+        _policy_document_as_iam_keeps_it(properties)
+        policy = original_resource
+        backend = policy.backend
+        document = json.dumps(properties.get("PolicyDocument"))
+        default = next(v for v in policy.versions if v.version_id == policy.default_version_id)
+        if json.loads(document) != json.loads(default.document):
+            others = [v for v in policy.versions if not v.is_default]
+            if len(policy.versions) >= 5 and others:
+                backend.delete_policy_version(policy.arn, others[0].version_id)
+            backend.create_policy_version(policy.arn, document, True)
+        kinds = [
+            ("Roles", backend.roles.values(), backend.attach_role_policy, backend.detach_role_policy, "role_name"),
+            ("Groups", backend.groups.values(), backend.attach_group_policy, backend.detach_group_policy, "group_name"),
+            ("Users", backend.users.values(), backend.attach_user_policy, backend.detach_user_policy, "user_name"),
+        ]
+        for key, holders, attach, detach, argument in kinds:
+            listed = set(properties.get(key) or [])
+            attached = {h.name for h in holders if policy.arn in h.managed_policies}
+            for holder in sorted(listed - attached):
+                attach(policy_arn=policy.arn, **{argument: holder})
+            for holder in sorted(attached - listed):
+                detach(policy_arn=policy.arn, **{argument: holder})
+        return policy
+
+    model.update_from_cloudformation_json = classmethod(update)
+
+
+if _iam is not None:
+    _managed_policy_updated_in_place(_iam.ManagedPolicy)
 
 
 def _function_tagged(model):

@@ -226,6 +226,18 @@ impl Template {
                     bail!("{}: {key}={value:?} is not one of {allowed:?}", self.name);
                 }
             }
+            // CloudFormation matches the whole value (the pattern is anchored).
+            if let Some(pattern) = spec["AllowedPattern"].as_str() {
+                let anchored = regex_lite::Regex::new(&format!("^(?:{pattern})$"))
+                    .with_context(|| format!("{}: {key}'s AllowedPattern", self.name))?;
+                if !anchored.is_match(&value) {
+                    let why = spec["ConstraintDescription"].as_str().unwrap_or(pattern);
+                    bail!(
+                        "{}: {key}={value:?} does not match its pattern: {why}",
+                        self.name
+                    );
+                }
+            }
             parameters.insert(key.clone(), value);
         }
         for key in stage.parameters.keys() {

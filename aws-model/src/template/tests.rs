@@ -134,3 +134,34 @@ Resources:
     let unknown = Stage::new("s", "111111111111", "eu-west-1").parameter("Kinds", "a,x");
     assert_eq!(t.rules_failures(&unknown).unwrap().len(), 1);
 }
+
+#[test]
+fn a_value_breaking_its_allowed_pattern_is_refused_whole() {
+    let t = Template::parse(
+        "t",
+        r#"
+Parameters:
+  Key:
+    Type: String
+    Default: ""
+    AllowedPattern: "^$|arn:aws:kms:[a-z0-9-]+:[0-9]{12}:key/[a-z0-9-]+"
+    ConstraintDescription: empty or a key ARN
+Resources: {}
+"#,
+    )
+    .unwrap();
+    let stage = |v: &str| Stage::new("s", "111111111111", "eu-west-1").parameter("Key", v);
+    assert!(t.deploy(&stage("")).is_ok());
+    assert!(
+        t.deploy(&stage("arn:aws:kms:eu-west-1:111111111111:key/abc-1"))
+            .is_ok()
+    );
+    // Anchored as CloudFormation anchors it: a match inside the value is not enough.
+    for refused in [
+        "alias/mine",
+        "xarn:aws:kms:eu-west-1:111111111111:key/abc-1 ",
+    ] {
+        let e = t.deploy(&stage(refused)).err().expect(refused).to_string();
+        assert!(e.contains("empty or a key ARN"), "{e}");
+    }
+}

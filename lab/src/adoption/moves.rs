@@ -90,6 +90,17 @@ impl Estate {
                     did: did.clone(),
                 })
             }
+            // The plan above saw the step ready; by the apply's own look it waits on time (a
+            // round's CloudWatch minute not published yet): look again, as an operator would.
+            Adopted::Refused { step, why }
+                if why.starts_with(&format!("step {step} is waiting")) =>
+            {
+                tokio::time::sleep(LOOK_AGAIN_AFTER).await;
+                Ok(Move::Waited {
+                    step: *step,
+                    why: why.clone(),
+                })
+            }
             Adopted::Refused { why, .. } => bail!("{cluster} is stuck: {why}"),
             other => bail!("adopt --apply did not apply: {other:?}"),
         }

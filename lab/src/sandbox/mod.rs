@@ -67,7 +67,9 @@ impl Sandbox {
         Self::deploy_with(moto, stack, clusters, &parameters).await
     }
 
-    /// As [`Sandbox::deploy`], with more base stack parameters.
+    /// As [`Sandbox::deploy`], with more base stack parameters; each tenant takes those of
+    /// them `make deploy-tenant` inherits from the base stack ([`stacks::TENANT_INHERITS`]: its
+    /// key, its alarm topic).
     pub async fn deploy_with(
         moto: &MotoServer,
         stack: &str,
@@ -87,18 +89,24 @@ impl Sandbox {
             base: Source::Body(stacks::BASE_TEMPLATE),
             tenant: Source::Body(stacks::TENANT_TEMPLATE),
         };
-        Self::deploy_from(moto, stack, clusters, &templates, &all).await
+        let inherited: Vec<(&str, &str)> = parameters
+            .iter()
+            .filter(|(key, _)| stacks::TENANT_INHERITS.contains(key))
+            .copied()
+            .collect();
+        Self::deploy_from(moto, stack, clusters, &templates, &all, &inherited).await
     }
 
     /// The stacks from `templates` (a release's URLs, say), base.yaml with exactly `parameters`
-    /// and each tenant with its cluster and Karpenter's role, completed as [`Sandbox::deploy`]
-    /// completes them.
+    /// and each tenant with its cluster, Karpenter's role and `tenant_parameters`, completed as
+    /// [`Sandbox::deploy`] completes them.
     pub async fn deploy_from(
         moto: &MotoServer,
         stack: &str,
         clusters: &[&str],
         templates: &Templates<'_>,
         parameters: &[(&str, &str)],
+        tenant_parameters: &[(&str, &str)],
     ) -> Result<Self> {
         let aws = Aws::new(&sdk_config_for(moto.endpoint()).await)?;
         let base = stacks::create_as(&aws.cfn, stack, templates.base, parameters).await?;
@@ -112,7 +120,11 @@ impl Sandbox {
                 &stacks::tenant_stack_name(stack, cluster),
                 templates.tenant,
                 // No BaseStackName: the queue imports the region's exports (base.yaml's here).
-                &[("ClusterName", cluster), ("KarpenterRoleName", &karpenter)],
+                &[
+                    &[("ClusterName", *cluster), ("KarpenterRoleName", &karpenter)],
+                    tenant_parameters,
+                ]
+                .concat(),
             )
             .await?;
         }

@@ -1,13 +1,18 @@
 //! `ingest-queue:key`, `dead-letter-queue:key`, `tenant:<cluster>:key`: a queue encrypted with a
-//! KMS key (`KmsKey=Create`) can be used by everyone on the interruption's path. The key is
-//! enabled and customer managed (never `aws/sqs`, whose policy admits no service principal, so
-//! EventBridge cannot deliver to a queue under it), and its key policy, with each role's own
-//! policies and permissions boundary, lets each principal do what SQS needs of it: EventBridge's
-//! rules and a sender kms:GenerateDataKey and kms:Decrypt, a reader kms:Decrypt (SQS developer
-//! guide, "Key management"), decided by [`aws_model::access`]. A queue under SSE-SQS has no such
-//! check.
+//! KMS key (`KmsKey=Create`, or the organisation's own key given as `KmsKey=<key ARN>`) can be
+//! used by everyone on the interruption's path. The key is the queue's account's, enabled and
+//! customer managed (never `aws/sqs`, whose policy admits no service principal, so EventBridge
+//! cannot deliver to a queue under it), and its key policy, with each role's own policies and
+//! permissions boundary, lets each principal do what SQS needs of it: EventBridge's rules and a
+//! sender kms:GenerateDataKey and kms:Decrypt, a reader kms:Decrypt (SQS developer guide, "Key
+//! management"), decided by [`aws_model::access`]. For a key the stack created the fix is the
+//! stack's update; for a given key, whose policy the stacks never edit, it is the exact statement
+//! to add ([`Owner::Given`]: the ones the stack writes into a key of its own). A queue under
+//! SSE-SQS has no such check.
 
 use aws_sdk_sqs::types::QueueAttributeName;
+
+use serde_json::Value;
 
 use super::{
     queues::{Queue, load_queue},
@@ -17,9 +22,10 @@ use super::{
 };
 use crate::check::{self, Expect};
 use aws_model::{
-    access::{Identity, ResourcePolicy, authorize_role, authorize_service},
-    aws::{Aws, arn_account, describe},
-    policy::{Decision, Policy, Principal, Request},
+    access::{EventBridgeUse, Identity, eventbridge_use, role_through_sqs},
+    aws::{Aws, arn_account},
+    kms::{Key, load_key},
+    policy::Decision,
 };
 
 /// What a producer needs of the key; a consumer needs only kms:Decrypt.
@@ -38,13 +44,19 @@ pub(crate) enum KeyUser<'a> {
     },
 }
 
-/// The key as KMS describes it.
-pub(crate) struct Key {
-    pub arn: String,
-    pub aws_managed: bool,
-    /// `None` when enabled, else its state.
-    pub disabled: Option<String>,
-    pub policy: Policy,
+/// Whose key a queue uses, which decides the fix.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Owner<'a> {
+    /// The stack's own (`KmsKey=Create`): updating the stack writes its policy.
+    Stack,
+    /// The organisation's (`KmsKey=<key ARN>`): its owner adds these statements
+    /// ([`aws_model::documents::key_statements`]).
+    Given(&'a [Value]),
+}
+
+/// Whether a stack's `KmsKey` names a key of the organisation's.
+pub(crate) fn is_given(kms_key: Option<&str>) -> bool {
+    kms_key.is_some_and(|k| k.starts_with("arn:"))
 }
 
 /// `alias/aws/sqs` as SQS accepts it in KmsMasterKeyId (the alias, or its ARN).
@@ -62,6 +74,7 @@ pub(crate) async fn check(
     users: &[KeyUser<'_>],
     name: &str,
     redeploy: &str,
+    owner: Owner<'_>,
 ) -> Option<Check> {
     let key_id = queue.attribute(QueueAttributeName::KmsMasterKeyId)?;
     // By alias, SQS's way to name the AWS-managed key: nothing to look up.
@@ -71,16 +84,44 @@ pub(crate) async fn check(
             [aws_managed(&queue.name, key_id, redeploy)],
         ));
     }
+    // Another account's key: its policy is not this account's to read (GetKeyPolicy answers only
+    // the key's own account), and the stacks grant roles the use of their own account's keys.
+    if let Some(row) = foreign(queue, key_id, redeploy) {
+        return Some(check::evaluate(name, [row]));
+    }
     // Where: the key and its policy.
     let loaded = load_key(aws, key_id).await;
     let rows = match &loaded {
-        Ok(key) => judge(key, queue, users, &aws.region, redeploy),
+        Ok(key) => match foreign(queue, &key.arn, redeploy) {
+            Some(row) => vec![row],
+            None => judge(key, queue, users, &aws.region, redeploy, owner),
+        },
         Err(_) => vec![Expect::lookup(
             &loaded,
             "run verify with kms:DescribeKey and kms:GetKeyPolicy on the queue's key",
         )],
     };
     Some(check::evaluate(name, rows))
+}
+
+/// The row refusing a key of another account than the queue's, if `key` (an ARN, else unknown
+/// yet) is one.
+fn foreign(queue: &Queue, key: &str, redeploy: &str) -> Option<Expect> {
+    let (key_account, queue_account) = (arn_account(key)?, arn_account(&queue.arn)?);
+    (key_account != queue_account).then(|| {
+        Expect::problem(
+            format!(
+                "{} is encrypted with {key}, a key of account {key_account}, not the queue's \
+                 account {queue_account}: its policy cannot be read or checked from here, and the \
+                 stacks grant their roles only keys of their own account",
+                queue.name
+            ),
+            format!(
+                "{redeploy} KMS_KEY=<a customer-managed key of account {queue_account} in this \
+                 region> (or KMS_KEY=Create)"
+            ),
+        )
+    })
 }
 
 /// The row refusing the AWS-managed key.
@@ -91,43 +132,6 @@ fn aws_managed(queue: &str, key: &str, redeploy: &str) -> Expect {
     )
 }
 
-async fn load_key(aws: &Aws, key_id: &str) -> Result<Key, String> {
-    let described = aws
-        .kms
-        .describe_key()
-        .key_id(key_id)
-        .send()
-        .await
-        .map_err(|e| format!("DescribeKey {key_id}: {}", describe(&e)))?;
-    let metadata = described
-        .key_metadata()
-        .ok_or_else(|| format!("DescribeKey {key_id} returned no key"))?;
-    let arn = metadata.arn().unwrap_or(key_id).to_owned();
-    let policy = aws
-        .kms
-        .get_key_policy()
-        .key_id(&arn)
-        .policy_name("default")
-        .send()
-        .await
-        .map_err(|e| format!("GetKeyPolicy {arn}: {}", describe(&e)))?;
-    let policy = Policy::parse(
-        format!("key policy of {arn}"),
-        policy.policy().unwrap_or_default(),
-    )?;
-    Ok(Key {
-        aws_managed: metadata.key_manager().map(|m| m.as_str()) == Some("AWS"),
-        disabled: (!metadata.enabled()).then(|| {
-            metadata
-                .key_state()
-                .map_or("disabled", |s| s.as_str())
-                .to_owned()
-        }),
-        arn,
-        policy,
-    })
-}
-
 /// The rows of a key check: the key itself, then each user and action.
 pub(crate) fn judge(
     key: &Key,
@@ -135,6 +139,7 @@ pub(crate) fn judge(
     users: &[KeyUser<'_>],
     region: &str,
     redeploy: &str,
+    owner: Owner<'_>,
 ) -> Vec<Expect> {
     if key.aws_managed {
         return vec![aws_managed(&queue.name, &key.arn, redeploy)];
@@ -152,14 +157,18 @@ pub(crate) fn judge(
             queue.name, key.arn
         )),
     }];
-    let fix = format!(
+    let stack_fix = format!(
         "{redeploy}: with KmsKey=Create the stack writes the key policy and the grants (README, \
          Locked-down accounts); a permissions boundary must allow kms:GenerateDataKey and \
          kms:Decrypt"
     );
     for user in users {
+        let fix = match owner {
+            Owner::Stack => stack_fix.clone(),
+            Owner::Given(statements) => statement_fix(key, user, statements),
+        };
         match user {
-            KeyUser::Rules(rules) => rows.extend(rules_rows(key, rules, &fix)),
+            KeyUser::Rules(rules) => rows.extend(rules_rows(key, rules, &queue.name, &fix)),
             KeyUser::Role {
                 what,
                 identity,
@@ -170,31 +179,106 @@ pub(crate) fn judge(
     rows
 }
 
-/// EventBridge, for each rule: kms:GenerateDataKey and kms:Decrypt (silent when allowed).
-fn rules_rows(key: &Key, rules: &[String], fix: &str) -> Vec<Expect> {
-    let account = arn_account(&key.arn).unwrap_or_default();
-    let mut rows = Vec::new();
-    for rule in rules {
-        for action in PRODUCE {
-            let context = [
-                ("aws:SourceArn", rule.as_str()),
-                ("aws:SourceAccount", account),
-            ];
-            let request = request(action, &key.arn, &context);
-            let d = authorize_service(&key.policy, "events.amazonaws.com", &request);
-            rows.push(Expect::quietly(d.is_allowed()).otherwise(
-                format!(
-                    "EventBridge may not {action} with {} for rule {rule}: {d}",
-                    key.arn
-                ),
-                fix,
-            ));
-        }
+/// For a given key: the statement of `statements` that lets `user` use it, as the fix to paste
+/// into its policy. EventBridge's names its service; a role's names the role, or else is the one
+/// that lets IAM grant the account's roles what the role needs (the stack's own grant, or for
+/// Karpenter's role with KARPENTER_ROLE=none its own policies, then decides).
+fn statement_fix(key: &Key, user: &KeyUser<'_>, statements: &[Value]) -> String {
+    let names = |s: &&Value, principal: &str| {
+        let p = &s["Principal"];
+        [&p["Service"], &p["AWS"]]
+            .iter()
+            .any(|v| v.as_str() == Some(principal))
+    };
+    let grants = |s: &&Value, action: &str| match &s["Action"] {
+        Value::String(a) => a == action,
+        Value::Array(actions) => actions.iter().any(|a| a == action),
+        _ => false,
+    };
+    let chosen = match user {
+        KeyUser::Rules(_) => statements.iter().find(|s| names(s, "events.amazonaws.com")),
+        KeyUser::Role {
+            identity, actions, ..
+        } => statements
+            .iter()
+            .find(|s| names(s, identity.arn))
+            .or_else(|| {
+                statements.iter().find(|s| {
+                    s["Principal"]["AWS"]
+                        .as_str()
+                        .is_some_and(|p| p.ends_with(":root"))
+                        && actions.iter().all(|a| grants(s, a))
+                })
+            }),
+    };
+    match chosen {
+        Some(statement) => format!(
+            "add this statement to the key policy of {} (the organisation's key: the stacks never \
+             edit its policy): {statement}",
+            key.arn
+        ),
+        None => format!(
+            "give the key policy of {} what the stacks' own keys grant (README, Locked-down \
+             accounts)",
+            key.arn
+        ),
     }
-    rows
 }
 
-/// A role, for each of its actions, through SQS.
+/// EventBridge, for each rule: kms:GenerateDataKey and kms:Decrypt (silent when allowed), with
+/// or without the rule's `aws:SourceArn` on SQS's call to KMS
+/// ([`aws_model::access::eventbridge_use`]). The rules refused alike share one row.
+fn rules_rows(key: &Key, rules: &[String], queue: &str, fix: &str) -> Vec<Expect> {
+    let account = arn_account(&key.arn).unwrap_or_default();
+    // (actions, rule names) per way of failing, in the order first met.
+    let mut failures: Vec<(String, Vec<&str>, Vec<&str>)> = Vec::new();
+    for rule in rules {
+        for action in PRODUCE {
+            let why = match eventbridge_use(&key.arn, &key.policy, account, rule, action) {
+                EventBridgeUse::Allowed => continue,
+                EventBridgeUse::OnlyWithSourceArn => String::new(),
+                EventBridgeUse::Refused(d) => d.to_string(),
+            };
+            let name = rule.rsplit('/').next().unwrap_or(rule);
+            match failures.iter_mut().find(|(w, _, _)| *w == why) {
+                Some((_, actions, names)) => {
+                    if !actions.contains(action) {
+                        actions.push(action);
+                    }
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+                None => failures.push((why, vec![action], vec![name])),
+            }
+        }
+    }
+    failures
+        .into_iter()
+        .map(|(why, actions, names)| {
+            let (actions, names) = (actions.join(" and "), names.join(", "));
+            let problem = if why.is_empty() {
+                format!(
+                    "the key policy of {} lets EventBridge {actions} for rules {names} only when \
+                     the request names the rule (aws:SourceArn), which SQS's call to KMS is not \
+                     documented to carry: deliveries to {queue} may fail, and nothing but the \
+                     rules' own metrics says so; condition EventBridge's statement on \
+                     aws:SourceAccount instead (which rules may send is the queue policy's say)",
+                    key.arn
+                )
+            } else {
+                format!(
+                    "EventBridge may not {actions} with {} for rules {names}: {why}; their \
+                     deliveries to {queue} fail, and nothing but the rules' own metrics says so",
+                    key.arn
+                )
+            };
+            Expect::problem(problem, fix)
+        })
+        .collect()
+}
+
+/// A role, for each of its actions, through SQS ([`aws_model::access::role_through_sqs`]).
 fn role_rows(
     key: &Key,
     what: &str,
@@ -203,26 +287,9 @@ fn role_rows(
     region: &str,
     fix: &str,
 ) -> Vec<Expect> {
-    let account = arn_account(&key.arn).unwrap_or_default();
-    let via_sqs = format!("sqs.{region}.amazonaws.com");
     let mut rows = Vec::new();
     for action in actions {
-        let context = [
-            ("kms:ViaService", via_sqs.as_str()),
-            (
-                "kms:CallerAccount",
-                arn_account(identity.arn).unwrap_or_default(),
-            ),
-            ("aws:PrincipalArn", identity.arn),
-        ];
-        let request = request(action, &key.arn, &context);
-        let d = authorize_role(
-            identity,
-            &key.policy,
-            ResourcePolicy::Key,
-            account,
-            &request,
-        );
+        let d = role_through_sqs(identity, &key.arn, &key.policy, action, region);
         let why = match &d {
             Decision::NotAllowed => "neither the key policy naming it, nor the key policy's grant \
                                      to the account together with its own policies, allows it"
@@ -246,15 +313,6 @@ fn role_rows(
     rows
 }
 
-fn request<'a>(action: &'a str, key: &'a str, context: &'a [(&'a str, &'a str)]) -> Request<'a> {
-    Request {
-        principal: Principal::Attached,
-        action,
-        resource: key,
-        context,
-    }
-}
-
 /// The base stack's own queues: EventBridge's rules deliver to both, the router role receives
 /// from the ingest queue and writes dead letters.
 pub(super) async fn check_base(
@@ -268,6 +326,19 @@ pub(super) async fn check_base(
         "update the base stack: make deploy-base STACK_NAME={}",
         base.name
     );
+    // An organisation's key: the statements its policy needs, as base.yaml writes them into a
+    // key of its own.
+    let given = is_given(base.parameter("KmsKey"))
+        .then(|| {
+            aws_model::documents::key_statements(
+                aws_model::documents::KeyedStack::Base,
+                &base.account,
+                &aws.region,
+                "",
+            )
+            .ok()
+        })
+        .flatten();
     let queues = [
         ("ingest-queue:key", base.output("IngestQueueArn"), CONSUME),
         (
@@ -292,7 +363,11 @@ pub(super) async fn check_base(
                 actions,
             });
         }
-        if let Some(check) = check(aws, &queue, &users, name, &redeploy).await {
+        let owner = match &given {
+            Some(statements) => Owner::Given(statements),
+            None => Owner::Stack,
+        };
+        if let Some(check) = check(aws, &queue, &users, name, &redeploy, owner).await {
             checks.push(check);
         }
     }

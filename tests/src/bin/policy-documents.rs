@@ -100,7 +100,25 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
                 .parameter("PermissionsBoundary", "platform/boundary")
                 .parameter("SpokeRolePath", "/platform/spokes/"),
         ),
+        (
+            "base.yaml",
+            "the organisation's own key",
+            base().parameter(
+                "KmsKey",
+                "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+            ),
+        ),
         ("tenant.yaml", "importing the region's exports", tenant()),
+        (
+            "tenant.yaml",
+            "the organisation's own key, Karpenter's role",
+            tenant()
+                .parameter(
+                    "KmsKey",
+                    "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+                )
+                .parameter("KarpenterRoleName", "KarpenterControllerRole-alpha"),
+        ),
         (
             "tenant.yaml",
             "its own key, Karpenter's role",
@@ -140,7 +158,12 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
                 .parameter("PermissionsBoundary", "platform/boundary")
                 .parameter("RolePath", "/platform/")
                 .parameter("SpokeRolePath", "/platform/spokes/")
-                .parameter("AlarmTopicArn", "arn:aws:sns:us-east-1:111111111111:alarms"),
+                .parameter("AlarmTopicArn", "arn:aws:sns:us-east-1:111111111111:alarms")
+                .parameter(
+                    "KmsKey",
+                    "arn:aws:kms:us-east-1:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ab,\
+                     arn:aws:kms:eu-west-1:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ac",
+                ),
         ),
         (
             "spoke.yaml",

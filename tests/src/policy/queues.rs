@@ -95,6 +95,19 @@ pub(super) fn tenant_queue_writable_only_by_router(t: &Template) -> Found {
     found
 }
 
+/// The two branches of a top-level `Fn::If` (`None` for `AWS::NoValue`), nested choices left
+/// whole.
+fn top_branches(v: &Value) -> Vec<Option<&Value>> {
+    let present = |b: &'_ Value| -> bool { !(b.is_null() || reference(b) == Some("AWS::NoValue")) };
+    match v.get("Fn::If").and_then(Value::as_array) {
+        Some(b) if b.len() == 3 => [&b[1], &b[2]]
+            .into_iter()
+            .map(|b| present(b).then_some(b))
+            .collect(),
+        _ => vec![present(v).then_some(v)],
+    }
+}
+
 fn is_true(v: &Value) -> bool {
     v == &json!(true) || v == &json!("true")
 }
@@ -107,7 +120,14 @@ pub(super) fn queues_encrypted(t: &Template) -> Found {
     for (id, q) in t.resources_of("AWS::SQS::Queue") {
         let props = &q["Properties"];
         let (sse, kms) = (&props["SqsManagedSseEnabled"], &props["KmsMasterKeyId"]);
-        let (sse_branches, kms_branches) = (branches(sse), branches(kms));
+        // Paired on the one condition they share, a nested choice inside a branch (which key)
+        // is that branch's value.
+        let (sse_branches, kms_branches) =
+            if condition(sse).is_some() && condition(sse) == condition(kms) {
+                (top_branches(sse), top_branches(kms))
+            } else {
+                (branches(sse), branches(kms))
+            };
         let encrypted = if condition(sse).is_some()
             && condition(sse) == condition(kms)
             && sse_branches.len() == kms_branches.len()

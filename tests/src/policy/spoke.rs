@@ -88,10 +88,27 @@ const SPOKE_QUEUES: &str = "arn:${AWS::Partition}:sqs:*:${AWS::AccountId}:${Queu
 const SPOKE_RECORD_READS: [&str; 1] = ["ssm:GetParameter"];
 const SPOKE_RECORDS: &str = "arn:${AWS::Partition}:ssm:*:${AWS::AccountId}:parameter/interruption-router/tenant-queues/${QueuePrefix}*";
 
+/// What the spoke role may do with the account's own tenant queue keys (spoke.yaml's `KmsKey`),
+/// only on those keys and only through SQS.
+const SPOKE_KEY_USES: [&str; 2] = ["kms:GenerateDataKey", "kms:Decrypt"];
+
+/// Whether statement `s` grants the key uses only on the keys given, through SQS.
+fn key_uses_fit(s: &Statement) -> bool {
+    let resources = &s.body["Resource"];
+    let given = resources
+        .get("Fn::Split")
+        .and_then(Value::as_array)
+        .is_some_and(|split| {
+            split.len() == 2 && split[0] == "," && reference(&split[1]) == Some("KmsKey")
+        });
+    given && s.body["Condition"]["StringLike"]["kms:ViaService"] == "sqs.*.amazonaws.com"
+}
+
 /// The spoke role may do exactly what the router does in a member account: the two lookups on
 /// "*", SendMessage, GetQueueUrl, ListQueueTags and GetQueueAttributes on `<QueuePrefix>*` queues
-/// of this account (QueuePrefix not empty), GetParameter on those queues' tenant records, nothing
-/// else, and no managed policies beside the inline one.
+/// of this account (QueuePrefix not empty), GetParameter on those queues' tenant records, with
+/// `KmsKey` the two key uses on those keys through SQS only, nothing else, and no managed
+/// policies beside the inline one.
 pub(super) fn spoke_role_exact_permissions(t: &Template) -> Found {
     let mut found = Found::new();
     let roles = assumable_roles(t);
@@ -119,6 +136,20 @@ pub(super) fn spoke_role_exact_permissions(t: &Template) -> Found {
                 found.push((s.label(), "Allow with NotAction or NotResource".into()));
             }
             for action in s.actions() {
+                if SPOKE_KEY_USES
+                    .iter()
+                    .any(|a| a.eq_ignore_ascii_case(&action))
+                {
+                    if !key_uses_fit(s) {
+                        found.push((
+                            s.label(),
+                            format!(
+                                "{role} may {action} beyond the keys given (KmsKey) through SQS"
+                            ),
+                        ));
+                    }
+                    continue;
+                }
                 if !exact.iter().any(|a| a.eq_ignore_ascii_case(&action)) {
                     found.push((
                         s.label(),

@@ -430,7 +430,8 @@ fn locked_down_settings_reach_the_stacks_only_when_set() {
     assert_eq!(kept["KmsKey"], "Create");
     assert_eq!(kept["RolePath"], "/platform/");
 
-    // The spoke stack takes the boundary and the path, not the key (it has no queue).
+    // The spoke stack takes the boundary and the path, not KMS_KEY=Create (it has no queue; keys
+    // the tenant stacks create name the spoke role themselves).
     let (ok, out) = cli.make(&[
         "deploy-spoke",
         "REGION=eu-west-1",
@@ -449,6 +450,19 @@ fn locked_down_settings_reach_the_stacks_only_when_set() {
         named(&args, "PermissionsBoundary") && !named(&args, "KmsKey"),
         "{args:?}"
     );
+    // The organisation's keys its tenant queues use: the spoke role is granted them.
+    let keys =
+        "arn:aws:kms:eu-west-1:111111111111:key/k1,arn:aws:kms:us-east-1:111111111111:key/k2";
+    let (ok, out) = cli.make(&[
+        "deploy-spoke",
+        "REGION=eu-west-1",
+        "HUB_BUS=arn:aws:events:us-east-1:123456789012:event-bus/interruption-router-hub",
+        "ROUTER_ROLE=arn:aws:iam::123456789012:role/interruption-router-RouterRole-X",
+        &format!("KMS_KEY={keys}"),
+    ]);
+    assert!(ok, "{out}");
+    let (_, args) = cli.deploys().pop().unwrap();
+    assert!(has(&args, &format!("KmsKey={keys}")), "{args:?}");
 
     // A tenant stack takes the key; it creates no role.
     let (ok, out) = cli.make(&[

@@ -1,7 +1,8 @@
 //! The emulator's own speed-ups change no answer: moto counts a queue's messages only for a call
 //! that returns the counts (`local-aws/src/moto_fixes.py`), and servers forked from one zygote
 //! (`local-aws/src/zygote.rs`) are as apart as servers started one by one. And what the emulator
-//! adds to moto answers as AWS does: SQS's per-minute counts in CloudWatch, late.
+//! adds to moto answers as AWS does: SQS's per-minute counts in CloudWatch, late; a managed
+//! policy a stack update changes, updated in place.
 
 use std::collections::HashMap;
 
@@ -222,5 +223,83 @@ async fn servers_forked_from_one_zygote_are_apart() -> Result<()> {
     moto.stop().await;
     let after = sqs.list_queues().send().await;
     assert!(after.is_err(), "a stopped server still answers: {after:?}");
+    Ok(())
+}
+
+/// A managed policy whose statements a stack update changes stays the same policy, as
+/// CloudFormation updates it (a new default version; attachments as listed): moto alone drops
+/// it from the stack, and the role loses its grant.
+#[tokio::test]
+async fn a_managed_policy_changed_by_a_stack_update_is_updated_in_place() -> Result<()> {
+    use aws_model::{aws::Aws, stacks};
+
+    let world = World::start().await?;
+    let aws = Aws::new(&world.moto.sdk_config().await)?;
+    for role in ["reader", "other"] {
+        lab::sandbox::create_karpenter_role(&aws.iam, role).await?;
+    }
+    let template = |action: &str, role: &str| {
+        format!(
+            "Resources:\n  Grant:\n    Type: AWS::IAM::ManagedPolicy\n    Properties:\n      \
+             Roles: [{role}]\n      PolicyDocument:\n        Version: \"2012-10-17\"\n        \
+             Statement:\n          - Effect: Allow\n            Action: {action}\n            \
+             Resource: \"*\"\n"
+        )
+    };
+    stacks::create(
+        &aws.cfn,
+        "grant",
+        &template("sqs:ReceiveMessage", "reader"),
+        &[],
+    )
+    .await?;
+    let arn = aws_model::aws::stack_resource(&aws, "grant", "Grant").await?;
+    stacks::update(
+        &aws.cfn,
+        "grant",
+        &template("sqs:DeleteMessage", "other"),
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        aws_model::aws::stack_resource(&aws, "grant", "Grant").await?,
+        arn
+    );
+    let policy = aws.iam.get_policy().policy_arn(&arn).send().await?;
+    let version = policy
+        .policy()
+        .and_then(|p| p.default_version_id())
+        .context("no version")?;
+    let document = aws
+        .iam
+        .get_policy_version()
+        .policy_arn(&arn)
+        .version_id(version)
+        .send()
+        .await?;
+    let text = aws_model::policy::decode_iam_document(
+        document
+            .policy_version()
+            .and_then(|v| v.document())
+            .unwrap_or_default(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    assert!(
+        text.contains("sqs:DeleteMessage") && !text.contains("sqs:ReceiveMessage"),
+        "{text}"
+    );
+    for (role, attached) in [("reader", false), ("other", true)] {
+        let listed = aws
+            .iam
+            .list_attached_role_policies()
+            .role_name(role)
+            .send()
+            .await?;
+        let has = listed
+            .attached_policies()
+            .iter()
+            .any(|p| p.policy_arn() == Some(arn.as_str()));
+        assert_eq!(has, attached, "{role}");
+    }
     Ok(())
 }

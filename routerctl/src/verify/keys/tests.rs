@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use aws_model::{
+    policy::Policy,
     stacks::{BASE_TEMPLATE, TENANT_TEMPLATE},
     template::{Stage, Template},
 };
@@ -94,8 +95,138 @@ fn assert_fails(check: &Check, problem: &str, fix: &str) {
 }
 
 fn verdict(key: &Key, users: &[KeyUser<'_>]) -> Check {
-    let rows = judge(key, &queue("karpenter-alpha"), users, REGION, REDEPLOY);
+    verdict_of(key, users, Owner::Stack)
+}
+
+fn verdict_of(key: &Key, users: &[KeyUser<'_>], owner: Owner<'_>) -> Check {
+    let rows = judge(
+        key,
+        &queue("karpenter-alpha"),
+        users,
+        REGION,
+        REDEPLOY,
+        owner,
+    );
     check::evaluate("tenant:alpha:key", rows)
+}
+
+/// An organisation's key as KMS makes it by default: the account's IAM decides who uses it.
+fn default_key_policy() -> Policy {
+    Policy::parse(
+        "key policy",
+        &json!({"Statement": [{"Sid": "Enable IAM User Permissions", "Effect": "Allow",
+            "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:root")},
+            "Action": "kms:*", "Resource": "*"}]})
+        .to_string(),
+    )
+    .unwrap()
+}
+
+/// `policy` with `statements` added, as the key's owner pastes them.
+fn with(policy: &Policy, statements: &[Value]) -> Policy {
+    let mut all = policy.statements().to_vec();
+    all.extend_from_slice(statements);
+    Policy::parse("key policy", &json!({"Statement": all}).to_string()).unwrap()
+}
+
+/// The statement a fix says to add (the JSON after "key policy of …: ").
+fn pasted(check: &Check) -> Vec<Value> {
+    check
+        .fix
+        .as_deref()
+        .unwrap_or_default()
+        .split("edit its policy): ")
+        .skip(1)
+        .map(|rest| {
+            let end = rest.find("; ").unwrap_or(rest.len());
+            serde_json::from_str(&rest[..end]).unwrap_or_else(|e| panic!("{e}: {rest}"))
+        })
+        .collect()
+}
+
+/// An organisation's own key (KmsKey=<key ARN>) with KMS's default policy: EventBridge and the
+/// router are refused (a service principal and a role the account's IAM grants nothing), each
+/// with the exact statement to add, and with those pasted it passes; Karpenter is served by the
+/// stack's grant through IAM.
+#[test]
+fn a_given_key_fails_each_missing_permission_with_the_statement_to_add() {
+    let statements = aws_model::documents::key_statements(
+        aws_model::documents::KeyedStack::Tenant,
+        ACCOUNT,
+        REGION,
+        ROUTER,
+    )
+    .unwrap();
+    let mut stage = tenant_stage();
+    stage.parameters.insert("KmsKey".into(), KEY.to_owned());
+    let grant = [rendered(
+        "tenant.yaml",
+        TENANT_TEMPLATE,
+        &stage,
+        "KarpenterQueueAccess",
+        &["PolicyDocument"],
+    )];
+    let owner = Owner::Given(&statements);
+    let check = verdict_of(&key(default_key_policy()), &users(&grant), owner);
+    let refused = format!("{ROUTER} may not kms:GenerateDataKey");
+    assert_fails(&check, &refused, "add this statement to the key policy of");
+    assert!(
+        !check.detail.contains("Karpenter's controller role"),
+        "{check:?}"
+    );
+    let added = pasted(&check);
+    assert_eq!(added.len(), 1, "{check:?}");
+    assert_eq!(added[0]["Principal"]["AWS"], ROUTER);
+    let fixed = verdict_of(
+        &key(with(&default_key_policy(), &added)),
+        &users(&grant),
+        owner,
+    );
+    assert!(fixed.passed, "{fixed:?}");
+
+    // The base queues' key: EventBridge's rules need their statement, or deliveries fail.
+    let base = aws_model::documents::key_statements(
+        aws_model::documents::KeyedStack::Base,
+        ACCOUNT,
+        REGION,
+        "",
+    )
+    .unwrap();
+    let rules = vec![format!(
+        "arn:aws:events:{REGION}:{ACCOUNT}:rule/interruption-router-Spot-X"
+    )];
+    let owner = Owner::Given(&base);
+    let check = verdict_of(&key(default_key_policy()), &[KeyUser::Rules(&rules)], owner);
+    assert_fails(
+        &check,
+        "their deliveries to karpenter-alpha fail",
+        "events.amazonaws.com",
+    );
+    let added = pasted(&check);
+    let fixed = verdict_of(
+        &key(with(&default_key_policy(), &added)),
+        &[KeyUser::Rules(&rules)],
+        owner,
+    );
+    assert!(fixed.passed, "{fixed:?}");
+}
+
+/// A key of another account: its policy cannot be read from here; refused before any look.
+#[test]
+fn a_key_of_another_account_is_refused_with_its_fix() {
+    let row = foreign(
+        &queue("karpenter-alpha"),
+        "arn:aws:kms:us-east-1:999999999999:key/k",
+        REDEPLOY,
+    )
+    .expect("refused");
+    let check = check::evaluate("tenant:alpha:key", [row]);
+    assert_fails(
+        &check,
+        "a key of account 999999999999, not the queue's account 123456789012",
+        "KMS_KEY=<a customer-managed key of account 123456789012",
+    );
+    assert!(foreign(&queue("q"), KEY, REDEPLOY).is_none());
 }
 
 #[test]
@@ -182,4 +313,39 @@ fn the_aws_managed_key_and_a_disabled_key_fail_with_their_fix() {
         "PendingDeletion",
         "aws kms enable-key",
     );
+}
+
+/// A key policy admitting EventBridge only for requests naming the rule (`aws:SourceArn`): SQS's
+/// call to KMS is not documented to carry it, so deliveries may fail silently; verify says so
+/// apart from a missing statement, and the statement conditioned on the account passes.
+#[test]
+fn an_eventbridge_statement_that_needs_the_rules_arn_fails_on_its_own() {
+    let rule = format!("arn:aws:events:{REGION}:{ACCOUNT}:rule/interruption-router-Spot-X");
+    let statement = |condition: Value| {
+        json!({"Sid": "EventBridge", "Effect": "Allow",
+            "Principal": {"Service": "events.amazonaws.com"},
+            "Action": ["kms:GenerateDataKey", "kms:Decrypt"], "Resource": "*",
+            "Condition": condition})
+    };
+    let rules = vec![rule.clone()];
+    let by_rule = with(
+        &default_key_policy(),
+        &[statement(json!({"ArnEquals": {"aws:SourceArn": rule}}))],
+    );
+    let check = verdict(&key(by_rule), &[KeyUser::Rules(&rules)]);
+    assert_fails(
+        &check,
+        "only when the request names the rule",
+        "KmsKey=Create",
+    );
+    assert!(!check.detail.contains("EventBridge may not"), "{check:?}");
+
+    let by_account = with(
+        &default_key_policy(),
+        &[statement(
+            json!({"StringEquals": {"aws:SourceAccount": ACCOUNT}}),
+        )],
+    );
+    let check = verdict(&key(by_account), &[KeyUser::Rules(&rules)]);
+    assert!(check.passed, "{check:?}");
 }

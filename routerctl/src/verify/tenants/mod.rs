@@ -264,8 +264,25 @@ async fn check_tenant(
                 });
             }
             let name = format!("{prefix}:key");
+            // An organisation's key: the statements its policy needs, as tenant.yaml writes them
+            // into a key of its own for this sender.
+            let kms_key = tenant_stack_parameter(aws, site, cluster, &queue.url, "KmsKey").await;
+            let given = match (keys::is_given(kms_key.as_deref()), role) {
+                (true, Some(role)) => aws_model::documents::key_statements(
+                    aws_model::documents::KeyedStack::Tenant,
+                    site.account,
+                    site.region,
+                    role.identity().arn,
+                )
+                .ok(),
+                _ => None,
+            };
+            let owner = match &given {
+                Some(statements) => keys::Owner::Given(statements),
+                None => keys::Owner::Stack,
+            };
             if let Some(check) =
-                keys::check(aws, &queue, &users, &name, &site.redeploy(cluster)).await
+                keys::check(aws, &queue, &users, &name, &site.redeploy(cluster), owner).await
             {
                 checks.push(check);
             }

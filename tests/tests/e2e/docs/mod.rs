@@ -5,6 +5,7 @@
 //! to paste ([`commands`]). Nothing here needs an emulator.
 
 mod commands;
+mod keys;
 
 use std::collections::BTreeSet;
 
@@ -241,6 +242,11 @@ fn the_spoke_roles_actions_in_the_docs_are_the_ones_spoke_yaml_grants() {
     let mut granted = BTreeSet::new();
     for policy in role["Properties"]["Policies"].as_array().unwrap() {
         for statement in policy["PolicyDocument"]["Statement"].as_array().unwrap() {
+            // A statement granted under a condition (`!If [cond, statement, NoValue]`).
+            let statement = match statement.get("Fn::If") {
+                Some(branches) => &branches[1],
+                None => statement,
+            };
             match &statement["Action"] {
                 Value::String(a) => {
                     granted.insert(a.clone());

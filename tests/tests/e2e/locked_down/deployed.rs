@@ -19,7 +19,8 @@ const KARPENTER_ROLE: &str = "karpenter-controller-alpha";
 /// stack exports the names it would.
 const SPOKE_REGION: &str = "eu-west-1";
 
-async fn kms_key_of(aws: &Aws, queue: &str) -> Result<String> {
+/// The KMS key a queue (by name) reports; empty under SSE-SQS.
+pub(super) async fn kms_key_of(aws: &Aws, queue: &str) -> Result<String> {
     let url = aws.sqs.get_queue_url().queue_name(queue).send().await?;
     let attributes = aws
         .sqs

@@ -165,7 +165,8 @@ fn the_checks_see_their_subjects() {
             "ResolveInstanceTags",
             "SendToClusterQueues",
             "ReadClusterQueueOwnership",
-            "ReadTenantRecords"
+            "ReadTenantRecords",
+            "UseTenantQueueKeysThroughSqs"
         ]
     );
 

@@ -74,6 +74,7 @@ async fn from_the_release_alone_the_stacks_deploy_with_their_defaults_and_router
         &["alpha"],
         &templates,
         &[("CodeS3Bucket", BUCKET)],
+        &[],
     )
     .await?;
     let aws = &sandbox.aws;

@@ -69,8 +69,10 @@ fn eventbridge_delivers_every_rule_into_the_encrypted_ingest_queue_and_dlq() -> 
     Ok(())
 }
 
+/// The AWS-managed key is refused by the Rules (its own reason); an organisation's key by its ARN
+/// is taken; anything else (an alias, a key id alone) by the parameter's pattern.
 #[test]
-fn cloudformation_refuses_the_aws_managed_key_and_keys_it_did_not_create() -> Result<()> {
+fn cloudformation_refuses_the_aws_managed_key_and_takes_a_key_by_its_arn() -> Result<()> {
     let base = template("base.yaml", BASE_TEMPLATE);
     let tenant = template("tenant.yaml", TENANT_TEMPLATE);
     let base_stage = |key: &str| hub_stage("", "").parameter("KmsKey", key);
@@ -90,7 +92,7 @@ fn cloudformation_refuses_the_aws_managed_key_and_keys_it_did_not_create() -> Re
         ("Create", None),
         ("alias/aws/sqs", Some("KmsKeyIsNotTheAwsManagedKey")),
         ("aws/sqs", Some("KmsKeyIsNotTheAwsManagedKey")),
-        (existing, Some("KmsKeyIsCreatedByTheStack")),
+        (existing, None),
     ] {
         for (name, failures) in [
             ("base.yaml", base.rules_failures(&base_stage(key))?),
@@ -105,6 +107,22 @@ fn cloudformation_refuses_the_aws_managed_key_and_keys_it_did_not_create() -> Re
             for (_, why) in &failures {
                 assert!(why.contains("KmsKey") && why.contains("Create"), "{why}");
             }
+        }
+    }
+    for key in [
+        "alias/platform-queues",
+        "1234abcd-12ab-34cd-56ef-1234567890ab",
+        "arn:aws:kms:us-east-1:123456789012:alias/platform-queues",
+    ] {
+        for (name, refused) in [
+            ("base.yaml", base.rules_failures(&base_stage(key))),
+            ("tenant.yaml", tenant.rules_failures(&tenant_stage(key))),
+        ] {
+            let why = refused.err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(
+                why.contains("a customer-managed key's ARN"),
+                "{name} KmsKey={key}: {why}"
+            );
         }
     }
     Ok(())

@@ -244,3 +244,83 @@ fn karpenter_decrypts_its_queue_through_the_stacks_grant_only() -> Result<()> {
     }
     Ok(())
 }
+
+/// A member account's tenant queues under the organisation's own keys (spoke.yaml's `KmsKey`):
+/// the spoke role may use exactly the keys given, through SQS only, where their policies leave
+/// the account's roles to IAM (KMS's default key policy); no key without the parameter.
+#[test]
+fn the_spoke_role_uses_exactly_the_member_accounts_keys_it_is_given() -> Result<()> {
+    let keys = [
+        format!("arn:aws:kms:us-east-1:{MEMBER}:key/1234abcd-0000-0000-0000-000000000001"),
+        format!("arn:aws:kms:eu-west-1:{MEMBER}:key/1234abcd-0000-0000-0000-000000000002"),
+    ];
+    let other = format!("arn:aws:kms:us-east-1:{MEMBER}:key/1234abcd-0000-0000-0000-000000000003");
+    let default_policy = Policy::parse(
+        "default key policy",
+        &json!({"Statement": [{"Effect": "Allow",
+            "Principal": {"AWS": format!("arn:aws:iam::{MEMBER}:root")},
+            "Action": "kms:*", "Resource": "*"}]})
+        .to_string(),
+    )
+    .unwrap();
+    let spoke_template = template("spoke.yaml", SPOKE_TEMPLATE);
+    let stage = |key: &str| {
+        Stage::new(SPOKE_STACK, MEMBER, HOME)
+            .parameter(
+                "HubEventBusArn",
+                &format!("arn:aws:events:{HOME}:{HUB}:event-bus/{BASE_STACK}-hub"),
+            )
+            .parameter("RouterRoleArn", &format!("arn:aws:iam::{HUB}:role/router"))
+            .parameter("KmsKey", key)
+    };
+    let given_stage = stage(&keys.join(","));
+    let given = spoke_template.deploy(&given_stage).unwrap();
+    let policies = role_policies(&given, "SpokeRole");
+    let arn = format!("arn:aws:iam::{MEMBER}:role/interruption-router-spoke");
+    let spoke = Identity {
+        arn: &arn,
+        policies: &policies,
+        boundary: None,
+    };
+    for key in &keys {
+        for action in PRODUCE {
+            let decision = use_key(&spoke, &default_policy, MEMBER, action, key);
+            assert!(decision.is_allowed(), "{key} {action}: {decision}");
+        }
+        // Only through SQS.
+        let direct = request("kms:Decrypt", key, &[]);
+        assert!(!spoke.decide(&direct).is_allowed());
+    }
+    assert_eq!(
+        use_key(
+            &spoke,
+            &default_policy,
+            MEMBER,
+            "kms:GenerateDataKey",
+            &other
+        ),
+        Decision::NotAllowed
+    );
+    let none_stage = stage("");
+    let none = spoke_template.deploy(&none_stage).unwrap();
+    let policies = role_policies(&none, "SpokeRole");
+    let without = Identity {
+        policies: &policies,
+        ..spoke
+    };
+    assert_eq!(
+        use_key(
+            &without,
+            &default_policy,
+            MEMBER,
+            "kms:GenerateDataKey",
+            &keys[0]
+        ),
+        Decision::NotAllowed
+    );
+    // Key ARNs only, comma-separated without spaces (the list becomes the statement's resources).
+    for refused in ["alias/platform", &format!("{}, {}", keys[0], keys[1])] {
+        assert!(spoke_template.deploy(&stage(refused)).is_err(), "{refused}");
+    }
+    Ok(())
+}

@@ -75,6 +75,23 @@ pub(super) fn permissions() -> Vec<Broken> {
         t,
     ));
     let mut t = spoke();
+    statement(&mut t, "SpokeRole", "UseTenantQueueKeysThroughSqs")["Resource"] = json!("*");
+    out.push(broken(
+        SpokeRoleExactPermissions,
+        "spoke: use every key of the account, not only the tenant keys given",
+        t,
+    ));
+    let mut t = spoke();
+    statement(&mut t, "SpokeRole", "UseTenantQueueKeysThroughSqs")
+        .as_object_mut()
+        .unwrap()
+        .remove("Condition");
+    out.push(broken(
+        SpokeRoleExactPermissions,
+        "spoke: use the tenant keys directly, not only through SQS",
+        t,
+    ));
+    let mut t = spoke();
     statement(&mut t, "SpokeRole", "ReadTenantRecords")["Resource"] = json!(
         {"Fn::Sub": "arn:${AWS::Partition}:ssm:*:${AWS::AccountId}:parameter/*"}
     );

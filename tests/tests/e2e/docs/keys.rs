@@ -1,0 +1,56 @@
+//! README's "Locked-down accounts": the key policy statements it tells an organisation's key
+//! owner to paste are the ones `routerctl verify` prints and the stacks write into keys of their
+//! own ([`aws_model::documents::key_statements`]), placeholders filled in.
+
+use aws_model::documents::{KeyedStack, key_statements};
+use serde_json::Value;
+
+use super::{repo_file, section};
+
+const ACCOUNT: &str = "111122223333";
+const REGION: &str = "eu-west-1";
+const ROUTER: &str = "arn:aws:iam::111122223333:role/interruption-router-RouterRole-X";
+
+/// The JSON blocks of `text`, placeholders replaced.
+fn json_blocks(text: &str) -> Vec<Value> {
+    text.split("```json\n")
+        .skip(1)
+        .map(|rest| {
+            let block = &rest[..rest.find("```").expect("a closed block")];
+            let filled = block
+                .replace("<account>", ACCOUNT)
+                .replace("<region>", REGION)
+                .replace("<the router role's ARN>", ROUTER);
+            serde_json::from_str(&filled).unwrap_or_else(|e| panic!("{e}: {block}"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_statements_readme_gives_a_key_owner_are_the_ones_verify_prints() {
+    let readme = repo_file("README.md");
+    let blocks = json_blocks(section(&readme, "## Locked-down accounts"));
+    let base = key_statements(KeyedStack::Base, ACCOUNT, REGION, "").unwrap();
+    let tenant = key_statements(KeyedStack::Tenant, ACCOUNT, REGION, ROUTER).unwrap();
+    let by_sid = |all: &[Value], sid: &str| {
+        all.iter()
+            .find(|s| s["Sid"] == sid)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {sid}"))
+    };
+    assert_eq!(
+        blocks,
+        [
+            by_sid(&base, "EventBridgeRulesOfThisAccountDeliver"),
+            by_sid(&tenant, "RouterSendsThroughSqs"),
+        ]
+    );
+    // The account's roles' statements it names by Sid exist too.
+    for sid in [
+        "AccountRolesUseItThroughSqs",
+        "AccountRolesDecryptThroughSqs",
+    ] {
+        assert!(readme.contains(&format!("`{sid}`")), "{sid}");
+        assert!(base.iter().chain(&tenant).any(|s| s["Sid"] == sid), "{sid}");
+    }
+}
