@@ -57,6 +57,7 @@ pub fn shape() -> Shape {
         hub_region: "us-east-1".into(),
         storm_region: "us-west-2".into(),
         storm_nodes: 24,
+        second_storm_region: None,
         storm_window: Duration::from_secs(20),
         background_per_second: 1.0,
         lead_in: Duration::from_secs(20),
@@ -118,7 +119,7 @@ impl Plan {
         }
         let mut with_events: Vec<usize> = (0..org.clusters.len())
             .filter(|c| {
-                org.clusters[*c].region == org.shape.storm_region
+                org.shape.storm_regions().any(|r| *r == org.clusters[*c].region)
                     // The revoked account's clusters are judged by that fault alone.
                     && plan
                         .injected
@@ -315,7 +316,12 @@ impl Verdict {
 
 /// Plays `seed`: the reduced organisation, its faults, and the verdict.
 pub fn play(seed: u64) -> Verdict {
-    let org = Arc::new(Organisation::new(shape(), seed));
+    // Every third seed the reclaim hits the hub's region too, at the same time.
+    let shape = Shape {
+        second_storm_region: seed.is_multiple_of(3).then(|| "us-east-1".to_owned()),
+        ..shape()
+    };
+    let org = Arc::new(Organisation::new(shape, seed));
     let plan = Plan::draw(seed, &org);
     let setup = Setup {
         seed,
@@ -324,6 +330,12 @@ pub fn play(seed: u64) -> Verdict {
         router_vars: Vec::new(),
         // Past a killed batch's 180-s visibility, and the hand-backs of a revoked account.
         drain_limit: Duration::from_secs(1_200),
+        // Both ways to the ingest queue, drawn from the seed.
+        topology: if seed.is_multiple_of(2) {
+            crate::eventbridge::Topology::Direct
+        } else {
+            crate::eventbridge::Topology::Forwarded
+        },
     };
     let trace = run::run_faulted(org.clone(), &setup, &plan);
     let violations = judge(&org, &plan, &trace);

@@ -32,3 +32,4 @@ pub mod quotas;
 pub mod replay;
 pub mod report;
 pub mod run;
+pub mod scenarios;

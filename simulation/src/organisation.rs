@@ -68,7 +68,11 @@ pub struct Shape {
     pub hub_region: String,
     /// The region the reclaim hits, and how many of its Karpenter nodes.
     pub storm_region: String,
+    /// Nodes reclaimed in each region the storm hits.
     pub storm_nodes: usize,
+    /// A second region reclaimed at the same time, as many nodes again: the worst day for one
+    /// hub serving both.
+    pub second_storm_region: Option<String>,
     /// Warnings spread over this window, front-loaded (half in its first quarter).
     pub storm_window: Duration,
     /// State changes per second, organisation-wide, from instances no cluster owns.
@@ -92,11 +96,26 @@ impl Shape {
             hub_region: "us-east-1".into(),
             storm_region: "us-west-2".into(),
             storm_nodes: 20_000,
+            second_storm_region: None,
             storm_window: Duration::from_secs(60),
             background_per_second: 20.0,
             lead_in: Duration::from_secs(120),
             duration: Duration::from_secs(240),
         }
+    }
+
+    /// The issue's organisation on a worse day: the same reclaim in eu-west-1 as in us-west-2,
+    /// at the same time.
+    pub fn two_regions() -> Self {
+        Self {
+            second_storm_region: Some("eu-west-1".into()),
+            ..Self::issue()
+        }
+    }
+
+    /// Every region the storm hits.
+    pub fn storm_regions(&self) -> impl Iterator<Item = &String> {
+        std::iter::once(&self.storm_region).chain(self.second_storm_region.as_ref())
     }
 }
 
@@ -133,38 +152,43 @@ impl Organisation {
                 });
             }
         }
-        let in_storm: Vec<usize> = (0..clusters.len())
-            .filter(|&c| clusters[c].region == shape.storm_region)
-            .collect();
         let mut instances = BTreeMap::new();
         let mut events = Vec::new();
         let mut next_id: u64 = 1;
-        for n in 0..shape.storm_nodes {
-            let cluster = in_storm[n % in_storm.len()];
-            let id = instance_id(next_id);
-            next_id += 1;
-            let c = &clusters[cluster];
-            instances.insert(
-                id.clone(),
-                Instance {
-                    account: c.account.clone(),
-                    region: c.region.clone(),
-                    cluster: Some(cluster),
-                },
-            );
-            // Front-loaded, as a reclaim is: half the warnings in the first quarter of the window.
-            let u = rng.f64();
-            let warning = shape.lead_in + shape.storm_window.mul_f64(u * u);
-            let rebalance = warning.saturating_sub(Duration::from_secs_f64(rng.f64() * 10.0));
-            let shutting = warning + Duration::from_secs(120);
-            let terminated = shutting + Duration::from_secs_f64(10.0 + rng.f64() * 30.0);
-            for (at, kind) in [
-                (rebalance, Sent::Rebalance),
-                (warning, Sent::Warning),
-                (shutting, Sent::ShuttingDown),
-                (terminated, Sent::Terminated),
-            ] {
-                events.push(event(at, kind, &id, &c.account, &c.region, n));
+        let mut n = 0;
+        for region in shape.storm_regions() {
+            let in_storm: Vec<usize> = (0..clusters.len())
+                .filter(|&c| clusters[c].region == *region)
+                .collect();
+            for k in 0..shape.storm_nodes {
+                let cluster = in_storm[k % in_storm.len()];
+                let id = instance_id(next_id);
+                next_id += 1;
+                let c = &clusters[cluster];
+                instances.insert(
+                    id.clone(),
+                    Instance {
+                        account: c.account.clone(),
+                        region: c.region.clone(),
+                        cluster: Some(cluster),
+                    },
+                );
+                // Front-loaded, as a reclaim is: half the warnings in the first quarter of the
+                // window.
+                let u = rng.f64();
+                let warning = shape.lead_in + shape.storm_window.mul_f64(u * u);
+                let rebalance = warning.saturating_sub(Duration::from_secs_f64(rng.f64() * 10.0));
+                let shutting = warning + Duration::from_secs(120);
+                let terminated = shutting + Duration::from_secs_f64(10.0 + rng.f64() * 30.0);
+                for (at, kind) in [
+                    (rebalance, Sent::Rebalance),
+                    (warning, Sent::Warning),
+                    (shutting, Sent::ShuttingDown),
+                    (terminated, Sent::Terminated),
+                ] {
+                    events.push(event(at, kind, &id, &c.account, &c.region, n));
+                }
+                n += 1;
             }
         }
         // Instances no cluster owns (an Auto Scaling group's, a batch job's), stopping or
@@ -198,6 +222,32 @@ impl Organisation {
             clusters,
             instances,
             events,
+        }
+    }
+
+    /// The same organisation and day as one of regional hubs sees it: a hub (the base stack,
+    /// in the hub account) in every region, each serving the clusters of its own region; this is
+    /// `region`'s. EventBridge's, Lambda's, STS's and EC2's quotas are per account and Region, so
+    /// the other regions' hubs share nothing with it: they and their events are left out.
+    pub fn regional_hub(&self, region: &str) -> Self {
+        let region = region.to_owned();
+        Self {
+            shape: Shape {
+                hub_region: region.clone(),
+                storm_region: region.clone(),
+                second_storm_region: None,
+                ..self.shape.clone()
+            },
+            hub_account: self.hub_account.clone(),
+            accounts: self.accounts.clone(),
+            clusters: self.clusters.clone(),
+            instances: self.instances.clone(),
+            events: self
+                .events
+                .iter()
+                .filter(|e| e.region == region)
+                .cloned()
+                .collect(),
         }
     }
 

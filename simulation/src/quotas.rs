@@ -131,6 +131,11 @@ pub const MODEL: &[(&str, &str, &str)] = &[
         "EventBridge user guide, cross-account and cross-Region targets",
     ),
     (
+        "regional hubs, direct rules",
+        "a hub per region (base stack in the hub account), each serving its region's clusters; a member account's rule in the hub's region targets the ingest queue in the hub account directly: one rule, on the member's quota (a what-if: spoke.yaml has no direct rules yet)",
+        "EventBridge user guide, \"Sending events to an AWS service in another account\" (same Region, an execution role in the sender's account); quotas per account and Region (\"Amazon EventBridge quotas\")",
+    ),
+    (
         "SQS event source mapping",
         "5 concurrent batches at first, up to 300 more per minute, at most 1,000 (or MaximumConcurrency); BatchSize and MaximumBatchingWindowInSeconds as base.yaml sets them; a batch handed back waits the visibility the router set",
         "Lambda developer guide, \"Configuring scaling behavior for SQS event source mappings\"",

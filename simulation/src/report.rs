@@ -5,10 +5,10 @@ use std::{fmt::Write as _, path::PathBuf, sync::Arc, time::Duration};
 use anyhow::{Context, Result};
 
 use crate::{
-    esm::Mapping,
     organisation::{Organisation, Sent, Shape},
-    quotas::{MODEL, Quotas},
+    quotas::MODEL,
     run::{Outcome, Setup, run},
+    scenarios::{Day, Hubs, Scenario, scenarios},
 };
 
 const BEGIN: &str = "<!-- organisation-storm -->";
@@ -54,49 +54,28 @@ fn options() -> Result<Options> {
     Ok(o)
 }
 
-/// The runs `make bench` makes: the base stack's mapping in two hub regions (the targets are
-/// judged on these), then what a larger `MaximumConcurrency`, or none, would do.
-pub fn scenarios(seed: u64) -> Vec<(String, Setup)> {
-    let setup = |targets: f64, max_concurrency: Option<usize>| {
-        let mut mapping = Mapping::base_stack();
-        mapping.max_concurrency = max_concurrency;
-        Setup {
-            seed,
-            quotas: Quotas::defaults(targets),
-            mapping,
-            router_vars: Vec::new(),
-            drain_limit: Duration::from_secs(1_200),
-        }
-    };
-    let default = Mapping::base_stack().max_concurrency;
-    vec![
-        (
-            "18,750/s, the default mapping".into(),
-            setup(18_750.0, default),
-        ),
-        ("750/s, the default mapping".into(), setup(750.0, default)),
-        (
-            "18,750/s, MaximumConcurrency 10".into(),
-            setup(18_750.0, Some(10)),
-        ),
-        (
-            "18,750/s, no MaximumConcurrency".into(),
-            setup(18_750.0, None),
-        ),
-    ]
-}
-
-/// Whether a run is judged against the targets (the default mapping's).
-fn judged(name: &str) -> bool {
-    name.contains("default")
+/// One run's result, as the tables show it.
+pub struct Ran {
+    pub name: String,
+    pub setup: Setup,
+    pub judged: bool,
+    pub outcome: Outcome,
 }
 
 pub fn main() -> Result<()> {
     let o = options()?;
     eprintln!("drawing the organisation (seed {})…", o.seed);
     let org = Arc::new(Organisation::new(Shape::issue(), o.seed));
+    let two = Arc::new(Organisation::new(Shape::two_regions(), o.seed));
     let mut results = Vec::new();
-    for (name, mut setup) in scenarios(o.seed) {
+    for Scenario {
+        name,
+        mut setup,
+        day,
+        hubs,
+        judged,
+    } in scenarios(o.seed)
+    {
         if o.only
             .as_ref()
             .is_some_and(|only| !name.contains(only.as_str()))
@@ -107,14 +86,27 @@ pub fn main() -> Result<()> {
             setup.mapping.max_concurrency = Some(n);
         }
         eprintln!("organisation storm: {name}…");
-        let outcome = run(org.clone(), &setup);
+        let day = match day {
+            Day::OneRegion => &org,
+            Day::TwoRegions => &two,
+        };
+        let served = match hubs {
+            Hubs::One => day.clone(),
+            Hubs::Regional(region) => Arc::new(day.regional_hub(region)),
+        };
+        let outcome = run(served, &setup);
         eprintln!(
             "  {} events in {:.0} s of virtual time, {:.1} s of wall time",
             outcome.events,
             outcome.virtual_time.as_secs_f64(),
             outcome.wall_time.as_secs_f64()
         );
-        results.push((name, setup, outcome));
+        results.push(Ran {
+            name,
+            setup,
+            judged,
+            outcome,
+        });
     }
     let section = render(&org, &results);
     println!("{section}");
@@ -206,54 +198,69 @@ fn s(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64())
 }
 
-/// The section: the scenario, one row per hub region, EC2 per account, the model.
-pub fn render(org: &Organisation, results: &[(String, Setup, Outcome)]) -> String {
+/// The section: the scenario, one row per run, where the rules spent their quotas, EC2 per
+/// account, the model.
+pub fn render(org: &Organisation, results: &[Ran]) -> String {
     let shape = &org.shape;
+    let first = results.first();
     let mut out = String::new();
     let _ = writeln!(out, "## Organisation storm (simulated)\n");
     let _ = writeln!(
         out,
         "The router's own code (handler, batch states, resolve, forward, through its `Aws` seam) \
          against a model of AWS, in virtual time (tokio's paused clock; seed {}): {} clusters \
-         ({} per account) in {} accounts and {} regions, the hub in {}. An Availability Zone \
-         reclaim hits {} Karpenter nodes in {} within {} s: a rebalance recommendation, a warning, \
-         then shutting-down and terminated state changes each; beside it, from {} s before the \
-         storm (the hub warm, as on any day), {} state changes a second, organisation-wide, from \
-         instances no cluster owns. {} events in all. The base stack's mapping (BatchSize {}, \
-         batching window {} s, MaximumConcurrency {}). Run with `make bench` \
+         ({} per account) in {} accounts and {} regions. An Availability Zone reclaim hits {} \
+         Karpenter nodes in {} within {} s: a rebalance recommendation, a warning, then \
+         shutting-down and terminated state changes each; beside it, from {} s before the storm \
+         (the hub warm, as on any day), {} state changes a second, organisation-wide, from \
+         instances no cluster owns. {} events in all. On the two-region day the same reclaim hits \
+         {} too, at the same time. The base stack's mapping (BatchSize {}, batching window {} s, \
+         MaximumConcurrency {}) unless a run says otherwise. Run with `make bench` \
          (`cargo run --profile bench -p simulation --bin organisation-storm`).\n",
-        results.first().map_or(0, |r| r.1.seed),
+        first.map_or(0, |r| r.setup.seed),
         org.clusters.len(),
         shape.clusters_per_account,
         shape.accounts,
         shape.regions.len(),
-        shape.hub_region,
         shape.storm_nodes,
         shape.storm_region,
         shape.storm_window.as_secs(),
         shape.lead_in.as_secs(),
         shape.background_per_second,
         org.events.len(),
-        results.first().map_or(0, |r| r.1.mapping.batch_size),
-        results
-            .first()
-            .map_or(0, |r| r.1.mapping.batching_window.as_secs()),
-        results
-            .first()
-            .and_then(|r| r.1.mapping.max_concurrency)
+        Shape::two_regions().second_storm_region.unwrap_or_default(),
+        first.map_or(0, |r| r.setup.mapping.batch_size),
+        first.map_or(0, |r| r.setup.mapping.batching_window.as_secs()),
+        first
+            .and_then(|r| r.setup.mapping.max_concurrency)
             .map_or("unset".to_owned(), |n| n.to_string()),
     );
     let _ = writeln!(
         out,
-        "| hub region's target invocations, mapping | warnings p50 / p99 / max s | all events p99 s | EventBridge p99 s (deepest target backlog) | lost | misrouted | dead-lettered | environments | AWS calls / event | AssumeRole per account per environment, at most | targets met | wall time s |"
+        "With one hub the base stack runs in {} and every other account and region forwards to \
+         its bus (two rules per member event: the member's, then the hub bus's). With regional \
+         hubs a base stack runs in every region, in the hub account, and serves its own region's \
+         clusters; a member account's rules in that region target the hub's ingest queue \
+         directly (an execution role in the member account; EventBridge allows it within one \
+         Region; a what-if: spoke.yaml does not offer direct rules yet, and docs/many-accounts.md \
+         says why). EventBridge's, Lambda's, STS's and EC2's quotas are per account and Region, so \
+         one region's hub shares none with another's: a regional run is that hub with its \
+         region's events. The quota in a run's name is the hub region's EventBridge \
+         target-invocation quota; a member account's is 2,250/s.\n",
+        shape.hub_region,
+    );
+    let _ = writeln!(
+        out,
+        "| run | warnings p50 / p99 / max s | all events p99 s | EventBridge p99 s (deepest target backlog) | lost | misrouted | dead-lettered | environments | AWS calls / event | AssumeRole per account per environment, at most | targets met | wall time s |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for (name, setup, o) in results {
+    for r in results {
+        let o = &r.outcome;
         let warnings = o.by_kind.get(&Sent::Warning).cloned().unwrap_or_default();
         let all_p99 = o.by_kind.values().map(|a| a.p99).max().unwrap_or_default();
         let dead: usize = o.dead_lettered.values().sum();
-        let verdict = if judged(name) {
-            let misses = misses(setup, o);
+        let verdict = if r.judged {
+            let misses = misses(&r.setup, o);
             if misses.is_empty() {
                 "yes".to_owned()
             } else {
@@ -264,7 +271,8 @@ pub fn render(org: &Organisation, results: &[(String, Setup, Outcome)]) -> Strin
         };
         let _ = writeln!(
             out,
-            "| {name} | {} / {} / {} | {} | {} ({:.0}) | {} | {} | {dead} | {} | {:.3} | {} | {verdict} | {:.1} |",
+            "| {} | {} / {} / {} | {} | {} ({:.0}) | {} | {} | {dead} | {} | {:.3} | {} | {verdict} | {:.1} |",
+            r.name,
             s(warnings.p50),
             s(warnings.p99),
             s(warnings.max),
@@ -279,17 +287,41 @@ pub fn render(org: &Organisation, results: &[(String, Setup, Outcome)]) -> Strin
             o.wall_time.as_secs_f64(),
         );
     }
-    if let Some((_, _, o)) = results.first() {
-        let _ = writeln!(
-            out,
-            "\nAt its peak the organisation sent {:.0} events/s (10-s window) to the hub's rules.",
-            o.peak_events_per_second
-        );
-    }
-    let wall: f64 = results.iter().map(|r| r.2.wall_time.as_secs_f64()).sum();
     let _ = writeln!(
         out,
-        "The {} runs took {wall:.0} s of wall time in all, {} (target: under 2 minutes); every \
+        "\nAt its peak the organisation sent, per second (10-s window), to the hub of each run:\n"
+    );
+    let _ = writeln!(
+        out,
+        "| run | events/s to its hub | rules per event | the hub account's invocations in its region | the busiest member account's, in one region | (account, Region) quotas spent |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    for r in results {
+        let o = &r.outcome;
+        let hub = o.invocations.get(&o.hub).copied().unwrap_or(0);
+        let member = o
+            .invocations
+            .iter()
+            .filter(|((account, _), _)| *account != o.hub.0)
+            .map(|(_, n)| *n)
+            .max()
+            .unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.2} | {hub} | {member} | {} |",
+            r.name,
+            o.peak_events_per_second,
+            o.hops_per_event,
+            o.invocations.len(),
+        );
+    }
+    let wall: f64 = results
+        .iter()
+        .map(|r| r.outcome.wall_time.as_secs_f64())
+        .sum();
+    let _ = writeln!(
+        out,
+        "\nThe {} runs took {wall:.0} s of wall time in all, {} (target: under 2 minutes); every \
          figure but wall time is the same on every run and build for the seed.",
         results.len(),
         if cfg!(debug_assertions) {
@@ -300,11 +332,9 @@ pub fn render(org: &Organisation, results: &[(String, Setup, Outcome)]) -> Strin
     );
     let _ = writeln!(
         out,
-        "\nEC2 DescribeInstances in {} during the run, per account (each account's bucket refills {}/s, shared with its Karpenters; the router's target is at most {:.0} % of it):\n",
+        "\nEC2 DescribeInstances in each run's storm region ({} but for eu-west-1's hub), per account (each account's bucket refills {}/s, shared with its Karpenters; the router's target is at most {:.0} % of it):\n",
         org.shape.storm_region,
-        results
-            .first()
-            .map_or(0.0, |r| r.1.quotas.describe_instances.per_second),
+        first.map_or(0.0, |r| r.setup.quotas.describe_instances.per_second),
         100.0 * EC2_SHARE
     );
     let _ = writeln!(
@@ -312,25 +342,27 @@ pub fn render(org: &Organisation, results: &[(String, Setup, Outcome)]) -> Strin
         "| run | router calls | of them sweep pages | ids looked up (Karpenter nodes) | router's busiest account, peak 10-s rate /s | share of refill | Karpenter's busiest, /s | fewest tokens left | throttled: router / Karpenter |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
-    for (name, setup, o) in results {
-        let refill = setup.quotas.describe_instances.per_second;
+    for r in results {
+        let o = &r.outcome;
+        let refill = r.setup.quotas.describe_instances.per_second;
         let (worst_router, worst_karpenter, lowest) = ec2_extremes(o);
         let calls: usize = o.ec2.values().map(|e| e.router_calls).sum();
         let _ = writeln!(
             out,
-            "| {name} | {calls} | {} | {} ({}) | {worst_router:.1} | {:.0} % | {worst_karpenter:.1} | {lowest:.0} of {} | {} / {} |",
+            "| {} | {calls} | {} | {} ({}) | {worst_router:.1} | {:.0} % | {worst_karpenter:.1} | {lowest:.0} of {} | {} / {} |",
+            r.name,
             o.counts.sweep_pages,
             o.counts.ids_looked_up,
             o.counts.node_ids_looked_up,
             100.0 * worst_router / refill,
-            setup.quotas.describe_instances.burst,
+            r.setup.quotas.describe_instances.burst,
             o.counts.router_throttled,
             o.counts.karpenter_throttled,
         );
     }
     let _ = writeln!(out, "\nThe router's calls by action (every region):\n");
-    for (name, _, o) in results {
-        let _ = writeln!(out, "- {name}: {:?}", o.counts.by_action);
+    for r in results {
+        let _ = writeln!(out, "- {}: {:?}", r.name, r.outcome.counts.by_action);
     }
     let _ = writeln!(
         out,

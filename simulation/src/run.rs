@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use crate::{
     esm::{Esm, Mapping, Pool, Usage},
-    eventbridge::EventBridge,
+    eventbridge::{EventBridge, Topology},
     faults::{Plan, Trace, event_id},
     ingest::Ingest,
     karpenter,
@@ -33,6 +33,8 @@ pub struct Setup {
     pub router_vars: Vec<(String, String)>,
     /// Give up this long after the last event.
     pub drain_limit: Duration,
+    /// How member accounts' events reach the ingest queue.
+    pub topology: Topology,
 }
 
 /// Ages of one kind of event, from the moment its source bus had it to its cluster's queue.
@@ -102,6 +104,12 @@ pub struct Outcome {
     pub deepest_target_debt: f64,
     /// The most events sent in any 10-s window, per second (what the hub's rules must carry).
     pub peak_events_per_second: f64,
+    /// Target invocations each account spent in each region.
+    pub invocations: BTreeMap<(String, String), usize>,
+    /// Rules an event crossed, on average.
+    pub hops_per_event: f64,
+    /// The hub's account and region.
+    pub hub: (String, String),
 }
 
 /// Runs the storm of `org` as `setup` says.
@@ -173,7 +181,7 @@ async fn play(org: Arc<Organisation>, setup: &Setup, plan: &Plan) -> (Outcome, T
     .expect("the router's configuration");
     let pool = Arc::new(Pool::new(world.clone(), config));
     let esm = Esm::new(world.clone(), pool.clone(), setup.mapping);
-    let bridge = EventBridge::new(world.clone());
+    let bridge = EventBridge::new(world.clone(), setup.topology);
     let events = Arc::new(org.events.clone());
     let start = Instant::now();
     let last = events.last().map(|e| e.at).unwrap_or_default();
@@ -363,6 +371,9 @@ fn judge(
             &org.events.iter().map(|e| start + e.at).collect::<Vec<_>>(),
         ),
         deepest_target_debt: bridge.deepest_debts().values().copied().fold(0.0, f64::max),
+        invocations: bridge.invocations(),
+        hops_per_event: bridge.hops() as f64 / org.events.len().max(1) as f64,
+        hub: (org.hub_account.clone(), org.shape.hub_region.clone()),
     }
 }
 
