@@ -17,11 +17,16 @@
 //! the moment it was changed misses events here as it would there. A target removed or added
 //! reaches delivery within [`LOOK_EVERY`].
 //!
-//! Targets that transform the input, and targets other than SQS queues, are refused rather than
+//! A rule may also target another event bus (spoke.yaml's rules forward to the hub's central bus,
+//! in another account and, for a member region without a hub, another region): the event goes on
+//! to that bus's own stand-in ([`DefaultBus::forwarding_to`]), unchanged (EventBridge keeps its
+//! account and region), whose rules deliver it in turn. Targets that transform the input, buses the
+//! stand-in was not given, and targets other than SQS queues and buses are refused rather than
 //! delivered differently from AWS.
 
 use std::{
     collections::HashMap,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -37,6 +42,10 @@ use aws_model::{
 
 pub struct DefaultBus {
     aws: Aws,
+    /// The bus's name; `None`: the account's default bus.
+    bus: Option<String>,
+    /// Buses its rules may target (by ARN), each played by its own stand-in.
+    forwards: HashMap<String, Arc<DefaultBus>>,
     /// Queue ARN → URL.
     urls: Mutex<HashMap<String, String>>,
     delay: Duration,
@@ -62,7 +71,23 @@ impl DefaultBus {
     /// A bus on which rule state changes take effect after `delay`. The rules that exist now
     /// take effect as they are.
     pub async fn new(aws: &Aws, delay: Duration) -> Result<Self> {
-        let states = default_bus_rules(aws)
+        Self::of(aws, None, delay).await
+    }
+
+    /// The event bus `name` of `aws`'s account and region (base.yaml's central bus), as
+    /// [`DefaultBus::new`] plays the default one.
+    pub async fn on_bus(aws: &Aws, name: &str, delay: Duration) -> Result<Self> {
+        Self::of(aws, Some(name.to_owned()), delay).await
+    }
+
+    /// This bus, whose rules may also target the bus `arn`, played by `bus`.
+    pub fn forwarding_to(mut self, arn: &str, bus: Arc<DefaultBus>) -> Self {
+        self.forwards.insert(arn.to_owned(), bus);
+        self
+    }
+
+    async fn of(aws: &Aws, bus: Option<String>, delay: Duration) -> Result<Self> {
+        let states = bus_rules(aws, bus.as_deref())
             .await?
             .iter()
             .filter_map(|r| {
@@ -78,6 +103,8 @@ impl DefaultBus {
             .collect();
         Ok(Self {
             aws: aws.clone(),
+            bus,
+            forwards: HashMap::new(),
             urls: Mutex::default(),
             delay,
             states: Mutex::new(states),
@@ -124,8 +151,8 @@ impl DefaultBus {
         states.iter().map(|(n, s)| (n.clone(), s.enabled)).collect()
     }
 
-    /// Delivers `event` as the default bus would; the queues (ARNs) it reached, one per
-    /// matching rule target.
+    /// Delivers `event` as the bus would; the queues (ARNs) it reached, one per matching rule
+    /// target (through the buses it forwards to, theirs).
     pub async fn put(&self, event: &Value) -> Result<Vec<String>> {
         let mut delivered = Vec::new();
         let rules = self.rules().await?;
@@ -152,8 +179,18 @@ impl DefaultBus {
                 {
                     bail!("rule {name}: the stand-in does not transform input");
                 }
+                if target.arn().contains(":event-bus/") {
+                    let Some(bus) = self.forwards.get(target.arn()) else {
+                        bail!(
+                            "rule {name}: the stand-in was given no bus {}",
+                            target.arn()
+                        );
+                    };
+                    delivered.extend(Box::pin(bus.put(event)).await?);
+                    continue;
+                }
                 if !target.arn().contains(":sqs:") {
-                    bail!("rule {name}: the stand-in delivers to SQS queues only");
+                    bail!("rule {name}: the stand-in delivers to SQS queues and buses only");
                 }
                 if self.send(target.arn(), event).await? {
                     delivered.push(target.arn().to_owned());
@@ -171,7 +208,7 @@ impl DefaultBus {
         {
             return Ok(rules.clone());
         }
-        let rules = default_bus_rules(&self.aws).await?;
+        let rules = bus_rules(&self.aws, self.bus.as_deref()).await?;
         *last = Some((Instant::now(), rules.clone()));
         Ok(rules)
     }
@@ -189,6 +226,7 @@ impl DefaultBus {
             .events
             .list_targets_by_rule()
             .rule(rule)
+            .set_event_bus_name(self.bus.clone())
             .send()
             .await
             .map_err(|e| anyhow::anyhow!("ListTargetsByRule {rule}: {}", describe(&e)))?
@@ -246,6 +284,30 @@ impl DefaultBus {
                 Ok(false)
             }
             Err(e) => bail!("SendMessage {queue_arn}: {}", describe(&e)),
+        }
+    }
+}
+
+/// The rules of bus `bus` (`None`: the default bus), every page.
+async fn bus_rules(aws: &Aws, bus: Option<&str>) -> Result<Vec<Rule>> {
+    let Some(bus) = bus else {
+        return default_bus_rules(aws).await;
+    };
+    let mut rules = Vec::new();
+    let mut next: Option<String> = None;
+    loop {
+        let page = aws
+            .events
+            .list_rules()
+            .event_bus_name(bus)
+            .set_next_token(next.take())
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("ListRules {bus}: {}", describe(&e)))?;
+        rules.extend(page.rules().iter().cloned());
+        next = page.next_token().map(str::to_owned);
+        if next.is_none() {
+            return Ok(rules);
         }
     }
 }

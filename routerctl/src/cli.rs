@@ -140,8 +140,23 @@ pub enum Command {
         /// The tag key on Karpenter's nodes (the router's MANAGED_TAG_KEY).
         #[arg(long, default_value = interruption_router::config::DEFAULT_MANAGED_TAG_KEY)]
         managed_tag: String,
+        /// The clusters' region (default: the hub's, or your configured region).
         #[arg(long)]
         region: Option<String>,
+        /// The clusters run in this member account (12 digits), which a spoke stack connects to
+        /// the hub; adopt works there with --profile's credentials.
+        #[arg(long, value_parser = verify::parse_account_id)]
+        account: Option<String>,
+        /// A profile with credentials of --account (what adopt reads and deploys there:
+        /// docs/adopting.md).
+        #[arg(long, requires = "account")]
+        profile: Option<String>,
+        /// The member's spoke stack (cloudformation/spoke.yaml) in --region.
+        #[arg(long, default_value = verify::DEFAULT_SPOKE_STACK)]
+        spoke_stack: String,
+        /// The base stack's region, when the clusters run in another (default: --region).
+        #[arg(long)]
+        hub_region: Option<String>,
     },
 
     /// Start a cluster's FIS spot-interruption experiment (cloudformation/fis.yaml), wait for it,

@@ -95,8 +95,12 @@ async fn main() -> ExitCode {
             karpenter_roles,
             managed_tag,
             region,
+            account,
+            profile,
+            spoke_stack,
+            hub_region,
         } => {
-            let options = adopt::Options {
+            let mut options = adopt::Options {
                 stack,
                 cluster,
                 verb: match (apply, rollback, stack_template) {
@@ -109,9 +113,30 @@ async fn main() -> ExitCode {
                 managed_tag,
                 delete_hand_made,
                 settle: std::time::Duration::from_secs(rule_settle),
+                member: None,
+                site_flags: String::new(),
             };
+            // The flags that reach this site, for the commands adopt prints.
+            let flags = [
+                ("--account", account.clone()),
+                ("--profile", profile.clone()),
+                ("--region", region.clone()),
+                ("--hub-region", hub_region.clone()),
+                (
+                    "--spoke-stack",
+                    Some(spoke_stack.clone()).filter(|s| s != verify::DEFAULT_SPOKE_STACK),
+                ),
+            ];
+            options.site_flags = flags
+                .iter()
+                .filter_map(|(flag, value)| Some(format!(" {flag} {}", value.as_ref()?)))
+                .collect();
             let run = async {
-                let report = adopt::run(&Aws::load(region).await?, &options).await?;
+                let (hub, site, member) =
+                    adopt::connect::reach(region, hub_region, account, profile, &spoke_stack)
+                        .await?;
+                options.member = member;
+                let report = adopt::run_at(&hub, &site, &options).await?;
                 match &report.outcome {
                     // The template alone on stdout, to redirect into a file.
                     adopt::Outcome::Template { edit, .. } => {

@@ -31,6 +31,7 @@ use std::{
 use anyhow::{Context, Result};
 use tokio::task::JoinHandle;
 
+use aws_model::events::Origin;
 use aws_model::{aws::Aws, stacks};
 use local_aws::{
     esm::{Drained, EventSourceMapping, Stop},
@@ -38,7 +39,7 @@ use local_aws::{
     function::{Function, router_binary},
     invoke_api::InvokeApi,
     karpenter::{Behaviour, Karpenter},
-    moto::{MotoServer, karpenter_tags, launch, sdk_config_for},
+    moto::{ACCOUNT, MotoServer, REGION, karpenter_tags, launch, sdk_config_for},
     proxy::AwsProxy,
 };
 
@@ -75,6 +76,18 @@ pub struct Scene {
     pub karpenter: Behaviour,
     /// How long after a minute ends SQS's datapoints for it reach CloudWatch.
     pub metric_delay: Duration,
+    /// The clusters run in this member account and region, connected to the hub by a spoke
+    /// stack ([`Member`]); `None`: in the hub's own account and region.
+    pub member: Option<Member>,
+}
+
+/// A member account and region the scene's clusters run in: the base stack serves it through its
+/// central bus (CentralBus=Enabled, ServedAccounts=<account>), spoke.yaml there forwards its
+/// default bus's events to that bus, and adopt works there with the member's credentials.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub account: String,
+    pub region: String,
 }
 
 impl Scene {
@@ -97,6 +110,7 @@ impl Scene {
             karpenter: Behaviour::default(),
             // AWS gives no figure: "minutes late" (docs/aws-vs-emulator.md).
             metric_delay: Duration::from_secs(150),
+            member: None,
         }
     }
 
@@ -153,6 +167,8 @@ pub struct Estate {
     pub sandbox: Sandbox,
     /// Clients for the emulator, with Lambda at the local Invoke API (adopt's probe).
     pub aws: Aws,
+    /// Clients in the clusters' account and region: `aws` at the hub, the member's otherwise.
+    pub site: Aws,
     pub clusters: BTreeMap<String, Cluster>,
     pub scene: Scene,
     _proxy: AwsProxy,
@@ -178,10 +194,22 @@ impl Estate {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
+        let mut parameters = parameters;
+        let served = scene.member.as_ref().map(|m| m.account.clone());
+        if let Some(account) = &served {
+            parameters.extend([
+                ("CentralBus", "Enabled"),
+                ("ServedAccounts", account.as_str()),
+            ]);
+        }
         let sandbox = Sandbox::deploy_with(&moto, STACK, &[], &parameters).await?;
+        let site = match &scene.member {
+            None => sandbox.aws.clone(),
+            Some(member) => deploy_spoke(&moto, &sandbox, member).await?,
+        };
         let mut clusters = BTreeMap::new();
         for (name, flavour) in &scene.clusters {
-            let aws = &sandbox.aws;
+            let aws = &site;
             let nodes = launch(&aws.ec2, &karpenter_tags(name), 2).await?;
             let made = match flavour {
                 Some(flavour) => Some(old_setups::stand_up(aws, *flavour, name).await?),
@@ -243,12 +271,33 @@ impl Estate {
                 })
             })
             .collect();
-        let bus = DefaultBus::new(&sandbox.aws, scene.rule_delay).await?;
-        let stream = tokio::spawn(stream(bus, fed, scene.every, stream_stop.clone()));
+        let bus = DefaultBus::new(&site, scene.rule_delay).await?;
+        // A member's default bus forwards to the hub's central bus (spoke.yaml's rules), whose
+        // rules deliver to the ingest queue.
+        let bus = match sandbox.base.output("HubEventBusArn").ok() {
+            Some(arn) if scene.member.is_some() => {
+                let name = aws_model::aws::arn_name_after_slash(arn);
+                let central = DefaultBus::on_bus(&sandbox.aws, name, scene.rule_delay).await?;
+                bus.forwarding_to(arn, Arc::new(central))
+            }
+            _ => bus,
+        };
+        let origin = match &scene.member {
+            Some(member) => Origin {
+                account: member.account.clone(),
+                region: member.region.clone(),
+            },
+            None => Origin {
+                account: ACCOUNT.to_owned(),
+                region: REGION.to_owned(),
+            },
+        };
+        let stream = tokio::spawn(stream(bus, origin, fed, scene.every, stream_stop.clone()));
         Ok(Self {
             moto,
             sandbox,
             aws,
+            site,
             clusters,
             scene,
             _proxy: proxy,
@@ -260,8 +309,47 @@ impl Estate {
         })
     }
 
+    /// adopt with the hub's clients and the site's (in a member, with `--account` and the spoke
+    /// stack, as an operator with the member's profile runs it).
     pub async fn adopt(&self, options: &adopt::Options) -> Result<adopt::Report> {
-        adopt::run(&self.aws, options).await
+        let options = match &self.scene.member {
+            Some(member) if options.member.is_none() => options.clone().in_member(
+                &member.account,
+                routerctl::verify::DEFAULT_SPOKE_STACK,
+                &format!(
+                    " --account {} --profile <{}'s profile> --region {} --hub-region {}",
+                    member.account, member.account, member.region, REGION
+                ),
+            ),
+            _ => options.clone(),
+        };
+        adopt::run_at(&self.aws, &self.site, &options).await
+    }
+
+    /// The URL of the site's queue `name`.
+    pub async fn site_queue_url(&self, name: &str) -> Result<String> {
+        aws_model::aws::queue_url(&self.site.sqs, name).await
+    }
+
+    /// What moto skips of `cluster`'s tenant stack, as [`Sandbox::complete_tenant`] puts it
+    /// back, in the site's account.
+    pub async fn complete_tenant(&self, cluster: &str, karpenter_role: Option<&str>) -> Result<()> {
+        if self.scene.member.is_none() {
+            return self.sandbox.complete_tenant(cluster, karpenter_role).await;
+        }
+        let stack = stacks::tenant_stack_name(STACK, cluster);
+        let tenant = aws_model::deployed::Rendered::of(&self.site, &stack).await?;
+        crate::sandbox::put_queue_policy(
+            &self.site,
+            &tenant,
+            "InterruptionQueuePolicy",
+            "InterruptionQueue",
+        )
+        .await?;
+        if let Some(karpenter) = karpenter_role {
+            crate::sandbox::rewrite_role_policies_as_json(&self.site.iam, karpenter).await?;
+        }
+        Ok(())
     }
 
     /// adopt's options for `cluster`, with this scene's settle.
@@ -401,6 +489,28 @@ pub async fn run(router_bin: Option<PathBuf>) -> Result<bool> {
         println!("  ✗ {line}");
     }
     Ok(outcome.passed() && done.len() == walking.len())
+}
+
+/// spoke.yaml in `member`'s account and region, forwarding to the sandbox's central bus and trusting
+/// its router role (as a StackSet deploys it); clients acting there, as moto hands them out for
+/// the spoke role.
+async fn deploy_spoke(moto: &MotoServer, sandbox: &Sandbox, member: &Member) -> Result<Aws> {
+    let role = interruption_router::config::DEFAULT_SPOKE_ROLE_NAME;
+    let site = Aws::new(
+        &local_aws::moto::sdk_config_as(moto.endpoint(), &member.account, &member.region, role)
+            .await?,
+    )?;
+    stacks::create(
+        &site.cfn,
+        routerctl::verify::DEFAULT_SPOKE_STACK,
+        stacks::SPOKE_TEMPLATE,
+        &[
+            ("HubEventBusArn", sandbox.base.output("HubEventBusArn")?),
+            ("RouterRoleArn", sandbox.router_role_arn()?),
+        ],
+    )
+    .await?;
+    Ok(site)
 }
 
 /// The tenant stack adopt deploys for `cluster` next to the scene's base stack.

@@ -52,8 +52,8 @@ impl Estate {
                 }
                 (7, State::Waiting) => {
                     let old = self.clusters[cluster].old_queue.clone().unwrap_or_default();
-                    let url = self.sandbox.queue_url(&old).await?;
-                    self.aws.sqs.purge_queue().queue_url(&url).send().await?;
+                    let url = self.site_queue_url(&old).await?;
+                    self.site.sqs.purge_queue().queue_url(&url).send().await?;
                     return Ok(Move::Operator {
                         step: 7,
                         did: format!("aws sqs purge-queue --queue-url {url}"),
@@ -81,9 +81,7 @@ impl Estate {
                 if matches!(step, 1 | 2) {
                     // moto skips parts of the tenant stack; put them back as AWS would have them.
                     let role = self.clusters[cluster].role.clone();
-                    self.sandbox
-                        .complete_tenant(cluster, role.as_deref())
-                        .await?;
+                    self.complete_tenant(cluster, role.as_deref()).await?;
                 }
                 Ok(Move::Applied {
                     step: *step,
@@ -115,13 +113,15 @@ impl Estate {
                 let report = self
                     .adopt(&adopt::Options::stack_template(STACK, cluster))
                     .await?;
+                let command = report.command_for(cluster);
                 let Adopted::Template { stack, edit, .. } = report.outcome else {
                     bail!("--stack-template printed no template: {}", report.render());
                 };
-                stacks::update(&self.aws.cfn, &stack, &edit.template, &[]).await?;
+                stacks::update(&self.site.cfn, &stack, &edit.template, &[]).await?;
                 Ok(format!(
-                    "routerctl adopt --cluster {cluster} --stack-template > {stack}.yaml ({}); aws cloudformation \
-                     deploy --stack-name {stack} --template-file {stack}.yaml",
+                    "{} --stack-template > {stack}.yaml ({}); aws cloudformation deploy \
+                     --stack-name {stack} --template-file {stack}.yaml",
+                    command,
                     edit.summary()
                 ))
             }
@@ -135,7 +135,7 @@ impl Estate {
                     .clone();
                 if step == 6 {
                     let rules = self
-                        .aws
+                        .site
                         .events
                         .list_rules()
                         .name_prefix("Karpenter")
@@ -146,13 +146,13 @@ impl Estate {
                         if !self.rule_tagged_for(rule, cluster).await? {
                             continue;
                         }
-                        crate::sandbox::delete_rule(&self.aws.events, rule).await?;
+                        crate::sandbox::delete_rule(&self.site.events, rule).await?;
                     }
                     Ok(format!("terraform apply without the rules ({tool})"))
                 } else {
                     let old = self.clusters[cluster].old_queue.clone().unwrap_or_default();
-                    let url = self.sandbox.queue_url(&old).await?;
-                    self.aws.sqs.delete_queue().queue_url(&url).send().await?;
+                    let url = self.site_queue_url(&old).await?;
+                    self.site.sqs.delete_queue().queue_url(&url).send().await?;
                     Ok(format!("terraform apply without the queue {old}"))
                 }
             }
@@ -160,9 +160,13 @@ impl Estate {
     }
 
     async fn rule_tagged_for(&self, rule: &str, cluster: &str) -> Result<bool> {
-        let arn = format!("arn:aws:events:{REGION}:{ACCOUNT}:rule/{rule}");
+        let (account, region) = match &self.scene.member {
+            Some(m) => (m.account.as_str(), m.region.as_str()),
+            None => (ACCOUNT, REGION),
+        };
+        let arn = format!("arn:aws:events:{region}:{account}:rule/{rule}");
         let tags = self
-            .aws
+            .site
             .events
             .list_tags_for_resource()
             .resource_arn(arn)

@@ -14,10 +14,7 @@ use anyhow::Result;
 use interruption_router::event::Kind;
 
 use aws_model::events::Origin;
-use local_aws::{
-    eventbridge::DefaultBus,
-    moto::{ACCOUNT, REGION},
-};
+use local_aws::eventbridge::DefaultBus;
 
 /// One event of the stream.
 #[derive(Debug, Clone)]
@@ -36,18 +33,16 @@ pub(super) struct Fed {
     pub(super) kinds: Vec<Kind>,
 }
 
-/// Publishes one event every `every` until `stop`: each cluster in turn, each of its kinds in
-/// turn, alternating nodes; every 7th a Health event naming a node of every cluster.
+/// Publishes one event every `every` until `stop`, from the clusters' account and region
+/// (`origin`): each cluster in turn, each of its kinds in turn, alternating nodes; every 7th a
+/// Health event naming a node of every cluster.
 pub(super) async fn stream(
     bus: DefaultBus,
+    origin: Origin,
     fed: Vec<Fed>,
     every: Duration,
     stop: Arc<AtomicBool>,
 ) -> Result<Vec<Published>> {
-    let origin = Origin {
-        account: ACCOUNT.to_owned(),
-        region: REGION.to_owned(),
-    };
     let mut published = Vec::new();
     let mut n = 0usize;
     while !stop.load(Ordering::SeqCst) {

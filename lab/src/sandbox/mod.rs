@@ -390,7 +390,10 @@ fn bus_name(arn: &str) -> &str {
 
 /// moto keeps CloudFormation's inline role policies as `str(dict)`; IAM returns JSON. `role` may be
 /// a name or an ARN.
-async fn rewrite_role_policies_as_json(iam: &aws_sdk_iam::Client, role_arn: &str) -> Result<()> {
+pub(crate) async fn rewrite_role_policies_as_json(
+    iam: &aws_sdk_iam::Client,
+    role_arn: &str,
+) -> Result<()> {
     let role = role_arn.rsplit('/').next().unwrap_or(role_arn);
     let names = iam.list_role_policies().role_name(role).send().await?;
     for name in names.policy_names() {

@@ -100,9 +100,11 @@ impl Change {
     }
 }
 
-/// Makes `change` for `cluster`; what was done, in a sentence.
+/// Makes `change` for `cluster` with the site's clients `aws` (the probe goes to the router with
+/// the hub's, `router`); what was done, in a sentence.
 pub async fn perform(
     aws: &Aws,
+    router: &Aws,
     land: &Landscape,
     cluster: &str,
     options: &Options,
@@ -122,9 +124,10 @@ pub async fn perform(
                 );
             }
             // As make deploy-tenant deploys it: the queue imports <RouterName>:… from the stack
-            // that connects this region, and takes its alarm topic and key setting.
+            // that connects this region (the base stack, or the member's spoke stack), and takes
+            // its alarm topic and key setting.
             let parameters = stacks::tenant_parameters(
-                &land.base.parameters,
+                &land.connection.inherits,
                 cluster,
                 karpenter_role,
                 kinds.deployed,
@@ -167,7 +170,8 @@ pub async fn perform(
             let tenant = view.tenant.as_ref().context("no tenant queue")?;
             let old = old_queues(land, cluster);
             let rules = enabled_rules(land, cluster);
-            evidence::start(aws, &round_site(land, cluster, node, tenant, &old, &rules)?).await
+            let start = round_site(router, land, cluster, node, tenant, &old, &rules)?;
+            evidence::start(aws, &start).await
         }
         Change::ReadRound => bail!("the round is read by adopt::run, which then makes step 5"),
         Change::DisableRules(rules) => {
@@ -182,9 +186,10 @@ pub async fn perform(
             let waited = settle(aws, rules, RuleState::Disabled, options.settle).await?;
             Ok(format!(
                 "disabled {} (and waited {} s for EventBridge to apply it): the old queue gets no \
-                 new event; routerctl adopt --cluster {cluster} --rollback re-enables them",
+                 new event; {} --rollback re-enables them",
                 rules.join(", "),
-                waited.as_secs()
+                waited.as_secs(),
+                options.command(cluster)
             ))
         }
         Change::DeleteRules { rules, queues } => {
@@ -252,7 +257,12 @@ pub async fn perform(
 }
 
 /// Reads `cluster`'s ripe round ([`evidence::read`]).
-pub async fn read_round(aws: &Aws, land: &Landscape, cluster: &str) -> Result<Reading> {
+pub async fn read_round(
+    aws: &Aws,
+    router: &Aws,
+    land: &Landscape,
+    cluster: &str,
+) -> Result<Reading> {
     let view = &land.clusters[cluster];
     let (Some(tenant), Some(round)) = (&view.tenant, &view.round) else {
         bail!("{cluster} has no round of evidence under way");
@@ -261,7 +271,7 @@ pub async fn read_round(aws: &Aws, land: &Landscape, cluster: &str) -> Result<Re
     let rules = enabled_rules(land, cluster);
     // Only a probe sent names a node; reading names none.
     let node = view.nodes.first().map_or("", String::as_str);
-    let site = round_site(land, cluster, node, tenant, &old, &rules)?;
+    let site = round_site(router, land, cluster, node, tenant, &old, &rules)?;
     evidence::read(aws, &site, round).await
 }
 
@@ -288,6 +298,7 @@ fn old_queues<'a>(land: &'a Landscape, cluster: &str) -> Vec<&'a Queue> {
 /// Where a round's probes go and its sentinels are: the router function, the tenant queue, the
 /// old queues.
 fn round_site<'a>(
+    router: &'a Aws,
     land: &'a Landscape,
     cluster: &'a str,
     node: &'a str,
@@ -300,6 +311,7 @@ fn round_site<'a>(
         .output("FunctionName")
         .with_context(|| format!("base stack {} has no FunctionName output", land.base.name))?;
     Ok(Start {
+        router,
         cluster,
         account: &land.account,
         region: &land.region,

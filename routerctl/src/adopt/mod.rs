@@ -18,6 +18,7 @@
 //! resumes, because every step is read back from the account rather than remembered.
 
 mod apply;
+pub mod connect;
 mod discover;
 pub mod evidence;
 pub mod helm;
@@ -67,6 +68,12 @@ pub struct Options {
     pub delete_hand_made: bool,
     /// How long after a rule change reads back adopt waits before counting on it.
     pub settle: Duration,
+    /// A member account to work in (`--account`), connected by its spoke stack; `None`: the hub's
+    /// own account.
+    pub member: Option<connect::Member>,
+    /// The flags that reach this site (` --account … --profile … --region …`), which every
+    /// `routerctl adopt` command adopt prints carries.
+    pub site_flags: String,
 }
 
 impl Options {
@@ -79,6 +86,8 @@ impl Options {
             managed_tag: interruption_router::config::DEFAULT_MANAGED_TAG_KEY.to_owned(),
             delete_hand_made: false,
             settle: DEFAULT_SETTLE,
+            member: None,
+            site_flags: String::new(),
         }
     }
 
@@ -116,6 +125,23 @@ impl Options {
 
     pub fn settle(self, settle: Duration) -> Self {
         Self { settle, ..self }
+    }
+
+    /// In `account`, connected by its spoke stack `spoke_stack`, reached with `site_flags`.
+    pub fn in_member(self, account: &str, spoke_stack: &str, site_flags: &str) -> Self {
+        Self {
+            member: Some(connect::Member {
+                account: account.to_owned(),
+                spoke_stack: spoke_stack.to_owned(),
+            }),
+            site_flags: site_flags.to_owned(),
+            ..self
+        }
+    }
+
+    /// `routerctl adopt <site flags> --cluster <cluster>`: the start of every command adopt prints.
+    pub fn command(&self, cluster: &str) -> String {
+        format!("routerctl adopt{} --cluster {cluster}", self.site_flags)
     }
 
     pub fn delete_hand_made(self) -> Self {
@@ -185,6 +211,10 @@ pub struct Report {
     pub account: String,
     pub region: String,
     pub stack: String,
+    /// The member's spoke stack, when the clusters run in a member account.
+    pub spoke_stack: Option<String>,
+    /// [`Options::command`] of each cluster is this and ` --cluster <name>`.
+    pub command: String,
     /// The clusters planned, after any change was made.
     pub clusters: Vec<ClusterPlan>,
     /// Queues several clusters' Karpenters read.
@@ -205,11 +235,32 @@ impl Report {
     pub fn cluster(&self, name: &str) -> Option<&ClusterPlan> {
         self.clusters.iter().find(|c| c.name == name)
     }
+
+    /// `routerctl adopt <the site's flags> --cluster <cluster>`.
+    pub fn command_for(&self, cluster: &str) -> String {
+        format!("{} --cluster {cluster}", self.command)
+    }
 }
 
+/// adopt in the hub's own account and region: `aws` reaches both the base stack and the clusters.
 pub async fn run(aws: &Aws, options: &Options) -> Result<Report> {
-    let base = discover::base(aws, &options.stack).await?;
-    let land = discover::read(aws, base, &options.managed_tag, &options.karpenter_roles).await?;
+    run_at(aws, aws, options).await
+}
+
+/// adopt with the hub's clients `hub` (the base stack, the router function) and the clients of
+/// the account and region the clusters run in, `site` (a member's with `--account`).
+pub async fn run_at(hub: &Aws, site: &Aws, options: &Options) -> Result<Report> {
+    let base = discover::base(hub, &options.stack).await?;
+    let connection = connect::connect(site, &base, &hub.region, options.member.as_ref()).await?;
+    let aws = site;
+    let land = discover::read(
+        aws,
+        base,
+        connection,
+        &options.managed_tag,
+        &options.karpenter_roles,
+    )
+    .await?;
     let cluster = match (&options.cluster, options.verb) {
         (Some(cluster), _) => {
             if !land.clusters.contains_key(cluster) {
@@ -230,7 +281,7 @@ pub async fn run(aws: &Aws, options: &Options) -> Result<Report> {
         }
     };
     let outcome = match (options.verb, cluster) {
-        (Verb::Apply, Some(cluster)) => apply_next(aws, &land, cluster, options).await?,
+        (Verb::Apply, Some(cluster)) => apply_next(aws, hub, &land, cluster, options).await?,
         (Verb::Rollback, Some(cluster)) => {
             let done = apply::rollback(aws, &land, cluster, options).await?;
             Outcome::RolledBack {
@@ -286,6 +337,11 @@ pub async fn run(aws: &Aws, options: &Options) -> Result<Report> {
         account: land.account.clone(),
         region: land.region.clone(),
         stack: land.base.name.clone(),
+        spoke_stack: match &land.connection.place {
+            connect::Place::Hub => None,
+            connect::Place::Spoke(stack) => Some(stack.clone()),
+        },
+        command: format!("routerctl adopt{}", options.site_flags),
         clusters,
         shared: queue_list(land.shared()),
         unclaimed: queue_list(land.unclaimed()),
@@ -298,6 +354,7 @@ pub async fn run(aws: &Aws, options: &Options) -> Result<Report> {
 /// evidence is followed, in the same run and only then, by step 5.
 async fn apply_next(
     aws: &Aws,
+    router: &Aws,
     land: &Landscape,
     cluster: &str,
     options: &Options,
@@ -308,7 +365,7 @@ async fn apply_next(
     };
     Ok(match &step.action {
         Action::Apply(Change::ReadRound) => {
-            let reading = apply::read_round(aws, land, cluster).await?;
+            let reading = apply::read_round(aws, router, land, cluster).await?;
             if let (true, Some(next)) = (reading.problems.is_empty(), &reading.pending) {
                 return Ok(Outcome::Applied {
                     step: 4,
@@ -339,7 +396,7 @@ async fn apply_next(
                     step: 5,
                     did: format!(
                         "{seen}; so {}",
-                        apply::perform(aws, &land, cluster, options, change).await?
+                        apply::perform(aws, router, &land, cluster, options, change).await?
                     ),
                 },
                 _ => Outcome::Applied {
@@ -355,7 +412,7 @@ async fn apply_next(
         }
         Action::Apply(change) => Outcome::Applied {
             step: step.number,
-            did: apply::perform(aws, land, cluster, options, change).await?,
+            did: apply::perform(aws, router, land, cluster, options, change).await?,
         },
         Action::Operator(what) => Outcome::Refused {
             step: step.number,
@@ -378,6 +435,7 @@ async fn reread(aws: &Aws, land: &Landscape, options: &Options) -> Result<Landsc
     discover::read(
         aws,
         land.base.clone(),
+        land.connection.clone(),
         &options.managed_tag,
         &options.karpenter_roles,
     )

@@ -7,10 +7,17 @@ use super::{Action, Outcome, Report, State};
 
 impl Report {
     pub fn render(&self) -> String {
-        let mut out = format!(
-            "routerctl adopt: account {}, {}, router stack {}\n",
-            self.account, self.region, self.stack,
-        );
+        let mut out = match &self.spoke_stack {
+            None => format!(
+                "routerctl adopt: account {}, {}, router stack {}\n",
+                self.account, self.region, self.stack,
+            ),
+            Some(spoke) => format!(
+                "routerctl adopt: member account {}, {}, connected by spoke stack {spoke} to \
+                 router stack {}\n",
+                self.account, self.region, self.stack,
+            ),
+        };
         // A rollback's report shows one helm command, the one that rolls back (at its end): an
         // operator in a hurry must not find the one that moves Karpenter again above it.
         let rolled_back = matches!(self.outcome, Outcome::RolledBack { .. });
@@ -37,19 +44,20 @@ impl Report {
             let line = match next {
                 None if rolled_back => format!(
                     "yours: the helm command at the end of this report, which points Karpenter \
-                     back at its old queue; to move again later, routerctl adopt --cluster {} \
+                     back at its old queue; to move again later, {} --cluster {} \
                      prints the command that does",
-                    cluster.name
+                    self.command, cluster.name
                 ),
                 None => "nothing: it is on the router and its old set-up is gone".to_owned(),
                 Some(step) => match &step.action {
                     Action::Apply(change) => format!(
-                        "{}routerctl adopt --cluster {} --apply {}",
+                        "{}{} --cluster {} --apply {}",
                         if step.snippet.is_some() {
                             "yours first, the helm command below; then "
                         } else {
                             ""
                         },
+                        self.command,
                         cluster.name,
                         change.describe()
                     ),

@@ -7,10 +7,7 @@ use std::collections::BTreeSet;
 
 use anyhow::Result;
 
-use crate::verify::{
-    role::{Role, load_role},
-    stack::Base,
-};
+use crate::verify::role::{Role, load_role};
 use aws_model::aws::{Aws, describe};
 
 /// A role that looks like Karpenter's controller, and the clusters it may describe.
@@ -23,7 +20,8 @@ pub(crate) struct Controller {
 /// (identity policies), with the clusters their eks:DescribeCluster grants name.
 pub(super) async fn controller_roles(
     aws: &Aws,
-    base: &Base,
+    partition: &str,
+    account: &str,
     given: &[(String, String)],
 ) -> Result<Vec<Controller>> {
     let mut names: BTreeSet<String> = given.iter().map(|(_, r)| r.clone()).collect();
@@ -39,7 +37,7 @@ pub(super) async fn controller_roles(
     }
     let mut controllers = Vec::new();
     for name in names {
-        let arn = format!("arn:{}:iam::{}:role/{name}", base.partition, base.account);
+        let arn = format!("arn:{partition}:iam::{account}:role/{name}");
         let Ok(role) = load_role(aws, &arn).await else {
             continue;
         };

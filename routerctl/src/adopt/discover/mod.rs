@@ -36,7 +36,10 @@ use self::{
     owners::StackOwners,
     rules::{interruption_rules, rule_tags},
 };
-use super::evidence::{EVIDENCE_TAG, Round, VERIFIED_TAG};
+use super::{
+    connect::Connection,
+    evidence::{EVIDENCE_TAG, Round, VERIFIED_TAG},
+};
 use crate::verify::{
     queues::{Queue, load_queue},
     stack::Base,
@@ -145,9 +148,13 @@ impl Cluster {
 
 /// Everything adopt read.
 pub struct Landscape {
+    /// The cluster's account and region (the site's).
     pub account: String,
     pub region: String,
+    /// The hub's base stack.
     pub base: Base,
+    /// What connects the site to the router: the base stack, or a spoke stack.
+    pub connection: Connection,
     pub queue_names: QueueNameTemplate,
     pub clusters: BTreeMap<String, Cluster>,
     pub setups: Vec<OldSetup>,
@@ -183,12 +190,13 @@ pub const ROLLBACK_TAG: &str = "interruption-router:adopt-rolled-back";
 /// still found (and deleted once empty) when nothing else ties it to the cluster.
 pub const RETIRED_TAG: &str = "interruption-router:retired-for";
 
-/// The base stack's own queues (ingest, dead-letter).
-fn is_stack_queue(base: &Base, name: &str) -> bool {
+/// The base stack's own queues (ingest, dead-letter), by ARN: a member's queue of the same name
+/// is not the router's.
+fn is_stack_queue(base: &Base, arn: &str) -> bool {
     ["IngestQueueArn", "DeadLetterQueueArn"]
         .iter()
         .filter_map(|o| base.output(o))
-        .any(|arn| arn_name(arn) == name)
+        .any(|own| own == arn)
 }
 
 /// Whose a queue with a tenant queue's name is, as the router judges it: its tenant tag for
@@ -209,14 +217,16 @@ pub(crate) fn ownership(
     )
 }
 
-/// Reads the account and region `aws` points at, around the router's base stack `base`.
+/// Reads the account and region `aws` points at (the site `connection` describes), around the
+/// router's base stack `base`.
 pub async fn read(
     aws: &Aws,
     base: Base,
+    connection: Connection,
     managed_tag: &str,
     karpenter_roles: &[(String, String)],
 ) -> Result<Landscape> {
-    let account = base.account.clone();
+    let account = connection.account.clone();
     let region = aws.region.clone();
     let queue_names = QueueNameTemplate::parse(&format!(
         "{}{{cluster}}",
@@ -231,7 +241,7 @@ pub async fn read(
     let nodes = karpenter_nodes(aws, managed_tag).await?;
     let owners = StackOwners::read(aws).await;
     let (rules, unreadable) = interruption_rules(aws, &account, &region, &router_targets).await?;
-    let controllers = controller_roles(aws, &base, karpenter_roles).await?;
+    let controllers = controller_roles(aws, &base.partition, &account, karpenter_roles).await?;
 
     // One set-up per old queue: those the rules feed, those a Karpenter controller role may
     // read (its rules may be gone already), and those adopt marked when it deleted their rules.
@@ -256,11 +266,12 @@ pub async fn read(
         by_queue.entry(arn).or_default();
     }
 
-    let router_role = base.output("RouterRoleArn").map(str::to_owned);
+    // The role the router writes tenant queues with here (the spoke role in a member).
+    let router_role = connection.sender.clone();
     let mut setups = Vec::new();
     for (arn, rules) in by_queue {
         // A queue in another account or region is not this account's to adopt.
-        if !arn.starts_with(&local) || is_stack_queue(&base, arn_name(&arn)) {
+        if !arn.starts_with(&local) || is_stack_queue(&base, &arn) {
             continue;
         }
         let Ok(queue) = load_queue(aws, arn_name(&arn)).await else {
@@ -393,6 +404,7 @@ pub async fn read(
         account,
         region,
         base,
+        connection,
         queue_names,
         clusters,
         setups,

@@ -171,6 +171,9 @@ fn since(at: SystemTime) -> Duration {
 
 /// What a round is sent with, and read with.
 pub(crate) struct Start<'a> {
+    /// The hub's clients, which invoke the router function (the cluster's account may be a
+    /// member's: everything else is read and sent there).
+    pub router: &'a Aws,
     pub cluster: &'a str,
     pub account: &'a str,
     pub region: &'a str,
@@ -201,7 +204,7 @@ pub(crate) async fn start(aws: &Aws, s: &Start<'_>) -> Result<String> {
         probe: format!("routerctl-adopt-{}-{millis}", s.cluster),
         backlog: None,
     };
-    send_probe(aws, s, &origin, &round.probe).await?;
+    send_probe(s, &origin, &round.probe).await?;
     for queue in s.old {
         let body = json!({
             "version": "0", "id": round.sentinel(), "source": "routerctl.adopt",
@@ -245,7 +248,7 @@ pub(crate) async fn start(aws: &Aws, s: &Start<'_>) -> Result<String> {
 
 /// Sends a probe (event id `id`) through the router and checks that the router forwarded it to
 /// the tenant queue.
-async fn send_probe(aws: &Aws, s: &Start<'_>, origin: &Origin, id: &str) -> Result<()> {
+async fn send_probe(s: &Start<'_>, origin: &Origin, id: &str) -> Result<()> {
     let probe = origin.rebalance(s.node, id);
     // Synchronous, so the router's answer says whether the probe reached the tenant queue: a
     // probe that never arrived would look taken. Sent as the one record of an SQS batch, the only
@@ -254,7 +257,8 @@ async fn send_probe(aws: &Aws, s: &Start<'_>, origin: &Origin, id: &str) -> Resu
         "messageId": id, "body": probe.body(), "eventSource": "aws:sqs",
         "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
     }]});
-    let out = aws
+    let out = s
+        .router
         .lambda
         .invoke()
         .function_name(s.function)

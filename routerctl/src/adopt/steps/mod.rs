@@ -236,8 +236,9 @@ impl<'a> Facts<'a> {
             setups,
             enabled,
             name_role: format!(
-                "name Karpenter's controller role of {cluster}: routerctl adopt --cluster \
-                 {cluster} --karpenter-role {cluster}=<role name>"
+                "name Karpenter's controller role of {cluster}: {} --karpenter-role \
+                 {cluster}=<role name>",
+                options.command(cluster)
             ),
             rolled_back,
             evidenced,

@@ -8,6 +8,7 @@ use interruption_router::forward::MISSING_QUEUE_RECHECK;
 use super::{Action, Change, Evidence, Facts, Judged, State};
 use crate::{
     adopt::{
+        connect::Place,
         discover::Landscape,
         evidence::{
             QUIET_WINDOW,
@@ -16,7 +17,7 @@ use crate::{
     },
     verify::{
         queues::Queue,
-        tenants::{Sender, Site, check_karpenter_role, check_tenant_policy},
+        tenants::{self, Sender, Site, check_karpenter_role, check_tenant_policy},
     },
 };
 use aws_model::{aws::Aws, events::rfc3339};
@@ -33,12 +34,15 @@ pub(super) fn tenant_stack(f: &Facts<'_>) -> Judged {
         ref name_role,
         ..
     } = f;
-    let router_role = base.output("RouterRoleArn").unwrap_or_default();
+    let connection = &land.connection;
     let tenant_ok = view.tenant.as_ref().map(|queue| {
         let sender = Sender {
-            label: "router",
-            role_arn: router_role,
-            account: &base.account,
+            label: match connection.place {
+                Place::Hub => "router",
+                Place::Spoke(_) => "spoke role",
+            },
+            role_arn: connection.sender.as_deref().unwrap_or_default(),
+            account: &connection.account,
             partition: &base.partition,
             wrong_role_fix: String::new(),
         };
@@ -101,9 +105,21 @@ pub(super) async fn karpenter_may_read(aws: &Aws, f: &Facts<'_>, done_1: bool) -
     } = f;
     match (&view.tenant, done_1) {
         (Some(queue), true) => {
+            let site = match &land.connection.place {
+                Place::Hub => Site::hub(base, &aws.region),
+                Place::Spoke(spoke_stack) => Site {
+                    base: &base.name,
+                    account: &land.connection.account,
+                    region: &land.connection.region,
+                    partition: &base.partition,
+                    place: tenants::Place::Member { spoke_stack },
+                    sender: land.connection.sender.as_deref(),
+                    queue_prefix: Some(land.queue_names.prefix()),
+                },
+            };
             let check = check_karpenter_role(
                 aws,
-                &Site::hub(base, &aws.region),
+                &site,
                 cluster,
                 queue,
                 view.controller.as_deref(),

@@ -210,12 +210,13 @@ fn retire_elsewhere<'a>(
         let what = if step == 6 { "rules" } else { "old queue" };
         return Some(format!(
             "stack {stack} owns the {what} ({}): update it with its template edited, not by \
-             hand (it would re-create them): routerctl adopt --cluster {cluster} --stack-template \
+             hand (it would re-create them): {} --stack-template \
              > {stack}.yaml (its template without them{}), then aws cloudformation deploy \
              --region {} --stack-name {stack} --template-file {stack}.yaml --capabilities \
              CAPABILITY_IAM CAPABILITY_NAMED_IAM (it keeps the parameters). Do not delete the \
              stack: Karpenter's getting-started stack also holds Karpenter's IAM",
             ids.join(", "),
+            options.command(cluster),
             if step == 7 {
                 format!(
                     ", and what granted the old queue granting {} instead",
@@ -239,8 +240,9 @@ fn retire_elsewhere<'a>(
     (unmarked && !options.delete_hand_made).then(|| {
         format!(
             "no tool's mark on them (no stack; no Terraform, Pulumi, Crossplane or ACK tag or \
-             name): if you made them by hand, routerctl adopt --cluster {cluster} --apply \
-             --delete-hand-made deletes them; if a tool made them, remove them there"
+             name): if you made them by hand, {} --apply --delete-hand-made deletes them; \
+             if a tool made them, remove them there",
+            options.command(cluster)
         )
     })
 }

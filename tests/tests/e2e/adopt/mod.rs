@@ -16,6 +16,8 @@
 //! * [`expired`]: what SQS deleted after its retention does not hide a fresh message;
 //! * [`locked_down`]: the tenant queue adopt deploys in a locked-down account;
 //! * [`kinds`]: an adopted EKS Blueprints cluster keeps its choice of event kinds;
+//! * [`member`]: a member account's cluster in another region than the hub, and the members adopt
+//!   refuses;
 //! * [`not_ours`]: EKS Blueprints' look-alike queue, shared and unclaimed set-ups.
 
 use std::time::Duration;
@@ -38,6 +40,7 @@ mod busy;
 mod expired;
 mod kinds;
 mod locked_down;
+mod member;
 mod not_ours;
 mod rollback;
 mod walk;
