@@ -40,6 +40,9 @@ use std::{
 use aws_credential_types::Credentials;
 use tokio::time::Instant;
 
+// Where a call goes: defined apart from this module, which the AWS seam cannot import (this
+// module calls through the seam).
+pub use crate::scope::{Scope, partition};
 use crate::{
     aws::{Aws, Identity, Session},
     event::Origin,
@@ -59,28 +62,6 @@ pub enum Served {
     Listed(BTreeSet<String>),
     /// Any account whose events reach it: the central bus's policy is the gate (an organisation).
     Any,
-}
-
-/// An account and a region, both known.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Scope {
-    pub account: Arc<str>,
-    pub region: Arc<str>,
-}
-
-impl Scope {
-    pub fn new(account: &str, region: &str) -> Self {
-        Self {
-            account: Arc::from(account),
-            region: Arc::from(region),
-        }
-    }
-}
-
-impl fmt::Display for Scope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.account, self.region)
-    }
 }
 
 /// The function itself as one invocation names it: its account (from the invoked function's ARN,
@@ -343,23 +324,6 @@ pub fn admit(
 /// A 12-digit AWS account id.
 pub fn is_account_id(s: &str) -> bool {
     s.len() == 12 && s.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// The ARN partition of a region.
-pub fn partition(region: &str) -> &'static str {
-    if region.starts_with("cn-") {
-        "aws-cn"
-    } else if region.starts_with("us-gov-") {
-        "aws-us-gov"
-    } else if region.starts_with("us-isob-") {
-        "aws-iso-b"
-    } else if region.starts_with("us-iso-") {
-        "aws-iso"
-    } else if region.starts_with("eusc-") {
-        "aws-eusc"
-    } else {
-        "aws"
-    }
 }
 
 #[cfg(test)]

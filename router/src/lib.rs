@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod redeliver;
 pub mod resolve;
 pub mod retry;
+pub mod scope;
 pub mod tenancy;
 
 /// The release this build is (the workspace's version): logged at start and on every line, and

@@ -28,6 +28,7 @@ pub mod ingest;
 pub mod karpenter;
 pub mod model;
 pub mod organisation;
+pub mod plan;
 pub mod quotas;
 pub mod replay;
 pub mod report;

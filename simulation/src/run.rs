@@ -15,11 +15,11 @@ use tokio::time::Instant;
 use crate::{
     esm::{Esm, Mapping, Pool, Usage},
     eventbridge::{EventBridge, Topology},
-    faults::{Plan, Trace, event_id},
     ingest::Ingest,
     karpenter,
     model::{Counts, World},
     organisation::{Organisation, Sent},
+    plan::{Plan, Trace, event_id},
     quotas::Quotas,
 };
 

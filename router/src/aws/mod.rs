@@ -33,7 +33,7 @@ use std::{fmt, future::Future, sync::Arc, time::SystemTime};
 
 use aws_credential_types::Credentials;
 
-use crate::{accounts::Scope, event::InstanceId};
+use crate::{event::InstanceId, scope::Scope};
 
 /// Who makes a call, and where: the scope's account and region, as the function's own role or
 /// as the credentials of a spoke role it assumed.

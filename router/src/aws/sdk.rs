@@ -32,8 +32,8 @@ use super::{
     InstancePage, SWEEP_PAGE, SendEntry, Session, Tagged, VisibilityEntry,
 };
 use crate::{
-    accounts::{Scope, partition},
     event::InstanceId,
+    scope::{Scope, partition},
 };
 
 /// The session name the router's AssumeRole calls carry (CloudTrail shows it in the member
