@@ -8,7 +8,7 @@ use crate::{
     organisation::{Organisation, Sent, Shape},
     quotas::MODEL,
     run::{Outcome, Setup, run},
-    scenarios::{Day, Hubs, Scenario, scenarios},
+    scenarios::{Day, Scenario, scenarios},
 };
 
 const BEGIN: &str = "<!-- organisation-storm -->";
@@ -90,9 +90,9 @@ pub fn main() -> Result<()> {
             Day::OneRegion => &org,
             Day::TwoRegions => &two,
         };
-        let served = match hubs {
-            Hubs::One => day.clone(),
-            Hubs::Regional(region) => Arc::new(day.regional_hub(region)),
+        let served = match hubs.region() {
+            None => day.clone(),
+            Some(region) => Arc::new(day.regional_hub(region)),
         };
         let outcome = run(served, &setup);
         eprintln!(
@@ -240,8 +240,9 @@ pub fn render(org: &Organisation, results: &[Ran]) -> String {
         "With one hub the base stack runs in {} and every other account and region forwards to \
          its bus (two rules per member event: the member's, then the hub bus's). With regional \
          hubs a base stack runs in every region, in the hub account, and serves its own region's \
-         clusters; a member account's rules in that region target the hub's ingest queue \
-         directly (an execution role in the member account; EventBridge allows it within one \
+         clusters: \"forwarded\", a member's rules forward to its region's hub bus as spoke.yaml's \
+         do today (a SpokeRoleName per region); otherwise a member account's rules in that region \
+         target the hub's ingest queue directly (an execution role in the member account; EventBridge allows it within one \
          Region; a what-if: spoke.yaml does not offer direct rules yet, and docs/many-accounts.md \
          says why). EventBridge's, Lambda's, STS's and EC2's quotas are per account and Region, so \
          one region's hub shares none with another's: a regional run is that hub with its \

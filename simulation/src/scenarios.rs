@@ -21,8 +21,21 @@ pub enum Hubs {
     /// One base stack, in the organisation's hub region; every other region forwards to it.
     One,
     /// A base stack per region, each serving its own region
-    /// ([`crate::organisation::Organisation::regional_hub`]): the run is this region's hub.
+    /// ([`crate::organisation::Organisation::regional_hub`]), whose members' rules target its
+    /// ingest queue directly: the run is this region's hub.
     Regional(&'static str),
+    /// The same hubs with today's spoke stacks: members' rules forward to their region's hub bus.
+    RegionalForwarded(&'static str),
+}
+
+impl Hubs {
+    /// The region whose hub a regional run is.
+    pub fn region(self) -> Option<&'static str> {
+        match self {
+            Hubs::One => None,
+            Hubs::Regional(r) | Hubs::RegionalForwarded(r) => Some(r),
+        }
+    }
 }
 
 pub struct Scenario {
@@ -55,7 +68,7 @@ pub fn scenarios(seed: u64) -> Vec<Scenario> {
                 router_vars: Vec::new(),
                 drain_limit: Duration::from_secs(1_200),
                 topology: match hubs {
-                    Hubs::One => Topology::Forwarded,
+                    Hubs::One | Hubs::RegionalForwarded(_) => Topology::Forwarded,
                     Hubs::Regional(_) => Topology::Direct,
                 },
             },
@@ -65,14 +78,31 @@ pub fn scenarios(seed: u64) -> Vec<Scenario> {
         };
     let base = Mapping::base_stack;
     let (one, two) = (Day::OneRegion, Day::TwoRegions);
-    let (hub, storm, second) = (
+    let (hub, storm, second, forwarded) = (
         Hubs::One,
         Hubs::Regional("us-west-2"),
         Hubs::Regional("eu-west-1"),
+        Hubs::RegionalForwarded("us-west-2"),
     );
     vec![
         run("one hub, 18,750/s", 18_750.0, base(), one, hub, true),
         run("one hub, 750/s", 750.0, base(), one, hub, true),
+        run(
+            "regional hubs, forwarded, 18,750/s",
+            18_750.0,
+            base(),
+            one,
+            forwarded,
+            true,
+        ),
+        run(
+            "regional hubs, forwarded, 750/s",
+            750.0,
+            base(),
+            one,
+            forwarded,
+            true,
+        ),
         run(
             "regional hubs, 18,750/s",
             18_750.0,
@@ -91,6 +121,14 @@ pub fn scenarios(seed: u64) -> Vec<Scenario> {
             true,
         ),
         run("two regions: one hub, 750/s", 750.0, base(), two, hub, true),
+        run(
+            "two regions: regional hubs, forwarded, 18,750/s, us-west-2's",
+            18_750.0,
+            base(),
+            two,
+            forwarded,
+            true,
+        ),
         run(
             "two regions: regional hubs, 750/s, us-west-2's",
             750.0,

@@ -95,6 +95,12 @@ fn without_later_changes(logical: &str, properties: Option<Value>) -> Option<Val
     {
         variables.remove("MAX_RECEIVE_COUNT");
     }
+    // Dashboards are global to the account: the name carries the region since 0.2.0.
+    if logical == "RouterDashboard"
+        && let Some(dashboard) = properties.as_object_mut()
+    {
+        dashboard.remove("DashboardName");
+    }
     Some(properties)
 }
 
@@ -196,7 +202,7 @@ fn a_key_or_a_boundary_updates_in_place_and_a_role_path_replaces_only_its_role()
         for (parameter, value, expected) in changes {
             let given = stage.clone().parameter(parameter, value);
             let after = new.deploy(&given)?;
-            let replaced = replacements(&before, &after, &schemas)?;
+            let replaced = e2e_tests::losing_state(replacements(&before, &after, &schemas)?);
             assert_eq!(
                 replaced, expected,
                 "{name} ({scenario}) with {parameter}={value}"

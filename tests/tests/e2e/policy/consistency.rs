@@ -132,3 +132,41 @@ fn router_metric_alarms_use_the_function_namespace() {
         );
     }
 }
+
+/// The names a stack gives resources that are one per account, not per region (a CloudWatch
+/// dashboard, an IAM role or managed policy), carry the region: a hub per region deploys base.yaml
+/// under the same stack name in each, and CloudWatch or IAM would refuse the second region's.
+/// The one exception is spoke.yaml's spoke role, one per account on purpose (CreateSpokeRole
+/// says which region's stack makes it). moto keeps dashboards per region, so only this shows it.
+#[test]
+fn names_that_are_global_to_an_account_carry_the_region() {
+    let global = [
+        ("AWS::CloudWatch::Dashboard", "DashboardName"),
+        ("AWS::IAM::Role", "RoleName"),
+        ("AWS::IAM::ManagedPolicy", "ManagedPolicyName"),
+    ];
+    let mut checked = 0;
+    for (file, template) in [
+        ("base.yaml", base()),
+        ("tenant.yaml", super::tenant()),
+        ("spoke.yaml", spoke()),
+        ("fis.yaml", super::fis()),
+    ] {
+        for (kind, property) in global {
+            for (id, resource) in template.resources_of(kind) {
+                let Some(name) = resource["Properties"].get(property) else {
+                    continue;
+                };
+                if file == "spoke.yaml" && id == "SpokeRole" {
+                    continue;
+                }
+                checked += 1;
+                assert!(
+                    name.to_string().contains("AWS::Region"),
+                    "{file} {id}: {property} {name} is the same in every region"
+                );
+            }
+        }
+    }
+    assert!(checked >= 1, "base.yaml's dashboard is named");
+}

@@ -64,7 +64,7 @@ fn the_previous_releases_stacks_update_to_these_templates_replacing_and_deleting
         let kept = stage.updating(&before, &new);
         let after = new.deploy(&kept)?;
         assert_eq!(
-            replacements(&before, &after, &schemas)?,
+            e2e_tests::losing_state(replacements(&before, &after, &schemas)?),
             Vec::<String>::new(),
             "{name} ({scenario}) from {previous}"
         );
@@ -406,6 +406,11 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
             // moto forgets a log group's physical id on any update (it implements none); the
             // stacks test asks CloudWatch Logs that the group is still there.
             if logical == "RouterLogGroup" {
+                continue;
+            }
+            // Dashboards are global to the account: 0.2.0 names base.yaml's <stack>-<region>,
+            // which replaces it (its body is the template's: nothing is lost).
+            if logical == "RouterDashboard" {
                 continue;
             }
             assert_eq!(after.get(logical), Some(id), "{stack} {logical}");

@@ -330,23 +330,28 @@ async fn verify_passes_on_the_deployed_stacks_and_names_each_breakage() -> Resul
     );
     sandbox.create_alarm("LateForwardsAlarm").await?;
 
-    // The dashboard deleted by hand.
+    // The dashboard deleted by hand (named <stack>-<region>: dashboards are global).
+    let name = "ir-us-east-1";
     let dashboard = aws
         .cloudwatch
         .get_dashboard()
-        .dashboard_name("ir")
+        .dashboard_name(name)
         .send()
         .await?;
     aws.cloudwatch
         .delete_dashboards()
-        .dashboard_names("ir")
+        .dashboard_names(name)
         .send()
         .await?;
     let report = verify_fails(&estate, &[], &["dashboard"]).await?;
-    assert_detail(&report, "dashboard", "dashboard ir does not exist");
+    assert_detail(
+        &report,
+        "dashboard",
+        "dashboard ir-us-east-1 does not exist",
+    );
     aws.cloudwatch
         .put_dashboard()
-        .dashboard_name("ir")
+        .dashboard_name(name)
         .dashboard_body(dashboard.dashboard_body().unwrap())
         .send()
         .await?;
