@@ -64,17 +64,6 @@ impl Connection {
             inherits: base.parameters.clone(),
         }
     }
-
-    /// How the report names the site: `in account 1… (the hub)`, `… through spoke stack s`.
-    pub fn describe(&self) -> String {
-        match &self.place {
-            Place::Hub => format!("account {} in {}", self.account, self.region),
-            Place::Spoke(stack) => format!(
-                "member account {} in {}, through its spoke stack {stack}",
-                self.account, self.region
-            ),
-        }
-    }
 }
 
 /// The connection of `member` in `region` (the site's), or why adopt cannot work there. Without
@@ -90,24 +79,6 @@ pub(crate) async fn connect(
         return Ok(Connection::hub(base, &site.region));
     };
     let (account, region, stack_name) = (&member.account, &site.region, &member.spoke_stack);
-    let router_role = base.output("RouterRoleArn").unwrap_or_default();
-    let prefix = base.output("QueuePrefix").unwrap_or("karpenter-");
-    let deploy = match base.hub_bus_arn() {
-        Some(bus) => format!(
-            "deploy cloudformation/spoke.yaml there with account {account}'s credentials: aws \
-             cloudformation deploy --region {region} --stack-name {stack_name} --template-file \
-             cloudformation/spoke.yaml --capabilities CAPABILITY_NAMED_IAM --parameter-overrides \
-             HubEventBusArn={bus} RouterRoleArn={router_role} QueuePrefix={prefix} \
-             (CreateSpokeRole=false in every region of the account but one; docs/many-accounts.md)"
-        ),
-        None => format!(
-            "the base stack {} has no central bus: update it with CentralBus=Enabled and \
-             ServedAccounts listing {account}, then deploy cloudformation/spoke.yaml in account \
-             {account} ({region}) with its HubEventBusArn and RouterRoleArn outputs \
-             (docs/many-accounts.md)",
-            base.name
-        ),
-    };
     if !serves(base, account) {
         bail!(
             "the base stack {} does not serve account {account} (ServedAccounts: {}): the router \
@@ -126,18 +97,57 @@ pub(crate) async fn connect(
         .send()
         .await;
     let stack = match described {
-        Ok(out) => match out.stacks().first() {
-            Some(stack) => stack.clone(),
-            None => bail!(
-                "account {account} has no spoke stack {stack_name} in {region}. Fix: {deploy}"
-            ),
-        },
+        Ok(out) => out.stacks().first().cloned(),
         Err(e) => bail!(
             "account {account} has no spoke stack {stack_name} in {region} ({}): nothing \
              forwards its events to the router, and no role lets the router write its queues. \
-             Fix: {deploy}; or pass its name with --spoke-stack",
-            describe(&e)
+             Fix: {}; or pass its name with --spoke-stack",
+            describe(&e),
+            deploy_spoke(base, member, region)
         ),
+    };
+    judge_spoke(base, member, region, stack.as_ref())
+}
+
+/// What fixes a missing spoke stack: its deploy with this hub's outputs, or first the central bus.
+fn deploy_spoke(base: &Base, member: &Member, region: &str) -> String {
+    let (account, stack_name) = (&member.account, &member.spoke_stack);
+    let router_role = base.output("RouterRoleArn").unwrap_or_default();
+    let prefix = base.output("QueuePrefix").unwrap_or("karpenter-");
+    match base.hub_bus_arn() {
+        Some(bus) => format!(
+            "deploy cloudformation/spoke.yaml there with account {account}'s credentials: aws \
+             cloudformation deploy --region {region} --stack-name {stack_name} --template-file \
+             cloudformation/spoke.yaml --capabilities CAPABILITY_NAMED_IAM --parameter-overrides \
+             HubEventBusArn={bus} RouterRoleArn={router_role} QueuePrefix={prefix} \
+             (CreateSpokeRole=false in every region of the account but one; docs/many-accounts.md)"
+        ),
+        None => format!(
+            "the base stack {} has no central bus: update it with CentralBus=Enabled and \
+             ServedAccounts listing {account}, then deploy cloudformation/spoke.yaml in account \
+             {account} ({region}) with its HubEventBusArn and RouterRoleArn outputs \
+             (docs/many-accounts.md)",
+            base.name
+        ),
+    }
+}
+
+/// The member's connection from its spoke stack as DescribeStacks answered it (`None`: there is
+/// none), or why adopt cannot work there: decided here, without AWS, so each refusal has its test.
+fn judge_spoke(
+    base: &Base,
+    member: &Member,
+    region: &str,
+    stack: Option<&aws_sdk_cloudformation::types::Stack>,
+) -> Result<Connection> {
+    let (account, stack_name) = (&member.account, &member.spoke_stack);
+    let router_role = base.output("RouterRoleArn").unwrap_or_default();
+    let prefix = base.output("QueuePrefix").unwrap_or("karpenter-");
+    let Some(stack) = stack else {
+        bail!(
+            "account {account} has no spoke stack {stack_name} in {region}. Fix: {}",
+            deploy_spoke(base, member, region)
+        );
     };
     let status = stack.stack_status().map_or("unknown", |s| s.as_str());
     if !SETTLED.contains(&status) {
@@ -197,7 +207,7 @@ pub(crate) async fn connect(
     }
     Ok(Connection {
         account: account.clone(),
-        region: region.clone(),
+        region: region.to_owned(),
         place: Place::Spoke(stack_name.clone()),
         sender,
         inherits,
@@ -216,7 +226,7 @@ pub async fn reach(
     spoke_stack: &str,
 ) -> Result<(Aws, Aws, Option<Member>)> {
     let hub = Aws::load(hub_region.clone().or(region.clone())).await?;
-    if account.is_none() && hub_region.is_none() {
+    if at_the_hub(account.as_deref(), hub_region.as_deref()) {
         return Ok((hub.clone(), hub, None));
     }
     let site_region = match &region {
@@ -225,9 +235,9 @@ pub async fn reach(
     };
     let (caller, _) = hub.caller().await?;
     let account = account.unwrap_or_else(|| caller.clone());
-    let site = match profile {
+    let site = match credentials_for(&caller, &account, profile.as_deref())? {
         Some(profile) => {
-            let aws = Aws::load_profile(&profile, &site_region).await?;
+            let aws = Aws::load_profile(profile, &site_region).await?;
             let (reached, _) = aws.caller().await.map_err(|e| {
                 anyhow::anyhow!(
                     "--profile {profile}: {e}; check its name (aws configure list-profiles)"
@@ -238,10 +248,7 @@ pub async fn reach(
             }
             aws
         }
-        None if caller == account => Aws::load(Some(site_region)).await?,
-        None => bail!(
-            "--account {account}: your credentials are in account {caller}, the hub's. adopt              reads the cluster's rules, queues and roles in {account} and deploys its tenant stack              there: pass --profile with a profile for account {account} (docs/adopting.md says              what it needs). The spoke role is no way in: it trusts only the hub's router role"
-        ),
+        None => Aws::load(Some(site_region)).await?,
     };
     Ok((
         hub,
@@ -251,6 +258,31 @@ pub async fn reach(
             spoke_stack: spoke_stack.to_owned(),
         }),
     ))
+}
+
+/// Whether adopt works at the hub alone: no `--account`, no `--hub-region`.
+fn at_the_hub(account: Option<&str>, hub_region: Option<&str>) -> bool {
+    account.is_none() && hub_region.is_none()
+}
+
+/// Whose credentials reach `account` from a caller in `caller`: `--profile`'s (`Some`), the
+/// caller's own when they are in it (`None`), else refused with the fix.
+fn credentials_for<'a>(
+    caller: &str,
+    account: &str,
+    profile: Option<&'a str>,
+) -> Result<Option<&'a str>> {
+    match profile {
+        Some(profile) => Ok(Some(profile)),
+        None if caller == account => Ok(None),
+        None => bail!(
+            "--account {account}: your credentials are in account {caller}, the hub's. adopt \
+             reads the cluster's rules, queues and roles in {account} and deploys its tenant \
+             stack there: pass --profile with a profile for account {account} \
+             (docs/adopting.md says what it needs). The spoke role is no way in: it trusts only \
+             the hub's router role"
+        ),
+    }
 }
 
 /// The key a tenant queue in `account` and `region` takes from spoke.yaml's `KmsKey`: the spoke
@@ -337,6 +369,182 @@ mod tests {
         // Its own account in another region: through the central bus, which must exist.
         assert!(serves(&base(&[], true), HUB));
         assert!(!serves(&base(&[], false), HUB));
+    }
+
+    use aws_sdk_cloudformation::{
+        primitives::DateTime,
+        types::{Output, Parameter, Stack, StackStatus},
+    };
+
+    const BUS: &str = "arn:aws:events:us-east-1:123456789012:event-bus/ir-hub";
+    const ROUTER: &str = "arn:aws:iam::123456789012:role/router";
+    const SPOKE_ROLE: &str = "arn:aws:iam::111111111111:role/interruption-router-spoke";
+
+    /// A spoke stack as DescribeStacks answers it: `status`, these parameters, and the outputs
+    /// spoke.yaml gives.
+    fn spoke_stack(status: StackStatus, parameters: &[(&str, &str)]) -> Stack {
+        let mut stack = Stack::builder()
+            .stack_name("interruption-router-spoke")
+            .creation_time(DateTime::from_secs(0))
+            .stack_status(status);
+        for (key, value) in parameters {
+            stack = stack.parameters(
+                Parameter::builder()
+                    .parameter_key(*key)
+                    .parameter_value(*value)
+                    .build(),
+            );
+        }
+        for (key, value) in [
+            ("RegionRouterRoleArn", SPOKE_ROLE),
+            ("RegionQueuePrefix", "karpenter-"),
+        ] {
+            stack = stack.outputs(
+                Output::builder()
+                    .output_key(key)
+                    .output_value(value)
+                    .build(),
+            );
+        }
+        stack.build()
+    }
+
+    fn served_base() -> Base {
+        let mut base = base(&[("ServedAccounts", MEMBER)], true);
+        base.outputs
+            .insert("QueuePrefix".into(), "karpenter-".into());
+        base
+    }
+
+    fn judged(stack: Option<&Stack>) -> Result<Connection> {
+        judge_spoke(&served_base(), &member(), "us-west-2", stack)
+    }
+
+    const OURS: [(&str, &str); 3] = [
+        ("HubEventBusArn", BUS),
+        ("RouterRoleArn", ROUTER),
+        ("RouterName", "interruption-router"),
+    ];
+
+    #[test]
+    fn a_spoke_of_this_hub_connects_the_member_with_its_spoke_role_and_exports() {
+        let stack = spoke_stack(StackStatus::UpdateComplete, &OURS);
+        let connected = judged(Some(&stack)).unwrap();
+        assert_eq!(
+            connected.place,
+            Place::Spoke("interruption-router-spoke".into())
+        );
+        assert_eq!(connected.sender.as_deref(), Some(SPOKE_ROLE));
+        assert_eq!(
+            (connected.account.as_str(), connected.region.as_str()),
+            (MEMBER, "us-west-2")
+        );
+        assert_eq!(
+            connected.inherits.get("RouterName").map(String::as_str),
+            Some("interruption-router")
+        );
+        assert!(!connected.inherits.contains_key("KmsKey"));
+        let key = format!("arn:aws:kms:us-west-2:{MEMBER}:key/k");
+        let keyed = spoke_stack(
+            StackStatus::CreateComplete,
+            &[OURS[0], OURS[1], ("KmsKey", key.as_str())],
+        );
+        assert_eq!(
+            judged(Some(&keyed)).unwrap().inherits.get("KmsKey"),
+            Some(&key)
+        );
+    }
+
+    #[test]
+    fn each_spoke_adopt_cannot_feed_is_refused_with_its_fix() {
+        let refusal = |stack: Option<&Stack>| judged(stack).unwrap_err().to_string();
+        let none = refusal(None);
+        assert!(
+            none.contains("has no spoke stack interruption-router-spoke in us-west-2")
+                && none.contains(&format!("HubEventBusArn={BUS} RouterRoleArn={ROUTER}")),
+            "{none}"
+        );
+        let failed = refusal(Some(&spoke_stack(StackStatus::RollbackComplete, &OURS)));
+        assert!(
+            failed.contains("is ROLLBACK_COMPLETE") && failed.contains("describe-stack-events"),
+            "{failed}"
+        );
+        let other_bus = "arn:aws:events:us-east-1:222222222222:event-bus/other";
+        for (parameters, named) in [
+            ([("HubEventBusArn", other_bus), OURS[1]], other_bus),
+            (
+                [
+                    OURS[0],
+                    ("RouterRoleArn", "arn:aws:iam::222222222222:role/other"),
+                ],
+                "role/other",
+            ),
+        ] {
+            let other = refusal(Some(&spoke_stack(StackStatus::CreateComplete, &parameters)));
+            assert!(
+                other.contains("serves another hub")
+                    && other.contains(named)
+                    && other.contains(&format!("RouterRoleArn={ROUTER}")),
+                "{other}"
+            );
+        }
+        let mut prefixed = served_base();
+        prefixed
+            .outputs
+            .insert("QueuePrefix".into(), "interruption-router-".into());
+        let stack = spoke_stack(StackStatus::CreateComplete, &OURS);
+        let prefix = judge_spoke(&prefixed, &member(), "us-west-2", Some(&stack))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            prefix.contains("exports QueuePrefix karpenter-")
+                && prefix.contains("QueuePrefix=interruption-router-"),
+            "{prefix}"
+        );
+    }
+
+    /// The hub's own account in another region is a member like any other: its spoke stack
+    /// connects it (the clients here reach nothing, so DescribeStacks fails and says so).
+    #[tokio::test]
+    async fn the_hubs_account_in_another_region_is_connected_by_a_spoke_stack() {
+        let own = Member {
+            account: HUB.into(),
+            ..member()
+        };
+        let refused = connect(
+            &offline("us-west-2"),
+            &base(&[], true),
+            "us-east-1",
+            Some(&own),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(
+            refused.contains(&format!("account {HUB} has no spoke stack")),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn the_command_line_says_whose_credentials_reach_the_clusters() {
+        assert!(at_the_hub(None, None));
+        assert!(!at_the_hub(Some(MEMBER), None));
+        assert!(
+            !at_the_hub(None, Some("us-east-1")),
+            "the hub's account elsewhere"
+        );
+        assert_eq!(
+            credentials_for(HUB, MEMBER, Some("member")).unwrap(),
+            Some("member")
+        );
+        assert_eq!(credentials_for(MEMBER, MEMBER, None).unwrap(), None);
+        let refused = credentials_for(HUB, MEMBER, None).unwrap_err().to_string();
+        assert!(
+            refused.contains("pass --profile with a profile for account 111111111111 (docs")
+                && refused.contains("The spoke role is no way in"),
+            "{refused}"
+        );
     }
 
     #[test]
