@@ -157,7 +157,7 @@ fn judge_spoke(
              {stack_name}), and run adopt again once it is complete"
         );
     }
-    let parameters = aws_model::stacks::parameters(&stack);
+    let parameters = aws_model::stacks::parameters(stack);
     let outputs: BTreeMap<String, String> = stack
         .outputs()
         .iter()
