@@ -76,14 +76,30 @@ impl Sandbox {
         clusters: &[&str],
         parameters: &[(&str, &str)],
     ) -> Result<Self> {
-        // Where the stack's default CodeS3Key finds the release's zip.
+        Self::deploy_in(moto, local_aws::moto::REGION, stack, clusters, parameters).await
+    }
+
+    /// As [`Sandbox::deploy_with`], in `region` (a hub per region: the same stack name in each).
+    pub async fn deploy_in(
+        moto: &MotoServer,
+        region: &str,
+        stack: &str,
+        clusters: &[&str],
+        parameters: &[(&str, &str)],
+    ) -> Result<Self> {
+        // Where the stack's default CodeS3Key finds the release's zip: a bucket per region, as
+        // Lambda reads code only from its own region's.
+        let bucket = match region {
+            local_aws::moto::REGION => "sandbox-artifacts".to_owned(),
+            other => format!("sandbox-artifacts-{other}"),
+        };
         moto.put_object(
-            "sandbox-artifacts",
+            &bucket,
             &stacks::release_code_key("arm64"),
             b"placeholder: the router runs as a local process",
         )
         .await?;
-        let mut all = vec![("CodeS3Bucket", "sandbox-artifacts")];
+        let mut all = vec![("CodeS3Bucket", bucket.as_str())];
         all.extend_from_slice(parameters);
         let templates = Templates {
             base: Source::Body(stacks::BASE_TEMPLATE),
@@ -94,7 +110,7 @@ impl Sandbox {
             .filter(|(key, _)| stacks::TENANT_INHERITS.contains(key))
             .copied()
             .collect();
-        Self::deploy_from(moto, stack, clusters, &templates, &all, &inherited).await
+        Self::deploy_from_in(moto, region, stack, clusters, &templates, &all, &inherited).await
     }
 
     /// The stacks from `templates` (a release's URLs, say), base.yaml with exactly `parameters`
@@ -108,7 +124,34 @@ impl Sandbox {
         parameters: &[(&str, &str)],
         tenant_parameters: &[(&str, &str)],
     ) -> Result<Self> {
-        let aws = Aws::new(&sdk_config_for(moto.endpoint()).await)?;
+        let region = local_aws::moto::REGION;
+        Self::deploy_from_in(
+            moto,
+            region,
+            stack,
+            clusters,
+            templates,
+            parameters,
+            tenant_parameters,
+        )
+        .await
+    }
+
+    async fn deploy_from_in(
+        moto: &MotoServer,
+        region: &str,
+        stack: &str,
+        clusters: &[&str],
+        templates: &Templates<'_>,
+        parameters: &[(&str, &str)],
+        tenant_parameters: &[(&str, &str)],
+    ) -> Result<Self> {
+        let config = sdk_config_for(moto.endpoint())
+            .await
+            .to_builder()
+            .region(Some(aws_config::Region::new(region.to_owned())))
+            .build();
+        let aws = Aws::new(&config)?;
         let base = stacks::create_as(&aws.cfn, stack, templates.base, parameters).await?;
         for cluster in clusters {
             // The safe path the README walks: Karpenter's controller role is named, so the

@@ -38,16 +38,35 @@ impl Sandbox {
         clusters: &[&str],
         tenant_parameters: &[(&str, &str)],
     ) -> Result<Spoke> {
+        self.deploy_spoke_in(moto, account, REGION, &[], clusters, tenant_parameters)
+            .await
+    }
+
+    /// [`Sandbox::deploy_spoke_with`] in `region`, the spoke stack with `spoke_parameters` too
+    /// (`SpokeRoleName=…` for a hub per region).
+    pub async fn deploy_spoke_in(
+        &self,
+        moto: &MotoServer,
+        account: &str,
+        region: &str,
+        spoke_parameters: &[(&str, &str)],
+        clusters: &[&str],
+        tenant_parameters: &[(&str, &str)],
+    ) -> Result<Spoke> {
         let spoke_role = interruption_router::config::DEFAULT_SPOKE_ROLE_NAME;
-        let aws = Aws::new(&sdk_config_as(moto.endpoint(), account, REGION, spoke_role).await?)?;
+        let aws = Aws::new(&sdk_config_as(moto.endpoint(), account, region, spoke_role).await?)?;
         let stack = stacks::create(
             &aws.cfn,
             verify::DEFAULT_SPOKE_STACK,
             stacks::SPOKE_TEMPLATE,
             &[
-                ("HubEventBusArn", self.base.output("HubEventBusArn")?),
-                ("RouterRoleArn", self.router_role_arn()?),
-            ],
+                &[
+                    ("HubEventBusArn", self.base.output("HubEventBusArn")?),
+                    ("RouterRoleArn", self.router_role_arn()?),
+                ],
+                spoke_parameters,
+            ]
+            .concat(),
         )
         .await?;
         let role = stack.output("SpokeRoleArn")?.to_owned();

@@ -115,6 +115,7 @@ pub(super) async fn karpenter_may_read(aws: &Aws, f: &Facts<'_>, done_1: bool) -
                     place: tenants::Place::Member { spoke_stack },
                     sender: land.connection.sender.as_deref(),
                     queue_prefix: Some(land.queue_names.prefix()),
+                    serves_others: false,
                 },
             };
             let check = check_karpenter_role(

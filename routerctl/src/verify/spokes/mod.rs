@@ -289,6 +289,7 @@ pub(super) async fn check(
             },
             sender: Some(&hub.spoke_role_arn),
             queue_prefix: Some(&hub.queue_prefix),
+            serves_others: false,
         };
         tenants::check(&aws, &site, template, role.as_ref(), &[], &[], &[], checks).await;
     }

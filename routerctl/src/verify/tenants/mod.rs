@@ -27,7 +27,7 @@ use interruption_router::{
 use super::{
     keys,
     queues::{Queue, encryption, load_queue, set_policy_command},
-    report::{Check, fail},
+    report::{Check, fail, pass},
     role::Role,
     stack::Base,
 };
@@ -78,6 +78,20 @@ pub(super) async fn check(
 ) {
     let clusters = if clusters.is_empty() {
         match discover_clusters(aws, template, own).await {
+            // A hub that serves other accounts may run no cluster of its own: its queues are
+            // the members', each checked with --account.
+            Ok(found) if found.is_empty() && site.serves_others => {
+                checks.push(pass(
+                    &site.name("tenants"),
+                    format!(
+                        "no queue named {}… in {}: this account runs no onboarded cluster here; \
+                         the router serves other accounts (verify each with --account <id>)",
+                        template.prefix(),
+                        site.region
+                    ),
+                ));
+                return;
+            }
             Ok(found) if found.is_empty() => {
                 checks.push(fail(
                     &site.name("tenants"),

@@ -21,6 +21,9 @@ pub(crate) struct Site<'a> {
     pub sender: Option<&'a str>,
     /// The queue prefix the router's role may write here (QueuePrefix).
     pub queue_prefix: Option<&'a str>,
+    /// The router here also serves other accounts (a hub with a central bus or a served list):
+    /// its own account may run no cluster of its own (an organisation's hub usually runs none).
+    pub serves_others: bool,
 }
 
 /// Which kind of account a [`Site`] is.
@@ -42,6 +45,7 @@ impl<'a> Site<'a> {
             place: Place::Hub,
             sender: base.output("RouterRoleArn"),
             queue_prefix: base.output("QueuePrefix"),
+            serves_others: base.assumes_spoke_roles(),
         }
     }
 

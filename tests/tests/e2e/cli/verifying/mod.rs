@@ -12,6 +12,7 @@ use crate::cli::Estate;
 
 mod breakages;
 mod member;
+mod regional;
 
 /// Runs verify and asserts that exactly `failing` checks fail, each with a fix.
 async fn verify_fails(
