@@ -89,7 +89,7 @@ async fn a_hub_per_region_under_one_stack_name_serves_each_regions_spoke_and_ver
             .await?
             .role()
             .and_then(|r| r.assume_role_policy_document())
-            .map(|d| urlencoding_free(d))
+            .map(urlencoding_free)
             .unwrap_or_default();
         let own = hub.router_role_arn()?;
         let other = routers.iter().find(|r| **r != own).unwrap();
