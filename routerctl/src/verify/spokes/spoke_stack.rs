@@ -55,6 +55,23 @@ pub(super) async fn check_spoke_stack(
             return None;
         }
     };
+    let resources = stack::resources(aws, stack_name).await;
+    let (check, spoke) = judge(hub, member, stack, resources);
+    checks.push(check);
+    Some(spoke)
+}
+
+/// The check of the spoke stack as DescribeStacks and DescribeStackResources answered (no AWS
+/// here: each finding has its unit test), and what the member's other checks read from it.
+pub(super) fn judge(
+    hub: &Hub<'_>,
+    member: &Member<'_>,
+    stack: &aws_sdk_cloudformation::types::Stack,
+    resources: Result<std::collections::BTreeMap<String, String>, String>,
+) -> (Check, Spoke) {
+    let name = hub.name("stack");
+    let stack_name = member.spoke_stack;
+    let account = member.account;
     let status = stack
         .stack_status()
         .map(|s| s.as_str())
@@ -65,7 +82,6 @@ pub(super) async fn check_spoke_stack(
         .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
         .collect();
     let output = |key: &str| outputs.get(key).map(String::as_str);
-    let resources = stack::resources(aws, stack_name).await;
     let update = |parameter: &str, value: &str| {
         format!("update the spoke stack {stack_name} in account {account} with {parameter}={value}")
     };
@@ -132,9 +148,9 @@ pub(super) async fn check_spoke_stack(
             "run verify with cloudformation:DescribeStackResources in the member account",
         ),
     ]);
-    checks.push(check::evaluate(name, rows));
-    Some(Spoke {
+    let spoke = Spoke {
         resources: resources.unwrap_or_default(),
         alarm_topic: output("AlarmTopicArn").map(str::to_owned),
-    })
+    };
+    (check::evaluate(name, rows), spoke)
 }

@@ -55,3 +55,157 @@ fn the_hub_bus_policy_admits_listed_accounts_or_the_organisation() {
         Decision::Undetermined { .. }
     ));
 }
+
+mod spoke_stack {
+    //! `spoke:<account>:stack`, judged on the stack as DescribeStacks answered it.
+
+    use std::collections::BTreeMap;
+
+    use aws_sdk_cloudformation::{
+        primitives::DateTime,
+        types::{Output, Stack, StackStatus},
+    };
+
+    use super::super::{Hub, Member, spoke_stack::judge};
+    use crate::verify::stack::Base;
+
+    const BUS: &str = "arn:aws:events:us-east-1:123456789012:event-bus/ir-hub";
+    const SPOKE_ROLE: &str = "arn:aws:iam::111111111111:role/interruption-router-spoke";
+
+    fn base() -> Base {
+        Base {
+            name: "ir".into(),
+            account: "123456789012".into(),
+            partition: "aws".into(),
+            outputs: BTreeMap::new(),
+            parameters: BTreeMap::new(),
+            resources: BTreeMap::new(),
+        }
+    }
+
+    fn hub(base: &Base) -> Hub<'_> {
+        Hub {
+            base,
+            region: "us-east-1",
+            bus: Some(BUS),
+            router_role: Some("arn:aws:iam::123456789012:role/router"),
+            spoke_role_name: "interruption-router-spoke",
+            spoke_role_path: "/",
+            spoke_role_arn: SPOKE_ROLE.into(),
+            queue_prefix: "karpenter-".into(),
+            prefix: "spoke:111111111111".into(),
+        }
+    }
+
+    const MEMBER: Member<'static> = Member {
+        account: "111111111111",
+        spoke_stack: "interruption-router-spoke",
+        profile: None,
+        org_id: None,
+    };
+
+    /// The spoke stack: `status`, and spoke.yaml's outputs with `changed` in place of theirs.
+    fn stack(status: StackStatus, changed: &[(&str, &str)]) -> Stack {
+        let mut outputs = BTreeMap::from([
+            ("HubEventBusArn", BUS),
+            ("QueuePrefix", "karpenter-"),
+            ("RegionRouterRoleArn", SPOKE_ROLE),
+            ("AlarmTopicArn", "arn:aws:sns:us-east-1:111111111111:alarms"),
+        ]);
+        outputs.extend(changed.iter().copied());
+        let mut stack = Stack::builder()
+            .stack_name("interruption-router-spoke")
+            .creation_time(DateTime::from_secs(0))
+            .stack_status(status);
+        for (key, value) in outputs {
+            stack = stack.outputs(
+                Output::builder()
+                    .output_key(key)
+                    .output_value(value)
+                    .build(),
+            );
+        }
+        stack.build()
+    }
+
+    fn resources() -> Result<BTreeMap<String, String>, String> {
+        Ok(BTreeMap::from([(
+            "ForwardToHubRole".to_owned(),
+            "spoke-ForwardToHubRole-X".to_owned(),
+        )]))
+    }
+
+    #[test]
+    fn a_complete_spoke_of_this_hub_passes_and_names_what_the_others_read() {
+        let base = base();
+        let (check, spoke) = judge(
+            &hub(&base),
+            &MEMBER,
+            &stack(StackStatus::UpdateRollbackComplete, &[]),
+            resources(),
+        );
+        assert!(check.passed, "{}", check.detail);
+        assert_eq!(check.name, "spoke:111111111111:stack");
+        assert_eq!(
+            spoke.alarm_topic.as_deref(),
+            Some("arn:aws:sns:us-east-1:111111111111:alarms")
+        );
+        assert!(spoke.resources.contains_key("ForwardToHubRole"));
+    }
+
+    /// Each defect alone fails the check with its own finding and fix.
+    #[test]
+    fn each_defect_of_the_spoke_stack_fails_with_its_fix() {
+        let base = base();
+        let hub = hub(&base);
+        let other_bus = "arn:aws:events:us-east-1:222222222222:event-bus/other";
+        for (status, changed, found, fix) in [
+            (
+                StackStatus::RollbackComplete,
+                vec![],
+                "is ROLLBACK_COMPLETE",
+                "describe-stack-events",
+            ),
+            (
+                StackStatus::CreateComplete,
+                vec![("HubEventBusArn", other_bus)],
+                "it forwards to arn:aws:events:us-east-1:222222222222:event-bus/other, not this hub's",
+                "with HubEventBusArn=arn:aws:events:us-east-1:123456789012:event-bus/ir-hub",
+            ),
+            (
+                StackStatus::CreateComplete,
+                vec![("QueuePrefix", "other-")],
+                "its QueuePrefix is other-, but the router names queues karpenter-<cluster>",
+                "with QueuePrefix=karpenter-, then update its tenant stacks",
+            ),
+            (
+                StackStatus::CreateComplete,
+                vec![(
+                    "RegionRouterRoleArn",
+                    "arn:aws:iam::111111111111:role/elsewhere",
+                )],
+                "it exports RouterRoleArn arn:aws:iam::111111111111:role/elsewhere",
+                "with SpokeRoleName=interruption-router-spoke",
+            ),
+        ] {
+            let (check, _) = judge(&hub, &MEMBER, &stack(status, &changed), resources());
+            assert!(!check.passed, "{changed:?}");
+            assert!(check.detail.contains(found), "{}", check.detail);
+            let given = check.fix.unwrap_or_default();
+            assert!(given.contains(fix), "{given}");
+        }
+        let (unread, _) = judge(
+            &hub,
+            &MEMBER,
+            &stack(StackStatus::CreateComplete, &[]),
+            Err("AccessDenied".into()),
+        );
+        assert!(!unread.passed);
+        assert!(
+            unread
+                .fix
+                .unwrap_or_default()
+                .contains("cloudformation:DescribeStackResources"),
+        );
+    }
+}
