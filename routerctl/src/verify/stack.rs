@@ -69,11 +69,6 @@ pub(super) async fn check(aws: &Aws, name: &str, checks: &mut Vec<Check>) -> Opt
 }
 
 pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> {
-    let not_found_fix = format!(
-        "deploy it (make deploy-base BUCKET=… REGION={} STACK_NAME={name}), or pass the base \
-         stack's name with --stack (aws cloudformation list-stacks --region {})",
-        aws.region, aws.region
-    );
     // Where: the stack, then its resources.
     let described = aws
         .cfn
@@ -88,6 +83,25 @@ pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> 
                 .cloned()
                 .ok_or_else(|| format!("{name} does not exist"))
         });
+    let resources = match &described {
+        Ok(_) => resources(aws, name).await,
+        Err(_) => Err("not read".to_owned()),
+    };
+    judge(name, &aws.region, described, resources)
+}
+
+/// The base stack's check from what DescribeStacks and DescribeStackResources answered (no AWS
+/// here: each finding has its unit test), and the [`Base`] the other checks start from.
+pub(crate) fn judge(
+    name: &str,
+    region: &str,
+    described: Result<aws_sdk_cloudformation::types::Stack, String>,
+    resources: Result<BTreeMap<String, String>, String>,
+) -> Result<(Base, Check), Check> {
+    let not_found_fix = format!(
+        "deploy it (make deploy-base BUCKET=… REGION={region} STACK_NAME={name}), or pass the \
+         base stack's name with --stack (aws cloudformation list-stacks --region {region})"
+    );
     let stack = match &described {
         Ok(stack) => stack,
         Err(_) => {
@@ -109,7 +123,6 @@ pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> 
     let parameters = aws_model::stacks::parameters(stack);
     // Stacks from before Direct mode was removed may still run in it.
     let direct = parameters.get("IngestMode").is_some_and(|m| m == "Direct");
-    let resources = resources(aws, name).await;
 
     // Expect → what was found → the fix. Without its resources nothing else is judged.
     let mut rows = vec![
@@ -117,7 +130,7 @@ pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> 
             &resources,
             "check your cloudformation:DescribeStackResources permission",
         ),
-        settled(name, status, &aws.region),
+        settled(name, status, region),
         Expect::quietly(!direct).otherwise(
             "IngestMode=Direct: its rules invoke the function, which now reads only the ingest queue",
             "update the stack with this project's cloudformation/base.yaml (Direct mode is gone: \
@@ -181,4 +194,181 @@ pub(super) async fn resources(aws: &Aws, stack: &str) -> Result<BTreeMap<String,
     aws_model::aws::stack_resources(&aws.cfn, stack)
         .await
         .map_err(|e| format!("{e:#}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_cloudformation::{
+        primitives::DateTime,
+        types::{Output, Parameter, Stack, StackStatus},
+    };
+
+    use super::*;
+
+    const ID: &str = "arn:aws-cn:cloudformation:cn-north-1:123456789012:stack/ir/0a1b2c3d";
+
+    fn stack(status: StackStatus, outputs: &[&str], parameters: &[(&str, &str)]) -> Stack {
+        let mut stack = Stack::builder()
+            .stack_name("ir")
+            .stack_id(ID)
+            .creation_time(DateTime::from_secs(0))
+            .stack_status(status);
+        for key in outputs {
+            stack = stack.outputs(Output::builder().output_key(*key).output_value("v").build());
+        }
+        for (key, value) in parameters {
+            stack = stack.parameters(
+                Parameter::builder()
+                    .parameter_key(*key)
+                    .parameter_value(*value)
+                    .build(),
+            );
+        }
+        stack.build()
+    }
+
+    fn resources() -> Result<BTreeMap<String, String>, String> {
+        Ok(BTreeMap::from([("IngestQueue".into(), "url".into())]))
+    }
+
+    fn failed(result: Result<(Base, Check), Check>) -> Check {
+        match result {
+            Ok((_, check)) => panic!("passed: {}", check.detail),
+            Err(check) => check,
+        }
+    }
+
+    #[test]
+    fn a_complete_base_stack_passes_and_says_where_it_runs() {
+        for status in [
+            StackStatus::CreateComplete,
+            StackStatus::UpdateComplete,
+            StackStatus::UpdateRollbackComplete,
+        ] {
+            let (base, check) = judge(
+                "ir",
+                "cn-north-1",
+                Ok(stack(status.clone(), &REQUIRED_OUTPUTS, &[])),
+                resources(),
+            )
+            .unwrap();
+            assert!(check.passed, "{status:?}: {}", check.detail);
+            assert_eq!(
+                (base.account.as_str(), base.partition.as_str()),
+                ("123456789012", "aws-cn")
+            );
+            assert_eq!(base.resources["IngestQueue"], "url");
+        }
+    }
+
+    /// Each defect alone fails `stack` with its finding and fix.
+    #[test]
+    fn each_defect_of_the_base_stack_fails_with_its_fix() {
+        let judged = |status: StackStatus, outputs: &[&str], parameters: &[(&str, &str)]| {
+            judge(
+                "ir",
+                "us-east-1",
+                Ok(stack(status, outputs, parameters)),
+                resources(),
+            )
+        };
+        let missing = failed(judge(
+            "ir",
+            "us-east-1",
+            Err("ir does not exist".into()),
+            Err("not read".into()),
+        ));
+        assert!(missing.detail.contains("ir does not exist"));
+        assert!(
+            missing
+                .fix
+                .unwrap_or_default()
+                .contains("make deploy-base BUCKET=… REGION=us-east-1 STACK_NAME=ir")
+        );
+        let (_, busy) = judged(StackStatus::UpdateInProgress, &REQUIRED_OUTPUTS, &[]).unwrap();
+        assert!(!busy.passed && busy.detail.contains("is UPDATE_IN_PROGRESS"));
+        assert!(
+            busy.fix
+                .unwrap_or_default()
+                .contains("wait for the operation")
+        );
+        let (_, broken) = judged(StackStatus::RollbackComplete, &REQUIRED_OUTPUTS, &[]).unwrap();
+        assert!(!broken.passed);
+        assert!(
+            broken
+                .fix
+                .unwrap_or_default()
+                .contains("describe-stack-events --stack-name ir --region us-east-1")
+        );
+        let (_, direct) = judged(
+            StackStatus::CreateComplete,
+            &REQUIRED_OUTPUTS,
+            &[("IngestMode", "Direct")],
+        )
+        .unwrap();
+        assert!(!direct.passed && direct.detail.contains("IngestMode=Direct"));
+        for gone in REQUIRED_OUTPUTS {
+            let outputs: Vec<&str> = REQUIRED_OUTPUTS
+                .into_iter()
+                .filter(|o| *o != gone)
+                .collect();
+            let (_, check) = judged(StackStatus::CreateComplete, &outputs, &[]).unwrap();
+            assert!(
+                !check.passed && check.detail.contains(&format!("output {gone} is missing")),
+                "{gone}: {}",
+                check.detail
+            );
+        }
+        let unread = failed(judge(
+            "ir",
+            "us-east-1",
+            Ok(stack(StackStatus::CreateComplete, &REQUIRED_OUTPUTS, &[])),
+            Err("AccessDenied".into()),
+        ));
+        assert!(
+            unread
+                .fix
+                .unwrap_or_default()
+                .contains("cloudformation:DescribeStackResources")
+        );
+    }
+
+    fn base(outputs: &[(&str, &str)], parameters: &[(&str, &str)]) -> Base {
+        let map = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        Base {
+            name: "ir".into(),
+            account: "123456789012".into(),
+            partition: "aws".into(),
+            outputs: map(outputs),
+            parameters: map(parameters),
+            resources: BTreeMap::new(),
+        }
+    }
+
+    /// Its alarm topic: the output, else (a stack from before it) the parameter, never empty;
+    /// whether the router assumes spoke roles: served accounts, or a central bus.
+    #[test]
+    fn what_the_other_checks_read_off_the_base_stack() {
+        let topic = "arn:aws:sns:us-east-1:123456789012:alarms";
+        assert_eq!(
+            base(&[("AlarmTopicArn", topic)], &[]).alarm_topic(),
+            Some(topic)
+        );
+        assert_eq!(
+            base(&[], &[("AlarmTopicArn", topic)]).alarm_topic(),
+            Some(topic)
+        );
+        assert_eq!(base(&[], &[("AlarmTopicArn", "")]).alarm_topic(), None);
+        assert!(!base(&[], &[]).assumes_spoke_roles());
+        assert!(
+            !base(&[], &[("ServedAccounts", ""), ("CentralBus", "Disabled")]).assumes_spoke_roles()
+        );
+        assert!(base(&[], &[("ServedAccounts", "111111111111")]).assumes_spoke_roles());
+        assert!(base(&[], &[("CentralBus", "Enabled")]).assumes_spoke_roles());
+    }
 }
