@@ -175,16 +175,25 @@ pub async fn stack_resources(
 
 /// Every rule on the default event bus (all pages of ListRules).
 pub async fn default_bus_rules(aws: &Aws) -> Result<Vec<aws_sdk_eventbridge::types::Rule>> {
+    bus_rules(aws, None).await
+}
+
+/// Every rule on the event bus `bus` (`None`: the default bus), all pages of ListRules.
+pub async fn bus_rules(
+    aws: &Aws,
+    bus: Option<&str>,
+) -> Result<Vec<aws_sdk_eventbridge::types::Rule>> {
     let mut rules = Vec::new();
     let mut next: Option<String> = None;
     loop {
         let page = aws
             .events
             .list_rules()
+            .set_event_bus_name(bus.map(str::to_owned))
             .set_next_token(next.take())
             .send()
             .await
-            .map_err(|e| anyhow!("ListRules: {}", describe(&e)))?;
+            .map_err(|e| anyhow!("ListRules {}: {}", bus.unwrap_or("default"), describe(&e)))?;
         rules.extend(page.rules().iter().cloned());
         next = page.next_token().map(str::to_owned);
         if next.is_none() {

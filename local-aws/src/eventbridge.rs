@@ -36,7 +36,7 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use aws_model::{
-    aws::{Aws, arn_name, default_bus_rules, describe},
+    aws::{Aws, arn_name, bus_rules, describe},
     patterns::{Matched, matches},
 };
 
@@ -284,30 +284,6 @@ impl DefaultBus {
                 Ok(false)
             }
             Err(e) => bail!("SendMessage {queue_arn}: {}", describe(&e)),
-        }
-    }
-}
-
-/// The rules of bus `bus` (`None`: the default bus), every page.
-async fn bus_rules(aws: &Aws, bus: Option<&str>) -> Result<Vec<Rule>> {
-    let Some(bus) = bus else {
-        return default_bus_rules(aws).await;
-    };
-    let mut rules = Vec::new();
-    let mut next: Option<String> = None;
-    loop {
-        let page = aws
-            .events
-            .list_rules()
-            .event_bus_name(bus)
-            .set_next_token(next.take())
-            .send()
-            .await
-            .map_err(|e| anyhow::anyhow!("ListRules {bus}: {}", describe(&e)))?;
-        rules.extend(page.rules().iter().cloned());
-        next = page.next_token().map(str::to_owned);
-        if next.is_none() {
-            return Ok(rules);
         }
     }
 }

@@ -18,6 +18,8 @@ pub mod adopt;
 pub mod check;
 pub mod cli;
 pub mod fis;
+#[cfg(test)]
+mod fixtures;
 pub mod simulate;
 pub mod verify;
 

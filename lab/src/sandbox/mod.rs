@@ -110,34 +110,13 @@ impl Sandbox {
             .filter(|(key, _)| stacks::TENANT_INHERITS.contains(key))
             .copied()
             .collect();
-        Self::deploy_from_in(moto, region, stack, clusters, &templates, &all, &inherited).await
+        Self::deploy_from(moto, region, stack, clusters, &templates, &all, &inherited).await
     }
 
-    /// The stacks from `templates` (a release's URLs, say), base.yaml with exactly `parameters`
-    /// and each tenant with its cluster, Karpenter's role and `tenant_parameters`, completed as
-    /// [`Sandbox::deploy`] completes them.
+    /// The stacks from `templates` (a release's URLs, say) in `region`, base.yaml with exactly
+    /// `parameters` and each tenant with its cluster, Karpenter's role and `tenant_parameters`,
+    /// completed as [`Sandbox::deploy`] completes them.
     pub async fn deploy_from(
-        moto: &MotoServer,
-        stack: &str,
-        clusters: &[&str],
-        templates: &Templates<'_>,
-        parameters: &[(&str, &str)],
-        tenant_parameters: &[(&str, &str)],
-    ) -> Result<Self> {
-        let region = local_aws::moto::REGION;
-        Self::deploy_from_in(
-            moto,
-            region,
-            stack,
-            clusters,
-            templates,
-            parameters,
-            tenant_parameters,
-        )
-        .await
-    }
-
-    async fn deploy_from_in(
         moto: &MotoServer,
         region: &str,
         stack: &str,

@@ -477,14 +477,7 @@ mod tests {
     }
 
     fn base() -> Base {
-        Base {
-            name: "ir".into(),
-            account: "123456789012".into(),
-            partition: "aws".into(),
-            outputs: BTreeMap::new(),
-            parameters: BTreeMap::new(),
-            resources: BTreeMap::new(),
-        }
+        crate::fixtures::base(&[], &[])
     }
 
     #[test]

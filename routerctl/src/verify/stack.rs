@@ -198,33 +198,16 @@ pub(super) async fn resources(aws: &Aws, stack: &str) -> Result<BTreeMap<String,
 
 #[cfg(test)]
 mod tests {
-    use aws_sdk_cloudformation::{
-        primitives::DateTime,
-        types::{Output, Parameter, Stack, StackStatus},
-    };
+    use aws_sdk_cloudformation::types::{Stack, StackStatus};
 
     use super::*;
+    use crate::fixtures::{self, base};
 
     const ID: &str = "arn:aws-cn:cloudformation:cn-north-1:123456789012:stack/ir/0a1b2c3d";
 
     fn stack(status: StackStatus, outputs: &[&str], parameters: &[(&str, &str)]) -> Stack {
-        let mut stack = Stack::builder()
-            .stack_name("ir")
-            .stack_id(ID)
-            .creation_time(DateTime::from_secs(0))
-            .stack_status(status);
-        for key in outputs {
-            stack = stack.outputs(Output::builder().output_key(*key).output_value("v").build());
-        }
-        for (key, value) in parameters {
-            stack = stack.parameters(
-                Parameter::builder()
-                    .parameter_key(*key)
-                    .parameter_value(*value)
-                    .build(),
-            );
-        }
-        stack.build()
+        let outputs: Vec<(&str, &str)> = outputs.iter().map(|o| (*o, "v")).collect();
+        fixtures::described(ID, status, parameters, &outputs)
     }
 
     fn resources() -> Result<BTreeMap<String, String>, String> {
@@ -331,23 +314,6 @@ mod tests {
                 .unwrap_or_default()
                 .contains("cloudformation:DescribeStackResources")
         );
-    }
-
-    fn base(outputs: &[(&str, &str)], parameters: &[(&str, &str)]) -> Base {
-        let map = |pairs: &[(&str, &str)]| {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
-        Base {
-            name: "ir".into(),
-            account: "123456789012".into(),
-            partition: "aws".into(),
-            outputs: map(outputs),
-            parameters: map(parameters),
-            resources: BTreeMap::new(),
-        }
     }
 
     /// Its alarm topic: the output, else (a stack from before it) the parameter, never empty;

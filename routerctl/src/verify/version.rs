@@ -46,21 +46,11 @@ pub(super) fn check(base: &Base, region: &str) -> Check {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
 
     fn base(version: Option<&str>, code_key: &str) -> Base {
-        Base {
-            name: "ir".into(),
-            account: "123456789012".into(),
-            partition: "aws".into(),
-            outputs: version
-                .map(|v| BTreeMap::from([("Version".to_owned(), v.to_owned())]))
-                .unwrap_or_default(),
-            parameters: BTreeMap::from([("CodeS3Key".to_owned(), code_key.to_owned())]),
-            resources: BTreeMap::new(),
-        }
+        let outputs: Vec<(&str, &str)> = version.map(|v| ("Version", v)).into_iter().collect();
+        crate::fixtures::base(&outputs, &[("CodeS3Key", code_key)])
     }
 
     #[test]

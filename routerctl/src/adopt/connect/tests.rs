@@ -1,32 +1,18 @@
-use std::collections::BTreeMap;
-
 use super::*;
 
-const HUB: &str = "123456789012";
+use crate::fixtures::{self, HUB};
+
 const MEMBER: &str = "111111111111";
 
+/// The hub's base stack with these parameters, and its central bus when `bus`.
 fn base(parameters: &[(&str, &str)], bus: bool) -> Base {
-    let mut outputs = BTreeMap::from([(
-        "RouterRoleArn".to_owned(),
-        format!("arn:aws:iam::{HUB}:role/router"),
-    )]);
+    let router = format!("arn:aws:iam::{HUB}:role/router");
+    let hub_bus = format!("arn:aws:events:us-east-1:{HUB}:event-bus/ir-hub");
+    let mut outputs = vec![("RouterRoleArn", router.as_str())];
     if bus {
-        outputs.insert(
-            "HubEventBusArn".to_owned(),
-            format!("arn:aws:events:us-east-1:{HUB}:event-bus/ir-hub"),
-        );
+        outputs.push(("HubEventBusArn", hub_bus.as_str()));
     }
-    Base {
-        name: "ir".into(),
-        account: HUB.into(),
-        partition: "aws".into(),
-        outputs,
-        parameters: parameters
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        resources: BTreeMap::new(),
-    }
+    fixtures::base(&outputs, parameters)
 }
 
 /// Clients no test reaches AWS with: each case below is decided before any call.
@@ -57,10 +43,7 @@ fn which_accounts_a_base_stack_serves() {
     assert!(!serves(&base(&[], false), HUB));
 }
 
-use aws_sdk_cloudformation::{
-    primitives::DateTime,
-    types::{Output, Parameter, Stack, StackStatus},
-};
+use aws_sdk_cloudformation::types::{Stack, StackStatus};
 
 const BUS: &str = "arn:aws:events:us-east-1:123456789012:event-bus/ir-hub";
 const ROUTER: &str = "arn:aws:iam::123456789012:role/router";
@@ -69,30 +52,15 @@ const SPOKE_ROLE: &str = "arn:aws:iam::111111111111:role/interruption-router-spo
 /// A spoke stack as DescribeStacks answers it: `status`, these parameters, and the outputs
 /// spoke.yaml gives.
 fn spoke_stack(status: StackStatus, parameters: &[(&str, &str)]) -> Stack {
-    let mut stack = Stack::builder()
-        .stack_name("interruption-router-spoke")
-        .creation_time(DateTime::from_secs(0))
-        .stack_status(status);
-    for (key, value) in parameters {
-        stack = stack.parameters(
-            Parameter::builder()
-                .parameter_key(*key)
-                .parameter_value(*value)
-                .build(),
-        );
-    }
-    for (key, value) in [
-        ("RegionRouterRoleArn", SPOKE_ROLE),
-        ("RegionQueuePrefix", "karpenter-"),
-    ] {
-        stack = stack.outputs(
-            Output::builder()
-                .output_key(key)
-                .output_value(value)
-                .build(),
-        );
-    }
-    stack.build()
+    fixtures::described(
+        "arn:aws:cloudformation:us-west-2:111111111111:stack/interruption-router-spoke/0",
+        status,
+        parameters,
+        &[
+            ("RegionRouterRoleArn", SPOKE_ROLE),
+            ("RegionQueuePrefix", "karpenter-"),
+        ],
+    )
 }
 
 fn served_base() -> Base {

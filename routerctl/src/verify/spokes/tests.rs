@@ -61,26 +61,16 @@ mod spoke_stack {
 
     use std::collections::BTreeMap;
 
-    use aws_sdk_cloudformation::{
-        primitives::DateTime,
-        types::{Output, Stack, StackStatus},
-    };
+    use aws_sdk_cloudformation::types::{Stack, StackStatus};
 
     use super::super::{Hub, Member, spoke_stack::judge};
-    use crate::verify::stack::Base;
+    use crate::{fixtures, verify::stack::Base};
 
     const BUS: &str = "arn:aws:events:us-east-1:123456789012:event-bus/ir-hub";
     const SPOKE_ROLE: &str = "arn:aws:iam::111111111111:role/interruption-router-spoke";
 
     fn base() -> Base {
-        Base {
-            name: "ir".into(),
-            account: "123456789012".into(),
-            partition: "aws".into(),
-            outputs: BTreeMap::new(),
-            parameters: BTreeMap::new(),
-            resources: BTreeMap::new(),
-        }
+        fixtures::base(&[], &[])
     }
 
     fn hub(base: &Base) -> Hub<'_> {
@@ -113,19 +103,13 @@ mod spoke_stack {
             ("AlarmTopicArn", "arn:aws:sns:us-east-1:111111111111:alarms"),
         ]);
         outputs.extend(changed.iter().copied());
-        let mut stack = Stack::builder()
-            .stack_name("interruption-router-spoke")
-            .creation_time(DateTime::from_secs(0))
-            .stack_status(status);
-        for (key, value) in outputs {
-            stack = stack.outputs(
-                Output::builder()
-                    .output_key(key)
-                    .output_value(value)
-                    .build(),
-            );
-        }
-        stack.build()
+        let outputs: Vec<(&str, &str)> = outputs.into_iter().collect();
+        fixtures::described(
+            "arn:aws:cloudformation:us-east-1:111111111111:stack/interruption-router-spoke/0",
+            status,
+            &[],
+            &outputs,
+        )
     }
 
     fn resources() -> Result<BTreeMap<String, String>, String> {

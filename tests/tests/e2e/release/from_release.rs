@@ -70,6 +70,7 @@ async fn from_the_release_alone_the_stacks_deploy_with_their_defaults_and_router
     // refuses a function whose code is not in the bucket.
     let sandbox = Sandbox::deploy_from(
         &moto,
+        local_aws::moto::REGION,
         "interruption-router",
         &["alpha"],
         &templates,
