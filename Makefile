@@ -36,9 +36,11 @@ LOG_LEVEL ?=
 # zip's binary; ARCH, when given, must agree with it.
 ARCH ?=
 # spoke.yaml: the hub's HubEventBusArn and RouterRoleArn outputs, and whether this region creates
-# the spoke role (true in one region per account).
+# the spoke role (true in one region per account). DIRECT_QUEUE, in the hub's own region only: the
+# hub's DirectQueueArn output, which the rules then write themselves.
 SPOKE_STACK ?= interruption-router-spoke
 HUB_BUS ?=
+DIRECT_QUEUE ?=
 ROUTER_ROLE ?=
 CREATE_SPOKE_ROLE ?=
 # Locked-down accounts (README): KMS_KEY=Create gives the queues of the base and tenant stacks a
@@ -90,7 +92,7 @@ help:
 	@echo "make release     the release directory: the router's zip and routerctl per architecture, SBOMs, SHA256SUMS, templates ($(RELEASE_DIR))"
 	@echo "make package     release build zipped as bootstrap.zip (ARCH=arm64|x86_64), for a build of your own"
 	@echo "make deploy-base BUCKET=… REGION=… [RELEASE=<version>] [STACK_NAME=…] [LOG_LEVEL=…] [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create|<key arn>] [PERMISSIONS_BOUNDARY=<policy name>] [ROLE_PATH=/…/] [SPOKE_ROLE_PATH=/…/] [PARAMS=…]"
-	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [CREATE_SPOKE_ROLE=true|false] [ALARM_TOPIC=<sns arn>] [KMS_KEY=<key arns>] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] [SPOKE_ROLE_PATH=…] (member account)"
+	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [DIRECT_QUEUE=<hub's DirectQueueArn, hub's region only>] [CREATE_SPOKE_ROLE=true|false] [ALARM_TOPIC=<sns arn>] [KMS_KEY=<key arns>] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] [SPOKE_ROLE_PATH=…] (member account)"
 	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create|<key arn>] [EVENT_KINDS=<kinds, comma-separated; default all five>]"
 	@echo "make deploy-fis  CLUSTER=… REGION=… [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…]"
 	@echo "  every deploy target: [RELEASE=<version> [RELEASE_DIR=…]] (templates from a release) [CFN_ROLE=<arn>] (CloudFormation deploys as that role)"
@@ -363,7 +365,7 @@ deploy-spoke: $(DEPLOY_TOOLS)
 	fi; \
 	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(SPOKE_STACK) \
 		--template-file $(TEMPLATES)/spoke.yaml --capabilities CAPABILITY_NAMED_IAM --no-fail-on-empty-changeset $(role_arn) \
-		$(call parameter_overrides,$(call if_set,HUB_BUS,HubEventBusArn) $(call if_set,ROUTER_ROLE,RouterRoleArn) $(call if_set,CREATE_SPOKE_ROLE,CreateSpokeRole) \
+		$(call parameter_overrides,$(call if_set,HUB_BUS,HubEventBusArn) $(call if_set,DIRECT_QUEUE,HubDirectQueueArn) $(call if_set,ROUTER_ROLE,RouterRoleArn) $(call if_set,CREATE_SPOKE_ROLE,CreateSpokeRole) \
 			$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) \
 			$(call if_set,SPOKE_ROLE_PATH,SpokeRolePath) $(call if_set,ALARM_TOPIC,AlarmTopicArn) \
 			$(if $(filter-out Create,$(KMS_KEY)),KmsKey=$(KMS_KEY)) $(PARAMS))

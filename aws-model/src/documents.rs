@@ -113,6 +113,26 @@ pub fn spoke_role_policy(account: &str, region: &str, queue_prefix: &str) -> Res
         .context("spoke.yaml: SpokeRole has no inline policy")
 }
 
+/// spoke.yaml's DirectRole inline policy in `account`, `region` (a spoke whose rules write the
+/// hub's direct queue `direct_queue_arn`).
+pub fn direct_role_policy(account: &str, region: &str, direct_queue_arn: &str) -> Result<Value> {
+    let template = parsed("spoke.yaml", SPOKE_TEMPLATE)?;
+    let stage = spoke_stage(
+        account,
+        region,
+        &format!("arn:aws:iam::{account}:role/router"),
+        "karpenter-",
+    )
+    .parameter("HubDirectQueueArn", direct_queue_arn);
+    let policies = document(&template, &stage, "DirectRole", &["Policies"])?;
+    policies
+        .as_array()
+        .and_then(|p| p.first())
+        .map(|p| p["PolicyDocument"].clone())
+        .filter(|d| !d.is_null())
+        .context("spoke.yaml: DirectRole has no inline policy")
+}
+
 /// base.yaml's central bus policy for the bus `bus_arn` (named `<stack>-hub`): the organisation
 /// `organization` when given, else the accounts `served_accounts` (comma-separated).
 pub fn hub_bus_policy(
@@ -144,12 +164,40 @@ pub fn key_statements(
     region: &str,
     sender_role_arn: &str,
 ) -> Result<Vec<Value>> {
+    keyed_statements(stack, account, region, sender_role_arn, &BTreeMap::new())
+}
+
+/// [`key_statements`] for base.yaml's queues as a hub deployed with `parameters` renders them:
+/// with `CentralBus=Enabled`, the served accounts' direct roles' statement too (the direct
+/// queue's senders). Parameters base.yaml does not declare are ignored.
+pub fn base_key_statements(
+    account: &str,
+    region: &str,
+    parameters: &BTreeMap<String, String>,
+) -> Result<Vec<Value>> {
+    keyed_statements(KeyedStack::Base, account, region, "", parameters)
+}
+
+fn keyed_statements(
+    stack: KeyedStack,
+    account: &str,
+    region: &str,
+    sender_role_arn: &str,
+    parameters: &BTreeMap<String, String>,
+) -> Result<Vec<Value>> {
     let (name, text) = match stack {
         KeyedStack::Base => ("base.yaml", BASE_TEMPLATE),
         KeyedStack::Tenant => ("tenant.yaml", TENANT_TEMPLATE),
     };
     let template = parsed(name, text)?;
-    let mut stage = Stage::new("keyed", account, region).parameter("KmsKey", "Create");
+    let mut stage = Stage::new("keyed", account, region);
+    let declared = template.doc["Parameters"].as_object();
+    for (key, value) in parameters {
+        if declared.is_some_and(|d| d.contains_key(key)) {
+            stage.parameters.insert(key.clone(), value.clone());
+        }
+    }
+    let mut stage = stage.parameter("KmsKey", "Create");
     stage = match stack {
         KeyedStack::Base => stage.parameter("CodeS3Bucket", "artifacts"),
         KeyedStack::Tenant => stage
@@ -176,13 +224,15 @@ pub enum KeyedStack {
     Tenant,
 }
 
-/// The base stack's two queue policies.
+/// The base stack's queue policies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BaseQueue {
     /// IngestQueuePolicy: the stack's rules may send, and nobody else.
     Ingest,
     /// DeadLetterQueuePolicy: the stack's rules' dead letters.
     DeadLetter,
+    /// DirectQueuePolicy (CentralBus=Enabled): the served accounts' direct roles may send.
+    Direct,
 }
 
 /// A deployed base stack as far as its queue policies go: its name, account and region, the
@@ -215,6 +265,7 @@ pub fn base_queue_policy(site: &BaseSite<'_>, queue: BaseQueue) -> Result<Value>
     let logical = match queue {
         BaseQueue::Ingest => "IngestQueuePolicy",
         BaseQueue::DeadLetter => "DeadLetterQueuePolicy",
+        BaseQueue::Direct => "DirectQueuePolicy",
     };
     document(&template, &stage, logical, &["PolicyDocument"])
 }
@@ -299,6 +350,7 @@ mod tests {
                 "ResolveInstanceTags",
                 "SendToClusterQueues",
                 "ReadClusterQueueOwnership",
+                "ReadDirectRoleId",
                 "ReadTenantRecords"
             ]
         );

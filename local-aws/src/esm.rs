@@ -83,58 +83,80 @@ pub struct Drained {
 }
 
 impl EventSourceMapping {
-    /// Disables the event source mapping of `function_name` in the emulator and returns one with
-    /// its queue, BatchSize and MaximumBatchingWindowInSeconds, to be played here.
+    /// Disables the event source mappings of `function_name` in the emulator and returns the
+    /// ingest queue's (base.yaml's `<stack>-ingest`; the only one unless CentralBus=Enabled adds
+    /// the direct queue's) with its queue, BatchSize and MaximumBatchingWindowInSeconds, to be
+    /// played here.
     pub async fn take_over(
         lambda: &aws_sdk_lambda::Client,
         sqs: &aws_sdk_sqs::Client,
         function_name: &str,
         function_timeout: Duration,
     ) -> Result<Self> {
+        let mut all = Self::take_over_all(lambda, sqs, function_name, function_timeout).await?;
+        let ingest = all
+            .iter()
+            .position(|m| m.queue_arn.ends_with("-ingest"))
+            .unwrap_or(0);
+        Ok(all.swap_remove(ingest))
+    }
+
+    /// Every event source mapping of `function_name`, each disabled in the emulator and returned
+    /// to be played here ([`EventSourceMapping::take_over`]).
+    pub async fn take_over_all(
+        lambda: &aws_sdk_lambda::Client,
+        sqs: &aws_sdk_sqs::Client,
+        function_name: &str,
+        function_timeout: Duration,
+    ) -> Result<Vec<Self>> {
         let mappings = lambda
             .list_event_source_mappings()
             .function_name(function_name)
             .send()
             .await?;
-        let Some(mapping) = mappings.event_source_mappings().first() else {
+        if mappings.event_source_mappings().is_empty() {
             bail!(
                 "function {function_name} has no event source mapping (was it deployed from base.yaml?)"
             );
-        };
-        if let Some(uuid) = mapping.uuid() {
-            lambda
-                .update_event_source_mapping()
-                .uuid(uuid)
-                .enabled(false)
-                .send()
-                .await
-                .context("disabling moto's mapping")?;
         }
-        let queue_arn = mapping
-            .event_source_arn()
-            .context("mapping without a source")?
-            .to_owned();
-        let queue_name = queue_arn.rsplit(':').next().unwrap_or_default();
-        let queue_url = sqs
-            .get_queue_url()
-            .queue_name(queue_name)
-            .send()
-            .await?
-            .queue_url()
-            .context("no queue url")?
-            .to_owned();
-        Ok(Self {
-            queue_url,
-            queue_arn,
-            batch_size: mapping.batch_size().unwrap_or(10).max(1) as usize,
-            batching_window: Duration::from_secs(
-                mapping
-                    .maximum_batching_window_in_seconds()
-                    .unwrap_or(0)
-                    .max(0) as u64,
-            ),
-            function_timeout,
-        })
+        let mut taken = Vec::new();
+        for mapping in mappings.event_source_mappings() {
+            if let Some(uuid) = mapping.uuid() {
+                lambda
+                    .update_event_source_mapping()
+                    .uuid(uuid)
+                    .enabled(false)
+                    .send()
+                    .await
+                    .context("disabling moto's mapping")?;
+            }
+            let queue_arn = mapping
+                .event_source_arn()
+                .context("mapping without a source")?
+                .to_owned();
+            let queue_name = queue_arn.rsplit(':').next().unwrap_or_default();
+            let queue_url = sqs
+                .get_queue_url()
+                .queue_name(queue_name)
+                .send()
+                .await?
+                .queue_url()
+                .context("no queue url")?
+                .to_owned();
+            taken.push(Self {
+                queue_url,
+                queue_arn,
+                batch_size: mapping.batch_size().unwrap_or(10).max(1) as usize,
+                batching_window: Duration::from_secs(
+                    mapping
+                        .maximum_batching_window_in_seconds()
+                        .unwrap_or(0)
+                        .max(0) as u64,
+                ),
+                function_timeout,
+            });
+        }
+        Ok(taken)
     }
 
     /// Polls and invokes `function` until `stop` says so. `progress` is told how many records
@@ -290,7 +312,7 @@ impl EventSourceMapping {
                 .message_attribute_names("All")
                 .send()
                 .await
-                .context("ReceiveMessage from the ingest queue")?;
+                .context("ReceiveMessage from the mapping's queue")?;
             if !out.messages().is_empty() {
                 first.get_or_insert_with(Instant::now);
                 batch.extend(out.messages().iter().cloned());

@@ -23,6 +23,18 @@
 //! account and region), whose rules deliver it in turn. Targets that transform the input, buses the
 //! stand-in was not given, and targets other than SQS queues and buses are refused rather than
 //! delivered differently from AWS.
+//!
+//! A rule may target a queue of another account (spoke.yaml's direct rules write the hub's direct
+//! queue), as EventBridge's user guide describes it ("Sending events to an AWS service in another
+//! account"): in the same region only, through the target's execution role (RoleArn) of the rule's
+//! account, which EventBridge assumes as `events.amazonaws.com` for this rule (its trust policy
+//! decides, with `aws:SourceArn` and `aws:SourceAccount`); the send is then the role's, judged by
+//! the role's own policies and the queue's policy (and the queue's key, if it has one) as IAM
+//! judges a cross-account request: both must allow it. What is refused is not delivered (AWS
+//! counts a failed invocation, retries, and drops it or dead-letters it on the rule's queue). The
+//! stand-in judges with aws-model's evaluator, since moto evaluates no policy; it sends as the
+//! role, so SQS names the role's session as the message's SenderId ([`crate::moto`]'s fixes).
+//! The queue's account's clients are given with [`DefaultBus::reaching`].
 
 use std::{
     collections::HashMap,
@@ -36,9 +48,13 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use aws_model::{
-    aws::{Aws, arn_name, bus_rules, describe},
+    access::{ResourcePolicy, authorize_role, role_through_sqs},
+    aws::{Aws, arn_account, arn_name, bus_rules, describe},
     patterns::{Matched, matches},
+    policy::{Policy, Principal as PolicyPrincipal, Request, evaluate},
+    roles::load_role,
 };
+use aws_sdk_sqs::types::QueueAttributeName;
 
 pub struct DefaultBus {
     aws: Aws,
@@ -46,6 +62,12 @@ pub struct DefaultBus {
     bus: Option<String>,
     /// Buses its rules may target (by ARN), each played by its own stand-in.
     forwards: HashMap<String, Arc<DefaultBus>>,
+    /// Clients of the accounts whose queues its rules may target, by account id.
+    reaches: HashMap<String, Aws>,
+    /// Clients acting as each execution role EventBridge assumed, by role ARN.
+    assumed: Mutex<HashMap<String, Aws>>,
+    /// Deliveries to another account refused, and why (AWS counts them as failed invocations).
+    refused: Mutex<Vec<String>>,
     /// Queue ARN → URL.
     urls: Mutex<HashMap<String, String>>,
     delay: Duration,
@@ -80,6 +102,12 @@ impl DefaultBus {
         Self::of(aws, Some(name.to_owned()), delay).await
     }
 
+    /// This bus, whose rules may also target queues of `owner`'s account `account`.
+    pub fn reaching(mut self, account: &str, owner: &Aws) -> Self {
+        self.reaches.insert(account.to_owned(), owner.clone());
+        self
+    }
+
     /// This bus, whose rules may also target the bus `arn`, played by `bus`.
     pub fn forwarding_to(mut self, arn: &str, bus: Arc<DefaultBus>) -> Self {
         self.forwards.insert(arn.to_owned(), bus);
@@ -105,6 +133,9 @@ impl DefaultBus {
             aws: aws.clone(),
             bus,
             forwards: HashMap::new(),
+            reaches: HashMap::new(),
+            assumed: Mutex::default(),
+            refused: Mutex::default(),
             urls: Mutex::default(),
             delay,
             states: Mutex::new(states),
@@ -192,12 +223,210 @@ impl DefaultBus {
                 if !target.arn().contains(":sqs:") {
                     bail!("rule {name}: the stand-in delivers to SQS queues and buses only");
                 }
+                let rule_arn = rule.arn().unwrap_or_default();
+                if arn_account(target.arn()) != arn_account(rule_arn) {
+                    if self.deliver_across(name, rule_arn, &target, event).await? {
+                        delivered.push(target.arn().to_owned());
+                    }
+                    continue;
+                }
                 if self.send(target.arn(), event).await? {
                     delivered.push(target.arn().to_owned());
                 }
             }
         }
         Ok(delivered)
+    }
+
+    /// Delivers `event` to a queue of another account through the target's execution role, if
+    /// EventBridge may assume it for this rule and IAM lets it send there; `false` if refused.
+    async fn deliver_across(
+        &self,
+        name: &str,
+        rule_arn: &str,
+        target: &Target,
+        event: &Value,
+    ) -> Result<bool> {
+        let queue = target.arn();
+        let region = queue.split(':').nth(3).unwrap_or_default();
+        if region != self.aws.region {
+            bail!(
+                "rule {name}: EventBridge delivers to another account's queue only in its own region ({}), not {queue}",
+                self.aws.region
+            );
+        }
+        let Some(role_arn) = target.role_arn() else {
+            bail!("rule {name}: a target in another account needs an execution role (RoleArn)");
+        };
+        let owner_account = arn_account(queue).unwrap_or_default();
+        let Some(owner) = self.reaches.get(owner_account) else {
+            bail!("rule {name}: the stand-in was given no clients of account {owner_account}");
+        };
+        let rule_account = arn_account(rule_arn).unwrap_or_default();
+        let role = load_role(&self.aws, role_arn)
+            .await
+            .map_err(|(e, _)| anyhow::anyhow!("rule {name}: {e}"))?;
+        let trust = role
+            .trust
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("rule {name}: {e}"))?;
+        let assume = evaluate(
+            std::slice::from_ref(trust),
+            &Request {
+                principal: PolicyPrincipal::Service("events.amazonaws.com"),
+                action: "sts:AssumeRole",
+                resource: role_arn,
+                context: &[
+                    ("aws:SourceArn", rule_arn),
+                    ("aws:SourceAccount", rule_account),
+                ],
+            },
+        );
+        if !assume.is_allowed() {
+            self.refuse(format!(
+                "rule {name}: EventBridge may not assume {role_arn}: {assume}"
+            ))
+            .await;
+            return Ok(false);
+        }
+        let Some(url) = self.url_in(owner, queue).await? else {
+            return Ok(false);
+        };
+        let attributes = owner
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(QueueAttributeName::Policy)
+            .attribute_names(QueueAttributeName::KmsMasterKeyId)
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("GetQueueAttributes {queue}: {}", describe(&e)))?;
+        let attribute = |n: QueueAttributeName| {
+            attributes
+                .attributes()
+                .and_then(|a| a.get(&n))
+                .cloned()
+                .unwrap_or_default()
+        };
+        let policy = Policy::parse(
+            format!("policy of {queue}"),
+            &attribute(QueueAttributeName::Policy),
+        )
+        .unwrap_or_else(|_| Policy::parse("no policy", r#"{"Statement": []}"#).unwrap());
+        let context = [
+            ("aws:PrincipalArn", role_arn),
+            ("aws:PrincipalAccount", rule_account),
+            ("aws:SecureTransport", "true"),
+        ];
+        let send = authorize_role(
+            &role.identity(),
+            &policy,
+            ResourcePolicy::Ordinary,
+            owner_account,
+            &Request {
+                principal: PolicyPrincipal::Attached,
+                action: "sqs:SendMessage",
+                resource: queue,
+                context: &context,
+            },
+        );
+        if !send.is_allowed() {
+            self.refuse(format!(
+                "rule {name}: SQS refuses {role_arn} on {queue}: {send}"
+            ))
+            .await;
+            return Ok(false);
+        }
+        let key = attribute(QueueAttributeName::KmsMasterKeyId);
+        if !key.is_empty() && !key.starts_with("alias/aws/") {
+            let described = owner
+                .kms
+                .get_key_policy()
+                .key_id(&key)
+                .send()
+                .await
+                .map_err(|e| anyhow::anyhow!("GetKeyPolicy {key}: {}", describe(&e)))?;
+            let key_policy = Policy::parse(
+                format!("policy of {key}"),
+                described.policy().unwrap_or_default(),
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let key_arn = if key.starts_with("arn:") {
+                key.clone()
+            } else {
+                format!("arn:aws:kms:{region}:{owner_account}:key/{key}")
+            };
+            let use_key = role_through_sqs(
+                &role.identity(),
+                &key_arn,
+                &key_policy,
+                "kms:GenerateDataKey",
+                region,
+            );
+            if !use_key.is_allowed() {
+                self.refuse(format!(
+                    "rule {name}: KMS refuses {role_arn} the key {key}: {use_key}"
+                ))
+                .await;
+                return Ok(false);
+            }
+        }
+        let as_role = {
+            let mut assumed = self.assumed.lock().await;
+            match assumed.get(role_arn) {
+                Some(aws) => aws.clone(),
+                None => {
+                    let aws = self.aws.assume_role(role_arn, "events").await?;
+                    assumed.insert(role_arn.to_owned(), aws.clone());
+                    aws
+                }
+            }
+        };
+        as_role
+            .sqs
+            .send_message()
+            .queue_url(&url)
+            .message_body(event.to_string())
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("SendMessage {queue} as {role_arn}: {}", describe(&e)))?;
+        Ok(true)
+    }
+
+    async fn refuse(&self, why: String) {
+        self.refused.lock().await.push(why);
+    }
+
+    /// The deliveries to another account's queue refused so far, each with what refused it.
+    pub async fn refusals(&self) -> Vec<String> {
+        self.refused.lock().await.clone()
+    }
+
+    /// The URL of `queue` in `owner`'s account, or `None` if it does not exist.
+    async fn url_in(&self, owner: &Aws, queue: &str) -> Result<Option<String>> {
+        if let Some(url) = self.urls.lock().await.get(queue) {
+            return Ok(Some(url.clone()));
+        }
+        match owner
+            .sqs
+            .get_queue_url()
+            .queue_name(arn_name(queue))
+            .send()
+            .await
+        {
+            Ok(out) => {
+                let url = out.queue_url().unwrap_or_default().to_owned();
+                self.urls.lock().await.insert(queue.to_owned(), url.clone());
+                Ok(Some(url))
+            }
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_queue_does_not_exist()) =>
+            {
+                Ok(None)
+            }
+            Err(e) => bail!("GetQueueUrl {queue}: {}", describe(&e)),
+        }
     }
 
     /// The rules as last read, read again once [`LOOK_EVERY`] old.

@@ -10,6 +10,11 @@ AWS does. Each fix says what AWS does and where moto differs.
 * AWS::IAM::ManagedPolicy with `!If [condition, statement, !Ref AWS::NoValue]` in its Statement
   list (tenant.yaml's kms:Decrypt grant). CloudFormation drops the element; moto leaves a null
   in the list and refuses the document ("Syntax errors in policy"). Dropped here.
+* `!If [condition, value, !Ref AWS::NoValue]` as an element of any list (base.yaml's key policy
+  statement for member accounts' direct roles, the queues in the router role's policy).
+  CloudFormation drops the element (User Guide, AWS::NoValue: "removes the corresponding
+  resource property"; in a list, the element); moto leaves a null in the list, which IAM and KMS
+  then refuse or store as written. Dropped here, wherever moto resolves a template.
 * AWS::IAM::ManagedPolicy changed by a stack update (tenant.yaml's Karpenter grant when its
   statements change). CloudFormation updates it in place (a new default version of the same
   policy, its attachments as the template lists them); moto has no update for it, so the stack
@@ -46,6 +51,14 @@ AWS does. Each fix says what AWS does and where moto differs.
   starts its scan again, one expired message a pass: a queue that holds a few hundred of them
   answers an empty receive for its whole wait while a fresh message sits behind them (adopt's
   sentinel read as taken). Deleted here before each receive, as SQS deletes them.
+* An SQS queue of another account, and who sent a message. SQS finds a queue by its URL, which
+  names the owning account, so a role of one account reaches another account's queue by URL (if
+  the queue's policy admits it: EventBridge's cross-account targets send so); and it gives every
+  message the sender's id as its SenderId, for a role session `<role id>:<session name>` (SQS API
+  reference, ReceiveMessage). moto looks every queue up in the caller's own account, and gives
+  every message one fixed SenderId. Looked up by the URL's account, and the caller's id given,
+  here. (moto still evaluates no queue policy: the stand-ins that depend on one judge it with
+  aws-model.)
 * A CommaDelimitedList parameter left at its default (tenant.yaml's EventKinds). CloudFormation
   splits the default as it splits a given value (CloudFormation User Guide, Parameters:
   CommaDelimitedList); moto splits only given values, so `!Join` of a defaulted list fails the
@@ -103,6 +116,33 @@ except Exception:  # not the moto server (sitecustomize runs in every interprete
     _iam = None
     _kms = None
     _sqs = None
+
+
+def _no_value_dropped_from_lists():
+    """Has moto's CloudFormation drop a list element that resolves to AWS::NoValue."""
+    resolve = _cfn.clean_json
+
+    def yields_no_value(value):
+        return isinstance(value, dict) and (
+            value.get("Ref") == "AWS::NoValue" or "Fn::If" in value
+        )
+
+    def clean_json(resource_json, resources_map):
+        if isinstance(resource_json, list):
+            cleaned = []
+            for value in resource_json:
+                resolved = clean_json(value, resources_map)
+                if resolved is None and yields_no_value(value):
+                    continue
+                cleaned.append(resolved)
+            return cleaned
+        return resolve(resource_json, resources_map)
+
+    _cfn.clean_json = clean_json
+
+
+if _cfn is not None:
+    _no_value_dropped_from_lists()
 
 
 def _update_by_name(update, cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
@@ -363,6 +403,77 @@ def _expired_messages_deleted(backend):
 
 if _sqs is not None:
     _expired_messages_deleted(_sqs.SQSBackend)
+
+
+def _queues_by_url_and_senders_named():
+    """Has moto's SQS find a queue in the account its URL names, and name each message's sender."""
+    from moto.core.common_models import BaseModel  # noqa: F401 (moto is loaded)
+    from moto.iam.models import PARTITION_NAMES, iam_backends
+    from moto.sqs import responses
+    from moto.sts.models import sts_backends
+
+    caller = threading.local()
+
+    def sender_of(access_key):
+        for _, account in list(sts_backends.items()):
+            for partition in PARTITION_NAMES:
+                try:
+                    role = account[partition].get_assumed_role_from_access_key(access_key)
+                except KeyError:
+                    continue
+                if role is not None:
+                    return role.user_id
+        for _, account in list(iam_backends.items()):
+            for partition in PARTITION_NAMES:
+                try:
+                    backend = account[partition]
+                except KeyError:
+                    continue
+                key = backend.access_keys.get(access_key)
+                user = backend.users.get(getattr(key, "user_name", None) or "")
+                if user is not None:
+                    return user.id
+        return _sqs.DEFAULT_SENDER_ID
+
+    def owner_of(url):
+        match = re.match(r"^https?://[^/]+/([0-9]{12})/[^/]+$", url or "")
+        return match.group(1) if match else None
+
+    def sqs_backend(self):
+        try:
+            owner = owner_of(self._get_param("QueueUrl"))
+        except Exception:
+            owner = None
+        return _sqs.sqs_backends[owner or self.current_account][self.region]
+
+    responses.SQSResponse.sqs_backend = property(sqs_backend)
+
+    def naming(method):
+        def named(self, *args, **kwargs):
+            caller.sender = sender_of(self.get_access_key())
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                caller.sender = None
+
+        return named
+
+    responses.SQSResponse.send_message = naming(responses.SQSResponse.send_message)
+    responses.SQSResponse.send_message_batch = naming(responses.SQSResponse.send_message_batch)
+
+    message_init = _sqs.Message.__init__
+
+    def init(self, *args, **kwargs):
+        message_init(self, *args, **kwargs)
+        sender = getattr(caller, "sender", None)
+        if sender:
+            self.sender_id = sender
+
+    _sqs.Message.__init__ = init
+
+
+if _sqs is not None:
+    _queues_by_url_and_senders_named()
 
 
 def _list_defaults_split(resource_map):

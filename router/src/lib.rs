@@ -9,8 +9,10 @@
 //!
 //! ```text
 //! EventBridge rules (hub and spokes) ─▶ ingest queue ─▶ event source mapping ─▶ router
+//! member rules in the hub's region ───▶ direct queue ─▶ event source mapping ─┘
 //!   event     classify: which kind, which instances, which account and region (pure)
 //!   accounts  admit the account; who the router is there (its role, or a spoke role)
+//!   direct    a direct queue's record: its sender is the named account's direct role
 //!   resolve   instance ─▶ cluster from EC2 tags (cache + batched, hedged lookups)
 //!   forward   SendMessageBatch into karpenter-<cluster>, only a queue its tenant stack made
 //!             (tenancy), + dead-letter queue for permanent failures
@@ -27,6 +29,7 @@ pub mod aws;
 pub mod bootstrap;
 pub mod cache;
 pub mod config;
+pub mod direct;
 pub mod event;
 pub mod forward;
 pub mod handler;

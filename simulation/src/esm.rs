@@ -322,28 +322,52 @@ impl Esm {
                 .as_millis()
                 .to_string()
         };
-        let queue_arn = format!(
-            "arn:aws:sqs:{}:{}:interruption-router-ingest",
-            self.world.org.shape.hub_region, self.world.org.hub_account
-        );
+        let queue_arn = ingest_queue_arn(&self.world.org);
+        let direct_arn = direct_queue_arn(&self.world.org);
         let records: Vec<Value> = batch
             .iter()
             .map(|r| {
+                let mut attributes = json!({
+                    "ApproximateReceiveCount": r.receive_count.to_string(),
+                    "ApproximateFirstReceiveTimestamp": ms(r.first_receive),
+                    "SentTimestamp": ms(r.sent_at),
+                });
+                // A direct rule's record: from the direct queue, sent by the member's role. (One
+                // mapping plays both queues' here: their records share its concurrency.)
+                let source = match &r.sender {
+                    Some(sender) => {
+                        attributes["SenderId"] = json!(&**sender);
+                        &direct_arn
+                    }
+                    None => &queue_arn,
+                };
                 json!({
                     "messageId": r.id.to_string(), "receiptHandle": r.receipt, "body": &*r.body,
-                    "attributes": {
-                        "ApproximateReceiveCount": r.receive_count.to_string(),
-                        "ApproximateFirstReceiveTimestamp": ms(r.first_receive),
-                        "SentTimestamp": ms(r.sent_at),
-                    },
+                    "attributes": attributes,
                     "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-                    "eventSourceARN": queue_arn, "awsRegion": self.world.org.shape.hub_region,
+                    "eventSourceARN": source, "awsRegion": self.world.org.shape.hub_region,
                 })
             })
             .collect();
         serde_json::value::RawValue::from_string(json!({ "Records": records }).to_string())
             .expect("JSON")
     }
+}
+
+/// The hub's ingest queue (base.yaml's `<stack>-ingest`).
+pub fn ingest_queue_arn(org: &crate::organisation::Organisation) -> String {
+    format!(
+        "arn:aws:sqs:{}:{}:interruption-router-ingest",
+        org.shape.hub_region, org.hub_account
+    )
+}
+
+/// The hub's direct queue (base.yaml's `<stack>-direct`), which member rules write themselves.
+pub fn direct_queue_arn(org: &crate::organisation::Organisation) -> String {
+    format!(
+        "arn:aws:sqs:{}:{}:interruption-router-direct",
+        org.shape.hub_region, org.hub_account
+    )
 }
 
 #[cfg(test)]

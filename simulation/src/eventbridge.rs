@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::{
     bucket::Bucket,
-    model::World,
+    model::{World, direct_role_id},
     organisation::Event,
     quotas::{self, Rate},
 };
@@ -81,7 +81,7 @@ impl EventBridge {
         let source = (event.account.clone(), event.region.clone());
         let quotas = &self.world.quotas;
         let mut hops = Vec::with_capacity(2);
-        let direct = self.topology == Topology::Direct && source.1 == hub.1;
+        let direct = self.topology == Topology::Direct && source.1 == hub.1 && source != hub;
         if source == hub {
             hops.push((hub, quotas.hub_target_invocations));
         } else if direct {
@@ -101,9 +101,17 @@ impl EventBridge {
             let wait = self.reserve(rule, rate);
             tokio::time::sleep(wait + self.world.draw_latency(quotas::EVENTBRIDGE_HOP)).await;
         }
-        self.world
-            .ingest
-            .push(Arc::from(event.body.as_str()), Arc::from(event.id.as_str()));
+        // A direct rule sends as the member's direct role, which SQS names as the sender and the
+        // router checks (router/src/direct.rs).
+        let sender = direct.then(|| {
+            let role = direct_role_name(&org.shape.hub_region);
+            Arc::from(format!("{}:events", direct_role_id(&event.account, &role)))
+        });
+        self.world.ingest.push_from(
+            Arc::from(event.body.as_str()),
+            Arc::from(event.id.as_str()),
+            sender,
+        );
     }
 
     fn reserve(&self, rule: (String, String), rate: Rate) -> std::time::Duration {
@@ -124,6 +132,15 @@ impl EventBridge {
             .map(|(k, b)| (k.clone(), -b.lowest()))
             .collect()
     }
+}
+
+/// The direct role's name in a member account for a hub in `region` (spoke.yaml's default).
+pub fn direct_role_name(region: &str) -> String {
+    format!(
+        "{}{}-{region}",
+        interruption_router::config::DEFAULT_SPOKE_ROLE_NAME,
+        interruption_router::config::DIRECT_ROLE_SUFFIX
+    )
 }
 
 #[cfg(test)]

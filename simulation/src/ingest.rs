@@ -20,6 +20,7 @@ struct Message {
     receive_count: u32,
     first_receive: Option<Instant>,
     receipt: Option<String>,
+    sender: Option<Arc<str>>,
 }
 
 /// A message as a receive hands it out.
@@ -31,6 +32,9 @@ pub struct Received {
     pub receive_count: u32,
     pub sent_at: Instant,
     pub first_receive: Instant,
+    /// Its SenderId when a member's direct rule sent it (the direct queue's records); `None`
+    /// for the hub bus's and default bus's rules (the ingest queue's).
+    pub sender: Option<Arc<str>>,
 }
 
 #[derive(Default)]
@@ -74,14 +78,20 @@ impl Ingest {
 
     /// A rule delivered `body` (the event `event_id`).
     pub fn push(&self, body: Arc<str>, event_id: Arc<str>) {
+        self.push_from(body, event_id, None);
+    }
+
+    /// A rule delivered `body` as `sender` (a member's direct rule: its role's SenderId), or as
+    /// EventBridge itself (`None`).
+    pub fn push_from(&self, body: Arc<str>, event_id: Arc<str>, sender: Option<Arc<str>>) {
         let twice = self.state.lock().unwrap().twice.remove(&event_id);
-        self.store(body.clone(), event_id.clone());
+        self.store(body.clone(), event_id.clone(), sender.clone());
         if twice {
-            self.store(body, event_id);
+            self.store(body, event_id, sender);
         }
     }
 
-    fn store(&self, body: Arc<str>, event_id: Arc<str>) {
+    fn store(&self, body: Arc<str>, event_id: Arc<str>, sender: Option<Arc<str>>) {
         let now = Instant::now();
         let mut state = self.state.lock().unwrap();
         let id = state.next_id;
@@ -97,6 +107,7 @@ impl Ingest {
                 receive_count: 0,
                 first_receive: None,
                 receipt: None,
+                sender,
             },
         );
         state.visible.insert((now, id));
@@ -141,6 +152,7 @@ impl Ingest {
                 receive_count: message.receive_count,
                 sent_at: message.sent_at,
                 first_receive: first,
+                sender: message.sender.clone(),
             };
             let visible_at = message.visible_at;
             if let Some(old) = old {

@@ -87,6 +87,9 @@ pub const ASSUME_ROLE: Latency = ms(40, 120);
 pub const SQS_SMALL_CALL: Latency = ms(8, 25);
 pub const SEND_MESSAGE_BATCH: Latency = ms(15, 45);
 pub const GET_PARAMETER: Latency = ms(10, 30);
+/// IAM GetRole (the router's check of a direct delivery's sender, once per account and
+/// execution environment): assumed, IAM being a global service.
+pub const GET_ROLE: Latency = ms(30, 100);
 /// One EventBridge hop (a rule to its target: a bus or the ingest queue).
 pub const EVENTBRIDGE_HOP: Latency = ms(150, 500);
 /// A throttled call's answer.

@@ -165,6 +165,7 @@ async fn play(org: Arc<Organisation>, setup: &Setup, plan: &Plan) -> (Outcome, T
         setup.seed,
     ));
     let dlq = world.dlq_url.clone();
+    let direct = crate::esm::direct_queue_arn(&org);
     let config = Config::from_lookup(|name| {
         setup
             .router_vars
@@ -175,6 +176,8 @@ async fn play(org: Arc<Organisation>, setup: &Setup, plan: &Plan) -> (Outcome, T
                 "DEAD_LETTER_QUEUE_URL" => Some(dlq.clone()),
                 "MAX_RECEIVE_COUNT" => Some("20".into()),
                 "SERVED_ACCOUNTS" => Some("*".into()),
+                // As base.yaml sets it with CentralBus=Enabled.
+                "DIRECT_QUEUE_ARN" => Some(direct.clone()),
                 _ => None,
             })
     })

@@ -212,6 +212,10 @@ impl Sandbox {
         ] {
             put_queue_policy(&self.aws, &base, policy, queue).await?;
         }
+        // CentralBus=Enabled: the direct queue, which member accounts' rules write themselves.
+        if self.base.outputs.contains_key("DirectQueueArn") {
+            put_queue_policy(&self.aws, &base, "DirectQueuePolicy", "DirectQueue").await?;
+        }
         for cluster in &self.clusters {
             self.complete_tenant(cluster, None).await?;
         }

@@ -99,7 +99,12 @@ impl Sandbox {
             .await?;
         }
         let forward = aws_model::aws::stack_resource(&aws, &stack.name, "ForwardToHubRole").await?;
-        for role in [role.as_str(), forward.as_str()] {
+        let mut roles = vec![role.clone(), forward];
+        // HubDirectQueueArn: the role the rules write the hub's direct queue as.
+        if stack.outputs.contains_key("DirectRoleArn") {
+            roles.push(aws_model::aws::stack_resource(&aws, &stack.name, "DirectRole").await?);
+        }
+        for role in &roles {
             rewrite_role_policies_as_json(&aws.iam, role).await?;
         }
         super::subscribe_on_call(&aws, stack.output("AlarmTopicArn")?, &stack.name).await?;

@@ -15,8 +15,8 @@
 //!                  │              │            sends, DLQ)          │
 //!   ───────────────┴──────────────┴───────────────┴─────────────────┴──── Aws (this trait)
 //!     AssumeRole   DescribeInstances  GetQueueUrl  ListQueueTags        ChangeMessage-
-//!                  GetResources       GetQueueAttributes  GetParameter  VisibilityBatch
-//!                                     SendMessageBatch                  now(), jitter()
+//!     GetRole      GetResources       GetQueueAttributes  GetParameter  VisibilityBatch
+//!     (direct)                        SendMessageBatch                  now(), jitter()
 //!   ──────────────────────────────────────────────────────────────────────────────────────
 //!        sdk::SdkAws (the Lambda)   ·   fakes (unit tests)   ·   the simulation's model
 //! ```
@@ -239,6 +239,14 @@ pub trait Aws: Send + Sync + 'static {
         at: &Session,
         url: &str,
     ) -> impl Future<Output = Result<Option<String>, CallError>> + Send;
+
+    /// IAM GetRole: the role's unique id (`AROA…`), which SQS reports as the `SenderId` of what
+    /// the role sent. A role that does not exist: `NoSuchEntity`.
+    fn get_role_id(
+        &self,
+        at: &Session,
+        name: &str,
+    ) -> impl Future<Output = Result<String, CallError>> + Send;
 
     /// SSM GetParameter: the value (a missing one: [`CallError::is_missing_parameter`]).
     fn get_parameter(

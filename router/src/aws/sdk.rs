@@ -57,6 +57,7 @@ struct Clients {
     tagging: aws_sdk_resourcegroupstagging::Client,
     sqs: aws_sdk_sqs::Client,
     ssm: aws_sdk_ssm::Client,
+    iam: aws_sdk_iam::Client,
     /// The spoke role's current credentials, for clients acting as it.
     credentials: Option<Arc<CredentialsSlot>>,
 }
@@ -68,6 +69,7 @@ impl Clients {
             tagging: aws_sdk_resourcegroupstagging::Client::new(config),
             sqs: aws_sdk_sqs::Client::new(config),
             ssm: aws_sdk_ssm::Client::new(config),
+            iam: aws_sdk_iam::Client::new(config),
             credentials,
         }
     }
@@ -225,6 +227,20 @@ impl Aws for SdkAws {
             expiry,
             "AssumeRole",
         ))
+    }
+
+    async fn get_role_id(&self, at: &Session, name: &str) -> Result<String, CallError> {
+        let out = self
+            .clients(at)
+            .iam
+            .get_role()
+            .role_name(name)
+            .send()
+            .await
+            .map_err(call_error)?;
+        out.role()
+            .map(|r| r.role_id().to_owned())
+            .ok_or_else(|| CallError::new(CallError::RESPONSE, "GetRole answered without a role"))
     }
 
     async fn describe_instances(

@@ -5,8 +5,11 @@
 //! the value, what is wrong and how to fix it: a router that starts with a typo in its queue
 //! template would send every interruption to the DLQ, which is worse than not starting.
 
+mod direct;
 #[cfg(test)]
 mod tests;
+
+pub use self::direct::DIRECT_ROLE_SUFFIX;
 
 use sha2::{Digest, Sha256};
 use std::time::Duration;
@@ -43,6 +46,9 @@ pub struct Config {
     /// the value it gives the queue): on that receive a record still failing is dead-lettered with
     /// its reason. `None`: no receive is the last, and SQS's redrive keeps what still fails.
     pub max_receive_count: Option<u32>,
+    /// The hub's direct queue (`DIRECT_QUEUE_ARN`): its records were sent by a member's direct
+    /// role, and are routed only as that role's account's events ([`crate::direct`]).
+    pub direct_queue_arn: Option<String>,
 }
 
 /// Turns a cluster name into its Karpenter queue name, e.g. `karpenter-{cluster}`.
@@ -135,7 +141,7 @@ pub struct ConfigError {
 
 /// Every variable [`Config::from_lookup`] reads, in the order docs/operating.md's Configuration
 /// table lists them (a test holds the three together: this list, what is read, the table).
-pub const VARIABLES: [&str; 18] = [
+pub const VARIABLES: [&str; 19] = [
     "QUEUE_NAME_TEMPLATE",
     "CLUSTER_TAG_KEYS",
     "MANAGED_TAG_KEY",
@@ -154,6 +160,7 @@ pub const VARIABLES: [&str; 18] = [
     "MAX_RECEIVE_COUNT",
     "ROUTER_ROLE_ARN",
     "ROUTING_MODE",
+    "DIRECT_QUEUE_ARN",
 ];
 
 pub const DEFAULT_QUEUE_NAME_TEMPLATE: &str = "karpenter-{cluster}";
@@ -379,6 +386,7 @@ impl Config {
             spoke_role_path,
             router_role_arn,
             max_receive_count,
+            direct_queue_arn: direct::direct_queue_arn(get("DIRECT_QUEUE_ARN"))?,
         })
     }
 
@@ -386,6 +394,12 @@ impl Config {
     /// name, e.g. `platform/interruption-router-spoke`.
     pub fn spoke_role(&self) -> String {
         format!("{}{}", &self.spoke_role_path[1..], self.spoke_role_name)
+    }
+
+    /// The name of a member account's direct role for a hub in `region` (IAM's GetRole takes
+    /// the name alone).
+    pub fn direct_role_name(&self, region: &str) -> String {
+        format!("{}{DIRECT_ROLE_SUFFIX}-{region}", self.spoke_role_name)
     }
 }
 

@@ -46,6 +46,7 @@ use crate::{
     accounts::{Accounts, Home},
     aws::Aws,
     config::Config,
+    direct::Direct,
     forward::Forwarder,
     logging::Level,
     metrics::InvocationMetrics,
@@ -62,6 +63,8 @@ const MAX_MARGIN: Duration = Duration::from_secs(1);
 pub struct Router<A> {
     aws: Arc<A>,
     accounts: Arc<Accounts<A>>,
+    /// The check of the direct queue's records, when there is one (`DIRECT_QUEUE_ARN`).
+    direct: Option<Direct<A>>,
     resolver: Resolver<A>,
     forwarder: Forwarder<A>,
     home_region: Arc<str>,
@@ -118,6 +121,8 @@ pub struct Record<'a> {
     /// Where the record came from (what a hand-back needs); `None` when the event source mapping
     /// did not say (no queue ARN or receipt handle): it is then handed back by name only.
     pub origin: Option<SqsOrigin<'a>>,
+    /// Who sent it (SQS's `SenderId`), which a record of the direct queue is judged by.
+    pub sender_id: Option<&'a str>,
 }
 
 impl<A: Aws> Router<A> {
@@ -128,7 +133,16 @@ impl<A: Aws> Router<A> {
             config.served.clone(),
             config.spoke_role(),
         ));
+        let direct = config.direct_queue_arn.clone().map(|arn| {
+            Direct::new(
+                aws.clone(),
+                accounts.clone(),
+                arn,
+                config.direct_role_name(home_region),
+            )
+        });
         Self {
+            direct,
             resolver: Resolver::new(
                 aws.clone(),
                 accounts.clone(),
@@ -282,6 +296,7 @@ fn sqs_record(i: usize, r: &SqsMessage) -> Result<Record<'_>, HandlerError> {
         id,
         body: r.body.as_deref().unwrap_or_default(),
         origin,
+        sender_id: r.attributes.get("SenderId").map(String::as_str),
     })
 }
 

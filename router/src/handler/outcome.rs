@@ -89,6 +89,8 @@ pub enum Cause {
     /// SQS refused the sender: a configuration error, retried only for the grace IAM and queue
     /// policies need to propagate after a deploy.
     AccessDenied,
+    /// A direct delivery's sender could not be checked (GetRole failed): never routed unchecked.
+    SenderUnchecked,
 }
 
 impl Cause {
@@ -114,19 +116,23 @@ pub enum DeadLetterReason {
     AccountUnreachable,
     /// SQS refused the router's principal for the cluster's queue (policy, IAM or KMS key).
     AccessDenied,
+    /// A record of the direct queue not sent by the direct role of the account it names
+    /// ([`crate::direct`]).
+    ForeignSender,
     /// Still failing transiently on its last receive.
     RetriesExhausted,
 }
 
 impl DeadLetterReason {
     /// Every reason, as docs/operating.md's table of them lists them.
-    pub const ALL: [DeadLetterReason; 7] = [
+    pub const ALL: [DeadLetterReason; 8] = [
         DeadLetterReason::Malformed,
         DeadLetterReason::QueueMissing,
         DeadLetterReason::Rejected,
         DeadLetterReason::AccountNotServed,
         DeadLetterReason::AccountUnreachable,
         DeadLetterReason::AccessDenied,
+        DeadLetterReason::ForeignSender,
         DeadLetterReason::RetriesExhausted,
     ];
 
@@ -138,6 +144,7 @@ impl DeadLetterReason {
             DeadLetterReason::AccountNotServed => "account-not-served",
             DeadLetterReason::AccountUnreachable => "account-unreachable",
             DeadLetterReason::AccessDenied => "access-denied",
+            DeadLetterReason::ForeignSender => "foreign-sender",
             DeadLetterReason::RetriesExhausted => "retries-exhausted",
         }
     }

@@ -3,7 +3,8 @@
 //! [`Router::route`] is a list of steps, each taking the records in one state type and giving
 //! them back in the next ([`super::records`]):
 //!
-//! 1. [`admit`](Router::admit): classify each record and admit its account into a place;
+//! 1. [`admit`](Router::admit): classify each record and admit its account into a place, and
+//!    [`vouch`](Router::vouch) for the direct queue's records' senders;
 //! 2. [`deliver`](Router::deliver): resolve owners and send copies, retrying what fails;
 //! 3. settle: decide each routed record from its deliveries;
 //! 4. [`give_up`](Router::give_up) and [`keep`](Router::keep): dead-letter permanent failures,
@@ -31,6 +32,7 @@ use super::{
 use crate::{
     accounts::{Home, Place, Refused},
     aws::Aws,
+    direct::Unchecked,
     event::{self, Classified},
     forward::{Delivery, ForwardStats, Message},
     metrics::InvocationMetrics,
@@ -64,6 +66,7 @@ impl<A: Aws> Router<A> {
     ) -> Vec<Outcome> {
         metrics.received += records.len() as u64;
         let mut admitted = self.admit(records, home);
+        self.vouch(&mut admitted, home).await;
         self.deliver(&mut admitted, &budget, metrics).await;
         let settled: Vec<Entry<'_, Settled>> = admitted
             .into_iter()
@@ -132,6 +135,51 @@ impl<A: Aws> Router<A> {
                 }
             })
             .collect()
+    }
+
+    /// Step 1b: a record of the direct queue is routed only if its sender is the direct role of
+    /// the account it names ([`crate::direct`]).
+    async fn vouch(&self, entries: &mut [Entry<'_, Admitted>], home: &Home) {
+        let Some(direct) = &self.direct else {
+            return;
+        };
+        let direct_records: Vec<usize> = (0..entries.len())
+            .filter(|&r| {
+                matches!(entries[r].state, Admitted::Routing(_))
+                    && direct.is_direct(entries[r].record.origin.map(|o| o.queue_arn))
+            })
+            .collect();
+        if direct_records.is_empty() {
+            return;
+        }
+        let asked: Vec<(&Place, Option<&str>)> = direct_records
+            .iter()
+            .filter_map(|&r| match &entries[r].state {
+                Admitted::Routing(routing) => Some((&routing.place, entries[r].record.sender_id)),
+                _ => None,
+            })
+            .collect();
+        let verdicts = direct.check(home, &asked).await;
+        for (r, verdict) in direct_records.into_iter().zip(verdicts) {
+            let entry = &mut entries[r];
+            match verdict {
+                Ok(Ok(())) => {}
+                Ok(Err(foreign)) => {
+                    entry.state = Admitted::DeadLetter(DeadLetter::new(
+                        DeadLetterReason::ForeignSender,
+                        foreign.to_string(),
+                    ));
+                }
+                Err(unchecked) => {
+                    let cause = match &unchecked {
+                        Unchecked::Unreachable(_) => Cause::AccountUnreachable,
+                        u if u.is_denial() => Cause::AccessDenied,
+                        _ => Cause::SenderUnchecked,
+                    };
+                    entry.state = Admitted::Failed(Failure::new(cause, unchecked.to_string()));
+                }
+            }
+        }
     }
 
     /// Step 2: owners from the cache at once, lookups for the rest (one job per chunk), and a

@@ -8,7 +8,8 @@
 //! management"), decided by [`aws_model::access`]. For a key the stack created the fix is the
 //! stack's update; for a given key, whose policy the stacks never edit, it is the exact statement
 //! to add ([`Owner::Given`]: the ones the stack writes into a key of its own). A queue under
-//! SSE-SQS has no such check.
+//! SSE-SQS has no such check. `direct-queue:key` (CentralBus=Enabled) judges the served accounts'
+//! direct roles as senders, with the policy spoke.yaml gives them.
 
 use aws_sdk_sqs::types::QueueAttributeName;
 
@@ -165,7 +166,7 @@ pub(crate) fn judge(
     for user in users {
         let fix = match owner {
             Owner::Stack => stack_fix.clone(),
-            Owner::Given(statements) => statement_fix(key, user, statements),
+            Owner::Given(statements) => statement_fix(key, user, statements, region),
         };
         match user {
             KeyUser::Rules(rules) => rows.extend(rules_rows(key, rules, &queue.name, &fix)),
@@ -183,7 +184,7 @@ pub(crate) fn judge(
 /// into its policy. EventBridge's names its service; a role's names the role, or else is the one
 /// that lets IAM grant the account's roles what the role needs (the stack's own grant, or for
 /// Karpenter's role with KARPENTER_ROLE=none its own policies, then decides).
-fn statement_fix(key: &Key, user: &KeyUser<'_>, statements: &[Value]) -> String {
+fn statement_fix(key: &Key, user: &KeyUser<'_>, statements: &[Value], region: &str) -> String {
     let names = |s: &&Value, principal: &str| {
         let p = &s["Principal"];
         [&p["Service"], &p["AWS"]]
@@ -202,6 +203,21 @@ fn statement_fix(key: &Key, user: &KeyUser<'_>, statements: &[Value]) -> String 
         } => statements
             .iter()
             .find(|s| names(s, identity.arn))
+            // One that lets it on its own (a member's direct role, admitted by account and role
+            // name through SQS).
+            .or_else(|| {
+                statements.iter().find(|s| {
+                    let Ok(alone) = aws_model::policy::Policy::parse(
+                        "statement",
+                        &serde_json::json!({ "Statement": [s] }).to_string(),
+                    ) else {
+                        return false;
+                    };
+                    actions.iter().all(|a| {
+                        role_through_sqs(identity, &key.arn, &alone, a, region).is_allowed()
+                    })
+                })
+            })
             .or_else(|| {
                 statements.iter().find(|s| {
                     s["Principal"]["AWS"]
@@ -330,15 +346,14 @@ pub(super) async fn check_base(
     // key of its own.
     let given = is_given(base.parameter("KmsKey"))
         .then(|| {
-            aws_model::documents::key_statements(
-                aws_model::documents::KeyedStack::Base,
-                &base.account,
-                &aws.region,
-                "",
-            )
-            .ok()
+            aws_model::documents::base_key_statements(&base.account, &aws.region, &base.parameters)
+                .ok()
         })
         .flatten();
+    // The direct queue's senders (CentralBus=Enabled): each served account's direct role, with
+    // the policy spoke.yaml gives it.
+    let direct = base.output("DirectQueueArn");
+    let members = direct_roles(base, &aws.region, direct);
     let queues = [
         ("ingest-queue:key", base.output("IngestQueueArn"), CONSUME),
         (
@@ -346,6 +361,7 @@ pub(super) async fn check_base(
             base.output("DeadLetterQueueArn"),
             PRODUCE,
         ),
+        ("direct-queue:key", direct, CONSUME),
     ];
     for (name, arn, actions) in queues {
         let Some(queue_name) = arn.map(aws_model::aws::arn_name) else {
@@ -355,7 +371,23 @@ pub(super) async fn check_base(
             // The queue checks report a missing queue.
             continue;
         };
-        let mut users = vec![KeyUser::Rules(rule_arns)];
+        let is_direct = name == "direct-queue:key";
+        let mut users = if is_direct {
+            members
+                .iter()
+                .map(|(what, arn, policies)| KeyUser::Role {
+                    what,
+                    identity: Identity {
+                        arn,
+                        policies,
+                        boundary: None,
+                    },
+                    actions: PRODUCE,
+                })
+                .collect()
+        } else {
+            vec![KeyUser::Rules(rule_arns)]
+        };
         if let Some(role) = role {
             users.push(KeyUser::Role {
                 what: "the router role",
@@ -371,6 +403,49 @@ pub(super) async fn check_base(
             checks.push(check);
         }
     }
+}
+
+/// The served accounts' direct roles (`<SpokeRoleName>-direct-<region>`), each with the inline
+/// policy spoke.yaml gives it for the direct queue `direct`: (what, ARN, policies). None without a
+/// direct queue, or for an organisation (`ServedAccounts=*`: no list of accounts to name).
+fn direct_roles(
+    base: &Base,
+    region: &str,
+    direct: Option<&str>,
+) -> Vec<(String, String, Vec<aws_model::policy::Policy>)> {
+    let Some(direct) = direct else {
+        return Vec::new();
+    };
+    let name = base
+        .parameter("SpokeRoleName")
+        .filter(|n| !n.is_empty())
+        .unwrap_or(interruption_router::config::DEFAULT_SPOKE_ROLE_NAME);
+    let path = base
+        .parameter("SpokeRolePath")
+        .filter(|p| !p.is_empty())
+        .unwrap_or("/");
+    base.parameter("ServedAccounts")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|a| a.len() == 12)
+        .filter_map(|account| {
+            let policy = aws_model::documents::direct_role_policy(account, region, direct).ok()?;
+            let policy = aws_model::policy::Policy::parse(
+                format!("spoke.yaml's DirectRole policy in {account}"),
+                &policy.to_string(),
+            )
+            .ok()?;
+            Some((
+                format!("{account}'s direct role"),
+                format!(
+                    "arn:{}:iam::{account}:role{path}{name}{}-{region}",
+                    base.partition,
+                    interruption_router::config::DIRECT_ROLE_SUFFIX
+                ),
+                vec![policy],
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -14,7 +14,8 @@
 //! Every check has a stable name and, when it fails, a fix. A site is checked once: the hub's
 //! account and each member account (`--account`) go through the same checks where they share a
 //! concern, with the site saying what differs (the sender, the check names, the fixes' wording):
-//! the rules ([`rules::RuleSite`]: to the ingest queue at the hub, to the hub's bus in a member),
+//! the rules ([`rules::RuleSite`]: to the ingest queue at the hub, to the hub's bus or its direct
+//! queue in a member),
 //! the tenant queues ([`tenants::Site`]), and the role the router routes with there
 //! (`routing_role.rs`: the router role at the hub, the spoke role in a member). The documents a
 //! fix puts back are those this release's templates render for the deployment
@@ -27,6 +28,8 @@
 //!   routerctl's;
 //! * `rules/`: `rule:<name>`, the five rules (and their central-bus copies), and a member's;
 //! * `queues.rs`: `ingest-queue`, `dead-letter-queue`, their `:policy`, `event-source-mapping`;
+//! * `direct_queue.rs` (CentralBus=Enabled): `direct-queue`, `direct-queue:policy` (the served
+//!   accounts' direct roles may send, nothing else), `event-source-mapping:direct`;
 //! * `function/`: `function`, `function:environment`, Direct mode's `function:invoke-permission`
 //!   and `function:on-failure-destination`, `router-role`, `router-role:assume-spoke-roles`;
 //! * `monitoring.rs`: `dashboard`, `alarm:<name>` (late forwards, access denied, unreachable
@@ -49,6 +52,7 @@
 //! `role.rs` (a role's policies read once).
 
 mod alarm_topic;
+mod direct_queue;
 mod function;
 pub(crate) mod keys;
 mod monitoring;
@@ -153,6 +157,7 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
     let rule_arns: Vec<String> = rules.values().cloned().collect();
     let timeout = function.as_ref().ok().and_then(|f| f.timeout());
     queues::check(aws, &base, &rules, timeout, checks).await;
+    direct_queue::check(aws, &base, timeout, checks).await;
     let config = function::check(&base, &function, checks);
     let role = function::check_role(aws, &base, config.as_ref(), checks).await;
     keys::check_base(aws, &base, &rule_arns, role.as_ref(), checks).await;

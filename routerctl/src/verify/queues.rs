@@ -98,7 +98,9 @@ pub(super) async fn check(
                     &rendered(BaseQueue::Ingest),
                     base,
                 ));
-                checks.push(check_event_source_mapping(aws, base, &queue).await);
+                checks.push(
+                    check_event_source_mapping(aws, base, &queue, "event-source-mapping").await,
+                );
             }
             Err(problem) => {
                 let fix = format!(
@@ -204,6 +206,17 @@ pub(super) fn encryption(queue: &Queue, region: &str) -> Expect {
 }
 
 fn check_ingest_queue(queue: &Queue, function_timeout: Option<i32>, dlq: Option<&str>) -> Check {
+    check_read_queue("ingest-queue", queue, function_timeout, dlq)
+}
+
+/// A queue the function reads through a mapping (the ingest queue, the direct queue): encrypted,
+/// its visibility suiting the function, redriving to the DLQ; as check `name`.
+pub(super) fn check_read_queue(
+    name: &str,
+    queue: &Queue,
+    function_timeout: Option<i32>,
+    dlq: Option<&str>,
+) -> Check {
     let region = queue.arn.split(':').nth(3).unwrap_or_default().to_owned();
     let visibility: Option<i32> = queue
         .attribute(QueueAttributeName::VisibilityTimeout)
@@ -234,7 +247,7 @@ fn check_ingest_queue(queue: &Queue, function_timeout: Option<i32>, dlq: Option<
             ),
         ),
     );
-    check::evaluate("ingest-queue", rows)
+    check::evaluate(name, rows)
 }
 
 /// Lambda refuses a mapping whose queue's visibility timeout is under the function timeout, and
@@ -367,8 +380,13 @@ fn events_may_send(
     check::evaluate(name, rows)
 }
 
-async fn check_event_source_mapping(aws: &Aws, base: &Base, ingest: &Queue) -> Check {
-    const NAME: &str = "event-source-mapping";
+/// The mapping that reads `ingest` (the ingest queue, or the direct queue), as check `name`.
+pub(super) async fn check_event_source_mapping(
+    aws: &Aws,
+    base: &Base,
+    ingest: &Queue,
+    name: &str,
+) -> Check {
     let region = &aws.region;
     let function = base.output("FunctionName").unwrap_or_default();
     // Where: the function's mappings, then the one from the ingest queue.
@@ -385,7 +403,7 @@ async fn check_event_source_mapping(aws: &Aws, base: &Base, ingest: &Queue) -> C
             .find(|m| m.event_source_arn() == Some(ingest.arn.as_str()))
             .ok_or_else(|| {
                 format!(
-                    "no event source mapping from {} to {function}: nothing reads the ingest queue",
+                    "no event source mapping from {} to {function}: nothing reads the queue",
                     ingest.name
                 )
             })
@@ -394,7 +412,7 @@ async fn check_event_source_mapping(aws: &Aws, base: &Base, ingest: &Queue) -> C
         Ok(mapping) => mapping,
         Err(_) => {
             return check::evaluate(
-                NAME,
+                name,
                 [
                     Expect::lookup(&listed, "run verify with lambda:ListEventSourceMappings"),
                     Expect::lookup(
@@ -415,12 +433,13 @@ async fn check_event_source_mapping(aws: &Aws, base: &Base, ingest: &Queue) -> C
 
     // Expect → what was found → the fix.
     check::evaluate(
-        NAME,
+        name,
         [
             Expect::that(state == Some("Enabled"), format!("{uuid} Enabled")).otherwise(
                 format!(
-                    "mapping {uuid} is {}: the ingest queue is not read",
-                    state.unwrap_or("in no state")
+                    "mapping {uuid} is {}: {} is not read",
+                    state.unwrap_or("in no state"),
+                    ingest.name
                 ),
                 format!(
                     "aws lambda update-event-source-mapping --region {region} --uuid {uuid} --enabled"

@@ -62,6 +62,9 @@ impl Aws for EnvAws {
         // Every tenant queue carries its tag: the policy is never asked.
         Ok(None)
     }
+    async fn get_role_id(&self, at: &Session, name: &str) -> Result<String, CallError> {
+        self.world.get_role_id(at, name).await
+    }
     async fn get_parameter(&self, at: &Session, name: &str) -> Result<String, CallError> {
         self.world.get_parameter(at, name).await
     }

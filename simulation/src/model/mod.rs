@@ -463,6 +463,13 @@ impl World {
         }
     }
 
+    /// Every member account's direct role exists, with an id derived from its account.
+    async fn get_role_id(&self, at: &Session, name: &str) -> Result<String, CallError> {
+        self.begin("GetRole", at)?;
+        self.after(quotas::GET_ROLE).await;
+        Ok(direct_role_id(&at.scope.account, name))
+    }
+
     async fn get_parameter(&self, at: &Session, name: &str) -> Result<String, CallError> {
         self.begin("GetParameter", at)?;
         self.after(quotas::GET_PARAMETER).await;
@@ -584,4 +591,9 @@ fn take(
         .entry(key.clone())
         .or_insert_with(|| Bucket::new(rate.burst, rate.per_second))
         .take()
+}
+
+/// The id of role `name` in `account` (what SQS reports as the `SenderId` of its sends).
+pub fn direct_role_id(account: &str, name: &str) -> String {
+    format!("AROA{account}{}", name.len())
 }

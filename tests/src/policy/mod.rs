@@ -31,8 +31,8 @@ mod values;
 pub use grants::{KEY_SOURCE_ARN_EXCEPTION, SOURCE_ARN_EXCEPTION};
 pub use router::{path_pattern_admits_no_wildcard, pattern_admits_only_names};
 pub use statements::{
-    PolicyKind, Principal, Statement, assumable_roles, dead_letter_queues, execution_roles,
-    ingest_queues, statements,
+    PolicyKind, Principal, Statement, assumable_roles, dead_letter_queues, direct_queues,
+    execution_roles, ingest_queues, statements,
 };
 pub use values::{action_matches, alternatives, branches, items, list_branches};
 
@@ -40,8 +40,9 @@ use grants::{
     no_unscoped_wildcard_principals, no_wildcard_actions, service_principals_pinned_to_source,
 };
 use queues::{
-    ingest_visibility_timeout, queue_policies_require_tls, queues_encrypted,
-    report_batch_item_failures, tenant_queue_writable_only_by_router,
+    direct_queue_writable_only_by_direct_roles, ingest_visibility_timeout,
+    queue_policies_require_tls, queues_encrypted, report_batch_item_failures,
+    tenant_queue_writable_only_by_router,
 };
 use router::{
     router_assumes_only_spoke_roles, router_has_needed_permissions, router_reads_only_ingest_queue,
@@ -77,6 +78,7 @@ pub enum Check {
     RouterSendsOnlyToPrefixAndDlq,
     RouterReadsOnlyIngestQueue,
     TenantQueueWritableOnlyByRouter,
+    DirectQueueWritableOnlyByDirectRoles,
     QueuesEncrypted,
     QueuePoliciesRequireTls,
     ServicePrincipalsPinnedToSource,
@@ -90,11 +92,12 @@ pub enum Check {
 }
 
 impl Check {
-    pub const ALL: [Check; 14] = [
+    pub const ALL: [Check; 15] = [
         Check::NoWildcardActions,
         Check::RouterSendsOnlyToPrefixAndDlq,
         Check::RouterReadsOnlyIngestQueue,
         Check::TenantQueueWritableOnlyByRouter,
+        Check::DirectQueueWritableOnlyByDirectRoles,
         Check::QueuesEncrypted,
         Check::QueuePoliciesRequireTls,
         Check::ServicePrincipalsPinnedToSource,
@@ -113,6 +116,9 @@ impl Check {
             Check::RouterSendsOnlyToPrefixAndDlq => "router-sends-only-to-prefix-and-dlq",
             Check::RouterReadsOnlyIngestQueue => "router-reads-only-ingest-queue",
             Check::TenantQueueWritableOnlyByRouter => "tenant-queue-writable-only-by-router",
+            Check::DirectQueueWritableOnlyByDirectRoles => {
+                "direct-queue-writable-only-by-direct-roles"
+            }
             Check::QueuesEncrypted => "queues-encrypted",
             Check::QueuePoliciesRequireTls => "queue-policies-require-tls",
             Check::ServicePrincipalsPinnedToSource => "service-principals-pinned-to-source",
@@ -132,6 +138,9 @@ impl Check {
             Check::RouterSendsOnlyToPrefixAndDlq => router_sends_only_to_prefix_and_dlq(t),
             Check::RouterReadsOnlyIngestQueue => router_reads_only_ingest_queue(t),
             Check::TenantQueueWritableOnlyByRouter => tenant_queue_writable_only_by_router(t),
+            Check::DirectQueueWritableOnlyByDirectRoles => {
+                direct_queue_writable_only_by_direct_roles(t)
+            }
             Check::QueuesEncrypted => queues_encrypted(t),
             Check::QueuePoliciesRequireTls => queue_policies_require_tls(t),
             Check::ServicePrincipalsPinnedToSource => service_principals_pinned_to_source(t),

@@ -1,4 +1,5 @@
-//! The checks on the queues: only the router may write a tenant queue, every queue is encrypted
+//! The checks on the queues: only the router may write a tenant queue, only the member accounts'
+//! direct roles the direct queue, every queue is encrypted
 //! and refuses plain HTTP, the ingest queue's visibility timeout outlasts the function, and its
 //! mapping reports batch item failures.
 
@@ -11,8 +12,8 @@ use aws_model::template::Template;
 use super::{
     Found,
     router::is_router_role,
-    statements::{PolicyKind, Principal, Statement, statements},
-    values::{branches, get_att, items, list_branches, reference, text},
+    statements::{PolicyKind, Principal, Statement, direct_queues, statements},
+    values::{alternatives, branches, get_att, items, list_branches, reference, text},
 };
 
 /// A queue policy granting an AWS principal anything grants it to the router's role alone, and
@@ -26,8 +27,17 @@ pub(super) fn tenant_queue_writable_only_by_router(t: &Template) -> Found {
         .filter(|s| s.kind == PolicyKind::Resource && t.is_a(&s.holder, "AWS::SQS::QueuePolicy"))
         .map(|s| s.holder.as_str())
         .collect();
+    let direct = direct_queues(t);
     for policy in queue_policies {
         let of_policy: Vec<&Statement> = all.iter().filter(|s| s.holder == policy).collect();
+        // The direct queue's writers are the member accounts' direct roles, held by their own
+        // check ([`direct_queue_writable_only_by_direct_roles`]).
+        if of_policy
+            .iter()
+            .any(|s| s.subjects.iter().any(|q| direct.contains(q)))
+        {
+            continue;
+        }
         let mut grants_aws = false;
         for s in of_policy.iter().filter(|s| s.is_allow()) {
             if s.body.get("NotPrincipal").is_some() {
@@ -268,4 +278,68 @@ pub(super) fn report_batch_item_failures(t: &Template) -> Found {
         }
     }
     found
+}
+
+/// The direct queue (`DIRECT_QUEUE_ARN`) admits only the direct roles of the served accounts:
+/// every Allow to an AWS principal carries `ArnLike aws:PrincipalArn` on the direct role's ARN
+/// (any account: the principal or aws:PrincipalOrgID says which), and a Deny refuses every other
+/// principal's sqs:SendMessage by the same ARN. Without either, any role of a served account (or
+/// of the hub) could put made-up events there.
+pub(super) fn direct_queue_writable_only_by_direct_roles(t: &Template) -> Found {
+    let mut found = Found::new();
+    let all = statements(t);
+    for queue in direct_queues(t) {
+        let of_queue: Vec<&Statement> = all
+            .iter()
+            .filter(|s| s.kind == PolicyKind::Resource && s.subjects.contains(&queue))
+            .collect();
+        if of_queue.is_empty() {
+            found.push((queue.clone(), "the direct queue has no queue policy".into()));
+            continue;
+        }
+        let pins = |s: &Statement, op: &str| {
+            let pinned = s.condition("aws:PrincipalArn");
+            !pinned.is_empty()
+                && pinned
+                    .iter()
+                    .all(|(o, v)| o == op && alternatives(v).iter().all(|v| is_direct_role(v)))
+        };
+        for s in of_queue.iter().filter(|s| s.is_allow()) {
+            let aws = s
+                .principal_sets()
+                .iter()
+                .flatten()
+                .any(|p| !matches!(p, Principal::Service(_)));
+            if s.body.get("NotPrincipal").is_some() || (aws && !pins(s, "ArnLike")) {
+                found.push((
+                    s.label(),
+                    "Allow not pinned to the direct role (ArnLike aws:PrincipalArn)".into(),
+                ));
+            }
+        }
+        let denies_others = of_queue.iter().any(|s| {
+            s.is_deny()
+                && s.principals() == [Principal::Any]
+                && s.covers("sqs:SendMessage")
+                && pins(s, "ArnNotLike")
+        });
+        if !denies_others {
+            found.push((
+                queue.clone(),
+                "no Deny of sqs:SendMessage for principals other than the direct roles".into(),
+            ));
+        }
+    }
+    found
+}
+
+/// `arn:<partition>:iam::*:role<path><SpokeRoleName>-direct-<region>`, as a Fn::Sub.
+fn is_direct_role(v: &Value) -> bool {
+    let pattern = match v.get("Fn::Sub") {
+        Some(Value::String(s)) => s.as_str(),
+        Some(Value::Array(a)) => a.first().and_then(Value::as_str).unwrap_or_default(),
+        _ => return false,
+    };
+    pattern.starts_with("arn:${AWS::Partition}:iam::*:role")
+        && pattern.ends_with("${SpokeRoleName}-direct-${AWS::Region}")
 }

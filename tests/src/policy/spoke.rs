@@ -87,6 +87,20 @@ const SPOKE_QUEUES: &str = "arn:${AWS::Partition}:sqs:*:${AWS::AccountId}:${Queu
 /// missing, on `SPOKE_RECORDS` only.
 const SPOKE_RECORD_READS: [&str; 1] = ["ssm:GetParameter"];
 const SPOKE_RECORDS: &str = "arn:${AWS::Partition}:ssm:*:${AWS::AccountId}:parameter/interruption-router/tenant-queues/${QueuePrefix}*";
+/// The direct role's id (a direct delivery's sender is checked against it), on
+/// `SPOKE_DIRECT_ROLES` only.
+const SPOKE_ROLE_READS: [&str; 1] = ["iam:GetRole"];
+const SPOKE_DIRECT_ROLES: &str =
+    "arn:${AWS::Partition}:iam::${AWS::AccountId}:role${Path}${SpokeRoleName}-direct-*";
+
+/// A resource's Fn::Sub pattern, in either form (`"…"` or `["…", {variables}]`).
+fn sub_pattern(r: &Value) -> Option<&str> {
+    match r.get("Fn::Sub")? {
+        Value::String(s) => Some(s),
+        Value::Array(a) => a.first()?.as_str(),
+        _ => None,
+    }
+}
 
 /// What the spoke role may do with the account's own tenant queue keys (spoke.yaml's `KmsKey`),
 /// only on those keys and only through SQS.
@@ -106,7 +120,8 @@ fn key_uses_fit(s: &Statement) -> bool {
 
 /// The spoke role may do exactly what the router does in a member account: the two lookups on
 /// "*", SendMessage, GetQueueUrl, ListQueueTags and GetQueueAttributes on `<QueuePrefix>*` queues
-/// of this account (QueuePrefix not empty), GetParameter on those queues' tenant records, with
+/// of this account (QueuePrefix not empty), GetParameter on those queues' tenant records, GetRole
+/// on the account's direct roles, with
 /// `KmsKey` the two key uses on those keys through SQS only, nothing else, and no managed
 /// policies beside the inline one.
 pub(super) fn spoke_role_exact_permissions(t: &Template) -> Found {
@@ -116,6 +131,7 @@ pub(super) fn spoke_role_exact_permissions(t: &Template) -> Found {
         .iter()
         .chain(&SPOKE_SENDS)
         .chain(&SPOKE_RECORD_READS)
+        .chain(&SPOKE_ROLE_READS)
         .copied()
         .collect();
     let mut uses_prefix = false;
@@ -157,6 +173,16 @@ pub(super) fn spoke_role_exact_permissions(t: &Template) -> Found {
                     ));
                 }
             }
+            if SPOKE_ROLE_READS.iter().any(|a| s.covers(a)) {
+                for r in s.resources() {
+                    if sub_pattern(r) != Some(SPOKE_DIRECT_ROLES) {
+                        found.push((
+                            s.label(),
+                            format!("{role} may read {}, not only {SPOKE_DIRECT_ROLES}", text(r)),
+                        ));
+                    }
+                }
+            }
             if SPOKE_RECORD_READS.iter().any(|a| s.covers(a)) {
                 for r in s.resources() {
                     if r.get("Fn::Sub").and_then(Value::as_str) != Some(SPOKE_RECORDS) {
@@ -186,6 +212,8 @@ pub(super) fn spoke_role_exact_permissions(t: &Template) -> Found {
                     r.get("Fn::Sub").and_then(Value::as_str) == Some(SPOKE_QUEUES)
                 } else if SPOKE_RECORD_READS.contains(action) {
                     r.get("Fn::Sub").and_then(Value::as_str) == Some(SPOKE_RECORDS)
+                } else if SPOKE_ROLE_READS.contains(action) {
+                    sub_pattern(r) == Some(SPOKE_DIRECT_ROLES)
                 } else {
                     *r == "*"
                 }

@@ -305,6 +305,21 @@ pub fn ingest_queues(t: &Template) -> Vec<String> {
     queues.into_iter().collect()
 }
 
+/// The queues member accounts' rules write themselves, which the functions route only as their
+/// sender's account's events (`DIRECT_QUEUE_ARN`).
+pub fn direct_queues(t: &Template) -> Vec<String> {
+    let mut queues = BTreeSet::new();
+    for (_, f) in t.resources_of("AWS::Lambda::Function") {
+        let arn = &f["Properties"]["Environment"]["Variables"]["DIRECT_QUEUE_ARN"];
+        for v in alternatives(arn) {
+            if let Some(id) = get_att(v, "Arn").filter(|id| t.is_a(id, "AWS::SQS::Queue")) {
+                queues.insert(id.to_owned());
+            }
+        }
+    }
+    queues.into_iter().collect()
+}
+
 /// The queues the functions send their permanent failures to (`DEAD_LETTER_QUEUE_URL`).
 pub fn dead_letter_queues(t: &Template) -> Vec<String> {
     let mut queues = BTreeSet::new();

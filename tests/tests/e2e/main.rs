@@ -6,7 +6,7 @@
 //! (`-p e2e-tests` instead of `--workspace` builds the AWS SDK again, with other features).
 //!
 //! * the router binary under a Lambda Runtime API: [`router`], [`edges`], [`accounts`],
-//!   [`faults`], [`log_levels`];
+//!   [`direct`] (member rules straight into the hub), [`faults`], [`log_levels`];
 //! * the templates: [`stacks`] (deployed through moto), [`policy`], [`permissions`] and
 //!   [`locked_down`] (what IAM and KMS would decide), [`deploy_targets`] (the Makefile's deploy
 //!   targets);
@@ -20,6 +20,7 @@ mod accounts;
 mod adopt;
 mod cli;
 mod deploy_targets;
+mod direct;
 mod docs;
 mod edges;
 mod emulator;

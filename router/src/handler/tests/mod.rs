@@ -5,6 +5,7 @@
 mod accounts;
 mod batches;
 mod dead_letters;
+mod direct;
 mod fake;
 mod health;
 mod kinds;
@@ -23,6 +24,8 @@ use crate::config::Config;
 pub const FUNCTION_ARN: &str = "arn:aws:lambda:us-east-1:111111111111:function:interruption-router";
 pub const DLQ: &str = "interruption-router-dlq";
 pub const INGEST_ARN: &str = "arn:aws:sqs:us-east-1:111111111111:interruption-router-ingest";
+/// The base stack's direct queue (CentralBus=Enabled).
+pub const DIRECT_ARN: &str = "arn:aws:sqs:us-east-1:111111111111:interruption-router-direct";
 /// The base stack's function timeout.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -74,6 +77,10 @@ pub struct Msg {
     pub receive_count: u32,
     /// When the event source mapping first received it, ms since the epoch.
     pub first_receive_ms: u64,
+    /// The queue it came from (the ingest queue unless [`Msg::direct`]).
+    pub queue_arn: &'static str,
+    /// SQS's SenderId of it.
+    pub sender_id: Option<String>,
 }
 
 impl Msg {
@@ -83,7 +90,16 @@ impl Msg {
             body,
             receive_count: 1,
             first_receive_ms: EPOCH_MS,
+            queue_arn: INGEST_ARN,
+            sender_id: Some("AIDAEVENTBRIDGE".into()),
         }
+    }
+
+    /// The same record from the direct queue, sent by `sender` (a SenderId, or none).
+    pub fn direct(mut self, sender: Option<&str>) -> Self {
+        self.queue_arn = DIRECT_ARN;
+        self.sender_id = sender.map(str::to_owned);
+        self
     }
 
     pub fn receive(mut self, count: u32) -> Self {
@@ -136,15 +152,19 @@ pub fn sqs_event(records: &[Msg]) -> Box<RawValue> {
     let records: Vec<Value> = records
         .iter()
         .map(|m| {
+            let mut attributes = json!({
+                "ApproximateReceiveCount": m.receive_count.to_string(),
+                "ApproximateFirstReceiveTimestamp": m.first_receive_ms.to_string(),
+                "SentTimestamp": EPOCH_MS.to_string(),
+            });
+            if let Some(sender) = &m.sender_id {
+                attributes["SenderId"] = json!(sender);
+            }
             json!({
                 "messageId": m.id, "receiptHandle": format!("rh-{}", m.id), "body": m.body,
-                "attributes": {
-                    "ApproximateReceiveCount": m.receive_count.to_string(),
-                    "ApproximateFirstReceiveTimestamp": m.first_receive_ms.to_string(),
-                    "SentTimestamp": EPOCH_MS.to_string(),
-                },
+                "attributes": attributes,
                 "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-                "eventSourceARN": INGEST_ARN, "awsRegion": REGION,
+                "eventSourceARN": m.queue_arn, "awsRegion": REGION,
             })
         })
         .collect();

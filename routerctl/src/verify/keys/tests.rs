@@ -349,3 +349,68 @@ fn an_eventbridge_statement_that_needs_the_rules_arn_fails_on_its_own() {
     let check = verdict(&key(by_account), &[KeyUser::Rules(&rules)]);
     assert!(check.passed, "{check:?}");
 }
+
+/// A hub with the central bus: its direct queue's senders are the served accounts' direct roles,
+/// with the policy spoke.yaml gives them. The stack's own key admits them through SQS; without
+/// its statement for them each is refused, and an organisation's key gets that statement to add.
+#[test]
+fn a_hubs_direct_queue_key_serves_the_served_accounts_direct_roles() {
+    let direct = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ir-direct");
+    let served = "111111111111,222222222222";
+    let base = crate::fixtures::base(
+        &[("DirectQueueArn", &direct)],
+        &[("CentralBus", "Enabled"), ("ServedAccounts", served)],
+    );
+    let members = direct_roles(&base, REGION, Some(&direct));
+    assert_eq!(members.len(), 2);
+    let users: Vec<KeyUser<'_>> = members
+        .iter()
+        .map(|(what, arn, policies)| KeyUser::Role {
+            what,
+            identity: Identity {
+                arn,
+                policies,
+                boundary: None,
+            },
+            actions: PRODUCE,
+        })
+        .collect();
+    let stage = Stage::new("ir", ACCOUNT, REGION)
+        .parameter("CodeS3Bucket", "artifacts")
+        .parameter("KmsKey", "Create")
+        .parameter("CentralBus", "Enabled")
+        .parameter("ServedAccounts", served);
+    let own = rendered(
+        "base.yaml",
+        BASE_TEMPLATE,
+        &stage,
+        "QueueKey",
+        &["KeyPolicy"],
+    );
+    let check = verdict(&key(own.clone()), &users);
+    assert!(check.passed, "{check:?}");
+    let refused = verdict(
+        &key(without(&own, "MemberDirectRolesUseItThroughSqs")),
+        &users,
+    );
+    assert_fails(
+        &refused,
+        "111111111111's direct role arn:aws:iam::111111111111:role/interruption-router-spoke-direct-us-east-1 may not kms:GenerateDataKey",
+        REDEPLOY,
+    );
+
+    // An organisation's key with KMS's default policy: the statement to add, which then serves.
+    let statements =
+        aws_model::documents::base_key_statements(ACCOUNT, REGION, &base.parameters).unwrap();
+    let owner = Owner::Given(&statements);
+    let check = verdict_of(&key(default_key_policy()), &users, owner);
+    let added = pasted(&check);
+    assert!(
+        added
+            .iter()
+            .any(|s| s["Sid"] == "MemberDirectRolesUseItThroughSqs"),
+        "{check:?}"
+    );
+    let fixed = verdict_of(&key(with(&default_key_policy(), &added)), &users, owner);
+    assert!(fixed.passed, "{fixed:?}");
+}

@@ -1,6 +1,10 @@
 //! Where a member account's spoke stack rules deliver: to the hub's central bus, as the spoke
 //! stack's forwarding role, which EventBridge may assume for that rule and which may
-//! events:PutEvents on the bus.
+//! events:PutEvents on the bus; or, in the hub's region with `HubDirectQueueArn`, straight into
+//! the hub's direct queue as the member's direct role, which EventBridge may assume for that
+//! rule, which may sqs:SendMessage there, which the queue's policy admits, and which is the role
+//! the router routes direct deliveries of this account from (any other is dead-lettered
+//! `foreign-sender`).
 
 use std::collections::HashMap;
 
@@ -8,7 +12,10 @@ use aws_sdk_eventbridge::types::Target;
 
 use crate::check::Expect;
 use crate::verify::role::{Role, load_role};
-use aws_model::policy::{Decision, Principal, Request, evaluate};
+use aws_model::{
+    access::{ResourcePolicy, authorize_role},
+    policy::{Decision, Policy, Principal, Request, evaluate},
+};
 
 /// The hub's bus a member's rules forward to, and what the fixes name.
 pub(crate) struct HubBus<'a> {
@@ -21,6 +28,18 @@ pub(crate) struct HubBus<'a> {
     pub spoke_stack: &'a str,
     /// The check that reports a missing central bus.
     pub bus_check: String,
+    /// The hub's direct queue, when it has one.
+    pub direct: Option<DirectQueue<'a>>,
+}
+
+/// The hub's direct queue, as a member's direct rules must reach it.
+pub(crate) struct DirectQueue<'a> {
+    pub arn: &'a str,
+    /// Its policy as SQS holds it (an error text if it could not be read).
+    pub policy: Result<Policy, String>,
+    /// The role the router routes this account's direct deliveries from.
+    pub role_arn: String,
+    pub base_stack: &'a str,
 }
 
 impl HubBus<'_> {
@@ -46,6 +65,14 @@ impl HubBus<'_> {
                 None,
             );
         };
+        if let Some(direct) = &self.direct
+            && let Some(target) = targets.iter().find(|t| t.arn() == direct.arn)
+        {
+            return (
+                self.judge_direct(aws, direct, rule, target, roles).await,
+                None,
+            );
+        }
         let put_targets = format!(
             "aws events put-targets --rule {name} --region {} --targets \
              'Id=hub,Arn={bus},RoleArn={}' (in account {})",
@@ -125,6 +152,121 @@ impl HubBus<'_> {
             }
         };
         (rows, Some(role_arn.to_owned()))
+    }
+}
+
+impl HubBus<'_> {
+    /// The rows for a rule writing the hub's direct queue through `target`.
+    async fn judge_direct(
+        &self,
+        aws: &aws_model::aws::Aws,
+        direct: &DirectQueue<'_>,
+        rule: &str,
+        target: &Target,
+        roles: &mut HashMap<String, Result<Role, String>>,
+    ) -> Vec<Expect> {
+        let restore = format!(
+            "update the spoke stack {} in account {} with this release's spoke.yaml and \
+             HubDirectQueueArn={} (DirectRole: trust OnlyTheseRules, policy deliver-to-hub)",
+            self.spoke_stack, self.account, direct.arn
+        );
+        let Some(role_arn) = target.role_arn() else {
+            return vec![
+                Expect::problem(
+                    "its direct target has no role: EventBridge sends to another account's \
+                     queue only as an execution role",
+                    restore,
+                )
+                .ending(),
+            ];
+        };
+        if role_arn != direct.role_arn {
+            return vec![
+                Expect::problem(
+                    format!(
+                        "its direct target sends as {role_arn}, and the router routes this \
+                         account's direct deliveries only from {}: every one would be \
+                         dead-lettered foreign-sender",
+                        direct.role_arn
+                    ),
+                    restore,
+                )
+                .ending(),
+            ];
+        }
+        if !roles.contains_key(role_arn) {
+            let loaded = load_role(aws, role_arn)
+                .await
+                .map_err(|(problem, _)| problem);
+            roles.insert(role_arn.to_owned(), loaded);
+        }
+        let role = match &roles[role_arn] {
+            Err(problem) => {
+                return vec![Expect::problem(
+                    format!("its target's role: {problem}"),
+                    restore,
+                )];
+            }
+            Ok(role) => role,
+        };
+        let may_send = role.may("sqs:SendMessage", direct.arn);
+        let trusted = trusted_for_rule(role, role_arn, rule, self.account);
+        let admitted = match &direct.policy {
+            Err(e) => Decision::Undetermined { why: e.clone() },
+            Ok(policy) => {
+                let hub_account = aws_model::aws::arn_account(direct.arn).unwrap_or_default();
+                let context = [
+                    ("aws:PrincipalArn", role_arn),
+                    ("aws:PrincipalAccount", self.account),
+                    ("aws:SecureTransport", "true"),
+                ];
+                authorize_role(
+                    &role.identity(),
+                    policy,
+                    ResourcePolicy::Ordinary,
+                    hub_account,
+                    &Request {
+                        principal: Principal::Attached,
+                        action: "sqs:SendMessage",
+                        resource: direct.arn,
+                        context: &context,
+                    },
+                )
+            }
+        };
+        vec![
+            Expect::that(
+                may_send.is_allowed(),
+                format!("→ the hub's direct queue as {}", role.name()),
+            )
+            .otherwise(
+                format!(
+                    "its target's role {} may not sqs:SendMessage on {} ({may_send})",
+                    role.name(),
+                    direct.arn
+                ),
+                restore.clone(),
+            ),
+            Expect::quietly(trusted.is_allowed()).otherwise(
+                format!(
+                    "EventBridge may not assume {} for this rule ({trusted})",
+                    role.name()
+                ),
+                restore,
+            ),
+            Expect::quietly(admitted.is_allowed()).otherwise(
+                format!(
+                    "the hub's direct queue refuses {} ({admitted})",
+                    role.name()
+                ),
+                format!(
+                    "update the base stack {} so that its ServedAccounts lists {} (or \
+                     OrganizationId names its organisation): DirectQueuePolicy admits those \
+                     accounts' direct roles",
+                    direct.base_stack, self.account
+                ),
+            ),
+        ]
     }
 }
 

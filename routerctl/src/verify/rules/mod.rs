@@ -17,7 +17,7 @@ use aws_sdk_eventbridge::{
     types::{RuleState, Target},
 };
 
-pub(crate) use self::forward::HubBus;
+pub(crate) use self::forward::{DirectQueue, HubBus};
 use self::ingest::Delivery;
 use interruption_router::event::Kind;
 use serde_json::Value;

@@ -26,21 +26,24 @@ mod tests;
 
 use interruption_router::{
     accounts::Served,
-    config::{Config, DEFAULT_SPOKE_ROLE_NAME, QueueNameTemplate},
+    config::{Config, DEFAULT_SPOKE_ROLE_NAME, DIRECT_ROLE_SUFFIX, QueueNameTemplate},
 };
 
 use super::{
     alarm_topic,
     report::{Check, fail, pass},
     role::load_role,
-    rules::{self, Delivers, HubBus, RULES, RuleSite},
+    rules::{self, Delivers, DirectQueue, HubBus, RULES, RuleSite},
     stack::Base,
     tenants::{self, Place, Site},
 };
-use aws_model::aws::Aws;
+use aws_model::{
+    aws::{Aws, describe},
+    policy::Policy,
+};
 
 use self::hub_bus::check_bus_policy;
-use self::spoke_role::{check_role_permissions, check_role_trust};
+use self::spoke_role::{check_reads_direct_role, check_role_permissions, check_role_trust};
 use self::spoke_stack::check_spoke_stack;
 /// The member account to check, and how.
 pub(super) struct Member<'a> {
@@ -216,6 +219,22 @@ pub(super) async fn check(
             region: hub.region,
             spoke_stack: member.spoke_stack,
             bus_check: hub.name("hub-bus-policy"),
+            direct: match base.output("DirectQueueArn") {
+                Some(arn) => Some(DirectQueue {
+                    arn,
+                    policy: direct_queue_policy(hub_aws, arn).await,
+                    role_arn: format!(
+                        "arn:{}:iam::{}:role{}{}{DIRECT_ROLE_SUFFIX}-{}",
+                        base.partition,
+                        member.account,
+                        hub.spoke_role_path,
+                        hub.spoke_role_name,
+                        hub.region
+                    ),
+                    base_stack: &base.name,
+                }),
+                None => None,
+            },
         }),
     };
     checks.push(
@@ -249,6 +268,10 @@ pub(super) async fn check(
         Ok(role) => {
             checks.push(check_role_trust(&hub, member, &role));
             checks.push(check_role_permissions(&hub, member, &role));
+            // Direct rules: the router reads the direct role's id through the spoke role.
+            if spoke.resources.contains_key("DirectRole") {
+                checks.push(check_reads_direct_role(&hub, member, &role));
+            }
             Some(role)
         }
         Err((problem, fix)) => {
@@ -392,4 +415,24 @@ struct Spoke {
     resources: std::collections::BTreeMap<String, String>,
     /// The topic this region's tenant alarms notify (none from a spoke stack before 0.2.0).
     alarm_topic: Option<String>,
+}
+
+/// The hub's direct queue's policy, as SQS holds it.
+async fn direct_queue_policy(hub_aws: &Aws, arn: &str) -> Result<Policy, String> {
+    let url = aws_model::aws::queue_url(&hub_aws.sqs, aws_model::aws::arn_name(arn))
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    let out = hub_aws
+        .sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::Policy)
+        .send()
+        .await
+        .map_err(|e| format!("GetQueueAttributes {arn}: {}", describe(&e)))?;
+    let text = out
+        .attributes()
+        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::Policy))
+        .ok_or_else(|| format!("{arn} has no policy"))?;
+    Policy::parse(format!("policy of {arn}"), text)
 }

@@ -130,3 +130,35 @@ pub(super) fn check_role_permissions(hub: &Hub<'_>, member: &Member<'_>, role: &
         scope.judge(role, |_| restore.clone(), &restore),
     )
 }
+
+/// `role-reads-direct-role` (a member whose rules write the hub's direct queue): the spoke role
+/// may `iam:GetRole` the account's direct role, whose id the router compares with each direct
+/// record's sender; without it every direct record is retried, then dead-lettered
+/// `access-denied`.
+pub(super) fn check_reads_direct_role(hub: &Hub<'_>, member: &Member<'_>, role: &Role) -> Check {
+    let direct = format!(
+        "arn:{}:iam::{}:role{}{}{}-{}",
+        hub.base.partition,
+        member.account,
+        hub.spoke_role_path,
+        hub.spoke_role_name,
+        interruption_router::config::DIRECT_ROLE_SUFFIX,
+        hub.region
+    );
+    let may = role.may("iam:GetRole", &direct);
+    check::evaluate(
+        hub.name("role-reads-direct-role"),
+        [Expect::that(may.is_allowed(), format!("may read {direct}'s id")).otherwise(
+            format!(
+                "{} may not iam:GetRole {direct} ({may}): the router cannot tell this account's \
+                 direct deliveries from forged ones, and dead-letters them",
+                role.name()
+            ),
+            format!(
+                "update the spoke stack that creates the role (CreateSpokeRole=true) in account \
+                 {} with this release's spoke.yaml (statement ReadDirectRoleId)",
+                member.account
+            ),
+        )],
+    )
+}

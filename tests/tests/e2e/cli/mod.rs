@@ -9,7 +9,7 @@
 mod experiments;
 mod sandbox;
 mod simulating;
-mod verifying;
+pub(crate) mod verifying;
 
 use std::{path::PathBuf, process::Output, time::Duration};
 

@@ -2,7 +2,9 @@
 //! owner to paste are the ones `routerctl verify` prints and the stacks write into keys of their
 //! own ([`aws_model::documents::key_statements`]), placeholders filled in.
 
-use aws_model::documents::{KeyedStack, key_statements};
+use std::collections::BTreeMap;
+
+use aws_model::documents::{KeyedStack, base_key_statements, key_statements};
 use serde_json::Value;
 
 use super::{repo_file, section};
@@ -10,6 +12,7 @@ use super::{repo_file, section};
 const ACCOUNT: &str = "111122223333";
 const REGION: &str = "eu-west-1";
 const ROUTER: &str = "arn:aws:iam::111122223333:role/interruption-router-RouterRole-X";
+const MEMBER: &str = "444455556666";
 
 /// The JSON blocks of `text`, placeholders replaced.
 fn json_blocks(text: &str) -> Vec<Value> {
@@ -20,7 +23,9 @@ fn json_blocks(text: &str) -> Vec<Value> {
             let filled = block
                 .replace("<account>", ACCOUNT)
                 .replace("<region>", REGION)
-                .replace("<the router role's ARN>", ROUTER);
+                .replace("<the router role's ARN>", ROUTER)
+                .replace("<member account>", MEMBER)
+                .replace("<SpokeRoleName>", "interruption-router-spoke");
             serde_json::from_str(&filled).unwrap_or_else(|e| panic!("{e}: {block}"))
         })
         .collect()
@@ -32,6 +37,15 @@ fn the_statements_readme_gives_a_key_owner_are_the_ones_verify_prints() {
     let blocks = json_blocks(section(&readme, "## Locked-down accounts"));
     let base = key_statements(KeyedStack::Base, ACCOUNT, REGION, "").unwrap();
     let tenant = key_statements(KeyedStack::Tenant, ACCOUNT, REGION, ROUTER).unwrap();
+    let hub = base_key_statements(
+        ACCOUNT,
+        REGION,
+        &BTreeMap::from([
+            ("CentralBus".to_owned(), "Enabled".to_owned()),
+            ("ServedAccounts".to_owned(), MEMBER.to_owned()),
+        ]),
+    )
+    .unwrap();
     let by_sid = |all: &[Value], sid: &str| {
         all.iter()
             .find(|s| s["Sid"] == sid)
@@ -42,6 +56,7 @@ fn the_statements_readme_gives_a_key_owner_are_the_ones_verify_prints() {
         blocks,
         [
             by_sid(&base, "EventBridgeRulesOfThisAccountDeliver"),
+            by_sid(&hub, "MemberDirectRolesUseItThroughSqs"),
             by_sid(&tenant, "RouterSendsThroughSqs"),
         ]
     );

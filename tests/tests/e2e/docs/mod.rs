@@ -273,7 +273,7 @@ fn the_spoke_roles_actions_in_the_docs_are_the_ones_spoke_yaml_grants() {
         .step_by(2)
         .filter(|c| {
             c.split_once(':').is_some_and(|(service, action)| {
-                ["ec2", "tag", "sqs", "ssm", "sts", "kms"].contains(&service)
+                ["ec2", "tag", "sqs", "ssm", "sts", "kms", "iam"].contains(&service)
                     && action
                         .chars()
                         .next()

@@ -79,29 +79,45 @@ fn every_base_rule_may_deliver_to_its_targets() {
 }
 
 /// The forwarding role's trust names exactly the five rules' ARNs, built from their names.
+/// Each rule's one target forwards to the hub bus as ForwardToHubRole, or (HubDirectQueueArn)
+/// writes the hub's direct queue as DirectRole; each role trusts exactly the five rules.
 #[test]
-fn the_forwarding_role_trusts_exactly_the_spoke_rules() {
+fn the_forwarding_roles_trust_exactly_the_spoke_rules() {
     let spoke = spoke();
-    let trust = statements(&spoke)
-        .into_iter()
-        .find(|s| s.holder == "ForwardToHubRole" && s.body["Sid"] == "OnlyTheseRules")
-        .unwrap();
-    let trusted: BTreeSet<String> = trust
-        .condition("aws:SourceArn")
-        .iter()
-        .flat_map(|(_, v)| items(v))
-        .map(|v| v["Fn::Sub"].as_str().unwrap().to_owned())
-        .collect();
+    let trusted_by = |role: &str| -> BTreeSet<String> {
+        let trust = statements(&spoke)
+            .into_iter()
+            .find(|s| s.holder == role && s.body["Sid"] == "OnlyTheseRules")
+            .unwrap_or_else(|| panic!("{role} has no OnlyTheseRules"));
+        trust
+            .condition("aws:SourceArn")
+            .iter()
+            .flat_map(|(_, v)| items(v))
+            .map(|v| v["Fn::Sub"].as_str().unwrap().to_owned())
+            .collect()
+    };
     let rules: BTreeSet<String> = spoke
         .resources_of("AWS::Events::Rule")
         .map(|(id, r)| {
             let name = r["Properties"]["Name"]["Fn::Sub"].as_str().unwrap();
-            let targets = items(&r["Properties"]["Targets"]);
-            assert_eq!(targets.len(), 1, "{id}");
-            assert_eq!(targets[0]["Arn"], json!({"Ref": "HubEventBusArn"}), "{id}");
+            let targets = &r["Properties"]["Targets"];
             assert_eq!(
-                targets[0]["RoleArn"],
-                json!({"Fn::GetAtt": ["ForwardToHubRole", "Arn"]}),
+                targets.as_array().map(Vec::len),
+                Some(1),
+                "{id}: one target"
+            );
+            let branches = &targets[0]["Fn::If"];
+            assert_eq!(branches[0], "Direct", "{id}");
+            assert_eq!(
+                branches[1],
+                json!({"Id": "hub", "Arn": {"Ref": "HubDirectQueueArn"},
+                       "RoleArn": {"Fn::GetAtt": ["DirectRole", "Arn"]}}),
+                "{id}"
+            );
+            assert_eq!(
+                branches[2],
+                json!({"Id": "hub", "Arn": {"Ref": "HubEventBusArn"},
+                       "RoleArn": {"Fn::GetAtt": ["ForwardToHubRole", "Arn"]}}),
                 "{id}"
             );
             format!(
@@ -109,7 +125,9 @@ fn the_forwarding_role_trusts_exactly_the_spoke_rules() {
             )
         })
         .collect();
-    assert_eq!(trusted, rules);
+    assert_eq!(rules.len(), 5);
+    assert_eq!(trusted_by("ForwardToHubRole"), rules);
+    assert_eq!(trusted_by("DirectRole"), rules);
 }
 
 /// The alarms on the router's metrics and its METRICS_NAMESPACE read the same mapping.

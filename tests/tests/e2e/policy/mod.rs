@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 
 use aws_model::stacks::{BASE_TEMPLATE, FIS_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE};
 use e2e_tests::policy::{
-    Check, Template, assumable_roles, dead_letter_queues, evaluate, execution_roles, ingest_queues,
-    statements,
+    Check, Template, assumable_roles, dead_letter_queues, direct_queues, evaluate, execution_roles,
+    ingest_queues, statements,
 };
 use serde_json::{Value, json};
 
@@ -116,7 +116,8 @@ fn the_real_templates_pass_every_check() {
 fn the_checks_see_their_subjects() {
     let base = base();
     assert_eq!(execution_roles(&base), ["RouterRole"]);
-    assert_eq!(ingest_queues(&base), ["IngestQueue"]);
+    assert_eq!(ingest_queues(&base), ["DirectQueue", "IngestQueue"]);
+    assert_eq!(direct_queues(&base), ["DirectQueue"]);
     assert_eq!(dead_letter_queues(&base), ["DeadLetterQueue"]);
     let router_sids: BTreeSet<String> = statements(&base)
         .iter()
@@ -165,6 +166,7 @@ fn the_checks_see_their_subjects() {
             "ResolveInstanceTags",
             "SendToClusterQueues",
             "ReadClusterQueueOwnership",
+            "ReadDirectRoleId",
             "ReadTenantRecords",
             "UseTenantQueueKeysThroughSqs"
         ]

@@ -185,8 +185,9 @@ async fn the_stacks_create_what_the_templates_declare() -> Result<()> {
         .filter_map(|e| Some((e.name()?.to_owned(), e.value()?.to_owned())))
         .collect();
     let export = |name: &str| exports.get(&format!("{BASE}-{name}")).map(String::as_str);
-    // 12 in AWS; moto also lists the conditional HubEventBusArn export of the absent bus.
-    assert_eq!(exports.len(), 13, "{exports:#?}");
+    // 12 in AWS; moto also lists the conditional exports of the absent bus and direct queue
+    // (HubEventBusArn, DirectQueueArn).
+    assert_eq!(exports.len(), 14, "{exports:#?}");
     // The alarm topic it made, given none, under both names: tenant alarms notify it.
     let topic = base.output("AlarmTopicArn")?;
     assert!(

@@ -88,6 +88,8 @@ struct World {
     parameters: BTreeSet<(String, String, String)>,
     /// Roles AssumeRole succeeds for.
     roles: BTreeSet<String>,
+    /// Per account, its direct role's id (GetRole).
+    direct_roles: BTreeMap<String, String>,
     /// Scripted faults per action, consumed in order; `always` ones apply to every call.
     faults: BTreeMap<&'static str, VecDeque<Fault>>,
     always: BTreeMap<&'static str, Fault>,
@@ -135,6 +137,18 @@ impl FakeAws {
 
     pub fn allow_role(&self, arn: &str) {
         self.world().roles.insert(arn.to_owned());
+    }
+
+    /// `account`'s direct role, with this id (what SQS reports as the SenderId of its sends).
+    pub fn direct_role(&self, account: &str, id: &str) {
+        self.world()
+            .direct_roles
+            .insert(account.to_owned(), id.to_owned());
+    }
+
+    /// `account` without a direct role.
+    pub fn delete_direct_role(&self, account: &str) {
+        self.world().direct_roles.remove(account);
     }
 
     pub fn forbid_role(&self, arn: &str) {

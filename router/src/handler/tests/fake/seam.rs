@@ -32,6 +32,24 @@ impl Aws for FakeAws {
         ))
     }
 
+    async fn get_role_id(&self, at: &Session, name: &str) -> Result<String, CallError> {
+        self.call("GetRole", Some(at)).await?;
+        assert_eq!(
+            name, "interruption-router-spoke-direct-us-east-1",
+            "the direct role's name"
+        );
+        self.world()
+            .direct_roles
+            .get(&*at.scope.account)
+            .cloned()
+            .ok_or_else(|| {
+                CallError::new(
+                    "NoSuchEntity",
+                    format!("The role with name {name} cannot be found."),
+                )
+            })
+    }
+
     async fn describe_instances(
         &self,
         at: &Session,

@@ -32,7 +32,7 @@ async fn verify_fails(
 }
 
 /// Asserts that exactly `failing` checks of `report` fail, in that order, each with a fix.
-fn assert_failures(report: &verify::Report, failing: &[&str]) {
+pub(crate) fn assert_failures(report: &verify::Report, failing: &[&str]) {
     let failed: Vec<&str> = report.failures().iter().map(|c| c.name.as_str()).collect();
     assert_eq!(failed, failing, "{}", report.render());
     for check in report.failures() {

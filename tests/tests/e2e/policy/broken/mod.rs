@@ -30,6 +30,7 @@ pub(super) fn broken_copies() -> Vec<Broken> {
         router::sends(),
         router::reads(),
         queues::tenant_queue_writers(),
+        queues::direct_queue_writers(),
         queues::encryption(),
         queues::tls(),
         grants::service_principals(),

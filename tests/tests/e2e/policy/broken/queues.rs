@@ -56,6 +56,57 @@ pub(super) fn tenant_queue_writers() -> Vec<Broken> {
     out
 }
 
+/// [`Check::DirectQueueWritableOnlyByDirectRoles`]: a direct queue writable by other roles of
+/// the served accounts, or by anyone.
+pub(super) fn direct_queue_writers() -> Vec<Broken> {
+    use Check::*;
+    let mut out = Vec::new();
+    // Both branches (the organisation's and the account list's) lose the role pin.
+    let mut t = base();
+    fn unpin(v: &mut serde_json::Value) {
+        if v.get("Sid").and_then(serde_json::Value::as_str) == Some("AllowMemberDirectRoles") {
+            v["Condition"]
+                .as_object_mut()
+                .expect("a condition")
+                .remove("ArnLike");
+        }
+        match v {
+            serde_json::Value::Object(map) => map.values_mut().for_each(unpin),
+            serde_json::Value::Array(list) => list.iter_mut().for_each(unpin),
+            _ => {}
+        }
+    }
+    unpin(t.resource_mut("DirectQueuePolicy"));
+    out.push(broken(
+        DirectQueueWritableOnlyByDirectRoles,
+        "base: any role of a served account may send to the direct queue",
+        t,
+    ));
+    let mut t = base();
+    remove_statement(
+        &mut t,
+        "DirectQueuePolicy",
+        "DenySendersOtherThanDirectRoles",
+    );
+    out.push(broken(
+        DirectQueueWritableOnlyByDirectRoles,
+        "base: no Deny for other senders to the direct queue",
+        t,
+    ));
+    let mut t = base();
+    statement(
+        &mut t,
+        "DirectQueuePolicy",
+        "DenySendersOtherThanDirectRoles",
+    )["Condition"]["ArnNotLike"]["aws:PrincipalArn"] = json!("arn:aws:iam::*:role/*");
+    out.push(broken(
+        DirectQueueWritableOnlyByDirectRoles,
+        "base: the direct queue's Deny exempts every role",
+        t,
+    ));
+    out
+}
+
 /// [`Check::QueuesEncrypted`]: a queue without encryption at rest.
 pub(super) fn encryption() -> Vec<Broken> {
     use Check::*;
@@ -142,8 +193,8 @@ pub(super) fn visibility_timeout() -> Vec<Broken> {
     let t = edit(
         "base.yaml",
         BASE_TEMPLATE,
-        "VisibilityTimeout: 180",
-        "VisibilityTimeout: 179",
+        "Change both together.\n      VisibilityTimeout: 180",
+        "Change both together.\n      VisibilityTimeout: 179",
     );
     out.push(broken(IngestVisibilityTimeout, "base: visibility 179 s", t));
     let t = edit("base.yaml", BASE_TEMPLATE, "Timeout: 30\n", "Timeout: 31\n");

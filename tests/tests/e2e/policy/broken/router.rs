@@ -68,10 +68,11 @@ pub(super) fn reads() -> Vec<Broken> {
         t,
     ));
     let mut t = base();
-    statement(&mut t, "RouterRole", "ConsumeIngestQueue")["Resource"] = json!([
-        {"Fn::GetAtt": ["IngestQueue", "Arn"]},
-        {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]},
-    ]);
+    // The central bus's branch (the ingest and direct queues) gains the DLQ.
+    statement(&mut t, "RouterRole", "ConsumeIngestQueue")["Resource"]["Fn::If"][1]
+        .as_array_mut()
+        .expect("the ingest and direct queues")
+        .push(json!({"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}));
     out.push(broken(
         RouterReadsOnlyIngestQueue,
         "base: router may consume the DLQ",

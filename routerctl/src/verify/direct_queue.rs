@@ -1,0 +1,278 @@
+//! `direct-queue`, `direct-queue:policy`, `event-source-mapping:direct` (CentralBus=Enabled): the
+//! queue member accounts' rules write themselves in the hub's region exists, is encrypted,
+//! redrives to the DLQ and is read by a mapping with ReportBatchItemFailures; and its policy
+//! admits the served accounts' direct roles (`<SpokeRoleName>-direct-<region>`) and no other
+//! principal, this account's included. Whether a member's rules reach it is judged per member
+//! (`verify --account`, its rules).
+
+use aws_sdk_sqs::types::QueueAttributeName;
+
+use aws_model::{
+    aws::{Aws, arn_name},
+    policy::{Decision, Policy, Principal, Request, evaluate},
+};
+use interruption_router::config::{DEFAULT_SPOKE_ROLE_NAME, DIRECT_ROLE_SUFFIX};
+
+use super::{
+    queues::{Queue, check_event_source_mapping, check_read_queue, load_queue},
+    report::{Check, fail},
+    stack::Base,
+};
+use crate::check::{self, Expect};
+
+pub(super) async fn check(
+    aws: &Aws,
+    base: &Base,
+    function_timeout: Option<i32>,
+    checks: &mut Vec<Check>,
+) {
+    let Some(arn) = base.output("DirectQueueArn") else {
+        return;
+    };
+    match load_queue(aws, arn_name(arn)).await {
+        Ok(queue) => {
+            let dlq = base.output("DeadLetterQueueArn");
+            checks.push(check_read_queue(
+                "direct-queue",
+                &queue,
+                function_timeout,
+                dlq,
+            ));
+            checks.push(judge_policy(base, &queue));
+            checks.push(
+                check_event_source_mapping(aws, base, &queue, "event-source-mapping:direct").await,
+            );
+        }
+        Err(problem) => checks.push(fail(
+            "direct-queue",
+            problem,
+            format!(
+                "the stack's DirectQueue was deleted outside CloudFormation: delete and re-deploy \
+                 the stack {}, or re-create the queue as base.yaml defines it",
+                base.name
+            ),
+        )),
+    }
+}
+
+/// `direct-queue:policy`, judged on the policy SQS holds.
+pub(super) fn judge_policy(base: &Base, queue: &Queue) -> Check {
+    const NAME: &str = "direct-queue:policy";
+    let fix = format!(
+        "update the base stack {} with this release's base.yaml (DirectQueuePolicy comes from \
+         ServedAccounts or OrganizationId, SpokeRoleName and SpokeRolePath)",
+        base.name
+    );
+    let policy = match queue.attribute(QueueAttributeName::Policy) {
+        None => {
+            return fail(
+                NAME,
+                format!(
+                    "{} has no policy: no member account's rule can deliver to it",
+                    queue.name
+                ),
+                fix,
+            );
+        }
+        Some(text) => match Policy::parse(format!("policy of {}", queue.name), text) {
+            Ok(policy) => policy,
+            Err(e) => return fail(NAME, e, fix),
+        },
+    };
+    let region = queue.arn.split(':').nth(3).unwrap_or_default();
+    let name = base
+        .parameter("SpokeRoleName")
+        .filter(|n| !n.is_empty())
+        .unwrap_or(DEFAULT_SPOKE_ROLE_NAME);
+    let path = base
+        .parameter("SpokeRolePath")
+        .filter(|p| !p.is_empty())
+        .unwrap_or("/");
+    let org = base.parameter("OrganizationId").filter(|o| !o.is_empty());
+    let role =
+        |account: &str, role: &str| format!("arn:{}:iam::{account}:role{role}", base.partition);
+    let direct = format!("{path}{name}{DIRECT_ROLE_SUFFIX}-{region}");
+    let decide = |principal: &str| {
+        let account = principal.split(':').nth(4).unwrap_or_default();
+        let mut context = vec![
+            ("aws:PrincipalArn", principal),
+            ("aws:PrincipalAccount", account),
+            ("aws:SecureTransport", "true"),
+        ];
+        context.extend(org.map(|o| ("aws:PrincipalOrgID", o)));
+        evaluate(
+            std::slice::from_ref(&policy),
+            &Request {
+                principal: Principal::Aws(principal),
+                action: "sqs:SendMessage",
+                resource: &queue.arn,
+                context: &context,
+            },
+        )
+    };
+    let served: Vec<&str> = base
+        .parameter("ServedAccounts")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|a| a.len() == 12)
+        .collect();
+    // Expect → what was found → the fix.
+    let mut rows = Vec::new();
+    for account in &served {
+        let member = role(account, &direct);
+        let decision = decide(&member);
+        rows.push(
+            Expect::that(
+                decision.is_allowed(),
+                format!("{account}'s direct role may send"),
+            )
+            .otherwise(
+                format!(
+                    "it does not admit {member} ({decision}): that account's direct rules \
+                         fail, and its events are lost unless its spoke forwards to the bus"
+                ),
+                fix.clone(),
+            ),
+        );
+        let other = role(account, "/Admin");
+        let decision = decide(&other);
+        rows.push(Expect::quietly(!decision.is_allowed()).otherwise(
+            format!(
+                "it admits {other} ({decision}): any role of a served account may post made-up \
+                 interruptions (the router refuses those naming other accounts, not its own)"
+            ),
+            fix.clone(),
+        ));
+    }
+    let own = role(&base.account, "/Admin");
+    let decision = decide(&own);
+    rows.push(
+        Expect::that(
+            matches!(decision, Decision::Denied { .. }),
+            "denies every other sender",
+        )
+        .otherwise(
+            format!(
+                "it does not deny {own} ({decision}): a principal of account {} whose identity \
+                 policy allows sqs:SendMessage can post a made-up interruption",
+                base.account
+            ),
+            fix,
+        ),
+    );
+    check::evaluate(NAME, rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, HashMap};
+
+    use aws_model::documents::{BaseQueue, BaseSite, base_queue_policy};
+    use serde_json::Value;
+
+    use super::*;
+    use crate::fixtures::{HUB, base};
+
+    const ARN: &str = "arn:aws:sqs:us-east-1:123456789012:ir-direct";
+    const SERVED: &str = "111111111111,222222222222";
+
+    /// The direct queue's policy as base.yaml renders it for a hub serving `served`.
+    fn rendered(served: &str) -> Value {
+        let parameters = BTreeMap::from([
+            ("CentralBus".to_owned(), "Enabled".to_owned()),
+            ("ServedAccounts".to_owned(), served.to_owned()),
+            ("CodeS3Bucket".to_owned(), "artifacts".to_owned()),
+        ]);
+        let arns = BTreeMap::from([("DirectQueue".to_owned(), ARN.to_owned())]);
+        let site = BaseSite {
+            stack: "ir",
+            account: HUB,
+            region: "us-east-1",
+            parameters: &parameters,
+            arns: &arns,
+        };
+        base_queue_policy(&site, BaseQueue::Direct).expect("the direct queue's policy")
+    }
+
+    fn queue(policy: Option<&Value>) -> Queue {
+        Queue {
+            name: "ir-direct".into(),
+            arn: ARN.into(),
+            url: "https://sqs.us-east-1.amazonaws.com/123456789012/ir-direct".into(),
+            attributes: policy
+                .map(|p| HashMap::from([("Policy".to_owned(), p.to_string())]))
+                .unwrap_or_default(),
+        }
+    }
+
+    /// (failing, the rendered report) of the check on `policy` for a hub serving SERVED.
+    fn judged(policy: Option<&Value>) -> (bool, String) {
+        let base = base(
+            &[("DirectQueueArn", ARN)],
+            &[("CentralBus", "Enabled"), ("ServedAccounts", SERVED)],
+        );
+        let check = judge_policy(&base, &queue(policy));
+        (!check.passed, format!("{check:?}"))
+    }
+
+    #[test]
+    fn the_policy_base_yaml_renders_passes() {
+        let (failed, text) = judged(Some(&rendered(SERVED)));
+        assert!(!failed, "{text}");
+    }
+
+    #[test]
+    fn a_served_account_the_policy_leaves_out_fails() {
+        let (failed, text) = judged(Some(&rendered("111111111111")));
+        assert!(failed, "{text}");
+        assert!(
+            text.contains("does not admit arn:aws:iam::222222222222:role/interruption-router-spoke-direct-us-east-1"),
+            "{text}"
+        );
+    }
+
+    /// Unpinned, the Allow alone is still held by the Deny; with the Deny widened to every role
+    /// as well, any role of a served account may send.
+    #[test]
+    fn an_allow_not_pinned_to_the_direct_role_fails_once_the_deny_does_not_hold_it() {
+        let mut policy = rendered(SERVED);
+        policy["Statement"][0]["Condition"]
+            .as_object_mut()
+            .unwrap()
+            .remove("ArnLike");
+        assert!(
+            !judged(Some(&policy)).0,
+            "the Deny still refuses other roles"
+        );
+        policy["Statement"][1]["Condition"]["ArnNotLike"]["aws:PrincipalArn"] =
+            Value::from("arn:aws:iam::*:role/*");
+        let (failed, text) = judged(Some(&policy));
+        assert!(failed, "{text}");
+        assert!(
+            text.contains("admits arn:aws:iam::111111111111:role/Admin"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn no_deny_of_other_senders_fails() {
+        let mut policy = rendered(SERVED);
+        policy["Statement"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|s| s["Sid"] != "DenySendersOtherThanDirectRoles");
+        let (failed, text) = judged(Some(&policy));
+        assert!(failed, "{text}");
+        assert!(
+            text.contains("does not deny arn:aws:iam::123456789012:role/Admin"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn no_policy_fails() {
+        let (failed, text) = judged(None);
+        assert!(failed, "{text}");
+        assert!(text.contains("has no policy"), "{text}");
+    }
+}
