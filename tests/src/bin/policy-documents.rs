@@ -171,6 +171,14 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
             spoke().parameter("CreateSpokeRole", "false"),
         ),
         (
+            "spoke.yaml",
+            "the hub's region, rules writing its direct queue",
+            spoke().parameter(
+                "HubDirectQueueArn",
+                "arn:aws:sqs:us-east-1:999999999999:interruption-router-direct",
+            ),
+        ),
+        (
             "fis.yaml",
             "default",
             Stage::new("interruption-router-fis-alpha", HUB, REGION)
