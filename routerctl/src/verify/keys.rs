@@ -373,18 +373,7 @@ pub(super) async fn check_base(
         };
         let is_direct = name == "direct-queue:key";
         let mut users = if is_direct {
-            members
-                .iter()
-                .map(|(what, arn, policies)| KeyUser::Role {
-                    what,
-                    identity: Identity {
-                        arn,
-                        policies,
-                        boundary: None,
-                    },
-                    actions: PRODUCE,
-                })
-                .collect()
+            senders(&members)
         } else {
             vec![KeyUser::Rules(rule_arns)]
         };
@@ -405,14 +394,29 @@ pub(super) async fn check_base(
     }
 }
 
+/// The direct queue's key users for [`direct_roles`]: each a producer.
+fn senders(members: &[DirectRole]) -> Vec<KeyUser<'_>> {
+    members
+        .iter()
+        .map(|(what, arn, policies)| KeyUser::Role {
+            what,
+            identity: Identity {
+                arn,
+                policies,
+                boundary: None,
+            },
+            actions: PRODUCE,
+        })
+        .collect()
+}
+
+/// A served account's direct role: what it is called in messages, its ARN, its policies.
+type DirectRole = (String, String, Vec<aws_model::policy::Policy>);
+
 /// The served accounts' direct roles (`<SpokeRoleName>-direct-<region>`), each with the inline
 /// policy spoke.yaml gives it for the direct queue `direct`: (what, ARN, policies). None without a
 /// direct queue, or for an organisation (`ServedAccounts=*`: no list of accounts to name).
-fn direct_roles(
-    base: &Base,
-    region: &str,
-    direct: Option<&str>,
-) -> Vec<(String, String, Vec<aws_model::policy::Policy>)> {
+fn direct_roles(base: &Base, region: &str, direct: Option<&str>) -> Vec<DirectRole> {
     let Some(direct) = direct else {
         return Vec::new();
     };

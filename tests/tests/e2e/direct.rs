@@ -13,10 +13,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use aws_model::{
     access::{Identity, ResourcePolicy, authorize_role},
-    aws::Aws,
     policy::{Policy, Principal, Request},
 };
-use aws_sdk_sqs::types::QueueAttributeName;
 use e2e_tests::{World, drain, organisation::event_in};
 use lab::sandbox::{Sandbox, Spoke};
 use local_aws::{
@@ -24,9 +22,10 @@ use local_aws::{
     eventbridge::DefaultBus,
     moto::{ACCOUNT as HUB, REGION, karpenter_tags, launch},
 };
-use routerctl::verify;
 
-use crate::cli::verifying::assert_failures;
+use crate::cli::verifying::{
+    assert_failures, queue_policy, regional::regional_hub, set_queue_policy, verify_member,
+};
 
 const MEMBER: &str = "111111111111";
 const NEIGHBOUR: &str = "222222222222";
@@ -143,15 +142,7 @@ async fn a_members_rules_deliver_straight_into_the_hub_and_a_forged_send_is_refu
     let router = estate.world.start_router(&pairs).await?;
     // verify judges the member's direct path as it judges the forwarding one (before the
     // mappings are taken over from moto, which disables them there).
-    let report = verify::run(
-        &estate.hub.aws,
-        &verify::Options {
-            stack: "ir".into(),
-            account: Some(MEMBER.into()),
-            ..verify::Options::default()
-        },
-    )
-    .await;
+    let report = verify_member(&estate.hub.aws, "ir", MEMBER).await;
     assert_failures(&report, &[]);
     let mapping = estate.direct_mapping().await?;
 
@@ -218,7 +209,11 @@ async fn a_members_rules_deliver_straight_into_the_hub_and_a_forged_send_is_refu
     // Who SQS admits at all, by the direct queue's policy as deployed: the member's direct role;
     // not the same role name in an account the hub does not serve, nor another role of a served
     // account, nor the hub's own administrator.
-    let policy = queue_policy(&estate.hub.aws, &url).await?;
+    let policy = Policy::parse(
+        "the direct queue's policy",
+        &queue_policy(&estate.hub.aws, &url).await?.to_string(),
+    )
+    .map_err(anyhow::Error::msg)?;
     let may_send = Policy::parse(
         "identity",
         r#"{"Statement": [{"Effect": "Allow", "Action": "sqs:*", "Resource": "*"}]}"#,
@@ -260,21 +255,6 @@ async fn a_members_rules_deliver_straight_into_the_hub_and_a_forged_send_is_refu
     Ok(())
 }
 
-async fn queue_policy(aws: &Aws, url: &str) -> Result<Policy> {
-    let out = aws
-        .sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::Policy)
-        .send()
-        .await?;
-    let text = out
-        .attributes()
-        .and_then(|a| a.get(&QueueAttributeName::Policy))
-        .context("the direct queue has no policy")?;
-    Policy::parse("the direct queue's policy", text).map_err(anyhow::Error::msg)
-}
-
 /// verify fails, each with its fix, when the direct queue's policy no longer admits the member,
 /// and when the member's execution role may no longer send there; and passes once each is put
 /// back.
@@ -282,17 +262,7 @@ async fn queue_policy(aws: &Aws, url: &str) -> Result<Policy> {
 async fn verify_fails_with_a_fix_when_the_queue_policy_or_the_execution_role_is_wrong() -> Result<()>
 {
     let estate = Estate::new().await?;
-    let verify = || async {
-        verify::run(
-            &estate.hub.aws,
-            &verify::Options {
-                stack: "ir".into(),
-                account: Some(MEMBER.into()),
-                ..verify::Options::default()
-            },
-        )
-        .await
-    };
+    let verify = || async { verify_member(&estate.hub.aws, "ir", MEMBER).await };
     let rules = [
         "spoke:111111111111:rule:SpotInterruptionRule",
         "spoke:111111111111:rule:RebalanceRecommendationRule",
@@ -304,12 +274,13 @@ async fn verify_fails_with_a_fix_when_the_queue_policy_or_the_execution_role_is_
 
     // The queue's policy as a hub serving only the neighbour renders it.
     let url = estate.hub.queue_url("ir-direct").await?;
-    let deployed = queue_policy_text(&estate.hub.aws, &url).await?;
-    let narrowed = deployed
+    let deployed = queue_policy(&estate.hub.aws, &url).await?;
+    let text = deployed.to_string();
+    let narrowed = text
         .replace(&format!("\"{MEMBER}\","), "")
         .replace(&format!("\"arn:aws:iam::{MEMBER}:root\","), "");
-    assert_ne!(narrowed, deployed, "the member is named in {deployed}");
-    set_queue_policy(&estate.hub.aws, &url, &narrowed).await?;
+    assert_ne!(narrowed, text, "the member is named in {text}");
+    set_queue_policy(&estate.hub.aws, &url, &serde_json::from_str(&narrowed)?).await?;
     let report = verify().await;
     let failed: Vec<&str> = report.failures().iter().map(|c| c.name.as_str()).collect();
     assert_eq!(failed[0], "direct-queue:policy", "{}", report.render());
@@ -379,30 +350,6 @@ async fn verify_fails_with_a_fix_when_the_queue_policy_or_the_execution_role_is_
     Ok(())
 }
 
-async fn queue_policy_text(aws: &Aws, url: &str) -> Result<String> {
-    let out = aws
-        .sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::Policy)
-        .send()
-        .await?;
-    out.attributes()
-        .and_then(|a| a.get(&QueueAttributeName::Policy))
-        .cloned()
-        .context("the direct queue has no policy")
-}
-
-async fn set_queue_policy(aws: &Aws, url: &str, policy: &str) -> Result<()> {
-    aws.sqs
-        .set_queue_attributes()
-        .queue_url(url)
-        .attributes(QueueAttributeName::Policy, policy)
-        .send()
-        .await?;
-    Ok(())
-}
-
 /// The recommended topology, two regions at once: a hub in us-east-1 and one in us-west-2 (one
 /// stack name, a `SpokeRoleName` each), and in each region the member's spoke writing its own
 /// region's hub's direct queue, a cluster in each. Each region's warning reaches its own
@@ -413,47 +360,14 @@ async fn a_hub_per_region_each_fed_by_its_members_direct_rules_at_once() -> Resu
     let world = World::start().await?;
     let mut sites = Vec::new();
     for (region, cluster) in [("us-east-1", "prod"), ("us-west-2", "web")] {
-        let role = format!("interruption-router-spoke-{region}");
-        let hub = Sandbox::deploy_in(
-            &world.moto,
-            region,
-            "ir",
-            &[],
-            &[
-                ("CentralBus", "Enabled"),
-                ("ServedAccounts", MEMBER),
-                ("SpokeRoleName", role.as_str()),
-            ],
-        )
-        .await?;
+        let (hub, member, _) = regional_hub(&world, region, MEMBER, cluster, true).await?;
         let direct_queue = hub.base.output("DirectQueueArn")?.to_owned();
         assert!(direct_queue.starts_with(&format!("arn:aws:sqs:{region}:{HUB}:")));
-        let member = hub
-            .deploy_spoke_in(
-                &world.moto,
-                MEMBER,
-                region,
-                &[
-                    ("SpokeRoleName", role.as_str()),
-                    ("HubDirectQueueArn", direct_queue.as_str()),
-                ],
-                &[cluster],
-                &[],
-            )
-            .await?;
         let node = launch(&member.aws.ec2, &karpenter_tags(cluster), 1)
             .await?
             .pop()
             .context("no instance")?;
-        let report = verify::run(
-            &hub.aws,
-            &verify::Options {
-                stack: "ir".into(),
-                account: Some(MEMBER.into()),
-                ..verify::Options::default()
-            },
-        )
-        .await;
+        let report = verify_member(&hub.aws, "ir", MEMBER).await;
         assert_failures(&report, &[]);
         // The router as this hub's function runs, in its own region.
         let mut env = hub.function_environment().await?;

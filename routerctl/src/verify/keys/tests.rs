@@ -363,18 +363,7 @@ fn a_hubs_direct_queue_key_serves_the_served_accounts_direct_roles() {
     );
     let members = direct_roles(&base, REGION, Some(&direct));
     assert_eq!(members.len(), 2);
-    let users: Vec<KeyUser<'_>> = members
-        .iter()
-        .map(|(what, arn, policies)| KeyUser::Role {
-            what,
-            identity: Identity {
-                arn,
-                policies,
-                boundary: None,
-            },
-            actions: PRODUCE,
-        })
-        .collect();
+    let users = senders(&members);
     let stage = Stage::new("ir", ACCOUNT, REGION)
         .parameter("CodeS3Bucket", "artifacts")
         .parameter("KmsKey", "Create")

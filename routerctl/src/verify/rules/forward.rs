@@ -141,13 +141,7 @@ impl HubBus<'_> {
                         ),
                         restore.clone(),
                     ),
-                    Expect::quietly(trusted.is_allowed()).otherwise(
-                        format!(
-                            "EventBridge may not assume {} for this rule ({trusted})",
-                            role.name()
-                        ),
-                        restore,
-                    ),
+                    trust_row(role, &trusted, restore),
                 ]
             }
         };
@@ -247,13 +241,7 @@ impl HubBus<'_> {
                 ),
                 restore.clone(),
             ),
-            Expect::quietly(trusted.is_allowed()).otherwise(
-                format!(
-                    "EventBridge may not assume {} for this rule ({trusted})",
-                    role.name()
-                ),
-                restore,
-            ),
+            trust_row(role, &trusted, restore),
             Expect::quietly(admitted.is_allowed()).otherwise(
                 format!(
                     "the hub's direct queue refuses {} ({admitted})",
@@ -268,6 +256,17 @@ impl HubBus<'_> {
             ),
         ]
     }
+}
+
+/// The row of a rule target's role that EventBridge must be able to assume for the rule.
+fn trust_row(role: &Role, trusted: &Decision, restore: String) -> Expect {
+    Expect::quietly(trusted.is_allowed()).otherwise(
+        format!(
+            "EventBridge may not assume {} for this rule ({trusted})",
+            role.name()
+        ),
+        restore,
+    )
 }
 
 /// What the trust policy of the role at `role_arn` decides for EventBridge assuming it for the

@@ -12,7 +12,7 @@ use crate::cli::Estate;
 
 mod breakages;
 mod member;
-mod regional;
+pub(crate) mod regional;
 
 /// Runs verify and asserts that exactly `failing` checks fail, each with a fix.
 async fn verify_fails(
@@ -32,6 +32,20 @@ async fn verify_fails(
 }
 
 /// Asserts that exactly `failing` checks of `report` fail, in that order, each with a fix.
+/// verify of the base stack `stack` with the member account `account` (`--account`), its spoke
+/// stack at the default name.
+pub(crate) async fn verify_member(aws: &Aws, stack: &str, account: &str) -> verify::Report {
+    verify::run(
+        aws,
+        &verify::Options {
+            stack: stack.into(),
+            account: Some(account.into()),
+            ..verify::Options::default()
+        },
+    )
+    .await
+}
+
 pub(crate) fn assert_failures(report: &verify::Report, failing: &[&str]) {
     let failed: Vec<&str> = report.failures().iter().map(|c| c.name.as_str()).collect();
     assert_eq!(failed, failing, "{}", report.render());
@@ -81,7 +95,7 @@ fn assert_detail(report: &verify::Report, name: &str, text: &str) {
     );
 }
 
-async fn queue_policy(aws: &Aws, url: &str) -> Result<Value> {
+pub(crate) async fn queue_policy(aws: &Aws, url: &str) -> Result<Value> {
     let out = aws
         .sqs
         .get_queue_attributes()
@@ -96,7 +110,7 @@ async fn queue_policy(aws: &Aws, url: &str) -> Result<Value> {
     Ok(serde_json::from_str(text)?)
 }
 
-async fn set_queue_policy(aws: &Aws, url: &str, policy: &Value) -> Result<()> {
+pub(crate) async fn set_queue_policy(aws: &Aws, url: &str, policy: &Value) -> Result<()> {
     set_attribute(aws, url, QueueAttributeName::Policy, &policy.to_string()).await
 }
 

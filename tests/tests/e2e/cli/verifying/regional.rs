@@ -6,10 +6,9 @@
 
 use anyhow::Result;
 use e2e_tests::World;
-use lab::sandbox::Sandbox;
-use routerctl::verify;
+use lab::sandbox::{Sandbox, Spoke};
 
-use super::assert_failures;
+use super::{assert_failures, verify_member};
 
 const MEMBER: &str = "111111111111";
 
@@ -19,29 +18,7 @@ async fn a_hub_per_region_under_one_stack_name_serves_each_regions_spoke_and_ver
     let world = World::start().await?;
     let mut hubs = Vec::new();
     for (region, cluster) in [("us-east-1", "prod"), ("us-west-2", "web")] {
-        let role = format!("interruption-router-spoke-{region}");
-        let hub = Sandbox::deploy_in(
-            &world.moto,
-            region,
-            "ir",
-            &[],
-            &[
-                ("CentralBus", "Enabled"),
-                ("ServedAccounts", MEMBER),
-                ("SpokeRoleName", role.as_str()),
-            ],
-        )
-        .await?;
-        let spoke = hub
-            .deploy_spoke_in(
-                &world.moto,
-                MEMBER,
-                region,
-                &[("SpokeRoleName", role.as_str())],
-                &[cluster],
-                &[],
-            )
-            .await?;
+        let (hub, spoke, role) = regional_hub(&world, region, MEMBER, cluster, false).await?;
         hubs.push((region, hub, spoke, role));
     }
     let routers: Vec<&str> = hubs
@@ -62,15 +39,7 @@ async fn a_hub_per_region_under_one_stack_name_serves_each_regions_spoke_and_ver
             spoke.role_arn()?,
             format!("arn:aws:iam::{MEMBER}:role/{role}")
         );
-        let report = verify::run(
-            &hub.aws,
-            &verify::Options {
-                stack: "ir".into(),
-                account: Some(MEMBER.into()),
-                ..verify::Options::default()
-            },
-        )
-        .await;
+        let report = verify_member(&hub.aws, "ir", MEMBER).await;
         assert_failures(&report, &[]);
         assert!(
             report
@@ -102,4 +71,40 @@ async fn a_hub_per_region_under_one_stack_name_serves_each_regions_spoke_and_ver
 /// `%2F` are decoded.
 fn urlencoding_free(document: &str) -> String {
     document.replace("%3A", ":").replace("%2F", "/")
+}
+
+/// A region's hub of the recommended topology: base.yaml as `ir` in `region`, its central bus
+/// serving `member` through that region's own spoke role (`SpokeRoleName`
+/// `interruption-router-spoke-<region>`: IAM is global, and each role trusts one router role),
+/// and `member`'s spoke stack there pointed at it, with `cluster`'s tenant; with `direct`, the
+/// spoke's rules write the hub's direct queue (`HubDirectQueueArn`). The spoke role's name too.
+pub(crate) async fn regional_hub(
+    world: &World,
+    region: &str,
+    member: &str,
+    cluster: &str,
+    direct: bool,
+) -> Result<(Sandbox, Spoke, String)> {
+    let role = format!("interruption-router-spoke-{region}");
+    let hub = Sandbox::deploy_in(
+        &world.moto,
+        region,
+        "ir",
+        &[],
+        &[
+            ("CentralBus", "Enabled"),
+            ("ServedAccounts", member),
+            ("SpokeRoleName", role.as_str()),
+        ],
+    )
+    .await?;
+    let direct_queue = hub.base.output("DirectQueueArn")?.to_owned();
+    let mut parameters = vec![("SpokeRoleName", role.as_str())];
+    if direct {
+        parameters.push(("HubDirectQueueArn", direct_queue.as_str()));
+    }
+    let spoke = hub
+        .deploy_spoke_in(&world.moto, member, region, &parameters, &[cluster], &[])
+        .await?;
+    Ok((hub, spoke, role))
 }
