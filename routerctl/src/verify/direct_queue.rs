@@ -144,6 +144,25 @@ pub(super) fn judge_policy(base: &Base, queue: &Queue) -> Check {
             fix.clone(),
         ));
     }
+    // An organisation (ServedAccounts=*): any of its accounts' direct roles, this one standing
+    // for them all.
+    if let Some(org) = org {
+        let member = role("000000000000", &direct);
+        let decision = decide(&member);
+        rows.push(
+            Expect::that(
+                decision.is_allowed(),
+                format!("{org}'s accounts' direct roles may send"),
+            )
+            .otherwise(
+                format!(
+                    "it does not admit the direct roles of {org}'s accounts ({decision}): their \
+                     direct rules fail"
+                ),
+                fix.clone(),
+            ),
+        );
+    }
     let own = role(&base.account, "/Admin");
     let decision = decide(&own);
     rows.push(
@@ -178,11 +197,17 @@ mod tests {
 
     /// The direct queue's policy as base.yaml renders it for a hub serving `served`.
     fn rendered(served: &str) -> Value {
-        let parameters = BTreeMap::from([
-            ("CentralBus".to_owned(), "Enabled".to_owned()),
-            ("ServedAccounts".to_owned(), served.to_owned()),
-            ("CodeS3Bucket".to_owned(), "artifacts".to_owned()),
-        ]);
+        rendered_with(&[("ServedAccounts", served)])
+    }
+
+    /// The same for a hub deployed with `parameters` (and the central bus).
+    fn rendered_with(parameters: &[(&str, &str)]) -> Value {
+        let mut parameters: BTreeMap<String, String> = parameters
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        parameters.insert("CentralBus".into(), "Enabled".into());
+        parameters.insert("CodeS3Bucket".into(), "artifacts".into());
         let arns = BTreeMap::from([("DirectQueue".to_owned(), ARN.to_owned())]);
         let site = BaseSite {
             stack: "ir",
@@ -207,10 +232,13 @@ mod tests {
 
     /// (failing, the rendered report) of the check on `policy` for a hub serving SERVED.
     fn judged(policy: Option<&Value>) -> (bool, String) {
-        let base = base(
-            &[("DirectQueueArn", ARN)],
-            &[("CentralBus", "Enabled"), ("ServedAccounts", SERVED)],
-        );
+        judged_as(policy, &[("ServedAccounts", SERVED)])
+    }
+
+    /// The same, the hub deployed with `parameters` (and the central bus).
+    fn judged_as(policy: Option<&Value>, parameters: &[(&str, &str)]) -> (bool, String) {
+        let parameters = [&[("CentralBus", "Enabled")], parameters].concat();
+        let base = base(&[("DirectQueueArn", ARN)], &parameters);
         let check = judge_policy(&base, &queue(policy));
         (!check.passed, format!("{check:?}"))
     }
@@ -274,5 +302,48 @@ mod tests {
         let (failed, text) = judged(None);
         assert!(failed, "{text}");
         assert!(text.contains("has no policy"), "{text}");
+    }
+
+    /// The policy names the role by the hub's SpokeRoleName and SpokeRolePath; judged as a hub
+    /// with other ones, it fails; empty parameters are the defaults.
+    #[test]
+    fn the_direct_role_is_the_one_the_hubs_spoke_role_name_and_path_make() {
+        let named = [
+            ("ServedAccounts", SERVED),
+            ("SpokeRoleName", "platform-spoke"),
+            ("SpokeRolePath", "/platform/"),
+        ];
+        let policy = rendered_with(&named);
+        let (failed, text) = judged_as(Some(&policy), &named);
+        assert!(!failed, "{text}");
+        let (failed, text) = judged(Some(&policy));
+        assert!(failed, "{text}");
+        assert!(text.contains("does not admit"), "{text}");
+        let defaults = [
+            ("ServedAccounts", SERVED),
+            ("SpokeRoleName", ""),
+            ("SpokeRolePath", ""),
+        ];
+        let (failed, text) = judged_as(Some(&rendered(SERVED)), &defaults);
+        assert!(!failed, "{text}");
+    }
+
+    /// An organisation's hub: its accounts' direct roles may send (by aws:PrincipalOrgID); a
+    /// policy that names accounts instead does not admit them.
+    #[test]
+    fn an_organisations_hub_admits_its_accounts_direct_roles() {
+        let org = [("ServedAccounts", "*"), ("OrganizationId", "o-abcdefghij")];
+        let (failed, text) = judged_as(Some(&rendered_with(&org)), &org);
+        assert!(!failed, "{text}");
+        assert!(
+            text.contains("o-abcdefghij's accounts' direct roles may send"),
+            "{text}"
+        );
+        let (failed, text) = judged_as(Some(&rendered(SERVED)), &org);
+        assert!(failed, "{text}");
+        assert!(
+            text.contains("does not admit the direct roles of o-abcdefghij"),
+            "{text}"
+        );
     }
 }
