@@ -288,7 +288,8 @@ fn events_may_send(
     let fix = match expected {
         Ok(policy) => set_policy_command(region, &queue.url, policy),
         Err(e) => format!(
-            "update the stack {} with this project's cloudformation/base.yaml, which sets the              policy (it could not be rendered here: {e})",
+            "update the stack {} with this project's cloudformation/base.yaml, which sets the \
+             policy (it could not be rendered here: {e})",
             base.name
         ),
     };
