@@ -18,6 +18,22 @@ pub struct Role {
 }
 
 impl Role {
+    /// A role with these policies, as [`load_role`] reads one from IAM: for judging what a
+    /// template's role may do without asking IAM.
+    pub fn new(
+        arn: impl Into<String>,
+        identity: Vec<Policy>,
+        boundary: Option<Policy>,
+        trust: Result<Policy, String>,
+    ) -> Self {
+        Self {
+            arn: arn.into(),
+            identity,
+            boundary,
+            trust,
+        }
+    }
+
     /// The role's name (the last part of its ARN).
     pub fn name(&self) -> &str {
         arn_name_after_slash(&self.arn)

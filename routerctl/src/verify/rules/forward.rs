@@ -53,6 +53,32 @@ impl HubBus<'_> {
         targets: &[Target],
         roles: &mut HashMap<String, Result<Role, String>>,
     ) -> (Vec<Expect>, Option<String>) {
+        // Where: the role the rule's hub target sends as, read once for all the rules.
+        let hub = [self.direct.as_ref().map(|d| d.arn), self.bus];
+        let role_arn = hub
+            .into_iter()
+            .flatten()
+            .find_map(|arn| targets.iter().find(|t| t.arn() == arn))
+            .and_then(Target::role_arn);
+        if let Some(role_arn) = role_arn
+            && !roles.contains_key(role_arn)
+        {
+            let loaded = load_role(aws, role_arn)
+                .await
+                .map_err(|(problem, _)| problem);
+            roles.insert(role_arn.to_owned(), loaded);
+        }
+        self.judged(name, rule, targets, roles)
+    }
+
+    /// [`HubBus::judge`] on the roles as read: the rows, and the forwarding role.
+    pub(super) fn judged(
+        &self,
+        name: &str,
+        rule: &str,
+        targets: &[Target],
+        roles: &HashMap<String, Result<Role, String>>,
+    ) -> (Vec<Expect>, Option<String>) {
         let Some(bus) = self.bus else {
             return (
                 vec![
@@ -68,10 +94,7 @@ impl HubBus<'_> {
         if let Some(direct) = &self.direct
             && let Some(target) = targets.iter().find(|t| t.arn() == direct.arn)
         {
-            return (
-                self.judge_direct(aws, direct, rule, target, roles).await,
-                None,
-            );
+            return (self.judge_direct(direct, rule, target, roles), None);
         }
         let put_targets = format!(
             "aws events put-targets --rule {name} --region {} --targets \
@@ -108,20 +131,13 @@ impl HubBus<'_> {
                 None,
             );
         };
-        if !roles.contains_key(role_arn) {
-            let loaded = load_role(aws, role_arn)
-                .await
-                .map_err(|(problem, _)| problem);
-            roles.insert(role_arn.to_owned(), loaded);
-        }
-
         // Expect → what was found → the fix.
         let restore = format!(
             "update the spoke stack {} in account {} (ForwardToHubRole: trust OnlyTheseRules, \
              policy forward-to-hub)",
             self.spoke_stack, self.account
         );
-        let rows = match &roles[role_arn] {
+        let rows = match roles.get(role_arn).unwrap_or(&Err(NOT_READ.to_owned())) {
             Err(problem) => vec![Expect::problem(
                 format!("its target's role: {problem}"),
                 format!("{restore}, or {put_targets}"),
@@ -151,13 +167,12 @@ impl HubBus<'_> {
 
 impl HubBus<'_> {
     /// The rows for a rule writing the hub's direct queue through `target`.
-    async fn judge_direct(
+    fn judge_direct(
         &self,
-        aws: &aws_model::aws::Aws,
         direct: &DirectQueue<'_>,
         rule: &str,
         target: &Target,
-        roles: &mut HashMap<String, Result<Role, String>>,
+        roles: &HashMap<String, Result<Role, String>>,
     ) -> Vec<Expect> {
         let restore = format!(
             "update the spoke stack {} in account {} with this release's spoke.yaml and \
@@ -188,13 +203,8 @@ impl HubBus<'_> {
                 .ending(),
             ];
         }
-        if !roles.contains_key(role_arn) {
-            let loaded = load_role(aws, role_arn)
-                .await
-                .map_err(|(problem, _)| problem);
-            roles.insert(role_arn.to_owned(), loaded);
-        }
-        let role = match &roles[role_arn] {
+        let unread = Err(NOT_READ.to_owned());
+        let role = match roles.get(role_arn).unwrap_or(&unread) {
             Err(problem) => {
                 return vec![Expect::problem(
                     format!("its target's role: {problem}"),
@@ -258,6 +268,9 @@ impl HubBus<'_> {
     }
 }
 
+/// What a role [`HubBus::judge`] did not read is said to be.
+const NOT_READ: &str = "not read";
+
 /// The row of a rule target's role that EventBridge must be able to assume for the rule.
 fn trust_row(role: &Role, trusted: &Decision, restore: String) -> Expect {
     Expect::quietly(trusted.is_allowed()).otherwise(
@@ -286,4 +299,236 @@ fn trusted_for_rule(role: &Role, role_arn: &str, rule_arn: &str, account: &str) 
             context: &context,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use aws_model::{
+        documents::{BaseQueue, BaseSite, base_queue_policy},
+        stacks::SPOKE_TEMPLATE,
+        template::{Stage, Template},
+    };
+    use serde_json::Value;
+
+    use super::*;
+    use crate::check;
+
+    const MEMBER: &str = "111111111111";
+    const HUB: &str = "123456789012";
+    const REGION: &str = "us-east-1";
+    const BUS: &str = "arn:aws:events:us-east-1:123456789012:event-bus/ir-hub";
+    const QUEUE: &str = "arn:aws:sqs:us-east-1:123456789012:ir-direct";
+    const RULE: &str =
+        "arn:aws:events:us-east-1:111111111111:rule/interruption-router-spot-interruption";
+    const FORWARD: &str = "arn:aws:iam::111111111111:role/spoke-ForwardToHubRole-X";
+    const DIRECT: &str =
+        "arn:aws:iam::111111111111:role/interruption-router-spoke-direct-us-east-1";
+
+    /// spoke.yaml deployed in MEMBER with `HubDirectQueueArn`: `role`'s `path` there.
+    fn spoke(role: &str, path: &[&str]) -> Policy {
+        let template = Template::parse("spoke.yaml", SPOKE_TEMPLATE).unwrap();
+        let stage = Stage::new("interruption-router-spoke", MEMBER, REGION)
+            .parameter("HubEventBusArn", BUS)
+            .parameter(
+                "RouterRoleArn",
+                "arn:aws:iam::123456789012:role/ir-RouterRole-X",
+            )
+            .parameter("HubDirectQueueArn", QUEUE);
+        let deployed = template.deploy(&stage).unwrap();
+        // An inline policy's document: the first of the role's Policies.
+        let document: Value = match path {
+            ["Policies", ..] => {
+                deployed.property(role, &["Policies"]).unwrap()[0]["PolicyDocument"].clone()
+            }
+            _ => deployed.property(role, path).unwrap(),
+        };
+        Policy::parse(format!("{role} {path:?}"), &document.to_string()).unwrap()
+    }
+
+    /// The template's `role` as IAM would hold it, at `arn`.
+    fn role(logical: &str, arn: &str) -> Role {
+        Role::new(
+            arn,
+            vec![spoke(logical, &["Policies", "0", "PolicyDocument"])],
+            None,
+            Ok(spoke(logical, &["AssumeRolePolicyDocument"])),
+        )
+    }
+
+    /// The hub's direct queue's policy as base.yaml renders it for a hub serving `served`.
+    fn queue_policy(served: &str) -> Policy {
+        let parameters = BTreeMap::from([
+            ("CentralBus".to_owned(), "Enabled".to_owned()),
+            ("ServedAccounts".to_owned(), served.to_owned()),
+            ("CodeS3Bucket".to_owned(), "artifacts".to_owned()),
+        ]);
+        let arns = BTreeMap::from([("DirectQueue".to_owned(), QUEUE.to_owned())]);
+        let site = BaseSite {
+            stack: "ir",
+            account: HUB,
+            region: REGION,
+            parameters: &parameters,
+            arns: &arns,
+        };
+        let policy = base_queue_policy(&site, BaseQueue::Direct).unwrap();
+        Policy::parse("the direct queue's policy", &policy.to_string()).unwrap()
+    }
+
+    fn hub(bus: Option<&'static str>, policy: Result<Policy, String>) -> HubBus<'static> {
+        HubBus {
+            bus,
+            forward_role: Some(FORWARD.to_owned()),
+            account: MEMBER,
+            region: REGION,
+            spoke_stack: "interruption-router-spoke",
+            bus_check: "spoke:111111111111:hub-bus-policy".into(),
+            direct: Some(DirectQueue {
+                arn: QUEUE,
+                policy,
+                role_arn: DIRECT.to_owned(),
+                base_stack: "ir",
+            }),
+        }
+    }
+
+    fn target(arn: &str, role: Option<&str>) -> Target {
+        Target::builder()
+            .id("hub")
+            .arn(arn)
+            .set_role_arn(role.map(str::to_owned))
+            .build()
+            .unwrap()
+    }
+
+    /// The check of one rule whose target is `target`, with these roles read.
+    fn judged(
+        hub: &HubBus<'_>,
+        target: Target,
+        roles: Vec<Role>,
+    ) -> (check::Check, Option<String>) {
+        let roles: HashMap<String, Result<Role, String>> =
+            roles.into_iter().map(|r| (r.arn.clone(), Ok(r))).collect();
+        let (rows, forwarder) = hub.judged("spot", RULE, &[target], &roles);
+        (check::evaluate("rule", rows), forwarder)
+    }
+
+    fn assert_fails(check: &check::Check, problem: &str) {
+        assert!(
+            !check.passed && check.detail.contains(problem),
+            "{problem}: {check:?}"
+        );
+        assert!(
+            check.fix.as_deref().is_some_and(|f| !f.is_empty()),
+            "{check:?}"
+        );
+    }
+
+    #[test]
+    fn a_rule_forwarding_to_the_hub_bus_as_the_spoke_stacks_role_passes() {
+        let hub = hub(Some(BUS), Ok(queue_policy(MEMBER)));
+        let forward = role("ForwardToHubRole", FORWARD);
+        let (check, forwarder) = judged(&hub, target(BUS, Some(FORWARD)), vec![forward]);
+        assert!(check.passed, "{check:?}");
+        assert_eq!(forwarder.as_deref(), Some(FORWARD));
+    }
+
+    #[test]
+    fn a_rule_writing_the_direct_queue_as_the_direct_role_passes() {
+        let hub = hub(Some(BUS), Ok(queue_policy(MEMBER)));
+        let direct = role("DirectRole", DIRECT);
+        let (check, forwarder) = judged(&hub, target(QUEUE, Some(DIRECT)), vec![direct]);
+        assert!(check.passed, "{check:?}");
+        assert_eq!(
+            check.detail,
+            "→ the hub's direct queue as interruption-router-spoke-direct-us-east-1"
+        );
+        assert_eq!(
+            forwarder, None,
+            "the bus policy's check has no role to judge"
+        );
+    }
+
+    #[test]
+    fn each_way_a_forwarding_rule_breaks_fails_with_its_fix() {
+        let forward = role("ForwardToHubRole", FORWARD);
+        let hub_with_bus = hub(Some(BUS), Ok(queue_policy(MEMBER)));
+        let (check, _) = judged(
+            &hub(None, Ok(queue_policy(MEMBER))),
+            target(BUS, None),
+            vec![],
+        );
+        assert_fails(&check, "the base stack has no central bus");
+        let other = "arn:aws:events:us-east-1:999999999999:event-bus/other";
+        let (check, _) = judged(&hub_with_bus, target(other, Some(FORWARD)), vec![]);
+        assert_fails(&check, "does not target the hub bus");
+        let (check, _) = judged(&hub_with_bus, target(BUS, None), vec![]);
+        assert_fails(&check, "its hub target has no role");
+        // A role that may put events elsewhere only, or that no rule may use.
+        let elsewhere = Role::new(
+            FORWARD,
+            vec![
+                Policy::parse(
+                    "elsewhere",
+                    r#"{"Statement": [{"Effect": "Allow", "Action": "events:PutEvents",
+                        "Resource": "arn:aws:events:us-east-1:123456789012:event-bus/other"}]}"#,
+                )
+                .unwrap(),
+            ],
+            None,
+            forward.trust.clone(),
+        );
+        let roles = HashMap::from([(FORWARD.to_owned(), Ok(elsewhere))]);
+        let (rows, _) = hub_with_bus.judged("spot", RULE, &[target(BUS, Some(FORWARD))], &roles);
+        assert_fails(&check::evaluate("rule", rows), "may not events:PutEvents");
+        let untrusted = Role::new(
+            FORWARD,
+            vec![spoke(
+                "ForwardToHubRole",
+                &["Policies", "0", "PolicyDocument"],
+            )],
+            None,
+            Ok(Policy::parse("nobody", r#"{"Statement": []}"#).unwrap()),
+        );
+        let roles = HashMap::from([(FORWARD.to_owned(), Ok(untrusted))]);
+        let (rows, _) = hub_with_bus.judged("spot", RULE, &[target(BUS, Some(FORWARD))], &roles);
+        assert_fails(&check::evaluate("rule", rows), "EventBridge may not assume");
+    }
+
+    #[test]
+    fn each_way_a_direct_rule_breaks_fails_with_its_fix() {
+        let direct = role("DirectRole", DIRECT);
+        let admitted = hub(Some(BUS), Ok(queue_policy(MEMBER)));
+        // No role, or another role than the one the router checks senders against.
+        let (check, _) = judged(&admitted, target(QUEUE, None), vec![]);
+        assert_fails(&check, "its direct target has no role");
+        let (check, _) = judged(&admitted, target(QUEUE, Some(FORWARD)), vec![]);
+        assert_fails(&check, "dead-lettered foreign-sender");
+        // A hub serving other accounts only: its queue's policy refuses the role.
+        let refused = hub(Some(BUS), Ok(queue_policy("222222222222")));
+        let (check, _) = judged(&refused, target(QUEUE, Some(DIRECT)), vec![direct]);
+        assert_fails(&check, "the hub's direct queue refuses");
+        // A role that may send elsewhere only.
+        let elsewhere = Role::new(
+            DIRECT,
+            vec![
+                Policy::parse(
+                    "elsewhere",
+                    r#"{"Statement": [{"Effect": "Allow", "Action": "sqs:SendMessage",
+                        "Resource": "arn:aws:sqs:us-east-1:123456789012:ir-ingest"}]}"#,
+                )
+                .unwrap(),
+            ],
+            None,
+            role("DirectRole", DIRECT).trust,
+        );
+        let roles = HashMap::from([(DIRECT.to_owned(), Ok(elsewhere))]);
+        let (rows, _) = admitted.judged("spot", RULE, &[target(QUEUE, Some(DIRECT))], &roles);
+        assert_fails(&check::evaluate("rule", rows), "may not sqs:SendMessage");
+        // A role that could not be read.
+        let roles = HashMap::from([(DIRECT.to_owned(), Err("NoSuchEntity".to_owned()))]);
+        let (rows, _) = admitted.judged("spot", RULE, &[target(QUEUE, Some(DIRECT))], &roles);
+        assert_fails(&check::evaluate("rule", rows), "NoSuchEntity");
+    }
 }
