@@ -193,3 +193,156 @@ mod spoke_stack {
         );
     }
 }
+
+mod spoke_role {
+    //! `spoke:<account>:role-trust`, `:role-permissions` and `:role-reads-direct-role`, judged on
+    //! the spoke role's policies as spoke.yaml renders them, and each broken.
+
+    use aws_model::{documents, policy::Policy, roles::Role};
+    use serde_json::{Value, json};
+
+    use super::super::{
+        Hub, Member,
+        spoke_role::{check_reads_direct_role, check_role_permissions, check_role_trust},
+    };
+    use crate::{fixtures, verify::stack::Base};
+
+    const ROUTER: &str = "arn:aws:iam::123456789012:role/router";
+    const SPOKE_ROLE: &str = "arn:aws:iam::111111111111:role/interruption-router-spoke";
+    const MEMBER: Member<'static> = Member {
+        account: "111111111111",
+        spoke_stack: "interruption-router-spoke",
+        profile: None,
+        org_id: None,
+    };
+
+    fn hub(base: &Base) -> Hub<'_> {
+        Hub {
+            base,
+            region: "us-east-1",
+            bus: None,
+            router_role: Some(ROUTER),
+            spoke_role_name: "interruption-router-spoke",
+            spoke_role_path: "/",
+            spoke_role_arn: SPOKE_ROLE.into(),
+            queue_prefix: "karpenter-".into(),
+            prefix: "spoke:111111111111".into(),
+        }
+    }
+
+    fn policy(document: &Value) -> Policy {
+        Policy::parse("policy", &document.to_string()).unwrap()
+    }
+
+    /// The spoke role with spoke.yaml's policy edited by `edit` and its trust `trust`.
+    fn spoke_role(edit: impl FnOnce(&mut Value), trust: Result<Value, String>) -> Role {
+        let mut document =
+            documents::spoke_role_policy("111111111111", "us-east-1", "karpenter-").unwrap();
+        edit(&mut document);
+        Role::new(
+            SPOKE_ROLE,
+            vec![policy(&document)],
+            None,
+            trust.map(|t| policy(&t)),
+        )
+    }
+
+    fn rendered_trust() -> Result<Value, String> {
+        Ok(documents::spoke_trust_policy(ROUTER).unwrap())
+    }
+
+    fn without(sid: &'static str) -> impl FnOnce(&mut Value) {
+        move |d| {
+            d["Statement"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|s| s["Sid"] != sid)
+        }
+    }
+
+    #[test]
+    fn the_role_spoke_yaml_renders_passes_every_check() {
+        let base = fixtures::base(&[], &[]);
+        let hub = hub(&base);
+        let role = spoke_role(|_| {}, rendered_trust());
+        for check in [
+            check_role_trust(&hub, &MEMBER, &role),
+            check_role_permissions(&hub, &MEMBER, &role),
+            check_reads_direct_role(&hub, &MEMBER, &role),
+        ] {
+            assert!(check.passed, "{check:?}");
+        }
+    }
+
+    #[test]
+    fn a_trust_that_admits_more_or_another_router_fails() {
+        let base = fixtures::base(&[], &[]);
+        let hub = hub(&base);
+        let mut wider = rendered_trust().unwrap();
+        wider["Statement"][0]["Principal"]["AWS"] = json!([ROUTER, "111111111111"]);
+        let check = check_role_trust(&hub, &MEMBER, &spoke_role(|_| {}, Ok(wider)));
+        assert!(
+            !check.passed && check.detail.contains("it also admits"),
+            "{check:?}"
+        );
+        let mut other = rendered_trust().unwrap();
+        other["Statement"][0]["Principal"]["AWS"] = json!("arn:aws:iam::123456789012:role/other");
+        let check = check_role_trust(&hub, &MEMBER, &spoke_role(|_| {}, Ok(other)));
+        assert!(
+            !check.passed && check.detail.contains("may not assume"),
+            "{check:?}"
+        );
+        let check = check_role_trust(
+            &hub,
+            &MEMBER,
+            &spoke_role(|_| {}, Err("GetRole: AccessDenied".into())),
+        );
+        assert!(
+            !check.passed && check.detail.contains("AccessDenied"),
+            "{check:?}"
+        );
+        assert!(
+            check
+                .fix
+                .is_some_and(|f| f.contains("update-assume-role-policy"))
+        );
+    }
+
+    /// Its lookups (sending is judged per tenant queue, `tenant:<c>:spoke-role`).
+    #[test]
+    fn a_role_without_a_lookup_or_with_a_wider_grant_fails() {
+        let base = fixtures::base(&[], &[]);
+        let hub = hub(&base);
+        let check = check_role_permissions(
+            &hub,
+            &MEMBER,
+            &spoke_role(without("ResolveInstanceTags"), rendered_trust()),
+        );
+        assert!(!check.passed, "{check:?}");
+        let wider = |d: &mut Value| {
+            d["Statement"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"Effect": "Allow", "Action": "sqs:*", "Resource": "*"}))
+        };
+        let check = check_role_permissions(&hub, &MEMBER, &spoke_role(wider, rendered_trust()));
+        assert!(!check.passed, "{check:?}");
+        assert!(check.fix.is_some_and(|f| f.contains("put-role-policy")));
+    }
+
+    #[test]
+    fn a_role_that_may_not_read_the_direct_roles_id_fails() {
+        let base = fixtures::base(&[], &[]);
+        let hub = hub(&base);
+        let check = check_reads_direct_role(
+            &hub,
+            &MEMBER,
+            &spoke_role(without("ReadDirectRoleId"), rendered_trust()),
+        );
+        assert!(
+            !check.passed && check.detail.contains("may not iam:GetRole"),
+            "{check:?}"
+        );
+        assert!(check.fix.is_some_and(|f| f.contains("ReadDirectRoleId")));
+    }
+}
