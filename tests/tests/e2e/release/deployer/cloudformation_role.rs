@@ -11,7 +11,7 @@ use aws_model::{
 use interruption_router::VERSION;
 use serde_json::{Value, json};
 
-use super::{ACCOUNT, Conditions, REGION, allowed, deployer};
+use super::{ACCOUNT, Conditions, REGION, SPOKE_ROLE_NAME, allowed, deployer};
 
 /// What a type's handlers list that the templates never need, and why.
 const NOT_USED: &[(&str, &[&str], &str)] = &[
@@ -274,7 +274,25 @@ fn cloudformation_acts_as_a_role_that_may_create_what_the_stacks_create_and_noth
             "RouterRoleArn",
             "arn:aws:iam::123456789012:role/platform/interruption-router-RouterRole-GENERATED",
         )
-        .parameter("SpokeRolePath", "/platform/");
+        .parameter("SpokeRolePath", "/platform/")
+        .parameter("SpokeRoleName", SPOKE_ROLE_NAME);
+    // A member's spoke in the hub's region, its rules writing the hub's direct queue as its
+    // direct role.
+    let direct = Stage::new("interruption-router-spoke", ACCOUNT, REGION)
+        .parameter(
+            "HubEventBusArn",
+            "arn:aws:events:eu-west-1:999999999999:event-bus/interruption-router-hub",
+        )
+        .parameter(
+            "HubDirectQueueArn",
+            "arn:aws:sqs:eu-west-1:999999999999:interruption-router-direct",
+        )
+        .parameter(
+            "RouterRoleArn",
+            "arn:aws:iam::999999999999:role/platform/interruption-router-RouterRole-GENERATED",
+        )
+        .parameter("SpokeRolePath", "/platform/")
+        .parameter("SpokeRoleName", SPOKE_ROLE_NAME);
     let fis = Stage::new("interruption-router-fis-alpha", ACCOUNT, REGION)
         .parameter("ClusterName", "alpha");
     let mut checked: BTreeMap<String, usize> = BTreeMap::new();
@@ -282,6 +300,7 @@ fn cloudformation_acts_as_a_role_that_may_create_what_the_stacks_create_and_noth
         ("base.yaml", BASE_TEMPLATE, hub.clone()),
         ("tenant.yaml", TENANT_TEMPLATE, tenant),
         ("spoke.yaml", SPOKE_TEMPLATE, spoke),
+        ("spoke.yaml", SPOKE_TEMPLATE, direct),
         ("fis.yaml", FIS_TEMPLATE, fis),
     ] {
         let template = Template::parse(name, text)?;

@@ -26,6 +26,8 @@ use serde_json::json;
 
 pub(super) const ACCOUNT: &str = "123456789012";
 pub(super) const REGION: &str = "eu-west-1";
+/// The spoke stacks' (and the deployer's) SpokeRoleName.
+pub(super) const SPOKE_ROLE_NAME: &str = "platform-router-spoke";
 
 /// The deployer stack's two documents and its role's ARN.
 pub(super) struct Deployer {
@@ -37,8 +39,11 @@ pub(super) struct Deployer {
 
 pub(super) fn deployer() -> Result<Deployer> {
     let template = Template::parse("deployer.yaml", DEPLOYER_TEMPLATE)?;
+    // A spoke role whose name does not start with the spoke stack's: the grants on the stack's
+    // generated names must not be what lets the spoke's named roles through.
     let stage = Stage::new("interruption-router-deployer", ACCOUNT, REGION)
-        .parameter("ArtifactBucket", "artifacts");
+        .parameter("ArtifactBucket", "artifacts")
+        .parameter("SpokeRoleName", SPOKE_ROLE_NAME);
     let d = template.deploy(&stage)?;
     let policy = d.properties("DeployerPolicy")?.context("DeployerPolicy")?;
     let role = d
