@@ -22,6 +22,29 @@ pub(super) async fn check_bus_policy(
     member: &Member<'_>,
     forwarder: Option<&str>,
 ) -> Check {
+    // Where: the bus's resource policy, as DescribeEventBus answers it.
+    let described = match hub.bus {
+        Some(bus) => hub_aws
+            .events
+            .describe_event_bus()
+            .name(bus_name(bus))
+            .send()
+            .await
+            .map(|out| out.policy().map(str::to_owned))
+            .map_err(|e| format!("DescribeEventBus {}: {}", bus_name(bus), describe(&e))),
+        None => Ok(None),
+    };
+    judge_bus_policy(hub, member, forwarder, described)
+}
+
+/// `hub-bus-policy`, judged on the bus's policy as DescribeEventBus answered it (`None`: it has
+/// none), for the member's forwarding role (or its account).
+pub(super) fn judge_bus_policy(
+    hub: &Hub<'_>,
+    member: &Member<'_>,
+    forwarder: Option<&str>,
+    described: Result<Option<String>, String>,
+) -> Check {
     let name = hub.name("hub-bus-policy");
     let base = hub.base;
     let account = member.account;
@@ -55,18 +78,12 @@ pub(super) async fn check_bus_policy(
             organization
         ))
     );
-    let described = hub_aws
-        .events
-        .describe_event_bus()
-        .name(bus_name(bus))
-        .send()
-        .await;
     let text = match described {
-        Ok(out) => out.policy().map(str::to_owned),
+        Ok(text) => text,
         Err(e) => {
             return fail(
                 &name,
-                format!("DescribeEventBus {}: {}", bus_name(bus), describe(&e)),
+                e,
                 format!(
                     "re-create the central bus: delete and re-deploy the base stack {} (it was \
                      deleted outside CloudFormation), or check events:DescribeEventBus",

@@ -346,3 +346,130 @@ mod spoke_role {
         assert!(check.fix.is_some_and(|f| f.contains("ReadDirectRoleId")));
     }
 }
+
+mod hub_bus {
+    //! `spoke:<account>:hub-bus-policy`, judged on the bus's policy as DescribeEventBus answered
+    //! it: base.yaml's for a list of accounts and for an organisation, and each way it breaks.
+
+    use aws_model::documents::hub_bus_policy;
+    use serde_json::json;
+
+    use super::super::{Hub, Member, hub_bus::judge_bus_policy};
+    use crate::{check::Check, fixtures, verify::stack::Base};
+
+    const BUS: &str = "arn:aws:events:us-east-1:123456789012:event-bus/ir-hub";
+    const ACCOUNT: &str = "111111111111";
+
+    fn hub<'a>(base: &'a Base, bus: Option<&'static str>) -> Hub<'a> {
+        Hub {
+            base,
+            region: "us-east-1",
+            bus,
+            router_role: Some("arn:aws:iam::123456789012:role/router"),
+            spoke_role_name: "interruption-router-spoke",
+            spoke_role_path: "/",
+            spoke_role_arn: format!("arn:aws:iam::{ACCOUNT}:role/interruption-router-spoke"),
+            queue_prefix: "karpenter-".into(),
+            prefix: format!("spoke:{ACCOUNT}"),
+        }
+    }
+
+    fn member(org_id: Option<&'static str>) -> Member<'static> {
+        Member {
+            account: ACCOUNT,
+            spoke_stack: "interruption-router-spoke",
+            profile: None,
+            org_id,
+        }
+    }
+
+    /// The check for a hub deployed with `parameters`, on the bus policy `described`.
+    fn judged(
+        parameters: &[(&str, &str)],
+        org_id: Option<&'static str>,
+        described: Result<Option<String>, String>,
+    ) -> Check {
+        let base = fixtures::base(&[("HubEventBusArn", BUS)], parameters);
+        judge_bus_policy(&hub(&base, Some(BUS)), &member(org_id), None, described)
+    }
+
+    fn rendered(served: &str, org: Option<&str>) -> Result<Option<String>, String> {
+        Ok(Some(hub_bus_policy(BUS, served, org).unwrap().to_string()))
+    }
+
+    fn assert_fails(check: &Check, problem: &str, fix: &str) {
+        assert!(
+            !check.passed && check.detail.contains(problem),
+            "{problem}: {check:?}"
+        );
+        assert!(
+            check.fix.as_deref().is_some_and(|f| f.contains(fix)),
+            "{fix}: {check:?}"
+        );
+    }
+
+    #[test]
+    fn base_yamls_policy_admits_the_member_and_no_stranger() {
+        let listed = [("ServedAccounts", "111111111111,222222222222")];
+        let check = judged(&listed, None, rendered("111111111111,222222222222", None));
+        assert!(check.passed, "{check:?}");
+        assert!(check.detail.contains("no other account may"), "{check:?}");
+        let org = [("ServedAccounts", "*"), ("OrganizationId", "o-abcd123456")];
+        let check = judged(
+            &org,
+            Some("o-abcd123456"),
+            rendered("*", Some("o-abcd123456")),
+        );
+        assert!(check.passed, "{check:?}");
+    }
+
+    #[test]
+    fn a_member_the_policy_leaves_out_fails_with_the_served_accounts_to_set() {
+        let check = judged(
+            &[("ServedAccounts", "222222222222")],
+            None,
+            rendered("222222222222", None),
+        );
+        assert_fails(
+            &check,
+            "111111111111 may not events:PutEvents",
+            "ServedAccounts (222222222222,111111111111)",
+        );
+        // An organisation's bus and a member of another one.
+        let org = [("ServedAccounts", "*"), ("OrganizationId", "o-abcd123456")];
+        let check = judged(
+            &org,
+            Some("o-zzzz999999"),
+            rendered("*", Some("o-abcd123456")),
+        );
+        assert_fails(
+            &check,
+            "may not events:PutEvents",
+            "move 111111111111 into it",
+        );
+        // Without --org-id, the organisation's condition cannot be decided: not a pass.
+        let check = judged(&org, None, rendered("*", Some("o-abcd123456")));
+        assert_fails(&check, "whether 111111111111 may", "--org-id");
+    }
+
+    #[test]
+    fn an_open_or_missing_or_unreadable_policy_fails() {
+        let listed = [("ServedAccounts", ACCOUNT)];
+        let open = json!({"Statement": [{"Effect": "Allow", "Principal": "*",
+            "Action": "events:PutEvents", "Resource": BUS}]});
+        let check = judged(&listed, None, Ok(Some(open.to_string())));
+        assert_fails(&check, "any account may put events", "put-permission");
+        let check = judged(&listed, None, Ok(None));
+        assert_fails(&check, "has no resource policy", "put-permission");
+        let check = judged(
+            &listed,
+            None,
+            Err("DescribeEventBus ir-hub: ResourceNotFound".into()),
+        );
+        assert_fails(&check, "ResourceNotFound", "re-deploy the base stack");
+        // No central bus at all.
+        let base = fixtures::base(&[], &listed);
+        let check = judge_bus_policy(&hub(&base, None), &member(None), None, Ok(None));
+        assert_fails(&check, "has no central bus", "CentralBus=Enabled");
+    }
+}
