@@ -393,6 +393,19 @@ mod tests {
         }
     }
 
+    /// A role at `arn` that may `action` on `resource` and nothing else, trusted as `trust`.
+    fn allowed_only(
+        arn: &str,
+        action: &str,
+        resource: &str,
+        trust: Result<Policy, String>,
+    ) -> Role {
+        let document = serde_json::json!({"Statement": [
+            {"Effect": "Allow", "Action": action, "Resource": resource}]});
+        let policy = Policy::parse("elsewhere", &document.to_string()).unwrap();
+        Role::new(arn, vec![policy], None, trust)
+    }
+
     fn target(arn: &str, role: Option<&str>) -> Target {
         Target::builder()
             .id("hub")
@@ -466,17 +479,10 @@ mod tests {
         let (check, _) = judged(&hub_with_bus, target(BUS, None), vec![]);
         assert_fails(&check, "its hub target has no role");
         // A role that may put events elsewhere only, or that no rule may use.
-        let elsewhere = Role::new(
+        let elsewhere = allowed_only(
             FORWARD,
-            vec![
-                Policy::parse(
-                    "elsewhere",
-                    r#"{"Statement": [{"Effect": "Allow", "Action": "events:PutEvents",
-                        "Resource": "arn:aws:events:us-east-1:123456789012:event-bus/other"}]}"#,
-                )
-                .unwrap(),
-            ],
-            None,
+            "events:PutEvents",
+            "arn:aws:events:us-east-1:123456789012:event-bus/other",
             forward.trust.clone(),
         );
         let roles = HashMap::from([(FORWARD.to_owned(), Ok(elsewhere))]);
@@ -510,17 +516,10 @@ mod tests {
         let (check, _) = judged(&refused, target(QUEUE, Some(DIRECT)), vec![direct]);
         assert_fails(&check, "the hub's direct queue refuses");
         // A role that may send elsewhere only.
-        let elsewhere = Role::new(
+        let elsewhere = allowed_only(
             DIRECT,
-            vec![
-                Policy::parse(
-                    "elsewhere",
-                    r#"{"Statement": [{"Effect": "Allow", "Action": "sqs:SendMessage",
-                        "Resource": "arn:aws:sqs:us-east-1:123456789012:ir-ingest"}]}"#,
-                )
-                .unwrap(),
-            ],
-            None,
+            "sqs:SendMessage",
+            "arn:aws:sqs:us-east-1:123456789012:ir-ingest",
             role("DirectRole", DIRECT).trust,
         );
         let roles = HashMap::from([(DIRECT.to_owned(), Ok(elsewhere))]);
