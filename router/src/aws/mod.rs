@@ -151,6 +151,21 @@ pub enum InstanceFilter<'a> {
 /// Instances per page of a [`InstanceFilter::TagKey`] sweep (DescribeInstances' largest page).
 pub const SWEEP_PAGE: i32 = 1000;
 
+/// The page of `all` a sweep's `next_token` asks for, and the token of the next one, as a model of
+/// AWS pages them ([`SWEEP_PAGE`] a page; the token an offset, which AWS's is not, but which no
+/// caller reads): one paging for every model of the seam.
+pub fn sweep_page<T: Clone>(all: &[T], next_token: Option<&str>) -> (Vec<T>, Option<String>) {
+    let from = next_token
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0)
+        .min(all.len());
+    let to = (from + SWEEP_PAGE as usize).min(all.len());
+    (
+        all[from..to].to_vec(),
+        (to < all.len()).then(|| to.to_string()),
+    )
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InstancePage {
     pub instances: Vec<Tagged>,
@@ -278,5 +293,32 @@ impl fmt::Display for Session {
             Identity::Home => write!(f, "{} as the router's execution role", self.scope),
             Identity::Assumed { role_arn, .. } => write!(f, "{} as {role_arn}", self.scope),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2,500 instances come in pages of 1,000, 1,000 and 500, each token leading to the next and
+    /// the last page carrying none; a token past the end is an empty last page.
+    #[test]
+    fn a_sweep_pages_by_its_page_size_to_the_end() {
+        let all: Vec<u32> = (0..2500).collect();
+        let mut token = None;
+        let mut sizes = Vec::new();
+        let mut seen = Vec::new();
+        loop {
+            let (page, next) = sweep_page(&all, token.as_deref());
+            sizes.push(page.len());
+            seen.extend(page);
+            match next {
+                Some(next) => token = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(sizes, [1000, 1000, 500]);
+        assert_eq!(seen, all);
+        assert_eq!(sweep_page(&all, Some("9999")), (Vec::new(), None));
     }
 }

@@ -14,7 +14,7 @@ use interruption_router::{
     accounts::Scope,
     aws::{
         CallError, DescribeInstances, EntryFailure, EntryResult, Identity, InstanceFilter,
-        InstancePage, SWEEP_PAGE, SendEntry, Session, Tagged, VisibilityEntry,
+        InstancePage, SendEntry, Session, Tagged, VisibilityEntry, sweep_page,
     },
     event::InstanceId,
     tenancy,
@@ -398,11 +398,10 @@ impl World {
                     .get(&scope_key(at))
                     .map(Vec::as_slice)
                     .unwrap_or_default();
-                let from: usize = query.next_token.map_or(0, |t| t.parse().unwrap_or(0));
-                let to = (from + SWEEP_PAGE as usize).min(nodes.len());
+                let (page, next_token) = sweep_page(nodes, query.next_token);
                 Ok(InstancePage {
-                    instances: self.tagged(&at.scope, &nodes[from..to]),
-                    next_token: (to < nodes.len()).then(|| to.to_string()),
+                    instances: self.tagged(&at.scope, &page),
+                    next_token,
                 })
             }
         }

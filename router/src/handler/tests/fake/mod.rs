@@ -17,7 +17,7 @@ use crate::{
     accounts::Scope,
     aws::{
         Aws, CallError, DescribeInstances, EntryFailure, EntryResult, Identity, InstanceFilter,
-        InstancePage, SWEEP_PAGE, SendEntry, Session, Tagged, VisibilityEntry,
+        InstancePage, SendEntry, Session, Tagged, VisibilityEntry, sweep_page,
     },
     event::InstanceId,
     retry::ATTEMPT_TIMEOUT,

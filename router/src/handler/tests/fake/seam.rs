@@ -75,11 +75,10 @@ impl Aws for FakeAws {
                         tags: tags.clone(),
                     })
                     .collect();
-                let from: usize = query.next_token.map_or(0, |t| t.parse().unwrap_or(0));
-                let to = (from + SWEEP_PAGE as usize).min(all.len());
+                let (instances, next_token) = sweep_page(&all, query.next_token);
                 Ok(InstancePage {
-                    instances: all[from..to].to_vec(),
-                    next_token: (to < all.len()).then(|| to.to_string()),
+                    instances,
+                    next_token,
                 })
             }
         }
