@@ -3,12 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_cloudformation::{
-    primitives::DateTime,
-    types::{Output, Parameter, Stack, StackStatus},
-};
-
-use crate::verify::stack::Base;
+use crate::{cloud::Stack, verify::stack::Base};
 
 /// The hub's account.
 pub const HUB: &str = "123456789012";
@@ -36,30 +31,15 @@ pub fn base(outputs: &[(&str, &str)], parameters: &[(&str, &str)]) -> Base {
 /// in `status`, with these parameters and outputs, as DescribeStacks describes it.
 pub fn described(
     id: &str,
-    status: StackStatus,
+    status: &str,
     parameters: &[(&str, &str)],
     outputs: &[(&str, &str)],
 ) -> Stack {
-    let mut stack = Stack::builder()
-        .stack_name(id.split('/').nth(1).unwrap_or_default())
-        .stack_id(id)
-        .creation_time(DateTime::from_secs(0))
-        .stack_status(status);
-    for (key, value) in parameters {
-        stack = stack.parameters(
-            Parameter::builder()
-                .parameter_key(*key)
-                .parameter_value(*value)
-                .build(),
-        );
+    Stack {
+        id: id.to_owned(),
+        name: id.split('/').nth(1).unwrap_or_default().to_owned(),
+        status: status.to_owned(),
+        outputs: owned(outputs),
+        parameters: owned(parameters),
     }
-    for (key, value) in outputs {
-        stack = stack.outputs(
-            Output::builder()
-                .output_key(*key)
-                .output_value(*value)
-                .build(),
-        );
-    }
-    stack.build()
 }

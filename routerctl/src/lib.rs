@@ -17,6 +17,7 @@
 pub mod adopt;
 pub mod check;
 pub mod cli;
+pub mod cloud;
 pub mod fis;
 #[cfg(test)]
 mod fixtures;

@@ -308,7 +308,14 @@ impl Deployment<'_> {
                 format!("arn:{p}:sqs:{region}:{account}:{}", named("QueueName")?)
             }
             ("AWS::SQS::Queue", "QueueName") => named("QueueName")?,
-            ("AWS::Events::Rule", "Ref") => named("Name")?,
+            // A rule on a custom bus: `<bus>|<rule>`, as CloudFormation names it.
+            ("AWS::Events::Rule", "Ref") => match self.resolve(&properties["EventBusName"])? {
+                Some(Value::String(b)) if b != "default" => {
+                    let bus = b.rsplit('/').next().unwrap_or(&b).to_owned();
+                    format!("{bus}|{}", named("Name")?)
+                }
+                _ => named("Name")?,
+            },
             ("AWS::Events::Rule", "Arn") => {
                 // A rule on a custom bus has the bus in its ARN.
                 let bus = match self.resolve(&properties["EventBusName"])? {
@@ -354,6 +361,8 @@ impl Deployment<'_> {
                 named("LogGroupName")?
             ),
             ("AWS::CloudWatch::Dashboard", "Ref") => named("DashboardName")?,
+            ("AWS::CloudWatch::Alarm", "Ref") => named("AlarmName")?,
+            ("AWS::SSM::Parameter", "Ref" | "Name") => named("Name")?,
             // A topic's Ref is its ARN.
             ("AWS::SNS::Topic", "Ref" | "TopicArn") => {
                 format!("arn:{p}:sns:{region}:{account}:{}", named("TopicName")?)

@@ -12,6 +12,7 @@
 //! physical ids and ARNs of what it made), never with `verify`'s expectations: so `verify` is
 //! tested against what CloudFormation would have made, not against what it wrote itself.
 
+mod alarms;
 mod fis;
 mod spoke;
 
@@ -294,7 +295,7 @@ impl Sandbox {
             topic: Some(self.base.output("AlarmTopicArn")?),
         };
         let name = format!("{}-{logical}-SANDBOX", self.stack());
-        spec.put(&self.aws.cloudwatch, &name, &monitored).await
+        alarms::put(spec, &self.aws.cloudwatch, &name, &monitored).await
     }
 
     /// The base stack's parameters, as deployed.

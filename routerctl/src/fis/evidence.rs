@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use super::CLOCK_SKEW;
-use aws_model::aws::{Aws, describe};
+use crate::cloud::experiments::Experiments;
 
 /// The log time range that counts, in ms since the epoch, both ends included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,16 +212,23 @@ pub fn tally(
 }
 
 /// The base stack's RouterLogGroup (the function's LoggingConfig points at it).
-pub async fn router_log_group(aws: &Aws, stack: &str) -> Result<String> {
-    aws_model::aws::stack_resource(aws, stack, "RouterLogGroup")
+pub async fn router_log_group(aws: &impl Experiments, stack: &str) -> Result<String> {
+    aws.stack_resources(stack)
         .await
+        .map_err(|e| anyhow::anyhow!("DescribeStackResources {stack}: {e}"))?
+        .remove("RouterLogGroup")
+        .with_context(|| format!("stack {stack} has no resource RouterLogGroup"))
         .context("finding the router's log group (pass --stack, or --log-group)")
 }
 
 /// Every delivery the router recorded in `window`: from its metric documents' `Deliveries`,
 /// which every log level keeps, or, when there are none (a router build before them), from its
 /// `forwarded` lines, which INFO keeps.
-pub async fn deliveries(aws: &Aws, log_group: &str, window: Window) -> Result<Vec<Delivery>> {
+pub async fn deliveries(
+    aws: &impl Experiments,
+    log_group: &str,
+    window: Window,
+) -> Result<Vec<Delivery>> {
     let recorded = logged(aws, log_group, window, "\"Deliveries\"", |line, at| {
         parse_document_deliveries(line, at)
     })
@@ -237,38 +244,25 @@ pub async fn deliveries(aws: &Aws, log_group: &str, window: Window) -> Result<Ve
 
 /// The log events of `window` matching `pattern` (narrowed server-side), parsed by `parse`.
 pub(super) async fn logged(
-    aws: &Aws,
+    aws: &impl Experiments,
     log_group: &str,
     window: Window,
     pattern: &str,
     parse: impl Fn(&str, i64) -> Vec<Delivery>,
 ) -> Result<Vec<Delivery>> {
-    let mut found = Vec::new();
-    let mut pages = aws
-        .logs
-        .filter_log_events()
-        .log_group_name(log_group)
-        .start_time(window.from_ms)
-        .end_time(window.to_ms)
-        .filter_pattern(pattern)
-        .into_paginator()
-        .send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| {
+    let events = aws
+        .log_events(log_group, pattern, window.from_ms, window.to_ms)
+        .await
+        .map_err(|e| {
             anyhow::anyhow!(
-                "FilterLogEvents on {log_group}: {} (wrong --log-group? the caller needs \
-                 logs:FilterLogEvents)",
-                describe(&e)
+                "FilterLogEvents on {log_group}: {e} (wrong --log-group? the caller needs \
+                 logs:FilterLogEvents)"
             )
         })?;
-        for event in page.events() {
-            found.extend(parse(
-                event.message().unwrap_or_default(),
-                event.timestamp().unwrap_or_default(),
-            ));
-        }
-    }
-    Ok(found)
+    Ok(events
+        .iter()
+        .flat_map(|(at, message)| parse(message, *at))
+        .collect())
 }
 
 /// The deliveries a router metric document lists (`Deliveries`: `[cluster, event id,

@@ -30,7 +30,7 @@ use std::{
 
 use anyhow::{Result, bail};
 
-use aws_model::aws::Aws;
+use crate::cloud::experiments::Experiments;
 
 pub use self::duration::{iso8601_duration, parse_duration};
 pub use self::evidence::{
@@ -200,7 +200,11 @@ impl Report {
 /// experiment that already ran), wait for it and for its window to close, then report.
 /// `progress` is told what it is waiting for. Once an experiment runs, an error names it and how
 /// to stop it.
-pub async fn run(aws: &Aws, options: &Options, progress: impl Fn(&str)) -> Result<Report> {
+pub async fn run(
+    aws: &impl Experiments,
+    options: &Options,
+    progress: impl Fn(&str),
+) -> Result<Report> {
     // The template checked before the start, and the cluster it was checked for.
     let (experiment_id, checked) = match &options.experiment_id {
         Some(id) => (id.clone(), None),
@@ -218,7 +222,7 @@ pub async fn run(aws: &Aws, options: &Options, progress: impl Fn(&str)) -> Resul
                     anyhow::anyhow!(
                         "not started: {problem}. Deploy fis.yaml for the cluster (make deploy-fis \
                          CLUSTER={cluster} REGION={}) and start that template",
-                        aws.region
+                        aws.region()
                     )
                 })?;
             progress(&format!(
@@ -234,7 +238,7 @@ pub async fn run(aws: &Aws, options: &Options, progress: impl Fn(&str)) -> Resul
             "experiment {experiment_id} was started and may still be interrupting nodes: stop it \
              with aws fis stop-experiment --region {} --id {experiment_id}, or report on it later \
              with routerctl fis --experiment-id {experiment_id}",
-            aws.region
+            aws.region()
         ))),
         other => other,
     }
@@ -243,7 +247,7 @@ pub async fn run(aws: &Aws, options: &Options, progress: impl Fn(&str)) -> Resul
 /// Waits for the experiment and its window, then reads the evidence. `checked` is the template
 /// and cluster when this command started the experiment; otherwise they are read here.
 async fn observe(
-    aws: &Aws,
+    aws: &impl Experiments,
     options: &Options,
     experiment_id: &str,
     checked: Option<(Template, String)>,

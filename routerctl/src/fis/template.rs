@@ -3,11 +3,11 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use super::duration::iso8601_duration;
 use super::{CLUSTER_TAG, OTHER_CLUSTER_TAGS};
-use aws_model::aws::{Aws, describe};
+use crate::cloud::experiments::Experiments;
 
 /// The experiment template, as far as this command needs it.
 #[derive(Debug, Clone)]
@@ -105,27 +105,25 @@ pub(super) fn target_cluster(template: &Template, asked: Option<&str>) -> Result
 }
 
 /// The template fis.yaml deployed for `cluster` (tags `cluster` and `app=interruption-router`).
-pub async fn find_template(aws: &Aws, cluster: &str) -> Result<String> {
-    let mut found = Vec::new();
-    let mut pages = aws.fis.list_experiment_templates().into_paginator().send();
-    while let Some(page) = pages.next().await {
-        let page =
-            page.map_err(|e| anyhow::anyhow!("ListExperimentTemplates: {}", describe(&e)))?;
-        for t in page.experiment_templates() {
-            let tags = t.tags();
-            let tag = |k: &str| tags.and_then(|t| t.get(k)).map(String::as_str);
-            if tag("cluster") == Some(cluster) && tag("app") == Some("interruption-router") {
-                found.extend(t.id().map(str::to_owned));
-            }
-        }
-    }
+pub async fn find_template(aws: &impl Experiments, cluster: &str) -> Result<String> {
+    let found: Vec<String> = aws
+        .experiment_templates()
+        .await
+        .map_err(|e| anyhow::anyhow!("ListExperimentTemplates: {e}"))?
+        .into_iter()
+        .filter(|t| {
+            let tag = |k: &str| t.tags.get(k).map(String::as_str);
+            tag("cluster") == Some(cluster) && tag("app") == Some("interruption-router")
+        })
+        .map(|t| t.id)
+        .collect();
     match found.as_slice() {
         [one] => Ok(one.clone()),
         [] => bail!(
             "no FIS experiment template tagged cluster={cluster}, app=interruption-router in {}: \
              deploy one with make deploy-fis CLUSTER={cluster} REGION={}, or pass --template-id",
-            aws.region,
-            aws.region
+            aws.region(),
+            aws.region()
         ),
         many => bail!(
             "{} templates are tagged cluster={cluster}: pass one with --template-id ({})",
@@ -135,50 +133,35 @@ pub async fn find_template(aws: &Aws, cluster: &str) -> Result<String> {
     }
 }
 
-pub async fn describe_template(aws: &Aws, id: &str) -> Result<Template> {
-    let out = aws
-        .fis
-        .get_experiment_template()
-        .id(id)
-        .send()
+pub async fn describe_template(aws: &impl Experiments, id: &str) -> Result<Template> {
+    let template = aws
+        .experiment_template(id)
         .await
-        .map_err(|e| anyhow::anyhow!("GetExperimentTemplate {id}: {}", describe(&e)))?;
-    let template = out
-        .experiment_template()
-        .with_context(|| format!("GetExperimentTemplate {id} returned no template"))?;
+        .map_err(|e| anyhow::anyhow!("GetExperimentTemplate {id}: {e}"))?;
     let cluster = template
-        .targets()
-        .into_iter()
-        .flat_map(|t| t.values())
-        .find_map(|t| t.resource_tags()?.get(CLUSTER_TAG).cloned());
+        .targets
+        .iter()
+        .find_map(|t| t.resource_tags.get(CLUSTER_TAG).cloned());
     let targets = template
-        .targets()
+        .targets
         .into_iter()
-        .flat_map(|t| t.iter())
-        .map(|(name, t)| TargetSelection {
-            name: name.clone(),
-            resource_type: t.resource_type().unwrap_or_default().to_owned(),
-            resource_tags: t
-                .resource_tags()
-                .map(|tags| tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-                .unwrap_or_default(),
-            by_arn: !t.resource_arns().is_empty(),
+        .map(|t| TargetSelection {
+            name: t.name,
+            resource_type: t.resource_type,
+            resource_tags: t.resource_tags.into_iter().collect(),
+            by_arn: t.by_arn,
         })
         .collect();
     // `arn:<partition>:logs:<region>:<account>:log-group:<name>[:*]`
     let log_group = template
-        .log_configuration()
-        .and_then(|l| l.cloud_watch_logs_configuration())
-        .and_then(|c| c.log_group_arn())
+        .log_group_arn
+        .as_deref()
         .and_then(|arn| arn.split(":log-group:").nth(1))
         .map(|rest| rest.trim_end_matches(":*").to_owned());
     let duration_before_interruption = template
-        .actions()
-        .into_iter()
-        .flat_map(|a| a.values())
-        .filter(|a| a.action_id() == Some("aws:ec2:send-spot-instance-interruptions"))
-        .find_map(|a| a.parameters()?.get("durationBeforeInterruption"))
-        .and_then(|d| iso8601_duration(d));
+        .spot_notices
+        .iter()
+        .find_map(|d| iso8601_duration(d));
     Ok(Template {
         id: id.to_owned(),
         cluster,

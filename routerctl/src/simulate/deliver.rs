@@ -3,41 +3,34 @@
 //! function, as the SQS batch its event source mapping would have read.
 
 use anyhow::{Result, bail};
-use aws_sdk_lambda::{primitives::Blob, types::InvocationType};
-use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 
 use super::Sent;
-use aws_model::{
-    aws::{Aws, describe},
-    events::Synthetic,
+use crate::cloud::{
+    deliveries::{Deliveries, Entry},
+    missing,
 };
+use aws_model::events::Synthetic;
 
-pub(super) async fn check_queue(aws: &Aws, url: &str) -> Result<()> {
-    match aws
-        .sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-    {
+pub(super) async fn check_queue(aws: &impl Deliveries, url: &str) -> Result<()> {
+    match aws.queue_attributes(url).await {
         Ok(_) => Ok(()),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_queue_does_not_exist()) =>
-        {
+        Err(e) if e.code == missing::QUEUE => {
             bail!(
                 "queue {url} does not exist in {}: pass the base stack's IngestQueueUrl output \
              (aws cloudformation describe-stacks --stack-name <stack> --query \
              \"Stacks[0].Outputs[?OutputKey=='IngestQueueUrl'].OutputValue\" --output text)",
-                aws.region
+                aws.region()
             )
         }
-        Err(e) => bail!("GetQueueAttributes on {url}: {}", describe(&e)),
+        Err(e) => bail!("GetQueueAttributes on {url}: {e}"),
     }
 }
 
-pub(super) async fn send_to_queue(aws: &Aws, url: &str, events: Vec<Synthetic>) -> Vec<Sent> {
+pub(super) async fn send_to_queue(
+    aws: &impl Deliveries,
+    url: &str,
+    events: Vec<Synthetic>,
+) -> Vec<Sent> {
     let mut sent: Vec<Sent> = Vec::with_capacity(events.len());
     let mut broken: Option<String> = None;
     for chunk in events.chunks(10) {
@@ -48,45 +41,35 @@ pub(super) async fn send_to_queue(aws: &Aws, url: &str, events: Vec<Synthetic>) 
             }));
             continue;
         }
-        let entries = chunk
+        let entries: Vec<(String, String)> = chunk
             .iter()
             .enumerate()
-            .map(|(i, e)| {
-                SendMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .message_body(e.body())
-                    .build()
-                    .expect("id and body are set")
-            })
+            .map(|(i, e)| (i.to_string(), e.body()))
             .collect();
-        let out = aws
-            .sqs
-            .send_message_batch()
-            .queue_url(url)
-            .set_entries(Some(entries))
-            .send()
-            .await;
-        match out {
+        match aws.send_batch(url, &entries).await {
             Ok(out) => {
                 for (i, event) in chunk.iter().enumerate() {
                     let id = i.to_string();
-                    let result = if let Some(ok) = out.successful().iter().find(|s| s.id() == id) {
-                        Ok(format!("message {}", ok.message_id()))
-                    } else if let Some(failed) = out.failed().iter().find(|f| f.id() == id) {
-                        Err(format!(
-                            "{}: {}{}",
-                            failed.code(),
-                            failed.message().unwrap_or_default(),
-                            if is_access_denied(Some(failed.code())) {
+                    let result = match out.iter().find(|(listed, _)| *listed == id) {
+                        Some((_, Entry::Sent(message_id))) => Ok(format!("message {message_id}")),
+                        Some((
+                            _,
+                            Entry::Failed {
+                                code,
+                                message,
+                                sender_fault,
+                            },
+                        )) => Err(format!(
+                            "{code}: {message}{}",
+                            if is_access_denied(Some(code)) {
                                 INGEST_DENIES
-                            } else if failed.sender_fault() {
+                            } else if *sender_fault {
                                 ""
                             } else {
                                 " (SQS-side; retry)"
                             }
-                        ))
-                    } else {
-                        Err("SQS did not answer for this entry".to_owned())
+                        )),
+                        None => Err("SQS did not answer for this entry".to_owned()),
                     };
                     sent.push(Sent {
                         event: event.clone(),
@@ -95,8 +78,8 @@ pub(super) async fn send_to_queue(aws: &Aws, url: &str, events: Vec<Synthetic>) 
                 }
             }
             Err(e) => {
-                let mut why = format!("SendMessageBatch: {}", describe(&e));
-                if is_access_denied(aws_sdk_sqs::error::ProvideErrorMetadata::code(&e)) {
+                let mut why = format!("SendMessageBatch: {e}");
+                if is_access_denied(Some(&e.code)) {
                     why.push_str(INGEST_DENIES);
                 }
                 sent.extend(chunk.iter().map(|e| Sent {
@@ -123,7 +106,11 @@ fn is_access_denied(code: Option<&str>) -> bool {
 /// SQS batches of at most 10 records, each invoked synchronously, so the router's answer
 /// (`batchItemFailures`) says which it could not route. Nothing retries a simulated event the
 /// router hands back: there is no queue to hand it back to.
-pub(super) async fn invoke(aws: &Aws, function: &str, events: Vec<Synthetic>) -> Result<Vec<Sent>> {
+pub(super) async fn invoke(
+    aws: &impl Deliveries,
+    function: &str,
+    events: Vec<Synthetic>,
+) -> Result<Vec<Sent>> {
     let mut sent = Vec::with_capacity(events.len());
     for chunk in events.chunks(10) {
         let records: Vec<serde_json::Value> = chunk
@@ -136,36 +123,20 @@ pub(super) async fn invoke(aws: &Aws, function: &str, events: Vec<Synthetic>) ->
             })
             .collect();
         let payload = serde_json::json!({ "Records": records }).to_string();
-        let out = aws
-            .lambda
-            .invoke()
-            .function_name(function)
-            .invocation_type(InvocationType::RequestResponse)
-            .payload(Blob::new(payload))
-            .send()
-            .await;
-        let answer: Result<serde_json::Value, String> = match out {
-            Ok(out) if out.function_error().is_some() => Err(format!(
+        let answer: Result<serde_json::Value, String> = match aws.invoke(function, payload).await {
+            Ok(out) if out.function_error.is_some() => Err(format!(
                 "the router failed the invocation: {}",
-                out.payload()
-                    .map(|p| String::from_utf8_lossy(p.as_ref()).into_owned())
-                    .unwrap_or_default()
+                String::from_utf8_lossy(&out.payload)
             )),
-            Ok(out) => Ok(out
-                .payload()
-                .and_then(|p| serde_json::from_slice(p.as_ref()).ok())
-                .unwrap_or_default()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_resource_not_found_exception()) =>
-            {
+            Ok(out) => Ok(serde_json::from_slice(&out.payload).unwrap_or_default()),
+            Err(e) if e.code == missing::RESOURCE => {
                 bail!(
                     "function {function} not found in {}: pass the base stack's FunctionName \
                      output, or its ingest queue URL",
-                    aws.region
+                    aws.region()
                 )
             }
-            Err(e) => Err(format!("Invoke: {}", describe(&e))),
+            Err(e) => Err(format!("Invoke: {e}")),
         };
         sent.extend(chunk.iter().map(|event| {
             Sent {

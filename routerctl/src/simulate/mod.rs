@@ -12,13 +12,10 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use aws_sdk_ec2::types::Filter;
 use interruption_router::event::ACTIONABLE_STATES;
 
-use aws_model::{
-    aws::{Aws, describe},
-    events::{Origin, Synthetic},
-};
+use crate::cloud::deliveries::{Deliveries, Instance, Instances};
+use aws_model::events::{Origin, Synthetic};
 
 mod deliver;
 mod site;
@@ -189,14 +186,18 @@ impl Report {
 }
 
 /// Selects the instances, builds the events and sends them.
-pub async fn run(aws: &Aws, options: &Options) -> Result<Report> {
+pub async fn run(aws: &impl Deliveries, options: &Options) -> Result<Report> {
     run_from(aws, aws, options).await
 }
 
 /// Like [`run`], for a cluster in another account or region than the router: its instances are
 /// picked with `cluster_site`'s clients (acting in the cluster's account and region), and the
 /// events, stamped with that account and region, are sent with `aws`'s (the hub's).
-pub async fn run_from(aws: &Aws, cluster_site: &Aws, options: &Options) -> Result<Report> {
+pub async fn run_from(
+    aws: &impl Deliveries,
+    cluster_site: &impl Deliveries,
+    options: &Options,
+) -> Result<Report> {
     if options.kind == SimKind::State && !ACTIONABLE_STATES.contains(&options.state.as_str()) {
         bail!(
             "--state {}: the rules and the router only pass {}; other states never reach Karpenter",
@@ -212,7 +213,7 @@ pub async fn run_from(aws: &Aws, cluster_site: &Aws, options: &Options) -> Resul
     let (account, instances) = select(cluster_site, options).await?;
     let origin = Origin {
         account: account.clone(),
-        region: cluster_site.region.clone(),
+        region: cluster_site.region().to_owned(),
     };
     let events = build(&origin, options, &instances);
     let sent = match &destination {
@@ -222,7 +223,7 @@ pub async fn run_from(aws: &Aws, cluster_site: &Aws, options: &Options) -> Resul
     Ok(Report {
         cluster: options.cluster.clone(),
         account,
-        region: cluster_site.region.clone(),
+        region: cluster_site.region().to_owned(),
         destination,
         instances,
         sent,
@@ -259,77 +260,34 @@ pub fn build(origin: &Origin, options: &Options, instances: &[String]) -> Vec<Sy
 }
 
 /// The account (the instances' owner: no STS call needed) and the chosen instances.
-async fn select(aws: &Aws, options: &Options) -> Result<(String, Vec<String>)> {
-    let (key, tag_filter) = match options.cluster_tag.strip_suffix('*') {
-        Some(prefix) => (
-            format!("{prefix}{}", options.cluster),
-            Filter::builder()
-                .name("tag-key")
-                .values(format!("{prefix}{}", options.cluster))
-                .build(),
-        ),
-        None => (
-            options.cluster_tag.clone(),
-            Filter::builder()
-                .name(format!("tag:{}", options.cluster_tag))
-                .values(&options.cluster)
-                .build(),
-        ),
+async fn select(aws: &impl Deliveries, options: &Options) -> Result<(String, Vec<String>)> {
+    let (key, value) = match options.cluster_tag.strip_suffix('*') {
+        Some(prefix) => (format!("{prefix}{}", options.cluster), None),
+        None => (options.cluster_tag.clone(), Some(options.cluster.as_str())),
     };
     let label = match options.cluster_tag.ends_with('*') {
         true => format!("tag key {key}"),
         false => format!("{key}={}", options.cluster),
     };
 
-    let mut found: Vec<Found> = Vec::new();
-    let mut request = aws.ec2.describe_instances();
-    request = if options.instances.is_empty() {
-        request.filters(tag_filter).filters(
-            Filter::builder()
-                .name("instance-state-name")
-                .values("running")
-                .build(),
-        )
+    let which = if options.instances.is_empty() {
+        Instances::Running { key: &key, value }
     } else {
-        request.set_instance_ids(Some(options.instances.clone()))
+        Instances::Ids(&options.instances)
     };
-    let mut pages = request.into_paginator().send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| {
-            anyhow::anyhow!(
-                "DescribeInstances in {}: {}{}",
-                aws.region,
-                describe(&e),
-                if options.instances.is_empty() {
-                    ""
-                } else {
-                    " (check the --instance ids and --region)"
-                }
-            )
-        })?;
-        for reservation in page.reservations() {
-            let owner = reservation.owner_id().unwrap_or_default().to_owned();
-            for instance in reservation.instances() {
-                let tags = instance
-                    .tags()
-                    .iter()
-                    .map(|t| {
-                        (
-                            t.key().unwrap_or_default().to_owned(),
-                            t.value().unwrap_or_default().to_owned(),
-                        )
-                    })
-                    .collect();
-                found.push(Found {
-                    id: instance.instance_id().unwrap_or_default().to_owned(),
-                    owner: owner.clone(),
-                    tags,
-                });
+    let mut found: Vec<Instance> = aws.instances(which).await.map_err(|e| {
+        anyhow::anyhow!(
+            "DescribeInstances in {}: {e}{}",
+            aws.region(),
+            if options.instances.is_empty() {
+                ""
+            } else {
+                " (check the --instance ids and --region)"
             }
-        }
-    }
+        )
+    })?;
 
-    let managed = |f: &Found| {
+    let managed = |f: &Instance| {
         options.managed_tag.is_empty() || f.tags.iter().any(|(k, _)| *k == options.managed_tag)
     };
     let unmanaged = format!(
@@ -344,7 +302,7 @@ async fn select(aws: &Aws, options: &Options) -> Result<(String, Vec<String>)> {
                 "no running instances tagged {label} in {}: check the cluster name (the tag's \
                  value, normally the EKS cluster name), the region, and --cluster-tag; or name \
                  instances with --instance",
-                aws.region
+                aws.region()
             );
         }
         let all = found.len();
@@ -359,7 +317,7 @@ async fn select(aws: &Aws, options: &Options) -> Result<(String, Vec<String>)> {
                 "--count {}: only {} running Karpenter instances are tagged {label} in {}; lower --count",
                 options.count,
                 found.len(),
-                aws.region
+                aws.region()
             );
         }
         found.truncate(options.count);
@@ -393,13 +351,6 @@ async fn select(aws: &Aws, options: &Options) -> Result<(String, Vec<String>)> {
         .find(|o| !o.is_empty())
         .context("DescribeInstances returned no OwnerId: cannot tell the account")?;
     Ok((account, chosen.into_iter().map(|f| f.id).collect()))
-}
-
-/// An instance DescribeInstances returned, with its reservation's owner (the account).
-struct Found {
-    id: String,
-    owner: String,
-    tags: Vec<(String, String)>,
 }
 
 #[cfg(test)]

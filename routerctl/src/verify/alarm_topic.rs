@@ -4,7 +4,7 @@
 //! confirmed subscriptions ("PendingConfirmation" until the endpoint confirms), so a topic without
 //! one pages nobody, and neither does a stack with no topic at all (templates before 0.2.0).
 
-use aws_model::aws::{Aws, describe};
+use crate::cloud::Cloud;
 
 use super::report::Check;
 use crate::check::{self, Expect};
@@ -24,31 +24,13 @@ pub(super) struct Site<'a> {
 }
 
 /// The topic's subscriptions (their ARNs, or `PendingConfirmation`), all pages.
-async fn subscriptions(aws: &Aws, topic: &str) -> Result<Vec<String>, String> {
-    let mut found = Vec::new();
-    let mut next: Option<String> = None;
-    loop {
-        let out = aws
-            .sns
-            .list_subscriptions_by_topic()
-            .topic_arn(topic)
-            .set_next_token(next.take())
-            .send()
-            .await
-            .map_err(|e| format!("ListSubscriptionsByTopic {topic}: {}", describe(&e)))?;
-        found.extend(
-            out.subscriptions()
-                .iter()
-                .filter_map(|s| s.subscription_arn().map(str::to_owned)),
-        );
-        match out.next_token() {
-            Some(token) => next = Some(token.to_owned()),
-            None => return Ok(found),
-        }
-    }
+async fn subscriptions(aws: &impl Cloud, topic: &str) -> Result<Vec<String>, String> {
+    aws.subscriptions(topic)
+        .await
+        .map_err(|e| format!("ListSubscriptionsByTopic {topic}: {e}"))
 }
 
-pub(super) async fn check(aws: &Aws, site: &Site<'_>) -> Check {
+pub(super) async fn check(aws: &impl Cloud, site: &Site<'_>) -> Check {
     let listed = match site.topic {
         Some(topic) => subscriptions(aws, topic).await.map(Some),
         None => Ok(None),

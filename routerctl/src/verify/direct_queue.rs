@@ -5,10 +5,8 @@
 //! principal, this account's included. Whether a member's rules reach it is judged per member
 //! (`verify --account`, its rules).
 
-use aws_sdk_sqs::types::QueueAttributeName;
-
 use aws_model::{
-    aws::{Aws, arn_name},
+    aws::arn_name,
     policy::{Decision, Policy, Principal, Request, evaluate},
 };
 use interruption_router::config::{DEFAULT_SPOKE_ROLE_NAME, DIRECT_ROLE_SUFFIX};
@@ -18,10 +16,13 @@ use super::{
     report::{Check, fail},
     stack::Base,
 };
-use crate::check::{self, Expect};
+use crate::{
+    check::{self, Expect},
+    cloud::Cloud,
+};
 
 pub(super) async fn check(
-    aws: &Aws,
+    aws: &impl Cloud,
     base: &Base,
     function_timeout: Option<i32>,
     checks: &mut Vec<Check>,
@@ -63,7 +64,7 @@ pub(super) fn judge_policy(base: &Base, queue: &Queue) -> Check {
          ServedAccounts or OrganizationId, SpokeRoleName and SpokeRolePath)",
         base.name
     );
-    let policy = match queue.attribute(QueueAttributeName::Policy) {
+    let policy = match queue.attribute("Policy") {
         None => {
             return fail(
                 NAME,

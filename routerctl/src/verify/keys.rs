@@ -11,8 +11,6 @@
 //! SSE-SQS has no such check. `direct-queue:key` (CentralBus=Enabled) judges the served accounts'
 //! direct roles as senders, with the policy spoke.yaml gives them.
 
-use aws_sdk_sqs::types::QueueAttributeName;
-
 use serde_json::Value;
 
 use super::{
@@ -21,11 +19,14 @@ use super::{
     role::Role,
     stack::Base,
 };
-use crate::check::{self, Expect};
+use crate::{
+    check::{self, Expect},
+    cloud::Cloud,
+};
 use aws_model::{
     access::{EventBridgeUse, Identity, eventbridge_use, role_through_sqs},
-    aws::{Aws, arn_account},
-    kms::{Key, load_key},
+    aws::arn_account,
+    kms::Key,
     policy::Decision,
 };
 
@@ -70,14 +71,14 @@ const AWS_MANAGED: &str = "its key policy cannot be changed and admits no servic
 
 /// The key check of `queue`, or `None` when the queue uses no KMS key (SSE-SQS).
 pub(crate) async fn check(
-    aws: &Aws,
+    aws: &impl Cloud,
     queue: &Queue,
     users: &[KeyUser<'_>],
     name: &str,
     redeploy: &str,
     owner: Owner<'_>,
 ) -> Option<Check> {
-    let key_id = queue.attribute(QueueAttributeName::KmsMasterKeyId)?;
+    let key_id = queue.attribute("KmsMasterKeyId")?;
     // By alias, SQS's way to name the AWS-managed key: nothing to look up.
     if is_aws_managed_alias(key_id) {
         return Some(check::evaluate(
@@ -91,11 +92,11 @@ pub(crate) async fn check(
         return Some(check::evaluate(name, [row]));
     }
     // Where: the key and its policy.
-    let loaded = load_key(aws, key_id).await;
+    let loaded = aws.key(key_id).await;
     let rows = match &loaded {
         Ok(key) => match foreign(queue, &key.arn, redeploy) {
             Some(row) => vec![row],
-            None => judge(key, queue, users, &aws.region, redeploy, owner),
+            None => judge(key, queue, users, aws.region(), redeploy, owner),
         },
         Err(_) => vec![Expect::lookup(
             &loaded,
@@ -332,7 +333,7 @@ fn role_rows(
 /// The base stack's own queues: EventBridge's rules deliver to both, the router role receives
 /// from the ingest queue and writes dead letters.
 pub(super) async fn check_base(
-    aws: &Aws,
+    aws: &impl Cloud,
     base: &Base,
     rule_arns: &[String],
     role: Option<&Role>,
@@ -346,14 +347,14 @@ pub(super) async fn check_base(
     // key of its own.
     let given = is_given(base.parameter("KmsKey"))
         .then(|| {
-            aws_model::documents::base_key_statements(&base.account, &aws.region, &base.parameters)
+            aws_model::documents::base_key_statements(&base.account, aws.region(), &base.parameters)
                 .ok()
         })
         .flatten();
     // The direct queue's senders (CentralBus=Enabled): each served account's direct role, with
     // the policy spoke.yaml gives it.
     let direct = base.output("DirectQueueArn");
-    let members = direct_roles(base, &aws.region, direct);
+    let members = direct_roles(base, aws.region(), direct);
     let queues = [
         ("ingest-queue:key", base.output("IngestQueueArn"), CONSUME),
         (

@@ -64,15 +64,17 @@ pub(crate) mod rules;
 mod spokes;
 pub(crate) mod stack;
 pub(crate) mod tenants;
+#[cfg(test)]
+mod tests;
 mod version;
 
-pub use monitoring::{ALARMS, Monitored};
+pub use monitoring::{ALARMS, AlarmSpec, MISSING_EXPRESSION, Monitored, Watches};
 pub use report::{Check, Report};
 pub use rules::{HUB_RULES, RULES};
 pub use spokes::{parse_account_id, parse_org_id};
 pub use tenants::cluster_of;
 
-use aws_model::aws::Aws;
+use crate::cloud::Cloud;
 
 /// The base stack's name unless `--stack` says otherwise.
 pub const DEFAULT_STACK: &str = "interruption-router";
@@ -134,10 +136,10 @@ pub fn parse_cluster_role(value: &str) -> Result<(String, String), String> {
 
 /// Runs every check. AWS errors (a missing resource, a denied read) become failed checks with
 /// their fix, so there is no error to return.
-pub async fn run(aws: &Aws, options: &Options) -> Report {
+pub async fn run(aws: &impl Cloud, options: &Options) -> Report {
     let mut report = Report {
         stack: options.stack.clone(),
-        region: aws.region.clone(),
+        region: aws.region().to_owned(),
         spoke: options
             .account
             .as_ref()
@@ -150,12 +152,12 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
     let Some(base) = stack::check(aws, &options.stack, checks).await else {
         return report;
     };
-    checks.push(version::check(&base, &aws.region));
+    checks.push(version::check(&base, aws.region()));
     // Rules first: the queue and function policies are checked against their ARNs.
     let function = function::load(aws, &base).await;
     let rules = rules::check(aws, &base, checks).await.arns;
     let rule_arns: Vec<String> = rules.values().cloned().collect();
-    let timeout = function.as_ref().ok().and_then(|f| f.timeout());
+    let timeout = function.as_ref().ok().and_then(|f| f.timeout);
     queues::check(aws, &base, &rules, timeout, checks).await;
     direct_queue::check(aws, &base, timeout, checks).await;
     let config = function::check(&base, &function, checks);
@@ -168,12 +170,13 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
             &alarm_topic::Site {
                 name: "alarm-topic".into(),
                 topic: base.alarm_topic(),
-                region: &aws.region,
+                region: aws.region(),
                 deploy: format!(
                     "update stack {} with this release's base.yaml (make deploy-base BUCKET=… \
                      REGION={}): given no topic, it creates one for its alarms; or give yours \
                      with ALARM_TOPIC=<topic ARN>",
-                    base.name, aws.region
+                    base.name,
+                    aws.region()
                 ),
             },
         )
@@ -192,7 +195,7 @@ pub async fn run(aws: &Aws, options: &Options) -> Report {
         .collect();
         tenants::check(
             aws,
-            &tenants::Site::hub(&base, &aws.region),
+            &tenants::Site::hub(&base, aws.region()),
             template,
             role.as_ref(),
             &own,

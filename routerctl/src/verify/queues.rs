@@ -7,8 +7,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use aws_sdk_lambda::types::FunctionResponseType;
-use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 
 use aws_model::documents::{BaseQueue, BaseSite, base_queue_policy};
@@ -17,9 +15,12 @@ use super::{
     report::{Check, fail},
     stack::Base,
 };
-use crate::check::{self, Expect};
+use crate::{
+    check::{self, Expect},
+    cloud::{Cloud, missing},
+};
 use aws_model::{
-    aws::{Aws, arn_name, arn_name_after_slash, describe},
+    aws::{arn_name, arn_name_after_slash},
     policy::{Decision, Policy, Principal, Request, evaluate},
 };
 
@@ -33,8 +34,9 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    pub fn attribute(&self, name: QueueAttributeName) -> Option<&str> {
-        self.attributes.get(name.as_str()).map(String::as_str)
+    /// An attribute by its name in SQS's API (`Policy`, `KmsMasterKeyId`, …).
+    pub fn attribute(&self, name: &str) -> Option<&str> {
+        self.attributes.get(name).map(String::as_str)
     }
 
     /// What the queue policy `policy` decides for the AWS principal `principal` doing `action` on
@@ -58,13 +60,13 @@ impl Queue {
 
 /// Checks the ingest queue and the DLQ against the stack's rules (their ARNs by logical id).
 pub(super) async fn check(
-    aws: &Aws,
+    aws: &impl Cloud,
     base: &Base,
     rules: &BTreeMap<String, String>,
     function_timeout: Option<i32>,
     checks: &mut Vec<Check>,
 ) {
-    let region = &aws.region;
+    let region = aws.region();
     let dlq_arn = base.output("DeadLetterQueueArn");
     let rule_arns: Vec<String> = rules.values().cloned().collect();
     let rule_arns = rule_arns.as_slice();
@@ -147,36 +149,19 @@ pub(super) async fn check(
     }
 }
 
-pub(crate) async fn load_queue(aws: &Aws, name: &str) -> Result<Queue, String> {
-    let url = match aws.sqs.get_queue_url().queue_name(name).send().await {
-        Ok(out) => out.queue_url().unwrap_or_default().to_owned(),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_queue_does_not_exist()) =>
-        {
-            return Err(format!("queue {name} does not exist in {}", aws.region));
+pub(crate) async fn load_queue(aws: &impl Cloud, name: &str) -> Result<Queue, String> {
+    let url = match aws.queue_url(name).await {
+        Ok(url) => url,
+        Err(e) if e.code == missing::QUEUE => {
+            return Err(format!("queue {name} does not exist in {}", aws.region()));
         }
-        Err(e) => return Err(format!("GetQueueUrl {name}: {}", describe(&e))),
+        Err(e) => return Err(format!("GetQueueUrl {name}: {e}")),
     };
     let attributes: HashMap<String, String> = aws
-        .sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(QueueAttributeName::All)
-        .send()
+        .queue_attributes(&url)
         .await
-        .map_err(|e| format!("GetQueueAttributes {name}: {}", describe(&e)))?
-        .attributes()
-        .map(|a| {
-            a.iter()
-                .map(|(k, v)| (k.as_str().to_owned(), v.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
-    let arn = attributes
-        .get(QueueAttributeName::QueueArn.as_str())
-        .cloned()
-        .unwrap_or_default();
+        .map_err(|e| format!("GetQueueAttributes {name}: {e}"))?;
+    let arn = attributes.get("QueueArn").cloned().unwrap_or_default();
     Ok(Queue {
         name: name.to_owned(),
         arn,
@@ -187,10 +172,8 @@ pub(crate) async fn load_queue(aws: &Aws, name: &str) -> Result<Queue, String> {
 
 /// The row saying the queue is encrypted at rest (with SSE-SQS or a KMS key).
 pub(super) fn encryption(queue: &Queue, region: &str) -> Expect {
-    let sse = queue.attribute(QueueAttributeName::SqsManagedSseEnabled) == Some("true");
-    let kms = queue
-        .attribute(QueueAttributeName::KmsMasterKeyId)
-        .filter(|k| !k.is_empty());
+    let sse = queue.attribute("SqsManagedSseEnabled") == Some("true");
+    let kms = queue.attribute("KmsMasterKeyId").filter(|k| !k.is_empty());
     match (sse, kms) {
         // Who may use the key is the `:key` check's (keys.rs).
         (_, Some(key)) => Expect::found(format!("{} encrypted with KMS key {key}", queue.name)),
@@ -219,10 +202,10 @@ pub(super) fn check_read_queue(
 ) -> Check {
     let region = queue.arn.split(':').nth(3).unwrap_or_default().to_owned();
     let visibility: Option<i32> = queue
-        .attribute(QueueAttributeName::VisibilityTimeout)
+        .attribute("VisibilityTimeout")
         .and_then(|v| v.parse().ok());
     let redrive: Option<Value> = queue
-        .attribute(QueueAttributeName::RedrivePolicy)
+        .attribute("RedrivePolicy")
         .and_then(|r| serde_json::from_str(r).ok());
     let target = redrive
         .as_ref()
@@ -295,7 +278,7 @@ fn events_may_send(
     };
     // Where: the queue's policy.
     let policy = queue
-        .attribute(QueueAttributeName::Policy)
+        .attribute("Policy")
         .ok_or_else(|| {
             format!(
                 "{} has no queue policy: EventBridge cannot deliver to it",
@@ -383,25 +366,22 @@ fn events_may_send(
 
 /// The mapping that reads `ingest` (the ingest queue, or the direct queue), as check `name`.
 pub(super) async fn check_event_source_mapping(
-    aws: &Aws,
+    aws: &impl Cloud,
     base: &Base,
     ingest: &Queue,
     name: &str,
 ) -> Check {
-    let region = &aws.region;
+    let region = aws.region();
     let function = base.output("FunctionName").unwrap_or_default();
     // Where: the function's mappings, then the one from the ingest queue.
     let listed = aws
-        .lambda
-        .list_event_source_mappings()
-        .function_name(function)
-        .send()
+        .mappings(function)
         .await
-        .map_err(|e| format!("ListEventSourceMappings {function}: {}", describe(&e)));
-    let found = listed.as_ref().map_err(Clone::clone).and_then(|out| {
-        out.event_source_mappings()
+        .map_err(|e| format!("ListEventSourceMappings {function}: {e}"));
+    let found = listed.as_ref().map_err(Clone::clone).and_then(|mappings| {
+        mappings
             .iter()
-            .find(|m| m.event_source_arn() == Some(ingest.arn.as_str()))
+            .find(|m| m.event_source_arn.as_deref() == Some(ingest.arn.as_str()))
             .ok_or_else(|| {
                 format!(
                     "no event source mapping from {} to {function}: nothing reads the queue",
@@ -429,8 +409,8 @@ pub(super) async fn check_event_source_mapping(
             );
         }
     };
-    let uuid = mapping.uuid().unwrap_or_default();
-    let state = mapping.state();
+    let uuid = mapping.uuid.as_str();
+    let state = mapping.state.as_deref();
 
     // Expect → what was found → the fix.
     check::evaluate(
@@ -448,8 +428,9 @@ pub(super) async fn check_event_source_mapping(
             ),
             Expect::that(
                 mapping
-                    .function_response_types()
-                    .contains(&FunctionResponseType::ReportBatchItemFailures),
+                    .function_response_types
+                    .iter()
+                    .any(|t| t == "ReportBatchItemFailures"),
                 "ReportBatchItemFailures",
             )
             .otherwise(
@@ -484,14 +465,14 @@ mod tests {
     const DLQ: &str = "arn:aws:sqs:us-east-1:123456789012:ir-dlq";
     const RULE: &str = "arn:aws:events:us-east-1:123456789012:rule/ir-StateChangeRule-X";
 
-    fn queue(attributes: &[(QueueAttributeName, String)]) -> Queue {
+    fn queue(attributes: &[(&str, String)]) -> Queue {
         Queue {
             name: "ir-ingest".into(),
             arn: ARN.into(),
             url: "https://sqs.us-east-1.amazonaws.com/123456789012/ir-ingest".into(),
             attributes: attributes
                 .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), v.clone()))
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
                 .collect(),
         }
     }
@@ -504,9 +485,9 @@ mod tests {
     fn the_ingest_queue_check_lists_each_row_it_judged() {
         let redrive = json!({"deadLetterTargetArn": DLQ, "maxReceiveCount": 5}).to_string();
         let good = queue(&[
-            (QueueAttributeName::SqsManagedSseEnabled, "true".into()),
-            (QueueAttributeName::VisibilityTimeout, "180".into()),
-            (QueueAttributeName::RedrivePolicy, redrive),
+            ("SqsManagedSseEnabled", "true".into()),
+            ("VisibilityTimeout", "180".into()),
+            ("RedrivePolicy", redrive),
         ]);
         let check = check_ingest_queue(&good, Some(30), Some(DLQ));
         assert!(check.passed, "{check:?}");
@@ -516,7 +497,7 @@ mod tests {
              redrives to the DLQ"
         );
 
-        let bad = queue(&[(QueueAttributeName::VisibilityTimeout, "20".into())]);
+        let bad = queue(&[("VisibilityTimeout", "20".into())]);
         let check = check_ingest_queue(&bad, Some(30), Some(DLQ));
         assert!(!check.passed);
         assert_eq!(
@@ -550,7 +531,7 @@ mod tests {
         };
         let rendered = base_queue_policy(&site, BaseQueue::Ingest).map_err(|e| e.to_string());
         let policy = rendered.clone().unwrap().to_string();
-        let q = queue(&[(QueueAttributeName::Policy, policy)]);
+        let q = queue(&[("Policy", policy)]);
         let judged = |q: &Queue, which| events_may_send("q", which, q, &rules, &rendered, &base());
         let check = judged(&q, BaseQueue::Ingest);
         assert!(check.passed, "{check:?}");
@@ -564,7 +545,7 @@ mod tests {
         let open = json!({"Statement": [{"Effect": "Allow",
             "Principal": {"Service": "events.amazonaws.com"}, "Action": "sqs:SendMessage",
             "Resource": ARN}]});
-        let q = queue(&[(QueueAttributeName::Policy, open.to_string())]);
+        let q = queue(&[("Policy", open.to_string())]);
         let check = judged(&q, BaseQueue::Ingest);
         assert!(!check.passed);
         assert!(

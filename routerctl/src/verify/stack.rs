@@ -5,8 +5,10 @@
 use std::collections::BTreeMap;
 
 use super::report::Check;
-use crate::check::{self, Expect};
-use aws_model::aws::{Aws, describe};
+use crate::{
+    check::{self, Expect},
+    cloud::{Cloud, Stack},
+};
 
 /// The base stack as CloudFormation describes it.
 #[derive(Clone)]
@@ -55,7 +57,7 @@ impl Base {
 const USABLE: [&str; 3] = ["CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE"];
 
 /// Reads the base stack; its check on the report, and `None` when nothing else can be checked.
-pub(super) async fn check(aws: &Aws, name: &str, checks: &mut Vec<Check>) -> Option<Base> {
+pub(super) async fn check(aws: &impl Cloud, name: &str, checks: &mut Vec<Check>) -> Option<Base> {
     match load(aws, name).await {
         Ok((base, check)) => {
             checks.push(check);
@@ -68,26 +70,14 @@ pub(super) async fn check(aws: &Aws, name: &str, checks: &mut Vec<Check>) -> Opt
     }
 }
 
-pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> {
+pub(crate) async fn load(aws: &impl Cloud, name: &str) -> Result<(Base, Check), Check> {
     // Where: the stack, then its resources.
-    let described = aws
-        .cfn
-        .describe_stacks()
-        .stack_name(name)
-        .send()
-        .await
-        .map_err(|e| format!("{name}: {}", describe(&e)))
-        .and_then(|d| {
-            d.stacks()
-                .first()
-                .cloned()
-                .ok_or_else(|| format!("{name} does not exist"))
-        });
+    let described = aws.stack(name).await.map_err(|e| format!("{name}: {e}"));
     let resources = match &described {
         Ok(_) => resources(aws, name).await,
         Err(_) => Err("not read".to_owned()),
     };
-    judge(name, &aws.region, described, resources)
+    judge(name, aws.region(), described, resources)
 }
 
 /// The base stack's check from what DescribeStacks and DescribeStackResources answered (no AWS
@@ -95,7 +85,7 @@ pub(crate) async fn load(aws: &Aws, name: &str) -> Result<(Base, Check), Check> 
 pub(crate) fn judge(
     name: &str,
     region: &str,
-    described: Result<aws_sdk_cloudformation::types::Stack, String>,
+    described: Result<Stack, String>,
     resources: Result<BTreeMap<String, String>, String>,
 ) -> Result<(Base, Check), Check> {
     let not_found_fix = format!(
@@ -111,16 +101,9 @@ pub(crate) fn judge(
             ));
         }
     };
-    let status = stack
-        .stack_status()
-        .map(|s| s.as_str())
-        .unwrap_or("unknown");
-    let outputs: BTreeMap<String, String> = stack
-        .outputs()
-        .iter()
-        .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
-        .collect();
-    let parameters = aws_model::stacks::parameters(stack);
+    let status = stack.status.as_str();
+    let outputs = stack.outputs.clone();
+    let parameters = stack.parameters.clone();
     // Stacks from before Direct mode was removed may still run in it.
     let direct = parameters.get("IngestMode").is_some_and(|m| m == "Direct");
 
@@ -147,7 +130,7 @@ pub(crate) fn judge(
     let Ok(resources) = resources else {
         return Err(check);
     };
-    let stack_id = stack.stack_id().unwrap_or_default();
+    let stack_id = stack.id.as_str();
     let base = Base {
         name: name.to_owned(),
         account: aws_model::aws::arn_account(stack_id)
@@ -190,22 +173,23 @@ fn settled(name: &str, status: &str, region: &str) -> Expect {
 }
 
 /// A stack's resources: logical id → physical id.
-pub(super) async fn resources(aws: &Aws, stack: &str) -> Result<BTreeMap<String, String>, String> {
-    aws_model::aws::stack_resources(&aws.cfn, stack)
+pub(super) async fn resources(
+    aws: &impl Cloud,
+    stack: &str,
+) -> Result<BTreeMap<String, String>, String> {
+    aws.stack_resources(stack)
         .await
-        .map_err(|e| format!("{e:#}"))
+        .map_err(|e| format!("DescribeStackResources {stack}: {e}"))
 }
 
 #[cfg(test)]
 mod tests {
-    use aws_sdk_cloudformation::types::{Stack, StackStatus};
-
     use super::*;
     use crate::fixtures::{self, base};
 
     const ID: &str = "arn:aws-cn:cloudformation:cn-north-1:123456789012:stack/ir/0a1b2c3d";
 
-    fn stack(status: StackStatus, outputs: &[&str], parameters: &[(&str, &str)]) -> Stack {
+    fn stack(status: &str, outputs: &[&str], parameters: &[(&str, &str)]) -> Stack {
         let outputs: Vec<(&str, &str)> = outputs.iter().map(|o| (*o, "v")).collect();
         fixtures::described(ID, status, parameters, &outputs)
     }
@@ -224,14 +208,14 @@ mod tests {
     #[test]
     fn a_complete_base_stack_passes_and_says_where_it_runs() {
         for status in [
-            StackStatus::CreateComplete,
-            StackStatus::UpdateComplete,
-            StackStatus::UpdateRollbackComplete,
+            "CREATE_COMPLETE",
+            "UPDATE_COMPLETE",
+            "UPDATE_ROLLBACK_COMPLETE",
         ] {
             let (base, check) = judge(
                 "ir",
                 "cn-north-1",
-                Ok(stack(status.clone(), &REQUIRED_OUTPUTS, &[])),
+                Ok(stack(status, &REQUIRED_OUTPUTS, &[])),
                 resources(),
             )
             .unwrap();
@@ -247,7 +231,7 @@ mod tests {
     /// Each defect alone fails `stack` with its finding and fix.
     #[test]
     fn each_defect_of_the_base_stack_fails_with_its_fix() {
-        let judged = |status: StackStatus, outputs: &[&str], parameters: &[(&str, &str)]| {
+        let judged = |status: &str, outputs: &[&str], parameters: &[(&str, &str)]| {
             judge(
                 "ir",
                 "us-east-1",
@@ -268,14 +252,14 @@ mod tests {
                 .unwrap_or_default()
                 .contains("make deploy-base BUCKET=… REGION=us-east-1 STACK_NAME=ir")
         );
-        let (_, busy) = judged(StackStatus::UpdateInProgress, &REQUIRED_OUTPUTS, &[]).unwrap();
+        let (_, busy) = judged("UPDATE_IN_PROGRESS", &REQUIRED_OUTPUTS, &[]).unwrap();
         assert!(!busy.passed && busy.detail.contains("is UPDATE_IN_PROGRESS"));
         assert!(
             busy.fix
                 .unwrap_or_default()
                 .contains("wait for the operation")
         );
-        let (_, broken) = judged(StackStatus::RollbackComplete, &REQUIRED_OUTPUTS, &[]).unwrap();
+        let (_, broken) = judged("ROLLBACK_COMPLETE", &REQUIRED_OUTPUTS, &[]).unwrap();
         assert!(!broken.passed);
         assert!(
             broken
@@ -284,7 +268,7 @@ mod tests {
                 .contains("describe-stack-events --stack-name ir --region us-east-1")
         );
         let (_, direct) = judged(
-            StackStatus::CreateComplete,
+            "CREATE_COMPLETE",
             &REQUIRED_OUTPUTS,
             &[("IngestMode", "Direct")],
         )
@@ -295,7 +279,7 @@ mod tests {
                 .into_iter()
                 .filter(|o| *o != gone)
                 .collect();
-            let (_, check) = judged(StackStatus::CreateComplete, &outputs, &[]).unwrap();
+            let (_, check) = judged("CREATE_COMPLETE", &outputs, &[]).unwrap();
             assert!(
                 !check.passed && check.detail.contains(&format!("output {gone} is missing")),
                 "{gone}: {}",
@@ -305,7 +289,7 @@ mod tests {
         let unread = failed(judge(
             "ir",
             "us-east-1",
-            Ok(stack(StackStatus::CreateComplete, &REQUIRED_OUTPUTS, &[])),
+            Ok(stack("CREATE_COMPLETE", &REQUIRED_OUTPUTS, &[])),
             Err("AccessDenied".into()),
         ));
         assert!(

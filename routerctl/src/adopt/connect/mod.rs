@@ -12,8 +12,11 @@ use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
 
-use crate::verify::stack::Base;
-use aws_model::aws::{Aws, arn_account, describe};
+use crate::{
+    cloud::{Cloud, Stack},
+    verify::stack::Base,
+};
+use aws_model::aws::{Aws, arn_account};
 
 /// The states a spoke stack serves from (verify's `spoke:<account>:stack` takes the same).
 const SETTLED: [&str; 3] = [
@@ -90,19 +93,12 @@ pub(crate) async fn connect(
                 .unwrap_or("empty, this account alone")
         );
     }
-    let described = site
-        .cfn
-        .describe_stacks()
-        .stack_name(stack_name)
-        .send()
-        .await;
-    let stack = match described {
-        Ok(out) => out.stacks().first().cloned(),
+    let stack = match Cloud::stack(site, stack_name).await {
+        Ok(stack) => Some(stack),
         Err(e) => bail!(
-            "account {account} has no spoke stack {stack_name} in {region} ({}): nothing \
+            "account {account} has no spoke stack {stack_name} in {region} ({e}): nothing \
              forwards its events to the router, and no role lets the router write its queues. \
              Fix: {}; or pass its name with --spoke-stack",
-            describe(&e),
             deploy_spoke(base, member, region)
         ),
     };
@@ -138,7 +134,7 @@ fn judge_spoke(
     base: &Base,
     member: &Member,
     region: &str,
-    stack: Option<&aws_sdk_cloudformation::types::Stack>,
+    stack: Option<&Stack>,
 ) -> Result<Connection> {
     let (account, stack_name) = (&member.account, &member.spoke_stack);
     let router_role = base.output("RouterRoleArn").unwrap_or_default();
@@ -149,7 +145,7 @@ fn judge_spoke(
             deploy_spoke(base, member, region)
         );
     };
-    let status = stack.stack_status().map_or("unknown", |s| s.as_str());
+    let status = stack.status.as_str();
     if !SETTLED.contains(&status) {
         bail!(
             "the spoke stack {stack_name} in account {account} ({region}) is {status}. Fix: see \
@@ -157,12 +153,8 @@ fn judge_spoke(
              {stack_name}), and run adopt again once it is complete"
         );
     }
-    let parameters = aws_model::stacks::parameters(stack);
-    let outputs: BTreeMap<String, String> = stack
-        .outputs()
-        .iter()
-        .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
-        .collect();
+    let parameters = stack.parameters.clone();
+    let outputs: BTreeMap<String, String> = stack.outputs.clone();
     let parameter = |key: &str| parameters.get(key).map(String::as_str).unwrap_or_default();
     // A spoke that forwards elsewhere feeds another router: a queue deployed here would get
     // nothing from this one.

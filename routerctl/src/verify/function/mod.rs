@@ -6,30 +6,29 @@
 
 mod router_role;
 
-use aws_sdk_lambda::operation::get_function_configuration::GetFunctionConfigurationOutput;
 use interruption_router::config::Config;
 
 use super::{
     report::{Check, fail},
-    role::{Role, load_role},
+    role::Role,
     stack::Base,
 };
-use crate::check::{self, Expect};
-use aws_model::aws::{Aws, arn_name, describe};
+use crate::{
+    check::{self, Expect},
+    cloud::{self, Cloud},
+};
+use aws_model::aws::arn_name;
 
 use self::router_role::{check_assume_spoke_roles, check_router_role};
 /// The function as Lambda describes it, or why it could not be read.
-pub(super) type Function = Result<GetFunctionConfigurationOutput, String>;
+pub(super) type Function = Result<cloud::Function, String>;
 
-pub(super) async fn load(aws: &Aws, base: &Base) -> Function {
+pub(super) async fn load(aws: &impl Cloud, base: &Base) -> Function {
     match base.output("FunctionName") {
         Some(name) => aws
-            .lambda
-            .get_function_configuration()
-            .function_name(name)
-            .send()
+            .function(name)
             .await
-            .map_err(|e| format!("function {name}: {}", describe(&e))),
+            .map_err(|e| format!("function {name}: {e}")),
         None => Err("the stack has no FunctionName output".to_owned()),
     }
 }
@@ -60,13 +59,13 @@ pub(super) fn check(base: &Base, function: &Function, checks: &mut Vec<Check>) -
 
 /// The router role's permissions; the role, read once, for the tenant checks.
 pub(super) async fn check_role(
-    aws: &Aws,
+    aws: &impl Cloud,
     base: &Base,
     config: Option<&Config>,
     checks: &mut Vec<Check>,
 ) -> Option<Role> {
     let role = match base.output("RouterRoleArn") {
-        Some(arn) => load_role(aws, arn).await,
+        Some(arn) => aws.role(arn).await,
         None => Err((
             "the stack has no RouterRoleArn output".to_owned(),
             "update the stack with this project's cloudformation/base.yaml".to_owned(),
@@ -78,7 +77,7 @@ pub(super) async fn check_role(
             checks.push(check_router_role(
                 &role,
                 base,
-                &aws.region,
+                aws.region(),
                 base.output("DeadLetterQueueArn"),
                 ingest,
             ));
@@ -94,11 +93,11 @@ pub(super) async fn check_role(
     }
 }
 
-fn check_function(function: &GetFunctionConfigurationOutput, base: &Base) -> Check {
-    let name = function.function_name().unwrap_or_default();
-    let state = function.state().map(|s| s.as_str());
-    let update = function.last_update_status().map(|s| s.as_str());
-    let (role, expected) = (function.role(), base.output("RouterRoleArn"));
+fn check_function(function: &cloud::Function, base: &Base) -> Check {
+    let name = function.name.as_str();
+    let state = function.state.as_deref();
+    let update = function.last_update_status.as_deref();
+    let (role, expected) = (function.role.as_deref(), base.output("RouterRoleArn"));
     let reason = |reason: Option<&str>| reason.unwrap_or("no reason given").to_owned();
 
     // Expect → what was found → the fix.
@@ -113,7 +112,7 @@ fn check_function(function: &GetFunctionConfigurationOutput, base: &Base) -> Che
                 format!(
                     "{name} is {}: {}",
                     state.unwrap_or_default(),
-                    reason(function.state_reason())
+                    reason(function.state_reason.as_deref())
                 ),
                 "see the reason above; re-deploy the base stack once it is fixed",
             ),
@@ -121,7 +120,7 @@ fn check_function(function: &GetFunctionConfigurationOutput, base: &Base) -> Che
                 format!(
                     "its last update {}: {}",
                     update.unwrap_or_default(),
-                    reason(function.last_update_status_reason())
+                    reason(function.last_update_status_reason.as_deref())
                 ),
                 "fix the reason above and update the stack again",
             ),
@@ -139,16 +138,12 @@ fn check_function(function: &GetFunctionConfigurationOutput, base: &Base) -> Che
 
 /// Validates the environment with the router's own parser, and against the stack.
 fn check_environment(
-    function: &GetFunctionConfigurationOutput,
+    function: &cloud::Function,
     base: &Base,
     dlq_arn: Option<&str>,
 ) -> (Check, Option<Config>) {
-    let vars = function
-        .environment()
-        .and_then(|e| e.variables())
-        .cloned()
-        .unwrap_or_default();
-    let name = function.function_name().unwrap_or_default();
+    let vars = &function.environment;
+    let name = function.name.as_str();
     let update = "update the stack's parameters (make deploy-base …), or fix the variable in the \
                   function's configuration";
     let config = match Config::from_lookup(|k| vars.get(k).cloned()) {

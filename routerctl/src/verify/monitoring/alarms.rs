@@ -2,35 +2,27 @@
 //! by what it watches), checked against its [`AlarmSpec`], and, where it is missing or watches
 //! something else, the command that puts it back.
 
-use aws_sdk_cloudwatch::types::{
-    ComparisonOperator, Dimension, Metric, MetricAlarm, MetricDataQuery, MetricStat, Statistic,
-};
 use serde_json::json;
 
 use super::{AlarmSpec, Monitored, Watches};
 use crate::{
     check::{self, Expect},
+    cloud::{Alarm, Cloud},
     verify::{report::Check, stack::Base},
 };
-use aws_model::aws::{Aws, describe};
-
-/// The dimension value of `name` on a metric's dimensions, if it has one.
-fn dimension<'a>(dimensions: &'a [Dimension], name: &str) -> Option<&'a str> {
-    dimensions
-        .iter()
-        .find(|d| d.name() == Some(name))
-        .and_then(Dimension::value)
-}
 
 impl AlarmSpec {
     /// Whether `alarm` watches what this spec says, for this function; what it watches otherwise.
-    fn watched_by(&self, alarm: &MetricAlarm, m: &Monitored<'_>) -> Result<(), String> {
+    fn watched_by(&self, alarm: &Alarm, m: &Monitored<'_>) -> Result<(), String> {
         match self.watches {
             Watches::Count(metric) => {
+                let watched = alarm.metric.as_ref();
                 let found = (
-                    alarm.namespace().unwrap_or("no namespace"),
-                    alarm.metric_name().unwrap_or("no metric"),
-                    dimension(alarm.dimensions(), "FunctionName").unwrap_or("no function"),
+                    watched.map_or("no namespace", |w| w.namespace.as_str()),
+                    watched.map_or("no metric", |w| w.metric.as_str()),
+                    watched
+                        .and_then(|w| w.function.as_deref())
+                        .unwrap_or("no function"),
                 );
                 if found == (m.namespace, metric, m.function) {
                     Ok(())
@@ -40,17 +32,15 @@ impl AlarmSpec {
             }
             Watches::DocumentsAgainstInvocations => {
                 let stats: Vec<(&str, &str, &str, &str)> = alarm
-                    .metrics()
+                    .metrics
                     .iter()
-                    .filter_map(|q| q.metric_stat())
-                    .filter_map(|s| {
-                        let metric = s.metric()?;
-                        Some((
-                            metric.namespace().unwrap_or_default(),
-                            metric.metric_name().unwrap_or_default(),
-                            dimension(metric.dimensions(), "FunctionName").unwrap_or_default(),
-                            s.stat().unwrap_or_default(),
-                        ))
+                    .map(|w| {
+                        (
+                            w.namespace.as_str(),
+                            w.metric.as_str(),
+                            w.function.as_deref().unwrap_or_default(),
+                            w.stat.as_deref().unwrap_or_default(),
+                        )
                     })
                     .collect();
                 let invocations = ("AWS/Lambda", "Invocations", m.function, "Sum");
@@ -109,83 +99,14 @@ impl AlarmSpec {
              --evaluation-periods 1 --treat-missing-data notBreaching{actions}"
         )
     }
-
-    /// Creates the alarm as base.yaml does (the sandbox's stand-in for CloudFormation, which
-    /// moto does not run for alarms).
-    pub async fn put(
-        &self,
-        cloudwatch: &aws_sdk_cloudwatch::Client,
-        alarm: &str,
-        m: &Monitored<'_>,
-    ) -> anyhow::Result<()> {
-        let function = Dimension::builder()
-            .name("FunctionName")
-            .value(m.function)
-            .build();
-        let request = cloudwatch
-            .put_metric_alarm()
-            .alarm_name(alarm)
-            .evaluation_periods(1)
-            .treat_missing_data("notBreaching")
-            .set_alarm_actions(m.topic.map(|t| vec![t.to_owned()]))
-            .set_ok_actions(m.topic.map(|t| vec![t.to_owned()]));
-        let request = match self.watches {
-            Watches::Count(metric) => request
-                .namespace(m.namespace)
-                .metric_name(metric)
-                .dimensions(function)
-                .statistic(Statistic::Sum)
-                .period(60)
-                .threshold(1.0)
-                .comparison_operator(ComparisonOperator::GreaterThanOrEqualToThreshold),
-            Watches::DocumentsAgainstInvocations => {
-                let stat = |id: &str, ns: &str, metric: &str, stat: &str| {
-                    MetricDataQuery::builder()
-                        .id(id)
-                        .return_data(false)
-                        .metric_stat(
-                            MetricStat::builder()
-                                .metric(
-                                    Metric::builder()
-                                        .namespace(ns)
-                                        .metric_name(metric)
-                                        .dimensions(function.clone())
-                                        .build(),
-                                )
-                                .period(300)
-                                .stat(stat)
-                                .build(),
-                        )
-                        .build()
-                };
-                request
-                    .metrics(stat("invocations", "AWS/Lambda", "Invocations", "Sum"))
-                    .metrics(stat("documents", m.namespace, "Received", "SampleCount"))
-                    .metrics(
-                        MetricDataQuery::builder()
-                            .id("missing")
-                            .return_data(true)
-                            .expression(MISSING_EXPRESSION)
-                            .build(),
-                    )
-                    .threshold(0.5)
-                    .comparison_operator(ComparisonOperator::GreaterThanThreshold)
-            }
-        };
-        request
-            .send()
-            .await
-            .map_err(|e| anyhow::anyhow!("PutMetricAlarm {alarm}: {}", describe(&e)))?;
-        Ok(())
-    }
 }
 
 /// base.yaml's RouterMetricsMissingAlarm expression: the share of invocations without a document.
-const MISSING_EXPRESSION: &str =
+pub const MISSING_EXPRESSION: &str =
     "IF(FILL(invocations, 0) > 0, 1 - FILL(documents, 0) / invocations, 0)";
 
 pub(super) async fn check_alarm(
-    aws: &Aws,
+    aws: &impl Cloud,
     base: &Base,
     spec: &AlarmSpec,
     m: &Monitored<'_>,
@@ -196,7 +117,7 @@ pub(super) async fn check_alarm(
         "update the stack {} (its {}), or create it as base.yaml does: {}",
         base.name,
         spec.logical,
-        spec.put_command(&aws.region, &stack_alarm, m)
+        spec.put_command(aws.region(), &stack_alarm, m)
     );
     // Where: the stack's alarm (or one made by hand on the same metric), then the one watching
     // what the spec says.
@@ -208,7 +129,7 @@ pub(super) async fn check_alarm(
             .ok_or_else(|| {
                 let elsewhere = alarms
                     .first()
-                    .and_then(|a| Some((a.alarm_name()?, spec.watched_by(a, m).err()?)))
+                    .and_then(|a| Some((a.name.as_str(), spec.watched_by(a, m).err()?)))
                     .map(|(alarm, what)| format!(" (the stack's {alarm} watches {what})"))
                     .unwrap_or_default();
                 format!(
@@ -230,7 +151,7 @@ pub(super) async fn check_alarm(
             );
         }
     };
-    let alarm_name = alarm.alarm_name().unwrap_or_default();
+    let alarm_name = alarm.name.as_str();
 
     // Expect → what was found → the fix.
     let notifies = match m.topic {
@@ -239,9 +160,9 @@ pub(super) async fn check_alarm(
             create.clone(),
         ),
         Some(topic) => {
-            let disabled = alarm.actions_enabled() == Some(false);
+            let disabled = alarm.actions_enabled == Some(false);
             Expect::that(
-                alarm.alarm_actions().iter().any(|a| a == topic) && !disabled,
+                alarm.alarm_actions.iter().any(|a| a == topic) && !disabled,
                 format!("notifies {topic}"),
             )
             .otherwise(
@@ -257,7 +178,7 @@ pub(super) async fn check_alarm(
                 format!(
                     "aws cloudwatch enable-alarm-actions --region {} --alarm-names \
                      {alarm_name}; or {create}",
-                    aws.region
+                    aws.region()
                 ),
             )
         }
@@ -274,39 +195,21 @@ pub(super) async fn check_alarm(
 /// The alarms named after the stack's `stack_alarm`; when there is none, those on the spec's
 /// metric of the function (an alarm made by hand counts too).
 async fn find_alarms(
-    aws: &Aws,
+    aws: &impl Cloud,
     stack_alarm: &str,
     spec: &AlarmSpec,
     m: &Monitored<'_>,
-) -> Result<Vec<MetricAlarm>, String> {
+) -> Result<Vec<Alarm>, String> {
     let alarms = aws
-        .cloudwatch
-        .describe_alarms()
-        .alarm_name_prefix(stack_alarm)
-        .send()
+        .alarms_named(stack_alarm)
         .await
-        .map_err(|e| format!("DescribeAlarms: {}", describe(&e)))?
-        .metric_alarms()
-        .to_vec();
+        .map_err(|e| format!("DescribeAlarms: {e}"))?;
     let (true, Watches::Count(metric)) = (alarms.is_empty(), spec.watches) else {
         return Ok(alarms);
     };
     // Moto ignores the Dimensions filter; AWS needs it for a metric with dimensions.
-    let for_metric = aws
-        .cloudwatch
-        .describe_alarms_for_metric()
-        .namespace(m.namespace)
-        .metric_name(metric)
-        .dimensions(
-            Dimension::builder()
-                .name("FunctionName")
-                .value(m.function)
-                .build(),
-        )
-        .send()
-        .await;
-    Ok(match for_metric {
-        Ok(out) => out.metric_alarms().to_vec(),
-        Err(_) => alarms,
-    })
+    Ok(aws
+        .alarms_for_metric(m.namespace, metric, m.function)
+        .await
+        .unwrap_or(alarms))
 }

@@ -11,22 +11,20 @@
 
 use std::time::{Duration, SystemTime};
 
-use aws_sdk_cloudwatch::{
-    error::ProvideErrorMetadata,
-    primitives::DateTime,
-    types::{Dimension, Statistic},
-};
 use interruption_router::config::{Config, DEFAULT_METRICS_NAMESPACE};
 
 use super::{
     report::{Check, fail, pass},
     stack::Base,
 };
-use crate::check::{self, Expect};
-use aws_model::aws::{Aws, describe};
+use crate::{
+    check::{self, Expect},
+    cloud::{Cloud, missing},
+};
 
 mod alarms;
 
+pub use alarms::MISSING_EXPRESSION;
 use alarms::check_alarm;
 
 /// What an alarm of base.yaml watches.
@@ -92,7 +90,7 @@ pub struct Monitored<'a> {
 }
 
 pub(super) async fn check(
-    aws: &Aws,
+    aws: &impl Cloud,
     base: &Base,
     config: Option<&Config>,
     checks: &mut Vec<Check>,
@@ -122,7 +120,7 @@ pub(super) async fn check(
     checks.push(check_metric_documents(aws, base).await);
 }
 
-async fn check_dashboard(aws: &Aws, base: &Base, namespace: &str) -> Check {
+async fn check_dashboard(aws: &impl Cloud, base: &Base, namespace: &str) -> Check {
     const NAME: &str = "dashboard";
     let restore = format!(
         "update the stack {} with this project's cloudformation/base.yaml (RouterDashboard); a \
@@ -163,25 +161,14 @@ async fn check_dashboard(aws: &Aws, base: &Base, namespace: &str) -> Check {
 }
 
 /// The body of the dashboard `name`; a problem text when it cannot be read (a deleted one says so).
-async fn dashboard_body(aws: &Aws, name: &str) -> Result<String, String> {
-    match aws
-        .cloudwatch
-        .get_dashboard()
-        .dashboard_name(name)
-        .send()
-        .await
-    {
-        Ok(d) => Ok(d.dashboard_body().unwrap_or_default().to_owned()),
-        Err(e) => Err(
-            if e.as_service_error().is_some_and(|s| {
-                s.is_dashboard_not_found_error() || s.code() == Some("ResourceNotFound")
-            }) {
-                format!("dashboard {name} does not exist (deleted outside CloudFormation)")
-            } else {
-                format!("GetDashboard {name}: {}", describe(&e))
-            },
-        ),
-    }
+async fn dashboard_body(aws: &impl Cloud, name: &str) -> Result<String, String> {
+    aws.dashboard(name).await.map_err(|e| {
+        if e.code == missing::RESOURCE {
+            format!("dashboard {name} does not exist (deleted outside CloudFormation)")
+        } else {
+            format!("GetDashboard {name}: {e}")
+        }
+    })
 }
 
 /// How far back `function:metrics` compares invocations with metric documents.
@@ -191,7 +178,7 @@ const METRICS_WINDOW: Duration = Duration::from_secs(3600);
 /// holds metric documents from that hour. Without them every router metric is silent: Lambda's
 /// log-level filter drops documents without a `level` it keeps (a router build older than this
 /// project's fix, at LogLevel WARN or above), or the function cannot write its logs.
-async fn check_metric_documents(aws: &Aws, base: &Base) -> Check {
+async fn check_metric_documents(aws: &impl Cloud, base: &Base) -> Check {
     const NAME: &str = "function:metrics";
     let (Some(function), Some(group)) = (
         base.output("FunctionName"),
@@ -204,7 +191,7 @@ async fn check_metric_documents(aws: &Aws, base: &Base) -> Check {
         );
     };
     // A minute past now too: a datapoint stamped as this runs is not left out.
-    let now = SystemTime::now() + Duration::from_secs(60);
+    let now = aws.now() + Duration::from_secs(60);
     let since = now - METRICS_WINDOW;
     // Where: Lambda's count of invocations, then the documents in the log group.
     let invocations = count_invocations(aws, function, since, now).await;
@@ -226,24 +213,12 @@ async fn check_metric_documents(aws: &Aws, base: &Base) -> Check {
             "no invocations in the last hour: no metric documents expected",
         );
     }
-    let millis = |t: SystemTime| {
-        t.duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis() as i64
-    };
     // Every document names its directive list; a quoted term matches it in AWS and in moto.
     let documents = aws
-        .logs
-        .filter_log_events()
-        .log_group_name(group)
-        .start_time(millis(since))
-        .end_time(millis(now))
-        .filter_pattern("\"CloudWatchMetrics\"")
-        .limit(1)
-        .send()
+        .log_matches(group, "\"CloudWatchMetrics\"", since, now)
         .await
-        .map_err(|e| format!("FilterLogEvents {group}: {}", describe(&e)));
-    let found = documents.as_ref().is_ok_and(|out| !out.events().is_empty());
+        .map_err(|e| format!("FilterLogEvents {group}: {e}"));
+    let found = documents.as_ref().is_ok_and(|found| *found);
     let level = base.parameter("LogLevel").unwrap_or("INFO");
 
     // Expect → what was found → the fix.
@@ -278,33 +253,12 @@ async fn check_metric_documents(aws: &Aws, base: &Base) -> Check {
 
 /// Lambda's count of the function's invocations between `since` and `now`.
 async fn count_invocations(
-    aws: &Aws,
+    aws: &impl Cloud,
     function: &str,
     since: SystemTime,
     now: SystemTime,
 ) -> Result<f64, String> {
-    let out = aws
-        .cloudwatch
-        .get_metric_statistics()
-        .namespace("AWS/Lambda")
-        .metric_name("Invocations")
-        .dimensions(
-            Dimension::builder()
-                .name("FunctionName")
-                .value(function)
-                .build(),
-        )
-        .start_time(DateTime::from(since))
-        .end_time(DateTime::from(now))
-        .period(METRICS_WINDOW.as_secs() as i32)
-        .statistics(Statistic::Sum)
-        .send()
+    aws.metric_sum("AWS/Lambda", "Invocations", function, since, now)
         .await
-        .map_err(|e| {
-            format!(
-                "GetMetricStatistics AWS/Lambda Invocations: {}",
-                describe(&e)
-            )
-        })?;
-    Ok(out.datapoints().iter().filter_map(|d| d.sum()).sum())
+        .map_err(|e| format!("GetMetricStatistics AWS/Lambda Invocations: {e}"))
 }

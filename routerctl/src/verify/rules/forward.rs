@@ -8,10 +8,11 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_eventbridge::types::Target;
-
-use crate::check::Expect;
-use crate::verify::role::{Role, load_role};
+use crate::{
+    check::Expect,
+    cloud::{Cloud, Target},
+    verify::role::Role,
+};
 use aws_model::{
     access::{ResourcePolicy, authorize_role},
     policy::{Decision, Policy, Principal, Request, evaluate},
@@ -47,7 +48,7 @@ impl HubBus<'_> {
     /// EventBridge may assume for this rule and that may put events there; and that role.
     pub(super) async fn judge(
         &self,
-        aws: &aws_model::aws::Aws,
+        aws: &impl Cloud,
         name: &str,
         rule: &str,
         targets: &[Target],
@@ -63,9 +64,7 @@ impl HubBus<'_> {
         if let Some(role_arn) = role_arn
             && !roles.contains_key(role_arn)
         {
-            let loaded = load_role(aws, role_arn)
-                .await
-                .map_err(|(problem, _)| problem);
+            let loaded = aws.role(role_arn).await.map_err(|(problem, _)| problem);
             roles.insert(role_arn.to_owned(), loaded);
         }
         self.judged(name, rule, targets, roles)
@@ -407,12 +406,12 @@ mod tests {
     }
 
     fn target(arn: &str, role: Option<&str>) -> Target {
-        Target::builder()
-            .id("hub")
-            .arn(arn)
-            .set_role_arn(role.map(str::to_owned))
-            .build()
-            .unwrap()
+        Target {
+            id: "hub".into(),
+            arn: arn.into(),
+            role_arn: role.map(str::to_owned),
+            dead_letter_arn: None,
+        }
     }
 
     /// The check of one rule whose target is `target`, with these roles read.

@@ -1,10 +1,8 @@
 //! Where the base stack's rules deliver: to the ingest queue, with the stack's DLQ as their
 //! dead-letter queue (so what EventBridge gives up on is kept).
 
-use aws_sdk_eventbridge::types::Target;
-
 use super::bus_arg;
-use crate::check::Expect;
+use crate::{check::Expect, cloud::Target};
 
 /// Where a base stack rule must deliver: to the ingest queue, with the stack's DLQ as its
 /// dead-letter queue.
@@ -36,7 +34,7 @@ impl Delivery<'_> {
                 put(target),
             );
         };
-        let dead_letters = found.dead_letter_config().and_then(|d| d.arn());
+        let dead_letters = found.dead_letter_arn.as_deref();
         Expect::that(
             dead_letters.is_some() && dead_letters == self.dlq,
             format!("→ {what}, DLQ set"),

@@ -12,19 +12,16 @@ mod ingest;
 
 use std::collections::{BTreeMap, HashMap};
 
-use aws_sdk_eventbridge::{
-    operation::describe_rule::DescribeRuleOutput,
-    types::{RuleState, Target},
-};
-
 pub(crate) use self::forward::{DirectQueue, HubBus};
 use self::ingest::Delivery;
 use interruption_router::event::Kind;
 use serde_json::Value;
 
 use super::{report::Check, role::Role, stack::Base};
-use crate::check::{self, Expect};
-use aws_model::aws::{Aws, describe};
+use crate::{
+    check::{self, Expect},
+    cloud::{Cloud, Rule, Target, missing},
+};
 
 /// The base stack's rules, by logical id, and the kind each must pass.
 pub const RULES: [(&str, Kind); 5] = [
@@ -91,11 +88,11 @@ pub(crate) struct Found {
 }
 
 /// Checks every rule of the base stack (with its central bus, their copies there too).
-pub(super) async fn check(aws: &Aws, base: &Base, checks: &mut Vec<Check>) -> Found {
+pub(super) async fn check(aws: &impl Cloud, base: &Base, checks: &mut Vec<Check>) -> Found {
     let hub_bus = base.hub_bus_arn().map(bus_name);
     let site = RuleSite {
         account: &base.account,
-        region: &aws.region,
+        region: aws.region(),
         partition: &base.partition,
         resources: &base.resources,
         prefix: String::new(),
@@ -122,7 +119,7 @@ pub(super) async fn check(aws: &Aws, base: &Base, checks: &mut Vec<Check>) -> Fo
 /// Checks `rules` (logical id, the kind it must pass, its bus: `None` for the default bus) at
 /// `site`.
 pub(crate) async fn check_site<'b>(
-    aws: &Aws,
+    aws: &impl Cloud,
     site: &RuleSite<'_>,
     rules: impl Iterator<Item = (&'b str, Kind, Option<&'b str>)>,
     checks: &mut Vec<Check>,
@@ -141,6 +138,13 @@ pub(crate) async fn check_site<'b>(
         }
     }
     found
+}
+
+/// A rule's name from its physical id: CloudFormation names a rule on a custom event bus
+/// `<bus>|<rule>` (its `Ref`), which DescribeRule refuses as a name; a default-bus rule's id is
+/// its name.
+pub(crate) fn rule_name(physical: &str) -> &str {
+    physical.rsplit_once('|').map_or(physical, |(_, name)| name)
 }
 
 /// The name of an event bus from its ARN (`…:event-bus/<name>`).
@@ -175,16 +179,17 @@ fn bus_arg(bus: Option<&str>) -> String {
 /// not find is the check's row that ends it, with the fix for a stack that lacks the resource
 /// (`update`) or a rule deleted outside CloudFormation (`recreate`).
 async fn find_rule<'a>(
-    aws: &Aws,
+    aws: &impl Cloud,
     resources: &'a BTreeMap<String, String>,
     logical: &str,
     bus: Option<&str>,
     (missing, update): (String, &str),
     recreate: String,
-) -> Result<(&'a str, DescribeRuleOutput), Expect> {
-    let Some(name) = resources.get(logical) else {
+) -> Result<(&'a str, Rule), Expect> {
+    let Some(physical) = resources.get(logical) else {
         return Err(Expect::problem(missing, update).ending());
     };
+    let name = rule_name(physical);
     let described = describe_rule(aws, name, bus).await;
     match described {
         Ok(rule) => Ok((name, rule)),
@@ -193,39 +198,27 @@ async fn find_rule<'a>(
 }
 
 /// DescribeRule; a problem text on failure (a deleted rule says so).
-async fn describe_rule(
-    aws: &Aws,
-    name: &str,
-    bus: Option<&str>,
-) -> Result<DescribeRuleOutput, String> {
-    aws.events
-        .describe_rule()
-        .name(name)
-        .set_event_bus_name(bus.map(str::to_owned))
-        .send()
-        .await
-        .map_err(|e| {
-            if e.as_service_error()
-                .is_some_and(|s| s.is_resource_not_found_exception())
-            {
-                format!("rule {name} does not exist (deleted outside CloudFormation)")
-            } else {
-                format!("DescribeRule {name}: {}", describe(&e))
-            }
-        })
+async fn describe_rule(aws: &impl Cloud, name: &str, bus: Option<&str>) -> Result<Rule, String> {
+    aws.rule(name, bus).await.map_err(|e| {
+        if e.code == missing::RESOURCE {
+            format!("rule {name} does not exist (deleted outside CloudFormation)")
+        } else {
+            format!("DescribeRule {name}: {e}")
+        }
+    })
 }
 
 /// The rows saying the rule is ENABLED, on `bus` (`None`: the default bus, where EC2 and Health
 /// send) and matches exactly what the router handles for `kind`.
 fn state_bus_and_pattern(
-    rule: &DescribeRuleOutput,
+    rule: &Rule,
     name: &str,
     kind: Kind,
     bus: Option<&str>,
     region: &str,
 ) -> [Expect; 3] {
-    let state = rule.state();
-    let on = rule.event_bus_name().unwrap_or("default");
+    let state = rule.state.as_deref();
+    let on = rule.event_bus_name.as_deref().unwrap_or("default");
     let on_bus = match bus {
         None => Expect::quietly(on == "default").otherwise(
             format!("{name} is on event bus {on}; EC2 and Health send to the default bus"),
@@ -239,13 +232,14 @@ fn state_bus_and_pattern(
     // On a default bus, the rule's own account only: a default bus can also receive other
     // accounts' events (EventBridge: "rules with an account field do not match any events sent
     // from other accounts").
-    let own_account = rule.arn().and_then(aws_model::aws::arn_account);
+    let own_account = rule.arn.as_deref().and_then(aws_model::aws::arn_account);
     let expected = match (bus, own_account) {
         (None, Some(account)) => kind.event_pattern_in(account),
         _ => kind.event_pattern(),
     };
     let found: Option<Value> = rule
-        .event_pattern()
+        .event_pattern
+        .as_deref()
         .and_then(|p| serde_json::from_str(p).ok());
     let every_account = bus.is_none() && found.as_ref().is_some_and(|p| p.get("account").is_none());
     let consequence = if every_account {
@@ -256,10 +250,10 @@ fn state_bus_and_pattern(
         ""
     };
     [
-        Expect::that(state == Some(&RuleState::Enabled), format!("{name} ENABLED")).otherwise(
+        Expect::that(state == Some("ENABLED"), format!("{name} ENABLED")).otherwise(
             format!(
                 "{name} is {}: its events never reach the router",
-                state.map_or("in no state", |s| s.as_str())
+                state.unwrap_or("in no state")
             ),
             format!(
                 "aws events enable-rule --name {name} --region {region}{}",
@@ -274,7 +268,7 @@ fn state_bus_and_pattern(
         .otherwise(
             format!(
                 "pattern {} differs from what the router handles: {expected}{consequence}",
-                rule.event_pattern().unwrap_or("(none)")
+                rule.event_pattern.as_deref().unwrap_or("(none)")
             ),
             format!(
                 "aws events put-rule --name {name} --region {region}{} --state ENABLED --event-pattern '{expected}'",
@@ -287,7 +281,7 @@ fn state_bus_and_pattern(
 /// One rule: where it is, its state, bus and pattern, then where it delivers; the check, the
 /// rule's ARN when it exists, and the role a forwarding rule's target uses.
 async fn check_rule(
-    aws: &Aws,
+    aws: &impl Cloud,
     site: &RuleSite<'_>,
     logical: &str,
     kind: Kind,
@@ -310,7 +304,7 @@ async fn check_rule(
         Ok(found) => found,
         Err(row) => return (check::evaluate(check_name, [row]), None, None),
     };
-    let arn = rule.arn().map(str::to_owned).unwrap_or_else(|| {
+    let arn = rule.arn.clone().unwrap_or_else(|| {
         let path = bus.map(|b| format!("{b}/")).unwrap_or_default();
         format!(
             "arn:{}:events:{region}:{}:rule/{path}{name}",
@@ -318,13 +312,9 @@ async fn check_rule(
         )
     });
     let listed = aws
-        .events
-        .list_targets_by_rule()
-        .rule(name)
-        .set_event_bus_name(bus.map(str::to_owned))
-        .send()
+        .targets(name, bus)
         .await
-        .map_err(|e| format!("ListTargetsByRule {name}: {}", describe(&e)));
+        .map_err(|e| format!("ListTargetsByRule {name}: {e}"));
 
     // Expect → what was found → the fix.
     let mut rows = state_bus_and_pattern(&rule, name, kind, bus, region).to_vec();
@@ -334,7 +324,7 @@ async fn check_rule(
     ));
     let mut forwarder = None;
     if let Ok(listed) = &listed {
-        let targets: &[Target] = listed.targets();
+        let targets: &[Target] = listed;
         match &site.delivers {
             Delivers::Ingest { queue, dlq } => rows.push(
                 Delivery {
@@ -405,26 +395,24 @@ mod tests {
         let pattern = Kind::StateChange
             .event_pattern_in("123456789012")
             .to_string();
-        let rule = |state: RuleState, bus: &str, pattern: &str| {
-            DescribeRuleOutput::builder()
-                .arn(arn)
-                .state(state)
-                .event_bus_name(bus)
-                .event_pattern(pattern)
-                .build()
+        let rule = |state: &str, bus: &str, pattern: &str| Rule {
+            arn: Some(arn.to_owned()),
+            state: Some(state.to_owned()),
+            event_bus_name: Some(bus.to_owned()),
+            event_pattern: Some(pattern.to_owned()),
         };
-        let judged = |rule: &DescribeRuleOutput| {
+        let judged = |rule: &Rule| {
             check::evaluate(
                 "rule:StateChangeRule",
                 state_bus_and_pattern(rule, "r", Kind::StateChange, None, "us-east-1"),
             )
         };
-        let good = judged(&rule(RuleState::Enabled, "default", &pattern));
+        let good = judged(&rule("ENABLED", "default", &pattern));
         assert!(good.passed, "{good:?}");
         assert_eq!(good.detail, "r ENABLED; pattern as the router expects");
 
         let every_account = Kind::StateChange.event_pattern().to_string();
-        let bad = judged(&rule(RuleState::Disabled, "other", &every_account));
+        let bad = judged(&rule("DISABLED", "other", &every_account));
         assert!(!bad.passed);
         assert!(
             bad.detail.starts_with(
@@ -445,6 +433,17 @@ mod tests {
                 .unwrap()
                 .starts_with("aws events enable-rule --name r --region us-east-1; then re-create")
         );
+    }
+
+    /// CloudFormation's physical id of a rule on a custom bus is `<bus>|<rule>`; DescribeRule
+    /// takes the rule's own name.
+    #[test]
+    fn rule_names_come_from_their_physical_ids() {
+        assert_eq!(
+            rule_name("ir-hub|ir-HubStateChangeRule-X"),
+            "ir-HubStateChangeRule-X"
+        );
+        assert_eq!(rule_name("ir-StateChangeRule-X"), "ir-StateChangeRule-X");
     }
 
     #[test]

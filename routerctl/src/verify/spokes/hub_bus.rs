@@ -3,21 +3,19 @@
 
 use super::{Hub, Member};
 use crate::check::{self, Expect};
+use crate::cloud::Cloud;
 use crate::verify::{
     report::{Check, fail, pasted},
     rules::bus_name,
 };
-use aws_model::{
-    aws::{Aws, describe},
-    policy::{Decision, Policy, Principal, Request, evaluate},
-};
+use aws_model::policy::{Decision, Policy, Principal, Request, evaluate};
 
 /// An account no hub serves, and an organisation that is not the hub's.
 pub(super) const STRANGER: &str = "999999999999";
 const STRANGER_ORG: &str = "o-routerctlprobe";
 
 pub(super) async fn check_bus_policy(
-    hub_aws: &Aws,
+    hub_aws: &impl Cloud,
     hub: &Hub<'_>,
     member: &Member<'_>,
     forwarder: Option<&str>,
@@ -25,13 +23,9 @@ pub(super) async fn check_bus_policy(
     // Where: the bus's resource policy, as DescribeEventBus answers it.
     let described = match hub.bus {
         Some(bus) => hub_aws
-            .events
-            .describe_event_bus()
-            .name(bus_name(bus))
-            .send()
+            .bus_policy(bus_name(bus))
             .await
-            .map(|out| out.policy().map(str::to_owned))
-            .map_err(|e| format!("DescribeEventBus {}: {}", bus_name(bus), describe(&e))),
+            .map_err(|e| format!("DescribeEventBus {}: {e}", bus_name(bus))),
         None => Ok(None),
     };
     judge_bus_policy(hub, member, forwarder, described)

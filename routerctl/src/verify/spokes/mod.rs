@@ -32,15 +32,12 @@ use interruption_router::{
 use super::{
     alarm_topic,
     report::{Check, fail, pass},
-    role::load_role,
     rules::{self, Delivers, DirectQueue, HubBus, RULES, RuleSite},
     stack::Base,
     tenants::{self, Place, Site},
 };
-use aws_model::{
-    aws::{Aws, describe},
-    policy::Policy,
-};
+use crate::cloud::{Cloud, Reach};
+use aws_model::policy::Policy;
 
 use self::hub_bus::check_bus_policy;
 use self::spoke_role::{check_reads_direct_role, check_role_permissions, check_role_trust};
@@ -130,8 +127,8 @@ pub fn parse_org_id(value: &str) -> Result<String, String> {
     }
 }
 
-pub(super) async fn check(
-    hub_aws: &Aws,
+pub(super) async fn check<C: Cloud>(
+    hub_aws: &C,
     base: &Base,
     config: Option<&Config>,
     template: Option<&QueueNameTemplate>,
@@ -149,7 +146,7 @@ pub(super) async fn check(
         .unwrap_or("/");
     let hub = Hub {
         base,
-        region: &hub_aws.region,
+        region: hub_aws.region(),
         bus: base.hub_bus_arn(),
         router_role: base.output("RouterRoleArn"),
         spoke_role_name,
@@ -264,7 +261,7 @@ pub(super) async fn check(
         )
         .await,
     );
-    let role = match load_role(&aws, &hub.spoke_role_arn).await {
+    let role = match aws.role(&hub.spoke_role_arn).await {
         Ok(role) => {
             checks.push(check_role_trust(&hub, member, &role));
             checks.push(check_role_permissions(&hub, member, &role));
@@ -362,15 +359,19 @@ fn check_served(hub: &Hub<'_>, config: &Config, member: &Member<'_>) -> Check {
 }
 
 /// Clients acting in the member account: its spoke role assumed, or `--profile`.
-async fn reach(hub_aws: &Aws, hub: &Hub<'_>, member: &Member<'_>) -> Result<(Aws, Check), Check> {
+async fn reach<C: Cloud>(
+    hub_aws: &C,
+    hub: &Hub<'_>,
+    member: &Member<'_>,
+) -> Result<(C, Check), Check> {
     let name = hub.name("access");
     let account = member.account;
     let (aws, how) = match member.profile {
         Some(profile) => {
-            let aws = Aws::load_profile(profile, hub.region).await.map_err(|e| {
+            let aws = hub_aws.reach(Reach::Profile(profile)).await.map_err(|e| {
                 fail(
                     &name,
-                    format!("profile {profile}: {e:#}"),
+                    format!("profile {profile}: {}", e.message),
                     "check the profile's name (aws configure list-profiles)",
                 )
             })?;
@@ -378,12 +379,15 @@ async fn reach(hub_aws: &Aws, hub: &Hub<'_>, member: &Member<'_>) -> Result<(Aws
         }
         None => {
             let aws = hub_aws
-                .assume_role(&hub.spoke_role_arn, "routerctl-verify")
+                .reach(Reach::Assume {
+                    role_arn: &hub.spoke_role_arn,
+                    session: "routerctl-verify",
+                })
                 .await
                 .map_err(|e| {
                     fail(
                         &name,
-                        format!("{e:#}"),
+                        e.message,
                         format!(
                             "the spoke role trusts only the hub's router role, so other \
                              credentials may not assume it: pass --profile with a profile for \
@@ -404,7 +408,7 @@ async fn reach(hub_aws: &Aws, hub: &Hub<'_>, member: &Member<'_>) -> Result<(Aws
         )),
         Err(e) => Err(fail(
             &name,
-            format!("{how}: {e:#}"),
+            format!("{how}: GetCallerIdentity: {e}"),
             "check the credentials (aws sts get-caller-identity)",
         )),
     }
@@ -418,21 +422,18 @@ struct Spoke {
 }
 
 /// The hub's direct queue's policy, as SQS holds it.
-async fn direct_queue_policy(hub_aws: &Aws, arn: &str) -> Result<Policy, String> {
-    let url = aws_model::aws::queue_url(&hub_aws.sqs, aws_model::aws::arn_name(arn))
+async fn direct_queue_policy(hub_aws: &impl Cloud, arn: &str) -> Result<Policy, String> {
+    let name = aws_model::aws::arn_name(arn);
+    let url = hub_aws
+        .queue_url(name)
         .await
-        .map_err(|e| format!("{e:#}"))?;
-    let out = hub_aws
-        .sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::Policy)
-        .send()
+        .map_err(|e| format!("GetQueueUrl {name}: {e}"))?;
+    let attributes = hub_aws
+        .queue_attributes(&url)
         .await
-        .map_err(|e| format!("GetQueueAttributes {arn}: {}", describe(&e)))?;
-    let text = out
-        .attributes()
-        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::Policy))
+        .map_err(|e| format!("GetQueueAttributes {arn}: {e}"))?;
+    let text = attributes
+        .get("Policy")
         .ok_or_else(|| format!("{arn} has no policy"))?;
     Policy::parse(format!("policy of {arn}"), text)
 }

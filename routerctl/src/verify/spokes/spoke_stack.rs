@@ -1,14 +1,12 @@
 //! `spoke:<account>:stack`: the spoke stack is complete, forwards to this hub's bus, and exports
 //! the QueuePrefix and the role the router assumes (tenant.yaml imports both).
 
-use std::collections::HashMap;
-
 use super::{Hub, Member, Spoke};
 use crate::{
     check::{self, Check, Expect},
+    cloud::{Cloud, Stack},
     verify::stack,
 };
-use aws_model::aws::{Aws, describe};
 
 /// The states a stack serves from.
 const SETTLED: [&str; 3] = [
@@ -18,7 +16,7 @@ const SETTLED: [&str; 3] = [
 ];
 
 pub(super) async fn check_spoke_stack(
-    aws: &Aws,
+    aws: &impl Cloud,
     hub: &Hub<'_>,
     member: &Member<'_>,
     checks: &mut Vec<Check>,
@@ -27,24 +25,9 @@ pub(super) async fn check_spoke_stack(
     let stack_name = member.spoke_stack;
     let account = member.account;
     // Where: the stack in the member account.
-    let described = aws
-        .cfn
-        .describe_stacks()
-        .stack_name(stack_name)
-        .send()
-        .await
-        .map_err(|e| {
-            format!(
-                "{stack_name} in account {account}: {} (pass its name with --spoke-stack)",
-                describe(&e)
-            )
-        })
-        .and_then(|d| {
-            d.stacks()
-                .first()
-                .cloned()
-                .ok_or_else(|| format!("{stack_name} does not exist in account {account}"))
-        });
+    let described = aws.stack(stack_name).await.map_err(|e| {
+        format!("{stack_name} in account {account}: {e} (pass its name with --spoke-stack)")
+    });
     let stack = match &described {
         Ok(stack) => stack,
         Err(_) => {
@@ -66,21 +49,14 @@ pub(super) async fn check_spoke_stack(
 pub(super) fn judge(
     hub: &Hub<'_>,
     member: &Member<'_>,
-    stack: &aws_sdk_cloudformation::types::Stack,
+    stack: &Stack,
     resources: Result<std::collections::BTreeMap<String, String>, String>,
 ) -> (Check, Spoke) {
     let name = hub.name("stack");
     let stack_name = member.spoke_stack;
     let account = member.account;
-    let status = stack
-        .stack_status()
-        .map(|s| s.as_str())
-        .unwrap_or("unknown");
-    let outputs: HashMap<String, String> = stack
-        .outputs()
-        .iter()
-        .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
-        .collect();
+    let status = stack.status.as_str();
+    let outputs = &stack.outputs;
     let output = |key: &str| outputs.get(key).map(String::as_str);
     let update = |parameter: &str, value: &str| {
         format!("update the spoke stack {stack_name} in account {account} with {parameter}={value}")

@@ -1,18 +1,16 @@
 //! `tenant:<cluster>:karpenter-role`: Karpenter's controller role may receive and delete from its
 //! cluster's tenant queue.
 
-use aws_sdk_sqs::types::QueueAttributeName;
-
 use super::Site;
-use crate::check::{self, Expect};
-use crate::verify::{
-    queues::Queue,
-    report::{Check, fail},
+use crate::{
+    check::{self, Expect},
+    cloud::Cloud,
+    verify::{
+        queues::Queue,
+        report::{Check, fail},
+    },
 };
-use aws_model::{
-    aws::Aws,
-    policy::{Decision, Policy},
-};
+use aws_model::policy::{Decision, Policy};
 
 /// What Karpenter's interruption controller does with its queue (Karpenter's own controller
 /// policy, statement AllowInterruptionQueueActions).
@@ -23,7 +21,7 @@ pub const KARPENTER_QUEUE_ACTIONS: [&str; 3] =
 /// The role is `--karpenter-role <cluster>=<role>`, else the tenant stack's KarpenterRoleName
 /// (the stack that created the queue, or `make deploy-tenant`'s stack name).
 pub(crate) async fn check_karpenter_role(
-    aws: &Aws,
+    aws: &impl Cloud,
     site: &Site<'_>,
     cluster: &str,
     queue: &Queue,
@@ -64,12 +62,12 @@ pub(crate) async fn check_karpenter_role(
         "arn:{}:iam::{}:role/{role_name}",
         site.partition, site.account
     );
-    let role = match crate::verify::role::load_role(aws, &arn).await {
+    let role = match aws.role(&arn).await {
         Ok(role) => role,
         Err((problem, fix)) => return fail(&name, problem, format!("{fix}; or {name_it}")),
     };
     let policy = queue
-        .attribute(QueueAttributeName::Policy)
+        .attribute("Policy")
         .and_then(|text| Policy::parse("queue policy", text).ok());
     let mut refused = Vec::new();
     for action in KARPENTER_QUEUE_ACTIONS {
@@ -116,30 +114,16 @@ pub(crate) async fn check_karpenter_role(
 /// names for that physical resource, else the first of the names `make deploy-tenant` (and the
 /// site's conventions) give the cluster's stack that exists ([`Site::tenant_stacks`]).
 pub(crate) async fn tenant_stack_parameter(
-    aws: &Aws,
+    aws: &impl Cloud,
     site: &Site<'_>,
     cluster: &str,
     queue_url: &str,
     key: &str,
 ) -> Option<String> {
-    let owner = aws
-        .cfn
-        .describe_stack_resources()
-        .physical_resource_id(queue_url)
-        .send()
-        .await
-        .ok()
-        .and_then(|out| {
-            out.stack_resources()
-                .first()
-                .and_then(|r| r.stack_name())
-                .map(str::to_owned)
-        });
+    let owner = aws.stack_of(queue_url).await;
     for stack in owner.into_iter().chain(site.tenant_stacks(cluster)) {
-        if let Ok(described) = aws.cfn.describe_stacks().stack_name(&stack).send().await
-            && let Some(found) = described.stacks().first()
-        {
-            return aws_model::stacks::parameters(found).remove(key);
+        if let Ok(mut found) = aws.stack(&stack).await {
+            return found.parameters.remove(key);
         }
     }
     None

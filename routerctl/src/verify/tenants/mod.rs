@@ -18,7 +18,6 @@ mod site;
 #[cfg(test)]
 mod tests;
 
-use aws_sdk_sqs::types::QueueAttributeName;
 use interruption_router::{
     config::{Config, QueueNameTemplate},
     tenancy,
@@ -31,11 +30,11 @@ use super::{
     role::Role,
     stack::Base,
 };
-use crate::check::{self, Expect};
-use aws_model::{
-    aws::{Aws, describe},
-    policy::{Decision, Policy},
+use crate::{
+    check::{self, Expect},
+    cloud::{Cloud, missing},
 };
+use aws_model::policy::{Decision, Policy};
 
 pub(crate) use self::karpenter::check_karpenter_role;
 pub(crate) use self::karpenter::tenant_stack_parameter;
@@ -67,7 +66,7 @@ pub(super) fn template(
 /// (`own`, the base stack's own queues, left out).
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn check(
-    aws: &Aws,
+    aws: &impl Cloud,
     site: &Site<'_>,
     template: &QueueNameTemplate,
     role: Option<&Role>,
@@ -124,27 +123,22 @@ pub(super) async fn check(
 
 /// Clusters whose queues exist under the router's naming, leaving out the stack's own queues.
 pub(super) async fn discover_clusters(
-    aws: &Aws,
+    aws: &impl Cloud,
     template: &QueueNameTemplate,
     own: &[&str],
 ) -> Result<Vec<String>, String> {
     let mut clusters = Vec::new();
-    let mut pages = aws
-        .sqs
-        .list_queues()
-        .queue_name_prefix(template.prefix())
-        .into_paginator()
-        .send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| format!("ListQueues: {}", describe(&e)))?;
-        for url in page.queue_urls() {
-            let name = url.rsplit('/').next().unwrap_or_default();
-            if own.contains(&name) {
-                continue;
-            }
-            if let Some(cluster) = cluster_of(template, name) {
-                clusters.push(cluster);
-            }
+    let urls = aws
+        .queue_urls(template.prefix())
+        .await
+        .map_err(|e| format!("ListQueues: {e}"))?;
+    for url in &urls {
+        let name = url.rsplit('/').next().unwrap_or_default();
+        if own.contains(&name) {
+            continue;
+        }
+        if let Some(cluster) = cluster_of(template, name) {
+            clusters.push(cluster);
         }
     }
     clusters.sort();
@@ -162,7 +156,7 @@ pub fn cluster_of(template: &QueueNameTemplate, queue: &str) -> Option<String> {
 }
 
 async fn check_tenant(
-    aws: &Aws,
+    aws: &impl Cloud,
     site: &Site<'_>,
     template: &QueueNameTemplate,
     cluster: &str,
@@ -251,13 +245,11 @@ async fn check_tenant(
             };
             checks.push(check_read(aws, &queue, cluster, reader.as_deref(), &prefix).await);
             // Karpenter's role is read again only for a queue under a KMS key.
-            let keyed = queue
-                .attribute(aws_sdk_sqs::types::QueueAttributeName::KmsMasterKeyId)
-                .is_some();
+            let keyed = queue.attribute("KmsMasterKeyId").is_some();
             let karpenter = match &reader {
                 Some(name) if keyed => {
                     let arn = format!("arn:{}:iam::{}:role/{name}", site.partition, site.account);
-                    crate::verify::role::load_role(aws, &arn).await.ok()
+                    aws.role(&arn).await.ok()
                 }
                 _ => None,
             };
@@ -308,17 +300,12 @@ async fn check_tenant(
 }
 
 /// Whether the tenant record of the queue named `queue` exists (`Err`: it could not be read).
-pub(crate) async fn tenant_record(aws: &Aws, queue: &str) -> Result<bool, String> {
+pub(crate) async fn tenant_record(aws: &impl Cloud, queue: &str) -> Result<bool, String> {
     let name = tenancy::record_name(queue);
-    match aws.ssm.get_parameter().name(&name).send().await {
+    match aws.parameter(&name).await {
         Ok(_) => Ok(true),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_parameter_not_found()) =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(format!("GetParameter {name}: {}", describe(&e))),
+        Err(e) if e.code == missing::PARAMETER => Ok(false),
+        Err(e) => Err(format!("GetParameter {name}: {e}")),
     }
 }
 
@@ -433,7 +420,7 @@ pub(crate) fn check_tenant_policy(
     };
     // Where: the queue's policy.
     let policy = queue
-        .attribute(QueueAttributeName::Policy)
+        .attribute("Policy")
         .ok_or_else(|| {
             format!(
                 "{} has no queue policy: it does not grant the {}, and any principal in the \

@@ -1,19 +1,20 @@
 //! `tenant:<cluster>:queue` and `:read`: the queue is the tenant stack's (so the router writes it),
 //! and someone reads it: a message unread for a minute means no Karpenter is polling it.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
-use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use interruption_router::{
     event::Kinds,
     tenancy::{self, Ownership, TENANT_TAG},
 };
 
-use crate::verify::{
-    queues::Queue,
-    report::{Check, fail, pass},
+use crate::{
+    cloud::Cloud,
+    verify::{
+        queues::Queue,
+        report::{Check, fail, pass},
+    },
 };
-use aws_model::aws::{Aws, describe};
 
 /// What the router does to a cluster queue, and base.yaml's statement that allows it: send, and
 /// tell a tenant queue from a look-alike.
@@ -30,25 +31,25 @@ pub const ROUTER_QUEUE_ACTIONS: [(&str, &str); 4] = [
 /// router, so the cluster is not onboarded. It also says which event kinds the router sends the
 /// cluster (the tenant stack's `EventKinds`, read from the same tags as the router reads them).
 pub(crate) async fn check_ownership(
-    aws: &Aws,
+    aws: &impl Cloud,
     queue: &Queue,
     cluster: &str,
     sender: Option<&str>,
     prefix: &str,
 ) -> Check {
     let name = format!("{prefix}:queue");
-    let tags = match aws.sqs.list_queue_tags().queue_url(&queue.url).send().await {
-        Ok(out) => out.tags().cloned().unwrap_or_default(),
+    let tags = match aws.queue_tags(&queue.url).await {
+        Ok(tags) => tags,
         Err(e) => {
             return fail(
                 &name,
-                format!("ListQueueTags {}: {}", queue.name, describe(&e)),
+                format!("ListQueueTags {}: {e}", queue.name),
                 "run verify with sqs:ListQueueTags",
             );
         }
     };
     let judged = tenancy::by_tag(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), cluster)
-        .unwrap_or_else(|| tenancy::by_policy(queue.attribute(QueueAttributeName::Policy), sender));
+        .unwrap_or_else(|| tenancy::by_policy(queue.attribute("Policy"), sender));
     match judged {
         Ownership::Tenant => {
             match tenancy::kinds_by_tag(tags.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
@@ -114,47 +115,32 @@ pub const UNREAD_AFTER: Duration = Duration::from_secs(60);
 /// nothing (visibility 0) and looks at what comes back; Karpenter deletes whatever it reads,
 /// however often it was received.
 pub(crate) async fn check_read(
-    aws: &Aws,
+    aws: &impl Cloud,
     queue: &Queue,
     cluster: &str,
     reader: Option<&str>,
     prefix: &str,
 ) -> Check {
     let name = format!("{prefix}:read");
-    let out = match aws
-        .sqs
-        .receive_message()
-        .queue_url(&queue.url)
-        .max_number_of_messages(10)
-        .visibility_timeout(0)
-        .wait_time_seconds(1)
-        .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
-        .send()
-        .await
-    {
-        Ok(out) => out,
+    let messages = match aws.peek(&queue.url).await {
+        Ok(messages) => messages,
         Err(e) => {
             return fail(
                 &name,
-                format!("ReceiveMessage {}: {}", queue.name, describe(&e)),
+                format!("ReceiveMessage {}: {e}", queue.name),
                 "run verify with sqs:ReceiveMessage on the cluster queues (it hides nothing: \
                  visibility 0)",
             );
         }
     };
-    let now = SystemTime::now()
+    let now = aws
+        .now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_millis() as u64;
-    let oldest = out
-        .messages()
+    let oldest = messages
         .iter()
-        .filter_map(|m| {
-            m.attributes()?
-                .get(&MessageSystemAttributeName::SentTimestamp)?
-                .parse::<u64>()
-                .ok()
-        })
+        .filter_map(|m| m.sent_ms)
         .map(|sent| Duration::from_millis(now.saturating_sub(sent)))
         .max();
     match oldest {

@@ -128,24 +128,6 @@ async fn set_attribute(aws: &Aws, url: &str, name: QueueAttributeName, value: &s
     Ok(())
 }
 
-async fn set_environment(
-    aws: &Aws,
-    function: &str,
-    variables: std::collections::HashMap<String, String>,
-) -> Result<()> {
-    aws.lambda
-        .update_function_configuration()
-        .function_name(function)
-        .environment(
-            aws_sdk_lambda::types::Environment::builder()
-                .set_variables(Some(variables))
-                .build(),
-        )
-        .send()
-        .await?;
-    Ok(())
-}
-
 async fn put_role_policy(aws: &Aws, role: &str, document: &str) -> Result<()> {
     aws.iam
         .put_role_policy()

@@ -1,0 +1,244 @@
+//! The operator's seam: everything `routerctl verify` reads of AWS, as one trait shaped by what
+//! verify asks (a stack, a queue, a rule and its targets, a function and its mappings, a role, a
+//! key, alarms, metrics), answered in plain values.
+//!
+//! ```text
+//!   verify (stack ▸ rules ▸ queues ▸ function ▸ keys ▸ monitoring ▸ tenants ▸ spokes)
+//!      │ judges what it read; every judgement a pure function with its unit test
+//!   ───┴──────────────────────────────────────────────────────────── Cloud (this trait)
+//!      sdk.rs: the AWS SDK (the only SDK code verify runs)  ·  model.rs: a model of AWS
+//!              whose resources are deployed from this release's own templates
+//! ```
+//!
+//! A call answers as AWS answers: the value, or AWS's error code and message ([`CallError`],
+//! the router's own), so the code reading the answers (which is all of verify's judgement) runs
+//! unchanged against [`model::World`], and a test breaks one thing in the world and sees exactly
+//! that check fail with its fix. The SDK adapter makes each call once; a call that pages reads
+//! every page.
+//!
+//! Not behind it yet: `adopt`, `fis` and `simulate`, which still take the SDK clients
+//! ([`aws_model::aws::Aws`]) directly.
+
+pub mod deliveries;
+pub mod experiments;
+pub mod model;
+mod sdk;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    future::Future,
+    time::SystemTime,
+};
+
+pub use aws_model::{kms::Key, roles::Role};
+pub use interruption_router::aws::CallError;
+
+/// Codes AWS answers for what does not exist, by API.
+pub mod missing {
+    /// DescribeStacks of a stack that does not exist (CloudFormation says so in the message).
+    pub const STACK: &str = "ValidationError";
+    /// GetQueueUrl (the JSON protocol's spelling; the query protocol's is normalised to it).
+    pub const QUEUE: &str = "QueueDoesNotExist";
+    /// SSM GetParameter.
+    pub const PARAMETER: &str = "ParameterNotFound";
+    /// EventBridge DescribeRule, Lambda, and CloudWatch GetDashboard (moto's spelling of the
+    /// latter; AWS's `ResourceNotFound`/`DashboardNotFoundError` are normalised to it).
+    pub const RESOURCE: &str = "ResourceNotFoundException";
+}
+
+/// A stack as DescribeStacks answers it.
+#[derive(Debug, Clone, Default)]
+pub struct Stack {
+    pub id: String,
+    pub name: String,
+    pub status: String,
+    pub outputs: BTreeMap<String, String>,
+    pub parameters: BTreeMap<String, String>,
+}
+
+/// A rule as DescribeRule answers it.
+#[derive(Debug, Clone, Default)]
+pub struct Rule {
+    pub arn: Option<String>,
+    /// `ENABLED`, `DISABLED`, `ENABLED_WITH_ALL_CLOUDTRAIL_MANAGEMENT_EVENTS`.
+    pub state: Option<String>,
+    pub event_pattern: Option<String>,
+    pub event_bus_name: Option<String>,
+}
+
+/// A rule's target as ListTargetsByRule answers it.
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    pub id: String,
+    pub arn: String,
+    pub role_arn: Option<String>,
+    /// Its dead-letter queue's ARN (DeadLetterConfig).
+    pub dead_letter_arn: Option<String>,
+}
+
+impl Target {
+    pub fn arn(&self) -> &str {
+        &self.arn
+    }
+
+    pub fn role_arn(&self) -> Option<&str> {
+        self.role_arn.as_deref()
+    }
+}
+
+/// A function as GetFunctionConfiguration answers it.
+#[derive(Debug, Clone, Default)]
+pub struct Function {
+    pub name: String,
+    pub state: Option<String>,
+    pub state_reason: Option<String>,
+    pub last_update_status: Option<String>,
+    pub last_update_status_reason: Option<String>,
+    pub role: Option<String>,
+    pub timeout: Option<i32>,
+    pub environment: HashMap<String, String>,
+}
+
+/// An event source mapping as ListEventSourceMappings answers it.
+#[derive(Debug, Clone, Default)]
+pub struct Mapping {
+    pub uuid: String,
+    pub event_source_arn: Option<String>,
+    pub state: Option<String>,
+    pub function_response_types: Vec<String>,
+}
+
+/// A message a peek received: when it was sent (its `SentTimestamp`, ms since the epoch).
+#[derive(Debug, Clone, Default)]
+pub struct Message {
+    pub sent_ms: Option<u64>,
+}
+
+/// One metric an alarm watches: namespace, metric name, its `FunctionName` dimension, statistic.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Watched {
+    pub namespace: String,
+    pub metric: String,
+    pub function: Option<String>,
+    pub stat: Option<String>,
+}
+
+/// A metric alarm as DescribeAlarms answers it.
+#[derive(Debug, Clone, Default)]
+pub struct Alarm {
+    pub name: String,
+    /// A single-metric alarm's metric (its `stat` empty).
+    pub metric: Option<Watched>,
+    /// A metric-math alarm's metric queries.
+    pub metrics: Vec<Watched>,
+    pub actions_enabled: Option<bool>,
+    pub alarm_actions: Vec<String>,
+}
+
+/// A role that could not be read, and the fix.
+pub type RoleError = (String, String);
+
+/// How to act in another account: assume a role there, or use a named profile's credentials.
+#[derive(Debug, Clone, Copy)]
+pub enum Reach<'a> {
+    Assume { role_arn: &'a str, session: &'a str },
+    Profile(&'a str),
+}
+
+/// What `routerctl verify` reads of one account and region (see the module documentation).
+pub trait Cloud: Sized + Sync {
+    /// The region every call is made in.
+    fn region(&self) -> &str;
+    /// The wall clock (the age of a message, the window of a metric).
+    fn now(&self) -> SystemTime;
+
+    /// STS GetCallerIdentity: the account and ARN acting.
+    fn caller(&self) -> impl Future<Output = Result<(String, String), CallError>>;
+    /// The same reads in another account (same region), reached as `reach` says.
+    fn reach(&self, reach: Reach<'_>) -> impl Future<Output = Result<Self, CallError>>;
+
+    /// CloudFormation DescribeStacks of one stack.
+    fn stack(&self, name: &str) -> impl Future<Output = Result<Stack, CallError>>;
+    /// CloudFormation DescribeStackResources: logical id → physical id.
+    fn stack_resources(
+        &self,
+        stack: &str,
+    ) -> impl Future<Output = Result<BTreeMap<String, String>, CallError>>;
+    /// CloudFormation DescribeStackResources by physical id: the stack that made it, if any.
+    fn stack_of(&self, physical_id: &str) -> impl Future<Output = Option<String>>;
+
+    /// SQS GetQueueUrl.
+    fn queue_url(&self, name: &str) -> impl Future<Output = Result<String, CallError>>;
+    /// SQS GetQueueAttributes, `All`.
+    fn queue_attributes(
+        &self,
+        url: &str,
+    ) -> impl Future<Output = Result<HashMap<String, String>, CallError>>;
+    /// SQS ListQueueTags.
+    fn queue_tags(
+        &self,
+        url: &str,
+    ) -> impl Future<Output = Result<BTreeMap<String, String>, CallError>>;
+    /// SQS ListQueues with a name prefix, every page: the queues' URLs.
+    fn queue_urls(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>, CallError>>;
+    /// SQS ReceiveMessage of up to 10 messages that hides nothing (visibility 0, 1-s wait).
+    fn peek(&self, url: &str) -> impl Future<Output = Result<Vec<Message>, CallError>>;
+
+    /// SSM GetParameter: the value.
+    fn parameter(&self, name: &str) -> impl Future<Output = Result<String, CallError>>;
+
+    /// EventBridge DescribeRule on `bus` (`None`: the default bus).
+    fn rule(&self, name: &str, bus: Option<&str>) -> impl Future<Output = Result<Rule, CallError>>;
+    /// EventBridge ListTargetsByRule.
+    fn targets(
+        &self,
+        rule: &str,
+        bus: Option<&str>,
+    ) -> impl Future<Output = Result<Vec<Target>, CallError>>;
+    /// EventBridge DescribeEventBus: the bus's resource policy, if it has one.
+    fn bus_policy(&self, bus: &str) -> impl Future<Output = Result<Option<String>, CallError>>;
+
+    /// Lambda GetFunctionConfiguration.
+    fn function(&self, name: &str) -> impl Future<Output = Result<Function, CallError>>;
+    /// Lambda ListEventSourceMappings of a function.
+    fn mappings(&self, function: &str) -> impl Future<Output = Result<Vec<Mapping>, CallError>>;
+
+    /// A role's identity policies, permissions boundary and trust policy, from IAM.
+    fn role(&self, arn: &str) -> impl Future<Output = Result<Role, RoleError>>;
+    /// KMS DescribeKey and GetKeyPolicy; the error names the call that failed.
+    fn key(&self, id: &str) -> impl Future<Output = Result<Key, String>>;
+
+    /// CloudWatch DescribeAlarms with a name prefix (metric alarms).
+    fn alarms_named(&self, prefix: &str) -> impl Future<Output = Result<Vec<Alarm>, CallError>>;
+    /// CloudWatch DescribeAlarmsForMetric of a function's metric.
+    fn alarms_for_metric(
+        &self,
+        namespace: &str,
+        metric: &str,
+        function: &str,
+    ) -> impl Future<Output = Result<Vec<Alarm>, CallError>>;
+    /// CloudWatch GetDashboard: the body.
+    fn dashboard(&self, name: &str) -> impl Future<Output = Result<String, CallError>>;
+    /// CloudWatch GetMetricStatistics: the Sum of a function's metric over one period from
+    /// `since` to `until`.
+    fn metric_sum(
+        &self,
+        namespace: &str,
+        metric: &str,
+        function: &str,
+        since: SystemTime,
+        until: SystemTime,
+    ) -> impl Future<Output = Result<f64, CallError>>;
+    /// CloudWatch Logs FilterLogEvents: whether an event between `since` and `until` matches.
+    fn log_matches(
+        &self,
+        group: &str,
+        pattern: &str,
+        since: SystemTime,
+        until: SystemTime,
+    ) -> impl Future<Output = Result<bool, CallError>>;
+
+    /// SNS ListSubscriptionsByTopic, every page: each subscription's ARN (or
+    /// `PendingConfirmation`).
+    fn subscriptions(&self, topic: &str) -> impl Future<Output = Result<Vec<String>, CallError>>;
+}

@@ -1,0 +1,114 @@
+//! verify on the model of AWS ([`crate::cloud::model`]): a hub deployed from this release's
+//! templates passes every check, and each way an account breaks fails exactly the check that
+//! guards it, with its fix. No emulator: each test runs in about a millisecond.
+
+mod breakages;
+mod hub;
+mod roles;
+mod spokes;
+
+use super::{Options, Report, run};
+use crate::cloud::model::World;
+
+/// verify's report on `world` for the base stack `ir`, every cluster.
+fn verify(world: &World) -> Report {
+    verify_with(
+        world,
+        Options {
+            stack: hub::STACK.into(),
+            ..Options::default()
+        },
+    )
+}
+
+fn verify_with(world: &World, options: Options) -> Report {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime")
+        .block_on(run(world, &options))
+}
+
+/// The names of the checks that failed.
+fn failed(report: &Report) -> Vec<&str> {
+    report
+        .checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| c.name.as_str())
+        .collect()
+}
+
+#[test]
+fn a_hub_deployed_from_the_templates_passes_every_check() {
+    let world = hub::deployed();
+    let report = verify(&world);
+    assert_eq!(failed(&report), Vec::<&str>::new(), "{report:#?}");
+    let names: Vec<&str> = report.checks.iter().map(|c| c.name.as_str()).collect();
+    for expected in [
+        "stack",
+        "version",
+        "rule:SpotInterruptionRule",
+        "ingest-queue",
+        "event-source-mapping",
+        "function:environment",
+        "router-role",
+        "dashboard",
+        "alarm:LateForwardsAlarm",
+        "function:metrics",
+        "alarm-topic",
+        "tenant:alpha:queue",
+        "tenant:alpha:read",
+        "tenant:alpha:karpenter-role",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} not checked: {names:?}"
+        );
+    }
+}
+
+/// A hub with its central bus serving two member accounts (with the direct queue), and one
+/// whose queues are under the key the stack creates: every check passes, the key and direct
+/// queue checks among them.
+#[test]
+fn hubs_with_a_central_bus_or_their_own_key_pass_every_check() {
+    for (parameters, expected) in [
+        (
+            &[
+                ("CentralBus", "Enabled"),
+                ("ServedAccounts", "111111111111,222222222222"),
+            ][..],
+            &[
+                "rule:HubSpotInterruptionRule",
+                "direct-queue",
+                "direct-queue:policy",
+                "event-source-mapping:direct",
+                "router-role:assume-spoke-roles",
+                "alarm:AccountUnreachableAlarm",
+            ][..],
+        ),
+        (
+            &[("KmsKey", "Create")][..],
+            &[
+                "ingest-queue:key",
+                "dead-letter-queue:key",
+                "tenant:alpha:key",
+            ][..],
+        ),
+    ] {
+        let world = hub::deployed_with(parameters);
+        let report = verify(&world);
+        assert_eq!(
+            failed(&report),
+            Vec::<&str>::new(),
+            "{parameters:?}: {report:#?}"
+        );
+        let names: Vec<&str> = report.checks.iter().map(|c| c.name.as_str()).collect();
+        for name in expected {
+            assert!(
+                names.contains(name),
+                "{parameters:?}: {name} not checked: {names:?}"
+            );
+        }
+    }
+}

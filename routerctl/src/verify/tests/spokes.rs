@@ -1,0 +1,216 @@
+//! `verify --account`: a member account reached with its operator's profile, its spoke stack,
+//! the hub bus's policy for it, its rules, the spoke role and its tenant queues; each broken the
+//! way it breaks there.
+
+use super::{failed, hub, verify_with};
+use crate::{
+    check::Check,
+    cloud::model::World,
+    verify::{Options, Report},
+};
+
+fn verify_member(world: &World) -> Report {
+    verify_with(
+        world,
+        Options {
+            stack: hub::STACK.into(),
+            account: Some(hub::MEMBER.into()),
+            profile: Some(hub::MEMBER_PROFILE.into()),
+            ..Options::default()
+        },
+    )
+}
+
+fn only(world: &World, name: &str) -> Check {
+    let report = verify_member(world);
+    assert_eq!(failed(&report), [name], "{report:#?}");
+    report.checks.into_iter().find(|c| c.name == name).unwrap()
+}
+
+#[test]
+fn a_member_with_its_spoke_stack_passes_every_check() {
+    for direct in [false, true] {
+        let world = hub::with_member(direct);
+        let report = verify_member(&world);
+        assert_eq!(
+            failed(&report),
+            Vec::<&str>::new(),
+            "direct {direct}: {report:#?}"
+        );
+        let names: Vec<&str> = report.checks.iter().map(|c| c.name.as_str()).collect();
+        for expected in [
+            "spoke:111111111111:access",
+            "spoke:111111111111:stack",
+            "spoke:111111111111:hub-bus-policy",
+            "spoke:111111111111:rule:SpotInterruptionRule",
+            "spoke:111111111111:tenant:beta:queue",
+            "spoke:111111111111:tenant:beta:read",
+        ] {
+            assert!(
+                names.contains(&expected),
+                "direct {direct}: {expected} not checked: {names:?}"
+            );
+        }
+    }
+}
+
+fn says(check: &Check, detail: &str, fix: &str) {
+    assert!(
+        check.detail.contains(detail),
+        "{}: {}",
+        check.name,
+        check.detail
+    );
+    let given = check.fix.as_deref().unwrap_or_default();
+    assert!(given.contains(fix), "{}'s fix: {given}", check.name);
+}
+
+/// The spoke role trusts only the hub's router role: the operator's own credentials may not
+/// assume it, and verify says to pass a profile.
+#[test]
+fn a_member_reached_without_a_profile_is_refused_by_the_spoke_roles_trust() {
+    let world = hub::with_member(false);
+    let report = verify_with(
+        &world,
+        Options {
+            stack: hub::STACK.into(),
+            account: Some(hub::MEMBER.into()),
+            ..Options::default()
+        },
+    );
+    assert_eq!(
+        failed(&report),
+        ["spoke:111111111111:access"],
+        "{report:#?}"
+    );
+    let check = report.checks.iter().find(|c| !c.passed).unwrap();
+    says(
+        check,
+        "is not authorized to perform: sts:AssumeRole",
+        "pass --profile with a profile for account 111111111111",
+    );
+}
+
+#[test]
+fn a_profile_of_another_account() {
+    let world = hub::with_member(false);
+    world.profile(hub::MEMBER_PROFILE, "222222222222");
+    let report = verify_member(&world);
+    assert_eq!(
+        failed(&report),
+        ["spoke:111111111111:access"],
+        "{report:#?}"
+    );
+    let check = report.checks.iter().find(|c| !c.passed).unwrap();
+    says(
+        check,
+        "in account 222222222222, not 111111111111",
+        "pass --profile with a profile for account 111111111111",
+    );
+}
+
+#[test]
+fn a_member_without_its_spoke_stack() {
+    let world = hub::with_member(false);
+    world
+        .at(hub::MEMBER)
+        .site(|site| site.stacks.remove(hub::SPOKE_STACK));
+    let check = only(&world, "spoke:111111111111:stack");
+    says(
+        &check,
+        "interruption-router-spoke in account 111111111111",
+        "spoke.yaml",
+    );
+}
+
+#[test]
+fn a_member_rule_disabled_by_hand() {
+    let world = hub::with_member(false);
+    let member = world.at(hub::MEMBER);
+    let name =
+        member.site(|site| site.stacks[hub::SPOKE_STACK].resources["StateChangeRule"].clone());
+    member.site(|site| {
+        site.rules
+            .get_mut(&("default".into(), name))
+            .unwrap()
+            .0
+            .state = Some("DISABLED".into());
+    });
+    let check = only(&world, "spoke:111111111111:rule:StateChangeRule");
+    says(&check, "is DISABLED", "aws events enable-rule");
+}
+
+/// The hub's bus policy edited to admit nobody: the member's forwarded events are refused.
+#[test]
+fn a_hub_bus_that_no_longer_admits_the_member() {
+    let world = hub::with_member(false);
+    let bus = hub::output(&world, "HubEventBusArn");
+    let name = crate::verify::rules::bus_name(&bus).to_owned();
+    world.site(|site| site.buses.insert(name, None));
+    let check = only(&world, "spoke:111111111111:hub-bus-policy");
+    says(
+        &check,
+        "has no resource policy: no other account may put events on it",
+        "aws events put-permission",
+    );
+}
+
+#[test]
+fn a_spoke_role_that_trusts_another_router() {
+    let world = hub::with_member(false);
+    let role = format!(
+        "arn:aws:iam::{}:role/interruption-router-spoke",
+        hub::MEMBER
+    );
+    world.edit(|state, _, _| {
+        let trust = &mut state.roles.get_mut(&role).expect("the spoke role").trust;
+        *trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+            "Principal": {"AWS": "arn:aws:iam::999999999999:role/other-router"},
+            "Action": "sts:AssumeRole"}]});
+    });
+    let check = only(&world, "spoke:111111111111:role-trust");
+    says(
+        &check,
+        "may not assume",
+        "aws iam update-assume-role-policy",
+    );
+}
+
+/// The member's direct role may no longer send to the hub's direct queue: each of its five
+/// rules would deliver nothing.
+#[test]
+fn a_direct_role_that_may_not_send() {
+    let world = hub::with_member(true);
+    let role = format!(
+        "arn:aws:iam::{}:role/interruption-router-spoke-direct-{}",
+        hub::MEMBER,
+        hub::REGION
+    );
+    world.edit(|state, _, _| {
+        state
+            .roles
+            .get_mut(&role)
+            .expect("the direct role")
+            .inline
+            .clear()
+    });
+    let report = verify_member(&world);
+    let failed = failed(&report);
+    assert_eq!(failed.len(), 5, "{failed:?}");
+    assert!(
+        failed
+            .iter()
+            .all(|f| f.starts_with("spoke:111111111111:rule:")),
+        "{failed:?}"
+    );
+}
+
+#[test]
+fn a_member_tenant_queue_nobody_reads() {
+    let world = hub::with_member(false);
+    world
+        .at(hub::MEMBER)
+        .send("karpenter-beta", std::time::Duration::from_secs(300));
+    let check = only(&world, "spoke:111111111111:tenant:beta:read");
+    says(&check, "holds a message 300 s old", "in cluster beta");
+}
