@@ -8,13 +8,15 @@
 //! before returning: a command adopt prints the moment it returns (the helm command after a
 //! rollback) misses nothing.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use aws_sdk_eventbridge::types::RuleState;
-use aws_sdk_sqs::types::QueueAttributeName;
+use tokio::time::Instant;
 
-use crate::verify::queues::Queue;
+use crate::{
+    cloud::{CallError, Cloud, deliveries::Deliveries, missing, moves::Moves},
+    verify::queues::Queue,
+};
 
 use super::{
     Options,
@@ -23,11 +25,7 @@ use super::{
     helm,
     steps::{Change, TenantKinds},
 };
-use aws_model::{
-    aws::{Aws, describe},
-    events::rfc3339,
-    stacks,
-};
+use aws_model::{events::rfc3339, stacks};
 use interruption_router::event::Kinds;
 
 /// What a tenant deployed by adopt takes, as the plan says it: nothing when the old rules
@@ -103,8 +101,8 @@ impl Change {
 /// Makes `change` for `cluster` with the site's clients `aws` (the probe goes to the router with
 /// the hub's, `router`); what was done, in a sentence.
 pub async fn perform(
-    aws: &Aws,
-    router: &Aws,
+    aws: &impl Moves,
+    router: &impl Deliveries,
     land: &Landscape,
     cluster: &str,
     options: &Options,
@@ -136,11 +134,12 @@ pub async fn perform(
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_str()))
                 .collect();
-            let created =
-                stacks::create(&aws.cfn, stack, stacks::TENANT_TEMPLATE, &parameters).await?;
+            let created = aws
+                .create_stack(stack, stacks::TENANT_TEMPLATE, &parameters)
+                .await?;
             Ok(format!(
                 "deployed {stack}: queue {}, which the router writes and {karpenter_role} may read",
-                created.output("QueueName").unwrap_or("?")
+                created.get("QueueName").map_or("?", String::as_str)
             ))
         }
         Change::GrantKarpenter {
@@ -154,8 +153,7 @@ pub async fn perform(
                      sqs:GetQueueAttributes on it where the queue is defined, then run adopt again"
                 );
             }
-            stacks::update(
-                &aws.cfn,
+            aws.update_stack(
                 stack,
                 stacks::TENANT_TEMPLATE,
                 &[("KarpenterRoleName", karpenter_role)],
@@ -176,14 +174,11 @@ pub async fn perform(
         Change::ReadRound => bail!("the round is read by adopt::run, which then makes step 5"),
         Change::DisableRules(rules) => {
             for rule in rules {
-                aws.events
-                    .disable_rule()
-                    .name(rule)
-                    .send()
+                aws.disable_rule(rule)
                     .await
-                    .map_err(|e| anyhow::anyhow!("DisableRule {rule}: {}", describe(&e)))?;
+                    .map_err(|e| anyhow::anyhow!("DisableRule {rule}: {e}"))?;
             }
-            let waited = settle(aws, rules, RuleState::Disabled, options.settle).await?;
+            let waited = settle(aws, rules, "DISABLED", options.settle).await?;
             Ok(format!(
                 "disabled {} (and waited {} s for EventBridge to apply it): the old queue gets no \
                  new event; {} --rollback re-enables them",
@@ -199,58 +194,41 @@ pub async fn perform(
             }
             let mut deleted = Vec::new();
             for (rule, target) in rules {
-                aws.events
-                    .remove_targets()
-                    .rule(rule)
-                    .ids(target)
-                    .send()
+                aws.remove_target(rule, target)
                     .await
-                    .map_err(|e| anyhow::anyhow!("RemoveTargets {rule}: {}", describe(&e)))?;
+                    .map_err(|e| anyhow::anyhow!("RemoveTargets {rule}: {e}"))?;
                 let left = aws
-                    .events
-                    .list_targets_by_rule()
-                    .rule(rule)
-                    .send()
+                    .targets(rule, None)
                     .await
-                    .map_err(|e| anyhow::anyhow!("ListTargetsByRule {rule}: {}", describe(&e)))?;
-                if left.targets().is_empty() {
-                    aws.events
-                        .delete_rule()
-                        .name(rule)
-                        .send()
+                    .map_err(|e| anyhow::anyhow!("ListTargetsByRule {rule}: {e}"))?;
+                if left.is_empty() {
+                    aws.delete_rule(rule)
                         .await
-                        .map_err(|e| anyhow::anyhow!("DeleteRule {rule}: {}", describe(&e)))?;
+                        .map_err(|e| anyhow::anyhow!("DeleteRule {rule}: {e}"))?;
                     deleted.push(rule.as_str());
                 }
             }
             Ok(format!("deleted {}", deleted.join(", ")))
         }
         Change::DeleteQueue { url } => {
-            let out = aws
-                .sqs
-                .get_queue_attributes()
-                .queue_url(url)
-                .attribute_names(QueueAttributeName::All)
-                .send()
+            let attributes = aws
+                .queue_attributes(url)
                 .await
-                .map_err(|e| anyhow::anyhow!("GetQueueAttributes {url}: {}", describe(&e)))?;
+                .map_err(|e| anyhow::anyhow!("GetQueueAttributes {url}: {e}"))?;
             let held: u64 = [
-                QueueAttributeName::ApproximateNumberOfMessages,
-                QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
-                QueueAttributeName::ApproximateNumberOfMessagesDelayed,
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
             ]
             .iter()
-            .filter_map(|a| out.attributes()?.get(a)?.parse::<u64>().ok())
+            .filter_map(|a| attributes.get(*a)?.parse::<u64>().ok())
             .sum();
             if held > 0 {
                 bail!("{url} holds {held} message(s) again: not deleted; run adopt again");
             }
-            aws.sqs
-                .delete_queue()
-                .queue_url(url)
-                .send()
+            aws.delete_queue(url)
                 .await
-                .map_err(|e| anyhow::anyhow!("DeleteQueue {url}: {}", describe(&e)))?;
+                .map_err(|e| anyhow::anyhow!("DeleteQueue {url}: {e}"))?;
             Ok(format!("deleted {url}"))
         }
     }
@@ -258,8 +236,8 @@ pub async fn perform(
 
 /// Reads `cluster`'s ripe round ([`evidence::read`]).
 pub async fn read_round(
-    aws: &Aws,
-    router: &Aws,
+    aws: &impl Moves,
+    router: &impl Deliveries,
     land: &Landscape,
     cluster: &str,
 ) -> Result<Reading> {
@@ -297,15 +275,15 @@ fn old_queues<'a>(land: &'a Landscape, cluster: &str) -> Vec<&'a Queue> {
 
 /// Where a round's probes go and its sentinels are: the router function, the tenant queue, the
 /// old queues.
-fn round_site<'a>(
-    router: &'a Aws,
+fn round_site<'a, R>(
+    router: &'a R,
     land: &'a Landscape,
     cluster: &'a str,
     node: &'a str,
     tenant: &'a Queue,
     old: &'a [&'a Queue],
     rules: &'a [String],
-) -> Result<Start<'a>> {
+) -> Result<Start<'a, R>> {
     let function = land
         .base
         .output("FunctionName")
@@ -339,7 +317,7 @@ pub struct RolledBack {
 /// then on the old queue gets every event, and the helm command it returns points Karpenter back.
 /// Refused when nothing is left to go back to (the old rules are deleted).
 pub async fn rollback(
-    aws: &Aws,
+    aws: &impl Moves,
     land: &Landscape,
     cluster: &str,
     options: &Options,
@@ -353,29 +331,21 @@ pub async fn rollback(
         );
     };
     if let Some(tenant) = &view.tenant {
-        evidence::tag(
-            aws,
-            &tenant.url,
-            ROLLBACK_TAG,
-            &rfc3339(std::time::SystemTime::now()),
-        )
-        .await
-        .context("marking the rollback (nothing changed)")?;
+        evidence::tag(aws, &tenant.url, ROLLBACK_TAG, &rfc3339(aws.now()))
+            .await
+            .context("marking the rollback (nothing changed)")?;
         if view.round.is_some() {
             evidence::untag(aws, &tenant.url, EVIDENCE_TAG).await?;
         }
     }
     let mut enabled = Vec::new();
     for rule in setups.iter().flat_map(|s| &s.rules).filter(|r| !r.enabled) {
-        aws.events
-            .enable_rule()
-            .name(&rule.name)
-            .send()
+        aws.enable_rule(&rule.name)
             .await
-            .map_err(|e| anyhow::anyhow!("EnableRule {}: {}", rule.name, describe(&e)))?;
+            .map_err(|e| anyhow::anyhow!("EnableRule {}: {e}", rule.name))?;
         enabled.push(rule.name.clone());
     }
-    let waited = settle(aws, &enabled, RuleState::Enabled, options.settle).await?;
+    let waited = settle(aws, &enabled, "ENABLED", options.settle).await?;
     Ok(RolledBack {
         enabled,
         waited,
@@ -392,9 +362,9 @@ pub async fn rollback(
 /// applies rule changes "after a short period", which ListRules does not show. Nothing changed,
 /// nothing to wait for. How long it waited.
 async fn settle(
-    aws: &Aws,
+    aws: &impl Cloud,
     rules: &[String],
-    state: RuleState,
+    state: &str,
     settle: Duration,
 ) -> Result<Duration> {
     let started = Instant::now();
@@ -411,13 +381,10 @@ async fn settle(
         let mut pending = Vec::new();
         for rule in rules {
             let described = aws
-                .events
-                .describe_rule()
-                .name(rule)
-                .send()
+                .rule(rule, None)
                 .await
-                .map_err(|e| anyhow::anyhow!("DescribeRule {rule}: {}", describe(&e)))?;
-            if described.state() != Some(&state) {
+                .map_err(|e| anyhow::anyhow!("DescribeRule {rule}: {e}"))?;
+            if described.state.as_deref() != Some(state) {
                 pending.push(rule.as_str());
             }
         }
@@ -429,25 +396,22 @@ async fn settle(
                 "{} still not {} two minutes after the change: check them (aws events \
                  describe-rule --name …) before going on",
                 pending.join(", "),
-                state.as_str()
+                state
             );
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
-async fn stack_exists(aws: &Aws, stack: &str) -> Result<bool> {
-    match aws.cfn.describe_stacks().stack_name(stack).send().await {
-        Ok(out) => Ok(out.stacks().iter().any(|s| {
-            s.stack_status()
-                .is_some_and(|st| st.as_str() != "DELETE_COMPLETE")
-        })),
-        Err(e)
-            if aws_sdk_cloudformation::error::ProvideErrorMetadata::message(&e)
-                .is_some_and(|m| m.contains("does not exist")) =>
-        {
-            Ok(false)
-        }
-        Err(e) => bail!("DescribeStacks {stack}: {}", describe(&e)),
+async fn stack_exists(aws: &impl Cloud, stack: &str) -> Result<bool> {
+    match aws.stack(stack).await {
+        Ok(found) => Ok(found.status != "DELETE_COMPLETE"),
+        Err(e) if is_missing_stack(&e) => Ok(false),
+        Err(e) => bail!("DescribeStacks {stack}: {e}"),
     }
+}
+
+/// CloudFormation's answer for a stack that does not exist: a ValidationError saying so.
+fn is_missing_stack(e: &CallError) -> bool {
+    e.code == missing::STACK && e.message.contains("does not exist")
 }

@@ -36,7 +36,7 @@ use self::{
     discover::{Evidence as Tie, Landscape, OldSetup},
     steps::{Action, Change, Evidence, State, Step},
 };
-use aws_model::aws::{Aws, describe};
+use crate::cloud::moves::Moves;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {
@@ -243,15 +243,15 @@ impl Report {
 }
 
 /// adopt in the hub's own account and region: `aws` reaches both the base stack and the clusters.
-pub async fn run(aws: &Aws, options: &Options) -> Result<Report> {
+pub async fn run(aws: &impl Moves, options: &Options) -> Result<Report> {
     run_at(aws, aws, options).await
 }
 
 /// adopt with the hub's clients `hub` (the base stack, the router function) and the clients of
 /// the account and region the clusters run in, `site` (a member's with `--account`).
-pub async fn run_at(hub: &Aws, site: &Aws, options: &Options) -> Result<Report> {
+pub async fn run_at(hub: &impl Moves, site: &impl Moves, options: &Options) -> Result<Report> {
     let base = discover::base(hub, &options.stack).await?;
-    let connection = connect::connect(site, &base, &hub.region, options.member.as_ref()).await?;
+    let connection = connect::connect(site, &base, hub.region(), options.member.as_ref()).await?;
     let aws = site;
     let land = discover::read(
         aws,
@@ -353,8 +353,8 @@ pub async fn run_at(hub: &Aws, site: &Aws, options: &Options) -> Result<Report> 
 /// `--apply`: the first unfinished step's change, if it is adopt's to make. Reading a round of
 /// evidence is followed, in the same run and only then, by step 5.
 async fn apply_next(
-    aws: &Aws,
-    router: &Aws,
+    aws: &impl Moves,
+    router: &impl Moves,
     land: &Landscape,
     cluster: &str,
     options: &Options,
@@ -431,7 +431,7 @@ async fn apply_next(
 }
 
 /// The account read again, around the same base stack.
-async fn reread(aws: &Aws, land: &Landscape, options: &Options) -> Result<Landscape> {
+async fn reread(aws: &impl Moves, land: &Landscape, options: &Options) -> Result<Landscape> {
     discover::read(
         aws,
         land.base.clone(),
@@ -444,7 +444,7 @@ async fn reread(aws: &Aws, land: &Landscape, options: &Options) -> Result<Landsc
 
 /// `--stack-template`: the template of the stack that owns what step 6 or 7 retires, edited.
 async fn stack_template(
-    aws: &Aws,
+    aws: &impl Moves,
     land: &Landscape,
     cluster: &str,
     options: &Options,
@@ -482,15 +482,12 @@ async fn stack_template(
         bail!("no stack owns {cluster}'s old rules or queue: --stack-template has nothing to edit");
     };
     let body = aws
-        .cfn
-        .get_template()
-        .stack_name(&stack)
-        .send()
+        .template_body(&stack)
         .await
-        .map_err(|e| anyhow::anyhow!("GetTemplate {stack}: {}", describe(&e)))?
-        .template_body()
-        .map(str::to_owned)
-        .with_context(|| format!("stack {stack} returned no template"))?;
+        .map_err(|e| anyhow::anyhow!("GetTemplate {stack}: {e}"))?;
+    if body.is_empty() {
+        bail!("stack {stack} returned no template");
+    }
     let rule_ids: Vec<String> = rules
         .into_iter()
         .filter(|(s, _)| *s == stack)

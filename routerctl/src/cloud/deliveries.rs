@@ -18,10 +18,12 @@ pub struct Instance {
 pub enum Instances<'a> {
     /// These ids (one unknown id fails the whole call).
     Ids(&'a [String]),
-    /// Running instances with the tag `key` (any value: `value` `None`) or `key=value`.
-    Running {
+    /// Instances in one of `states` (`running`, `pending`, …) with the tag `key` (any value:
+    /// `value` `None`) or `key=value`.
+    Tagged {
         key: &'a str,
         value: Option<&'a str>,
+        states: &'a [&'a str],
     },
 }
 

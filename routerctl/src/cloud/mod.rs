@@ -22,6 +22,7 @@
 pub mod deliveries;
 pub mod experiments;
 pub mod model;
+pub mod moves;
 mod sdk;
 
 use std::{

@@ -60,8 +60,8 @@ pub async fn wait(
                     id: id.to_owned(),
                     template_id: e.template_id,
                     status: status.unwrap_or_default().to_owned(),
-                    start_ms: e.start_ms.or(e.creation_ms).unwrap_or_else(now_ms),
-                    end_ms: e.end_ms.unwrap_or_else(now_ms),
+                    start_ms: e.start_ms.or(e.creation_ms).unwrap_or_else(|| now_ms(aws)),
+                    end_ms: e.end_ms.unwrap_or_else(|| now_ms(aws)),
                     reason: e.reason,
                 });
             }

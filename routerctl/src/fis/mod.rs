@@ -19,13 +19,15 @@
 mod duration;
 mod evidence;
 mod experiment;
+#[cfg(test)]
+mod on_the_model;
 mod template;
 #[cfg(test)]
 mod tests;
 
 use std::{
     collections::BTreeSet,
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{Duration, UNIX_EPOCH},
 };
 
 use anyhow::{Result, bail};
@@ -270,7 +272,7 @@ async fn observe(
             + LOG_DELIVERY
     });
     let window = window(experiment.start_ms, experiment.end_ms, settle);
-    let wait_ms = window.to_ms - now_ms();
+    let wait_ms = window.to_ms - now_ms(aws);
     if wait_ms > 0 {
         progress(&format!(
             "waiting {:.0} s for the instances' state changes and log delivery (--settle)",
@@ -296,8 +298,9 @@ async fn observe(
     })
 }
 
-pub(super) fn now_ms() -> i64 {
-    SystemTime::now()
+/// The clock `aws` keeps (the wall clock in AWS), in ms since the epoch.
+pub(super) fn now_ms(aws: &impl crate::cloud::Cloud) -> i64 {
+    aws.now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_millis() as i64

@@ -18,6 +18,8 @@ use crate::cloud::deliveries::{Deliveries, Instance, Instances};
 use aws_model::events::{Origin, Synthetic};
 
 mod deliver;
+#[cfg(test)]
+mod on_the_model;
 mod site;
 
 use deliver::{check_queue, invoke, send_to_queue};
@@ -271,7 +273,11 @@ async fn select(aws: &impl Deliveries, options: &Options) -> Result<(String, Vec
     };
 
     let which = if options.instances.is_empty() {
-        Instances::Running { key: &key, value }
+        Instances::Tagged {
+            key: &key,
+            value,
+            states: &["running"],
+        }
     } else {
         Instances::Ids(&options.instances)
     };

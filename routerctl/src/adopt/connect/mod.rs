@@ -72,16 +72,17 @@ impl Connection {
 /// The connection of `member` in `region` (the site's), or why adopt cannot work there. Without
 /// `member`, or with the hub's own account in the base stack's region, the base stack connects it.
 pub(crate) async fn connect(
-    site: &Aws,
+    site: &impl Cloud,
     base: &Base,
     hub_region: &str,
     member: Option<&Member>,
 ) -> Result<Connection> {
-    let Some(member) = member.filter(|m| !(m.account == base.account && site.region == hub_region))
+    let Some(member) =
+        member.filter(|m| !(m.account == base.account && site.region() == hub_region))
     else {
-        return Ok(Connection::hub(base, &site.region));
+        return Ok(Connection::hub(base, site.region()));
     };
-    let (account, region, stack_name) = (&member.account, &site.region, &member.spoke_stack);
+    let (account, region, stack_name) = (&member.account, site.region(), &member.spoke_stack);
     if !serves(base, account) {
         bail!(
             "the base stack {} does not serve account {account} (ServedAccounts: {}): the router \

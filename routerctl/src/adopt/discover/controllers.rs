@@ -7,8 +7,7 @@ use std::collections::BTreeSet;
 
 use anyhow::Result;
 
-use crate::verify::role::{Role, load_role};
-use aws_model::aws::{Aws, describe};
+use crate::{cloud::moves::Moves, verify::role::Role};
 
 /// A role that looks like Karpenter's controller, and the clusters it may describe.
 pub(crate) struct Controller {
@@ -19,26 +18,23 @@ pub(crate) struct Controller {
 /// Roles whose name mentions Karpenter, plus those named with `--karpenter-role`: read fully
 /// (identity policies), with the clusters their eks:DescribeCluster grants name.
 pub(super) async fn controller_roles(
-    aws: &Aws,
+    aws: &impl Moves,
     partition: &str,
     account: &str,
     given: &[(String, String)],
 ) -> Result<Vec<Controller>> {
     let mut names: BTreeSet<String> = given.iter().map(|(_, r)| r.clone()).collect();
-    let mut pages = aws.iam.list_roles().into_paginator().send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| anyhow::anyhow!("ListRoles: {}", describe(&e)))?;
-        names.extend(
-            page.roles()
-                .iter()
-                .map(|r| r.role_name().to_owned())
-                .filter(|n| n.to_ascii_lowercase().contains("karpenter")),
-        );
-    }
+    names.extend(
+        aws.role_names()
+            .await
+            .map_err(|e| anyhow::anyhow!("ListRoles: {e}"))?
+            .into_iter()
+            .filter(|n| n.to_ascii_lowercase().contains("karpenter")),
+    );
     let mut controllers = Vec::new();
     for name in names {
         let arn = format!("arn:{partition}:iam::{account}:role/{name}");
-        let Ok(role) = load_role(aws, &arn).await else {
+        let Ok(role) = aws.role(&arn).await else {
             continue;
         };
         let clusters = role

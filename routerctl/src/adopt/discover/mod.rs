@@ -22,7 +22,6 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use aws_sdk_ec2::types::Filter;
 use interruption_router::{
     config::QueueNameTemplate,
     event::{Kind, rfc3339_unix_millis},
@@ -40,11 +39,12 @@ use super::{
     connect::Connection,
     evidence::{EVIDENCE_TAG, Round, VERIFIED_TAG},
 };
+use crate::cloud::{Cloud, deliveries::Instances, moves::Moves};
 use crate::verify::{
     queues::{Queue, load_queue},
     stack::Base,
 };
-use aws_model::aws::{Aws, arn_name, describe};
+use aws_model::aws::arn_name;
 
 /// A default-bus rule that sends Karpenter's kinds to a queue the router does not own.
 #[derive(Debug, Clone)]
@@ -220,14 +220,14 @@ pub(crate) fn ownership(
 /// Reads the account and region `aws` points at (the site `connection` describes), around the
 /// router's base stack `base`.
 pub async fn read(
-    aws: &Aws,
+    aws: &impl Moves,
     base: Base,
     connection: Connection,
     managed_tag: &str,
     karpenter_roles: &[(String, String)],
 ) -> Result<Landscape> {
     let account = connection.account.clone();
-    let region = aws.region.clone();
+    let region = aws.region().to_owned();
     let queue_names = QueueNameTemplate::parse(&format!(
         "{}{{cluster}}",
         base.output("QueuePrefix").unwrap_or("karpenter-")
@@ -416,26 +416,18 @@ pub async fn read(
 /// Queues named after a known cluster that carry [`RETIRED_TAG`], as ARNs (`local` is the
 /// account and region's SQS ARN prefix).
 async fn retired_queues<'a>(
-    aws: &Aws,
+    aws: &impl Moves,
     local: &str,
     clusters: impl Iterator<Item = &'a String> + Clone,
 ) -> Vec<String> {
     let mut found = Vec::new();
-    let mut pages = aws
-        .sqs
-        .list_queues()
-        .max_results(1000)
-        .into_paginator()
-        .send();
-    while let Some(Ok(page)) = pages.next().await {
-        for url in page.queue_urls() {
-            let name = url.rsplit('/').next().unwrap_or_default();
-            if named_after(name, clusters.clone()).is_none() {
-                continue;
-            }
-            if queue_tags(aws, url).await.contains_key(RETIRED_TAG) {
-                found.push(format!("{local}{name}"));
-            }
+    for url in aws.every_queue().await.unwrap_or_default() {
+        let name = url.rsplit('/').next().unwrap_or_default();
+        if named_after(name, clusters.clone()).is_none() {
+            continue;
+        }
+        if queue_tags(aws, &url).await.contains_key(RETIRED_TAG) {
+            found.push(format!("{local}{name}"));
         }
     }
     found
@@ -443,43 +435,32 @@ async fn retired_queues<'a>(
 
 /// Clusters with running Karpenter nodes: instances with the managed tag, by their
 /// `eks:eks-cluster-name` (or `kubernetes.io/cluster/<name>`) tag.
-async fn karpenter_nodes(aws: &Aws, managed_tag: &str) -> Result<BTreeMap<String, Vec<String>>> {
+async fn karpenter_nodes(
+    aws: &impl Moves,
+    managed_tag: &str,
+) -> Result<BTreeMap<String, Vec<String>>> {
     let mut nodes: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut pages = aws
-        .ec2
-        .describe_instances()
-        .filters(
-            Filter::builder()
-                .name("tag-key")
-                .values(managed_tag)
-                .build(),
-        )
-        .filters(
-            Filter::builder()
-                .name("instance-state-name")
-                .values("pending")
-                .values("running")
-                .build(),
-        )
-        .into_paginator()
-        .send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| anyhow::anyhow!("DescribeInstances: {}", describe(&e)))?;
-        for instance in page.reservations().iter().flat_map(|r| r.instances()) {
-            let tags = instance.tags();
-            let cluster = tags
-                .iter()
-                .find(|t| t.key() == Some("eks:eks-cluster-name"))
-                .and_then(|t| t.value())
-                .map(str::to_owned)
-                .or_else(|| {
-                    tags.iter()
-                        .find_map(|t| t.key()?.strip_prefix("kubernetes.io/cluster/"))
-                        .map(str::to_owned)
-                });
-            if let (Some(cluster), Some(id)) = (cluster, instance.instance_id()) {
-                nodes.entry(cluster).or_default().push(id.to_owned());
-            }
+    let instances = aws
+        .instances(Instances::Tagged {
+            key: managed_tag,
+            value: None,
+            states: &["pending", "running"],
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("DescribeInstances: {e}"))?;
+    for instance in instances {
+        let tags = &instance.tags;
+        let cluster = tags
+            .iter()
+            .find(|(k, _)| k == "eks:eks-cluster-name")
+            .map(|(_, v)| v.clone())
+            .or_else(|| {
+                tags.iter()
+                    .find_map(|(k, _)| k.strip_prefix("kubernetes.io/cluster/"))
+                    .map(str::to_owned)
+            });
+        if let Some(cluster) = cluster.filter(|_| !instance.id.is_empty()) {
+            nodes.entry(cluster).or_default().push(instance.id);
         }
     }
     for ids in nodes.values_mut() {
@@ -507,20 +488,12 @@ fn named_after<'a>(queue: &str, clusters: impl Iterator<Item = &'a String>) -> O
         .cloned()
 }
 
-async fn queue_tags(aws: &Aws, url: &str) -> BTreeMap<String, String> {
-    aws.sqs
-        .list_queue_tags()
-        .queue_url(url)
-        .send()
-        .await
-        .ok()
-        .and_then(|out| out.tags().cloned())
-        .map(|tags| tags.into_iter().collect())
-        .unwrap_or_default()
+async fn queue_tags(aws: &impl Cloud, url: &str) -> BTreeMap<String, String> {
+    aws.queue_tags(url).await.unwrap_or_default()
 }
 
 /// Reads the router's base stack (what verify reads), or says why it cannot.
-pub async fn base(aws: &Aws, stack: &str) -> Result<Base> {
+pub async fn base(aws: &impl Cloud, stack: &str) -> Result<Base> {
     crate::verify::stack::load(aws, stack)
         .await
         .map(|(base, _)| base)

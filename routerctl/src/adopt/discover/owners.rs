@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use aws_model::aws::Aws;
+use crate::cloud::moves::Moves;
 
 /// Who made a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,37 +52,11 @@ pub(super) struct StackOwners {
 }
 
 impl StackOwners {
-    pub async fn read(aws: &Aws) -> Self {
+    pub async fn read(aws: &impl Moves) -> Self {
         let mut by_physical = BTreeMap::new();
-        let mut pages = aws.cfn.list_stacks().into_paginator().send();
-        let mut stacks = Vec::new();
-        while let Some(Ok(page)) = pages.next().await {
-            stacks.extend(
-                page.stack_summaries()
-                    .iter()
-                    .filter(|s| {
-                        s.stack_status()
-                            .is_some_and(|st| !st.as_str().starts_with("DELETE_COMPLETE"))
-                    })
-                    .filter_map(|s| s.stack_name().map(str::to_owned)),
-            );
-        }
-        for stack in stacks {
-            let mut pages = aws
-                .cfn
-                .list_stack_resources()
-                .stack_name(&stack)
-                .into_paginator()
-                .send();
-            while let Some(Ok(page)) = pages.next().await {
-                for r in page.stack_resource_summaries() {
-                    if let (Some(physical), Some(logical)) =
-                        (r.physical_resource_id(), r.logical_resource_id())
-                    {
-                        by_physical
-                            .insert(physical.to_owned(), (stack.clone(), logical.to_owned()));
-                    }
-                }
+        for stack in aws.active_stacks().await.unwrap_or_default() {
+            for (logical, physical) in aws.listed_resources(&stack).await.unwrap_or_default() {
+                by_physical.insert(physical, (stack.clone(), logical));
             }
         }
         Self { by_physical }

@@ -9,8 +9,8 @@ use interruption_router::event::Kind;
 use serde_json::Value;
 
 use super::{OldRule, owners::Owner};
+use crate::cloud::moves::Moves;
 use aws_model::{
-    aws::{Aws, default_bus_rules, describe},
     events::Origin,
     patterns::{Matched, matches},
 };
@@ -52,7 +52,7 @@ fn representatives(account: &str, region: &str) -> Vec<(Kind, Value)> {
 /// (target queue ARN, rule), leaving out those targeting the router's own queues; and the rules
 /// whose pattern could not be evaluated.
 pub(super) async fn interruption_rules(
-    aws: &Aws,
+    aws: &impl Moves,
     account: &str,
     region: &str,
     router_targets: &BTreeSet<String>,
@@ -60,10 +60,13 @@ pub(super) async fn interruption_rules(
     let events = representatives(account, region);
     let mut found = Vec::new();
     let mut unreadable = Vec::new();
-    for rule in default_bus_rules(aws).await? {
-        let (Some(name), Some(arn), Some(pattern)) =
-            (rule.name(), rule.arn(), rule.event_pattern())
-        else {
+    let listed = aws
+        .default_bus_rules()
+        .await
+        .map_err(|e| anyhow::anyhow!("ListRules: {e}"))?;
+    for rule in &listed {
+        let (name, arn) = (rule.name.as_str(), rule.arn.as_str());
+        let Some(pattern) = rule.event_pattern.as_deref() else {
             continue;
         };
         let Ok(pattern) = serde_json::from_str::<Value>(pattern) else {
@@ -85,14 +88,11 @@ pub(super) async fn interruption_rules(
             continue;
         }
         let targets = aws
-            .events
-            .list_targets_by_rule()
-            .rule(name)
-            .send()
+            .targets(name, None)
             .await
-            .map_err(|e| anyhow::anyhow!("ListTargetsByRule {name}: {}", describe(&e)))?;
-        let arns: Vec<&str> = targets.targets().iter().map(|t| t.arn()).collect();
-        for target in targets.targets() {
+            .map_err(|e| anyhow::anyhow!("ListTargetsByRule {name}: {e}"))?;
+        let arns: Vec<&str> = targets.iter().map(|t| t.arn()).collect();
+        for target in &targets {
             let queue = target.arn();
             if !queue.contains(":sqs:") || router_targets.contains(queue) {
                 continue;
@@ -102,9 +102,9 @@ pub(super) async fn interruption_rules(
                 OldRule {
                     name: name.to_owned(),
                     arn: arn.to_owned(),
-                    enabled: rule.state().is_none_or(|s| s.as_str() != "DISABLED"),
+                    enabled: rule.state.as_deref() != Some("DISABLED"),
                     kinds: kinds.clone(),
-                    target_id: target.id().to_owned(),
+                    target_id: target.id.clone(),
                     other_targets: arns
                         .iter()
                         .filter(|a| **a != queue)
@@ -118,19 +118,8 @@ pub(super) async fn interruption_rules(
     Ok((found, unreadable))
 }
 
-pub(super) async fn rule_tags(aws: &Aws, arn: &str) -> BTreeMap<String, String> {
-    aws.events
-        .list_tags_for_resource()
-        .resource_arn(arn)
-        .send()
-        .await
-        .map(|out| {
-            out.tags()
-                .iter()
-                .map(|t| (t.key().to_owned(), t.value().to_owned()))
-                .collect()
-        })
-        .unwrap_or_default()
+pub(super) async fn rule_tags(aws: &impl Moves, arn: &str) -> BTreeMap<String, String> {
+    aws.rule_tags(arn).await.unwrap_or_default()
 }
 
 #[cfg(test)]

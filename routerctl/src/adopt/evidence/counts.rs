@@ -18,16 +18,9 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::cloud::moves::Moves;
 use anyhow::Result;
-use aws_sdk_cloudwatch::{
-    primitives::DateTime,
-    types::{Dimension, Statistic},
-};
-
-use aws_model::{
-    aws::{Aws, describe},
-    events::rfc3339,
-};
+use aws_model::events::rfc3339;
 
 /// How long after the window's last minute ends adopt waits for CloudWatch to have it. SQS
 /// documents no figure ("minutes"); past this, adopt says it cannot tell.
@@ -191,7 +184,7 @@ pub fn judge(window: &Window, points: &Datapoints) -> Counted {
 }
 
 /// SQS's datapoints for `queue` from the window's first minute to now.
-pub async fn fetch(aws: &Aws, queue: &str, window: &Window) -> Result<Datapoints> {
+pub async fn fetch(aws: &impl Moves, queue: &str, window: &Window) -> Result<Datapoints> {
     let now = SystemTime::now();
     let from = UNIX_EPOCH + Duration::from_secs(window.first);
     let mut points = Datapoints::default();
@@ -203,29 +196,16 @@ pub async fn fetch(aws: &Aws, queue: &str, window: &Window) -> Result<Datapoints
         ("NumberOfMessagesDeleted", &mut points.deleted),
     ] {
         let out = aws
-            .cloudwatch
-            .get_metric_statistics()
-            .namespace("AWS/SQS")
-            .metric_name(metric)
-            .dimensions(Dimension::builder().name("QueueName").value(queue).build())
-            .start_time(DateTime::from(from))
-            .end_time(DateTime::from(now))
-            .period(60)
-            .statistics(Statistic::Sum)
-            .send()
+            .queue_metric(queue, metric, from, now)
             .await
             .map_err(|e| {
                 anyhow::anyhow!(
                     "GetMetricStatistics AWS/SQS {metric} of {queue} (adopt reads SQS's own \
                      counts of a queue too full to look through; it needs \
-                     cloudwatch:GetMetricStatistics): {}",
-                    describe(&e)
+                     cloudwatch:GetMetricStatistics): {e}"
                 )
             })?;
-        series.extend(out.datapoints().iter().filter_map(|d| {
-            let at = u64::try_from(d.timestamp()?.secs()).ok()?;
-            Some((floor_minute(at), d.sum()?))
-        }));
+        series.extend(out.into_iter().map(|(at, sum)| (floor_minute(at), sum)));
     }
     Ok(points)
 }

@@ -16,13 +16,12 @@ use std::{
 };
 
 use anyhow::Result;
-use aws_sdk_sqs::types::{
-    ChangeMessageVisibilityBatchRequestEntry, Message, MessageSystemAttributeName,
-};
 use serde_json::Value;
 
-use crate::verify::queues::Queue;
-use aws_model::aws::{Aws, describe};
+use crate::{
+    cloud::moves::{Moves, Received},
+    verify::queues::Queue,
+};
 
 /// How long a look hides a message it receives: as long as the look takes (its receives, a few
 /// seconds in AWS), since a message that shows again before the look ends is met twice and the
@@ -93,32 +92,23 @@ pub fn judge(queue: &str, paged: &Paged, sent_at: SystemTime) -> Look {
 /// Receives through `queue` until the message with event id `id` (sent at `sent_at`) turns up,
 /// the queue has nothing more to give, or the look must stop; makes every other message visible
 /// again at once, deletes adopt's.
-pub(crate) async fn look(aws: &Aws, queue: &Queue, id: &str, sent_at: SystemTime) -> Result<Look> {
+pub(crate) async fn look(
+    aws: &impl Moves,
+    queue: &Queue,
+    id: &str,
+    sent_at: SystemTime,
+) -> Result<Look> {
     let mut met: Vec<String> = Vec::new();
     let mut ids: HashSet<String> = HashSet::new();
     let mut paged = Paged::default();
-    let mut found: Option<Message> = None;
+    let mut found: Option<Received> = None;
     for _ in 0..MAX_LOOK_RECEIVES {
-        let out = aws
-            .sqs
-            .receive_message()
-            .queue_url(&queue.url)
-            .max_number_of_messages(10)
-            .visibility_timeout(LOOK_HIDE_SECS)
-            // Long polling asks every SQS server; a short poll samples some and may miss it.
-            .wait_time_seconds(1)
-            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
-            .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
-            .send()
-            .await
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "ReceiveMessage on {} (adopt looks for its own message): {}",
-                    queue.name,
-                    describe(&e)
-                )
-            })?;
-        let messages = out.messages();
+        let messages = aws.receive(&queue.url, LOOK_HIDE_SECS).await.map_err(|e| {
+            anyhow::anyhow!(
+                "ReceiveMessage on {} (adopt looks for its own message): {e}",
+                queue.name
+            )
+        })?;
         if messages.is_empty() {
             paged.exhausted = true;
             break;
@@ -126,24 +116,21 @@ pub(crate) async fn look(aws: &Aws, queue: &Queue, id: &str, sent_at: SystemTime
         for message in messages {
             // Met before: its hide ran out before the look ended, so the look is not paging
             // through the queue any more.
-            if let Some(id) = message.message_id()
-                && !ids.insert(id.to_owned())
-            {
+            if !message.message_id.is_empty() && !ids.insert(message.message_id.clone()) {
                 paged.wrapped = true;
             }
-            let is_ours = message
-                .body()
-                .and_then(|b| serde_json::from_str::<Value>(b).ok())
+            let is_ours = serde_json::from_str::<Value>(&message.body)
+                .ok()
                 .is_some_and(|b| b["id"] == id);
             if is_ours {
-                found = Some(message.clone());
+                found = Some(message);
                 continue;
             }
-            if let Some(at) = attribute(message, MessageSystemAttributeName::SentTimestamp) {
+            if let Some(at) = message.sent_ms {
                 paged.sent.push(UNIX_EPOCH + Duration::from_millis(at));
             }
-            if let Some(handle) = message.receipt_handle() {
-                met.push(handle.to_owned());
+            if !message.receipt_handle.is_empty() {
+                met.push(message.receipt_handle);
             }
         }
         if found.is_some() || paged.wrapped {
@@ -153,56 +140,25 @@ pub(crate) async fn look(aws: &Aws, queue: &Queue, id: &str, sent_at: SystemTime
     release(aws, queue, &met).await;
     if let Some(message) = found {
         paged.found = Some(
-            attribute(
-                &message,
-                MessageSystemAttributeName::ApproximateReceiveCount,
-            )
-            .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+            message
+                .receive_count
+                .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX)),
         );
-        if let Some(handle) = message.receipt_handle() {
-            aws.sqs
-                .delete_message()
-                .queue_url(&queue.url)
-                .receipt_handle(handle)
-                .send()
+        if !message.receipt_handle.is_empty() {
+            aws.delete_message(&queue.url, &message.receipt_handle)
                 .await
-                .map_err(|e| {
-                    anyhow::anyhow!("DeleteMessage on {}: {}", queue.name, describe(&e))
-                })?;
+                .map_err(|e| anyhow::anyhow!("DeleteMessage on {}: {e}", queue.name))?;
         }
     }
     Ok(judge(&queue.name, &paged, sent_at))
 }
 
-fn attribute(message: &Message, name: MessageSystemAttributeName) -> Option<u64> {
-    message.attributes()?.get(&name)?.parse().ok()
-}
-
 /// Makes what a look received visible again, ten at a time.
-async fn release(aws: &Aws, queue: &Queue, handles: &[String]) {
+async fn release(aws: &impl Moves, queue: &Queue, handles: &[String]) {
     for chunk in handles.chunks(10) {
-        let entries = chunk
-            .iter()
-            .enumerate()
-            .filter_map(|(n, handle)| {
-                ChangeMessageVisibilityBatchRequestEntry::builder()
-                    .id(n.to_string())
-                    .receipt_handle(handle)
-                    .visibility_timeout(0)
-                    .build()
-                    .ok()
-            })
-            .collect();
         // On failure they return after LOOK_HIDE_SECS on their own.
-        if let Err(e) = aws
-            .sqs
-            .change_message_visibility_batch()
-            .queue_url(&queue.url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-        {
-            tracing::warn!(queue = %queue.name, error = %describe(&e), "could not make messages visible again; they return in {LOOK_HIDE_SECS} s");
+        if let Err(e) = aws.release(&queue.url, chunk).await {
+            tracing::warn!(queue = %queue.name, error = %e, "could not make messages visible again; they return in {LOOK_HIDE_SECS} s");
         }
     }
 }

@@ -45,7 +45,6 @@ pub mod look;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use aws_sdk_lambda::{primitives::Blob, types::InvocationType};
 use interruption_router::event::rfc3339_unix_millis;
 use serde_json::{Value, json};
 
@@ -53,11 +52,11 @@ use self::{
     counts::{Counted, Looked, Window},
     look::{Look, look},
 };
-use crate::verify::queues::Queue;
-use aws_model::{
-    aws::{Aws, describe},
-    events::{Origin, rfc3339},
+use crate::{
+    cloud::{deliveries::Deliveries, moves::Moves},
+    verify::queues::Queue,
 };
+use aws_model::events::{Origin, rfc3339};
 
 /// The round under way, on the cluster's tenant queue ([`Round::tag`]).
 pub const EVIDENCE_TAG: &str = "interruption-router:adopt-evidence";
@@ -170,10 +169,10 @@ fn since(at: SystemTime) -> Duration {
 }
 
 /// What a round is sent with, and read with.
-pub(crate) struct Start<'a> {
+pub(crate) struct Start<'a, R> {
     /// The hub's clients, which invoke the router function (the cluster's account may be a
     /// member's: everything else is read and sent there).
-    pub router: &'a Aws,
+    pub router: &'a R,
     pub cluster: &'a str,
     pub account: &'a str,
     pub region: &'a str,
@@ -189,7 +188,7 @@ pub(crate) struct Start<'a> {
 
 /// Sends the probe through the router and a sentinel into each old queue, then records the round
 /// on the tenant queue. What was sent, in a sentence.
-pub(crate) async fn start(aws: &Aws, s: &Start<'_>) -> Result<String> {
+pub(crate) async fn start(aws: &impl Moves, s: &Start<'_, impl Deliveries>) -> Result<String> {
     let origin = Origin {
         account: s.account.to_owned(),
         region: s.region.to_owned(),
@@ -212,18 +211,13 @@ pub(crate) async fn start(aws: &Aws, s: &Start<'_>) -> Result<String> {
             "time": rfc3339(started), "region": s.region, "resources": [],
             "detail": {"cluster": s.cluster, "purpose": "adopt checks that nothing reads this \
                 queue any more: Karpenter deletes this message unread if it still does"}});
-        aws.sqs
-            .send_message()
-            .queue_url(&queue.url)
-            .message_body(body.to_string())
-            .send()
+        aws.send_message(&queue.url, &body.to_string())
             .await
             .map_err(|e| {
                 anyhow::anyhow!(
-                    "SendMessage to {} (adopt's sentinel): {}; adopt needs sqs:SendMessage on the \
+                    "SendMessage to {} (adopt's sentinel): {e}; adopt needs sqs:SendMessage on the \
                      old queue to tell whether anything still reads it",
-                    queue.name,
-                    describe(&e)
+                    queue.name
                 )
             })?;
     }
@@ -248,7 +242,7 @@ pub(crate) async fn start(aws: &Aws, s: &Start<'_>) -> Result<String> {
 
 /// Sends a probe (event id `id`) through the router and checks that the router forwarded it to
 /// the tenant queue.
-async fn send_probe(s: &Start<'_>, origin: &Origin, id: &str) -> Result<()> {
+async fn send_probe(s: &Start<'_, impl Deliveries>, origin: &Origin, id: &str) -> Result<()> {
     let probe = origin.rebalance(s.node, id);
     // Synchronous, so the router's answer says whether the probe reached the tenant queue: a
     // probe that never arrived would look taken. Sent as the one record of an SQS batch, the only
@@ -259,24 +253,17 @@ async fn send_probe(s: &Start<'_>, origin: &Origin, id: &str) -> Result<()> {
     }]});
     let out = s
         .router
-        .lambda
-        .invoke()
-        .function_name(s.function)
-        .invocation_type(InvocationType::RequestResponse)
-        .payload(Blob::new(batch.to_string()))
-        .send()
+        .invoke(s.function, batch.to_string())
         .await
-        .map_err(|e| anyhow::anyhow!("Invoke {} (the probe): {}", s.function, describe(&e)))?;
-    let answer: Value = out
-        .payload()
-        .and_then(|p| serde_json::from_slice(p.as_ref()).ok())
-        .unwrap_or(Value::Null);
-    if out.function_error().is_some() || answer["outcomes"][id] != "forwarded" {
+        .map_err(|e| anyhow::anyhow!("Invoke {} (the probe): {e}", s.function))?;
+    let answer: Value = serde_json::from_slice(&out.payload).unwrap_or(Value::Null);
+    if out.function_error.is_some() || answer["outcomes"][id] != "forwarded" {
         bail!(
             "the router did not forward the probe ({id}) to {}: it answered {answer}{}; routerctl \
              verify --cluster {} says why",
             s.tenant.name,
-            out.function_error()
+            out.function_error
+                .as_deref()
                 .map(|e| format!(" ({e})"))
                 .unwrap_or_default(),
             s.cluster
@@ -317,7 +304,11 @@ fn still_read(cluster: &str) -> String {
 /// queue and received by nobody; an old queue with a backlog the look could not search leaves
 /// the round to SQS's counts ([`counts`]), read on a later `--apply`. Concludes the round unless
 /// it goes on (its tag removed); records [`VERIFIED_TAG`] when it held.
-pub(crate) async fn read(aws: &Aws, s: &Start<'_>, round: &Round) -> Result<Reading> {
+pub(crate) async fn read(
+    aws: &impl Moves,
+    s: &Start<'_, impl Deliveries>,
+    round: &Round,
+) -> Result<Reading> {
     let mut reading = match round.window() {
         None => first_read(aws, s, round).await?,
         Some(window) => counts_read(aws, s, &window).await?,
@@ -339,7 +330,11 @@ pub(crate) async fn read(aws: &Aws, s: &Start<'_>, round: &Round) -> Result<Read
     Ok(reading)
 }
 
-async fn first_read(aws: &Aws, s: &Start<'_>, round: &Round) -> Result<Reading> {
+async fn first_read(
+    aws: &impl Moves,
+    s: &Start<'_, impl Deliveries>,
+    round: &Round,
+) -> Result<Reading> {
     let Start {
         cluster, tenant, ..
     } = *s;
@@ -426,7 +421,11 @@ async fn first_read(aws: &Aws, s: &Start<'_>, round: &Round) -> Result<Reading> 
 }
 
 /// A round with a backlog: SQS's counts of every old queue over the round's [`Window`].
-async fn counts_read(aws: &Aws, s: &Start<'_>, window: &Window) -> Result<Reading> {
+async fn counts_read(
+    aws: &impl Moves,
+    s: &Start<'_, impl Deliveries>,
+    window: &Window,
+) -> Result<Reading> {
     let cluster = s.cluster;
     let mut reading = Reading::default();
     let mut missing = Vec::new();
@@ -509,28 +508,18 @@ pub fn disable_commands(rules: &[String], region: &str) -> String {
 }
 
 /// Puts one tag on a queue.
-pub(super) async fn tag(aws: &Aws, url: &str, key: &str, value: &str) -> Result<()> {
-    aws.sqs
-        .tag_queue()
-        .queue_url(url)
-        .tags(key, value)
-        .send()
+pub(super) async fn tag(aws: &impl Moves, url: &str, key: &str, value: &str) -> Result<()> {
+    aws.tag_queue(url, key, value)
         .await
-        .map_err(|e| anyhow::anyhow!("TagQueue {url}: {}", describe(&e)))?;
-    Ok(())
+        .map_err(|e| anyhow::anyhow!("TagQueue {url}: {e}"))
 }
 
 /// Removes one tag from a queue.
-pub(super) async fn untag(aws: &Aws, url: &str, key: &str) -> Result<()> {
-    aws.sqs
-        .untag_queue()
-        .queue_url(url)
-        .tag_keys(key)
-        .send()
+pub(super) async fn untag(aws: &impl Moves, url: &str, key: &str) -> Result<()> {
+    aws.untag_queue(url, key)
         .await
-        .map_err(|e| anyhow::anyhow!("UntagQueue {url}: {}", describe(&e)))
-        .context("concluding adopt's evidence round")?;
-    Ok(())
+        .map_err(|e| anyhow::anyhow!("UntagQueue {url}: {e}"))
+        .context("concluding adopt's evidence round")
 }
 
 #[cfg(test)]

@@ -34,8 +34,8 @@ use super::{
     },
     helm,
 };
+use crate::cloud::moves::Moves;
 use crate::verify::queues::Queue;
-use aws_model::aws::Aws;
 use interruption_router::event::{Kind, Kinds};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,7 +250,7 @@ impl<'a> Facts<'a> {
     }
 
     /// Reads SQS's counts of the old queues, where a ripe round with a backlog needs them.
-    async fn count(&mut self, aws: &Aws) {
+    async fn count(&mut self, aws: &impl Moves) {
         let Some(window) = self.round.filter(|r| r.ripe()).and_then(|r| r.window()) else {
             return;
         };
@@ -267,7 +267,7 @@ impl<'a> Facts<'a> {
 
 /// Every step of `cluster`, in order: each blocked until the one before it is done.
 pub(crate) async fn evaluate(
-    aws: &Aws,
+    aws: &impl Moves,
     land: &Landscape,
     cluster: &str,
     options: &Options,

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use interruption_router::forward::MISSING_QUEUE_RECHECK;
 
 use super::{Action, Change, Evidence, Facts, Judged, State};
+use crate::cloud::Cloud;
 use crate::{
     adopt::{
         connect::Place,
@@ -20,7 +21,7 @@ use crate::{
         tenants::{self, Sender, Site, check_karpenter_role, check_tenant_policy},
     },
 };
-use aws_model::{aws::Aws, events::rfc3339};
+use aws_model::events::rfc3339;
 
 /// Step 1: the tenant stack, and its queue admitting the router.
 pub(super) fn tenant_stack(f: &Facts<'_>) -> Judged {
@@ -92,7 +93,7 @@ pub(super) fn tenant_stack(f: &Facts<'_>) -> Judged {
 /// Step 2: Karpenter may read it, and no other cluster's Karpenter may: a helm command run in that
 /// cluster's kube-context would point its Karpenter here, and it would take this cluster's
 /// interruptions (and the probe, which would then prove nothing).
-pub(super) async fn karpenter_may_read(aws: &Aws, f: &Facts<'_>, done_1: bool) -> Judged {
+pub(super) async fn karpenter_may_read(aws: &impl Cloud, f: &Facts<'_>, done_1: bool) -> Judged {
     let &Facts {
         land,
         view,
@@ -106,7 +107,7 @@ pub(super) async fn karpenter_may_read(aws: &Aws, f: &Facts<'_>, done_1: bool) -
     match (&view.tenant, done_1) {
         (Some(queue), true) => {
             let site = match &land.connection.place {
-                Place::Hub => Site::hub(base, &aws.region),
+                Place::Hub => Site::hub(base, aws.region()),
                 Place::Spoke(spoke_stack) => Site {
                     base: &base.name,
                     account: &land.connection.account,

@@ -50,6 +50,7 @@ impl World {
     /// (the others take their defaults) in this view's account and region, as CloudFormation
     /// would; refused, as CloudFormation refuses, for a parameter set its `Rules` reject.
     pub fn deploy(&self, name: &str, template: &str, parameters: &[(&str, &str)]) -> Result<Stack> {
+        let text = template;
         let template = Template::parse(name, template)?;
         let mut stage = Stage::new(name, &self.account, &self.region);
         for (key, value) in parameters {
@@ -105,6 +106,7 @@ impl World {
                 name.to_owned(),
                 ModelStack {
                     stack: stack.clone(),
+                    template: text.to_owned(),
                     resources,
                 },
             );
@@ -169,7 +171,8 @@ impl World {
                         url: reference.clone(),
                         attributes: attributes.into_iter().collect(),
                         tags,
-                        sent: std::mem::take(&mut queue.sent),
+                        messages: std::mem::take(&mut queue.messages),
+                        counted: std::mem::take(&mut queue.counted),
                     };
                     if let Some(policy) = policy {
                         queue.attributes.insert("Policy".into(), policy);

@@ -14,17 +14,17 @@ impl Deliveries for Aws {
         let request = self.ec2.describe_instances();
         let request = match which {
             Instances::Ids(ids) => request.set_instance_ids(Some(ids.to_vec())),
-            Instances::Running { key, value } => {
+            Instances::Tagged { key, value, states } => {
                 let tag = match value {
                     Some(value) => Filter::builder().name(format!("tag:{key}")).values(value),
                     None => Filter::builder().name("tag-key").values(key),
                 };
-                request.filters(tag.build()).filters(
-                    Filter::builder()
-                        .name("instance-state-name")
-                        .values("running")
-                        .build(),
-                )
+                let states = states
+                    .iter()
+                    .fold(Filter::builder().name("instance-state-name"), |f, s| {
+                        f.values(*s)
+                    });
+                request.filters(tag.build()).filters(states.build())
             }
         };
         let mut found = Vec::new();

@@ -1,10 +1,12 @@
-//! The seam's traits over the AWS SDK ([`Cloud`] here; `experiments.rs` and `deliveries.rs`):
+//! The seam's traits over the AWS SDK ([`Cloud`] here; `experiments.rs`, `deliveries.rs`,
+//! `moves.rs`):
 //! one call per method (every page where a call pages), AWS's answer turned into the seam's plain
-//! values, and its error into AWS's code and message. The only place routerctl's verify, fis and
-//! simulate meet the SDK; the SDK's types are named in this file alone.
+//! values, and its error into AWS's code and message. The only place routerctl meets the SDK;
+//! the SDK's types are named in this file alone (`moves.rs`: adopt's).
 
 mod deliveries;
 mod experiments;
+mod moves;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -15,6 +17,7 @@ use std::{
 use aws_model::aws::{Aws, describe};
 use aws_sdk_cloudwatch::{
     primitives::DateTime,
+    primitives::DateTime as CwDateTime,
     types::{Dimension, MetricAlarm, Statistic},
 };
 use aws_sdk_ec2::types::Filter;
@@ -23,7 +26,10 @@ use aws_sdk_lambda::{primitives::Blob, types::InvocationType};
 use aws_sdk_sqs::{
     config::http::HttpResponse,
     error::{ProvideErrorMetadata, SdkError},
-    types::{MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry},
+    types::{
+        ChangeMessageVisibilityBatchRequestEntry, Message as SqsMessage,
+        MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry,
+    },
 };
 
 use super::{

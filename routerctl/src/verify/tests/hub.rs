@@ -52,10 +52,12 @@ pub fn deployed_with(parameters: &[(&str, &str)]) -> World {
     world.subscribe(&base.outputs["AlarmTopicArn"]);
     let function = base.outputs["FunctionName"].clone();
     let group = world.site(|site| site.stacks[STACK].resources["RouterLogGroup"].clone());
-    world.site(|site| {
-        site.invocations.insert(function, 120.0);
-        site.documents.insert(group);
-    });
+    world.site(|site| site.invocations.insert(function, 120.0));
+    // A metric document as the router writes it (its directive list names CloudWatchMetrics).
+    world.log(
+        &group,
+        r#"{"level":"INFO","_aws":{"CloudWatchMetrics":[{"Namespace":"InterruptionRouter"}]}}"#,
+    );
     world
 }
 

@@ -1,0 +1,165 @@
+//! SQS's part of the model: sends judged by the queue's policy, receives that hide what they
+//! return for the visibility asked, receive counts, deletes by receipt handle, and the per-minute
+//! counts CloudWatch publishes for a queue.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{ModelMessage, World, policy, uuid_like};
+use crate::cloud::{CallError, Cloud, missing, moves::Received};
+use aws_model::policy::{Decision, Principal, Request, evaluate};
+
+fn minute(at: SystemTime) -> u64 {
+    let secs = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    secs - secs % 60
+}
+
+fn gone() -> CallError {
+    CallError::new(
+        missing::QUEUE,
+        "The specified queue does not exist for this wsdl version.",
+    )
+}
+
+impl World {
+    /// SendMessage as the caller: refused when the queue's policy denies the caller outright
+    /// (the caller's own identity policies are taken to allow it).
+    pub(super) fn sqs_send(&self, url: &str, body: &str) -> Result<String, CallError> {
+        let queue = self.queue_named(url)?;
+        if let Some(text) = queue.attributes.get("Policy") {
+            let arn = queue
+                .attributes
+                .get("QueueArn")
+                .cloned()
+                .unwrap_or_default();
+            let parsed: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+            if let Ok(queue_policy) = policy("queue policy", &parsed) {
+                let context = [
+                    ("aws:PrincipalArn", self.caller.as_str()),
+                    ("aws:SecureTransport", "true"),
+                ];
+                let decision = evaluate(
+                    std::slice::from_ref(&queue_policy),
+                    &Request {
+                        principal: Principal::Aws(&self.caller),
+                        action: "sqs:SendMessage",
+                        resource: &arn,
+                        context: &context,
+                    },
+                );
+                if matches!(decision, Decision::Denied { .. }) {
+                    return Err(CallError::new(
+                        "AccessDenied",
+                        format!(
+                            "User: {} is not authorized to perform: sqs:sendmessage on resource: \
+                             {arn} with an explicit deny in a resource-based policy",
+                            self.caller
+                        ),
+                    ));
+                }
+            }
+        }
+        let now = self.now();
+        let name = url.rsplit('/').next().unwrap_or_default().to_owned();
+        self.site(|site| {
+            let queue = site.queues.get_mut(&name).ok_or_else(gone)?;
+            let id = uuid_like(&format!("{url}{}{body}", queue.messages.len()));
+            queue.messages.push(ModelMessage {
+                id: id.clone(),
+                body: body.to_owned(),
+                sent: now,
+                receives: 0,
+                visible_at: now,
+                handle: String::new(),
+            });
+            Ok(id)
+        })
+    }
+
+    /// ReceiveMessage of up to 10 visible messages, oldest first, hidden `hide_secs`.
+    pub(super) fn sqs_receive(
+        &self,
+        url: &str,
+        hide_secs: i32,
+    ) -> Result<Vec<Received>, CallError> {
+        self.queue_named(url)?;
+        let now = self.now();
+        let name = url.rsplit('/').next().unwrap_or_default().to_owned();
+        self.site(|site| {
+            let queue = site.queues.get_mut(&name).ok_or_else(gone)?;
+            let mut received = Vec::new();
+            for message in queue
+                .messages
+                .iter_mut()
+                .filter(|m| m.visible_at <= now)
+                .take(10)
+            {
+                message.receives += 1;
+                message.visible_at = now + Duration::from_secs(hide_secs.max(0) as u64);
+                message.handle = uuid_like(&format!("{}{}", message.id, message.receives));
+                received.push(Received {
+                    message_id: message.id.clone(),
+                    body: message.body.clone(),
+                    receipt_handle: message.handle.clone(),
+                    receive_count: Some(u64::from(message.receives)),
+                    sent_ms: message
+                        .sent
+                        .duration_since(UNIX_EPOCH)
+                        .ok()
+                        .map(|d| d.as_millis() as u64),
+                });
+            }
+            queue.counted.entry(minute(now)).or_default().0 += received.len() as f64;
+            Ok(received)
+        })
+    }
+
+    /// ChangeMessageVisibility to 0 of what these handles name.
+    pub(super) fn sqs_release(&self, url: &str, handles: &[String]) -> Result<(), CallError> {
+        self.queue_named(url)?;
+        let now = self.now();
+        let name = url.rsplit('/').next().unwrap_or_default().to_owned();
+        self.site(|site| {
+            let queue = site.queues.get_mut(&name).ok_or_else(gone)?;
+            for message in queue.messages.iter_mut() {
+                if handles.contains(&message.handle) {
+                    message.visible_at = now;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// DeleteMessage by receipt handle (an unknown handle deletes nothing, as SQS answers).
+    pub(super) fn sqs_delete(&self, url: &str, handle: &str) -> Result<(), CallError> {
+        self.queue_named(url)?;
+        let now = self.now();
+        let name = url.rsplit('/').next().unwrap_or_default().to_owned();
+        self.site(|site| {
+            let queue = site.queues.get_mut(&name).ok_or_else(gone)?;
+            let before = queue.messages.len();
+            queue.messages.retain(|m| m.handle != handle);
+            let deleted = (before - queue.messages.len()) as f64;
+            queue.counted.entry(minute(now)).or_default().1 += deleted;
+            Ok(())
+        })
+    }
+
+    /// A reader of queue `name` (Karpenter's controller polling it): every visible message is
+    /// received and deleted now.
+    pub fn drain(&self, queue: &str) -> usize {
+        let Some(url) = self.site(|site| site.queues.get(queue).map(|q| q.url.clone())) else {
+            return 0;
+        };
+        let mut taken = 0;
+        while let Ok(received) = self.sqs_receive(&url, 30) {
+            if received.is_empty() {
+                break;
+            }
+            for message in received {
+                let _ = self.sqs_delete(&url, &message.receipt_handle);
+                taken += 1;
+            }
+        }
+        taken
+    }
+}
