@@ -22,6 +22,8 @@ pub mod connect;
 mod discover;
 pub mod evidence;
 pub mod helm;
+#[cfg(test)]
+mod on_the_model;
 mod render;
 pub mod stack_edit;
 pub mod steps;

@@ -185,7 +185,7 @@ pub fn judge(window: &Window, points: &Datapoints) -> Counted {
 
 /// SQS's datapoints for `queue` from the window's first minute to now.
 pub async fn fetch(aws: &impl Moves, queue: &str, window: &Window) -> Result<Datapoints> {
-    let now = SystemTime::now();
+    let now = aws.now();
     let from = UNIX_EPOCH + Duration::from_secs(window.first);
     let mut points = Datapoints::default();
     if now <= from {

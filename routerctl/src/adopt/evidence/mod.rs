@@ -122,8 +122,9 @@ impl Round {
         format!("{}-sentinel", self.probe)
     }
 
-    pub fn age(&self) -> Duration {
-        since(self.started)
+    /// How long it has run at `now`.
+    pub fn age(&self, now: SystemTime) -> Duration {
+        now.duration_since(self.started).unwrap_or_default()
     }
 
     /// The minutes SQS's counts must cover, for a round with a backlog.
@@ -133,17 +134,21 @@ impl Round {
 
     /// Old enough to read: the round's quiet window, or, with a backlog, its counts' window
     /// ended (whether CloudWatch has them yet is read, not assumed).
-    pub fn ripe(&self) -> bool {
+    pub fn ripe(&self, now: SystemTime) -> bool {
         match self.window() {
-            None => self.age() >= QUIET_WINDOW,
-            Some(window) => SystemTime::now() >= window.closes(),
+            None => self.age(now) >= QUIET_WINDOW,
+            Some(window) => now >= window.closes(),
         }
     }
 
     /// Too old to read: its messages may have expired from `queues` (their retention). A round
     /// with a backlog needs none of its messages any more: SQS's counts decide it.
-    pub(crate) fn expired<'a>(&self, queues: impl IntoIterator<Item = &'a Queue>) -> bool {
-        self.backlog.is_none() && self.age() > Self::expired_after(queues)
+    pub(crate) fn expired<'a>(
+        &self,
+        now: SystemTime,
+        queues: impl IntoIterator<Item = &'a Queue>,
+    ) -> bool {
+        self.backlog.is_none() && self.age(now) > Self::expired_after(queues)
     }
 
     /// How long after its start a round over `queues` can still be read: the shortest retention,
@@ -162,10 +167,6 @@ impl Round {
                 Duration::from_secs(s).saturating_sub(RETENTION_MARGIN)
             })
     }
-}
-
-fn since(at: SystemTime) -> Duration {
-    SystemTime::now().duration_since(at).unwrap_or_default()
 }
 
 /// What a round is sent with, and read with.
@@ -193,7 +194,7 @@ pub(crate) async fn start(aws: &impl Moves, s: &Start<'_, impl Deliveries>) -> R
         account: s.account.to_owned(),
         region: s.region.to_owned(),
     };
-    let started = SystemTime::now();
+    let started = aws.now();
     let millis = started
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
@@ -319,13 +320,7 @@ pub(crate) async fn read(
     reading.pending = None;
     untag(aws, &s.tenant.url, EVIDENCE_TAG).await?;
     if reading.held() {
-        tag(
-            aws,
-            &s.tenant.url,
-            VERIFIED_TAG,
-            &rfc3339(SystemTime::now()),
-        )
-        .await?;
+        tag(aws, &s.tenant.url, VERIFIED_TAG, &rfc3339(aws.now())).await?;
     }
     Ok(reading)
 }
@@ -339,8 +334,8 @@ async fn first_read(
         cluster, tenant, ..
     } = *s;
     let mut reading = Reading::default();
-    let since = format!("sent {} s ago", round.age().as_secs());
-    let looked_from = SystemTime::now();
+    let since = format!("sent {} s ago", round.age(aws.now()).as_secs());
+    let looked_from = aws.now();
     match look(aws, tenant, &round.probe, round.started).await? {
         Look::Gone | Look::Overtaken { .. } => reading.facts.push(format!(
             "the probe {since} was taken from {}: something reads it, and of the Karpenter roles \
@@ -394,7 +389,7 @@ async fn first_read(
     // A backlog the look could not search: SQS's own counts decide, over minutes to come.
     let looked = Looked {
         from: looked_from,
-        until: SystemTime::now(),
+        until: aws.now(),
     };
     let counted = Round {
         backlog: Some(looked),
@@ -474,7 +469,7 @@ async fn counts_read(
         })
         .collect::<Vec<_>>()
         .join(", ");
-    if SystemTime::now() < window.gives_up() {
+    if aws.now() < window.gives_up() {
         reading.pending = Some(format!(
             "CloudWatch does not have SQS's counts of {what} yet; run --apply again later"
         ));

@@ -17,12 +17,12 @@ fn a_round_reads_back_from_its_tag_and_ripens() {
         backlog: None,
     };
     assert_eq!(Round::parse(&round.tag()), Some(round.clone()));
-    assert!(round.ripe());
+    assert!(round.ripe(SystemTime::now()));
     let fresh = Round {
         started: SystemTime::now(),
         ..round
     };
-    assert!(!fresh.ripe());
+    assert!(!fresh.ripe(SystemTime::now()));
     assert_eq!(Round::parse("not a round"), None);
     assert_eq!(Round::parse("2026-01-01T00:00:00Z a b"), None);
     assert_eq!(Round::parse("2026-01-01T00:00:00Z a b c d"), None);
@@ -36,9 +36,9 @@ fn a_round_older_than_its_queues_keep_messages_is_expired() {
         backlog: None,
     };
     let (short, long) = (queue("300"), queue("345600"));
-    assert!(!round(100).expired([&short, &long]));
-    assert!(round(280).expired([&short, &long]));
-    assert!(!round(280).expired([&long]));
+    assert!(!round(100).expired(SystemTime::now(), [&short, &long]));
+    assert!(round(280).expired(SystemTime::now(), [&short, &long]));
+    assert!(!round(280).expired(SystemTime::now(), [&long]));
     assert_eq!(
         Round::expired_after([&short, &long]),
         Duration::from_secs(270)
@@ -63,7 +63,7 @@ fn a_round_with_a_backlog_reads_back_and_ripens_on_its_counts_window() {
     };
     assert_eq!(Round::parse(&round.tag()), Some(round.clone()));
     // Past its quiet window, but the minute after its look has not ended.
-    assert!(!round.ripe());
+    assert!(!round.ripe(SystemTime::now()));
     let old = Round {
         started: now - Duration::from_secs(900),
         backlog: Some(Looked {
@@ -72,14 +72,14 @@ fn a_round_with_a_backlog_reads_back_and_ripens_on_its_counts_window() {
         }),
         ..round.clone()
     };
-    assert!(old.ripe());
-    assert!(!old.expired([&queue("300")]));
+    assert!(old.ripe(SystemTime::now()));
+    assert!(!old.expired(SystemTime::now(), [&queue("300")]));
     assert!(
         Round {
             backlog: None,
             ..old
         }
-        .expired([&queue("300")])
+        .expired(SystemTime::now(), [&queue("300")])
     );
 }
 

@@ -190,6 +190,8 @@ pub(super) struct Facts<'a> {
     /// For a round with a backlog whose window has ended: SQS's counts of each old queue as
     /// CloudWatch has them now (none where they could not be read: `--apply` says why).
     counted: Vec<(&'a str, Option<Counted>)>,
+    /// The account's clock as adopt reads it (the seam's: AWS's wall clock, or the model's).
+    now: SystemTime,
 }
 
 impl<'a> Facts<'a> {
@@ -198,6 +200,7 @@ impl<'a> Facts<'a> {
         cluster: &'a str,
         options: &'a Options,
         evidence: Evidence,
+        now: SystemTime,
     ) -> Self {
         let view = &land.clusters[cluster];
         let base = &land.base;
@@ -222,7 +225,8 @@ impl<'a> Facts<'a> {
             Evidence::Recorded => view.verified.is_some_and(after_rollback) && enabled.is_empty(),
         };
         let round = view.round.as_ref().filter(|r| {
-            after_rollback(r.started) && !r.expired(old_queues.iter().copied().chain(&view.tenant))
+            after_rollback(r.started)
+                && !r.expired(now, old_queues.iter().copied().chain(&view.tenant))
         });
         Facts {
             land,
@@ -246,12 +250,14 @@ impl<'a> Facts<'a> {
             round,
             queue_name,
             counted: Vec::new(),
+            now,
         }
     }
 
     /// Reads SQS's counts of the old queues, where a ripe round with a backlog needs them.
     async fn count(&mut self, aws: &impl Moves) {
-        let Some(window) = self.round.filter(|r| r.ripe()).and_then(|r| r.window()) else {
+        let now = self.now;
+        let Some(window) = self.round.filter(|r| r.ripe(now)).and_then(|r| r.window()) else {
             return;
         };
         for setup in &self.setups {
@@ -273,7 +279,7 @@ pub(crate) async fn evaluate(
     options: &Options,
     evidence: Evidence,
 ) -> Vec<Step> {
-    let mut f = Facts::new(land, cluster, options, evidence);
+    let mut f = Facts::new(land, cluster, options, evidence, aws.now());
     f.count(aws).await;
     let q = &f.queue_name;
     let mut steps = Vec::new();

@@ -50,7 +50,7 @@ pub(super) fn tenant_stack(f: &Facts<'_>) -> Judged {
         let check = check_tenant_policy(queue, &sender, &land.region, "tenant", "");
         (check.passed, check.detail)
     });
-    let age = view.tenant.as_ref().and_then(queue_age);
+    let age = view.tenant.as_ref().and_then(|q| queue_age(q, f.now));
     match (&tenant_ok, &view.controller, &view.name_taken) {
         (None, _, Some((queue, why))) => name_taken(land, cluster, queue, why),
         (Some((true, _)), _, _) if age.is_some_and(|age| age < ROUTER_LEARNS) => (
@@ -247,11 +247,11 @@ pub(super) fn karpenter_seen(f: &Facts<'_>, evidence: Evidence) -> Judged {
             Action::Nothing,
         ),
         (false, Some(round)) => match round.window() {
-            None if !round.ripe() => (
+            None if !round.ripe(f.now) => (
                 State::Waiting,
                 format!(
                     "probe and sentinel sent {} s ago: --apply reads them once {} s old",
-                    round.age().as_secs(),
+                    round.age(f.now).as_secs(),
                     QUIET_WINDOW.as_secs()
                 ),
                 Action::Nothing,
@@ -263,7 +263,7 @@ pub(super) fn karpenter_seen(f: &Facts<'_>, evidence: Evidence) -> Judged {
                      probe was taken from {queue_name} and no sentinel from {}, disables the old \
                      rules (step 5) in the same run",
                     round.probe,
-                    round.age().as_secs(),
+                    round.age(f.now).as_secs(),
                     if old_names.is_empty() {
                         "an old queue".to_owned()
                     } else {
@@ -283,7 +283,7 @@ pub(super) fn karpenter_seen(f: &Facts<'_>, evidence: Evidence) -> Judged {
 /// say it cannot tell).
 fn counts_awaited(f: &Facts<'_>, window: &Window) -> Judged {
     let olds = f.old_names.join(", ");
-    let now = SystemTime::now();
+    let now = f.now;
     if now < window.closes() {
         return (
             State::Waiting,
@@ -413,11 +413,10 @@ pub(crate) fn other_readers(land: &Landscape, cluster: &str, queue: &Queue) -> V
 pub const ROUTER_LEARNS: Duration = Duration::from_secs(MISSING_QUEUE_RECHECK.as_secs() + 3);
 
 /// How long ago SQS created the queue (its CreatedTimestamp, whole seconds).
-fn queue_age(queue: &Queue) -> Option<Duration> {
+fn queue_age(queue: &Queue, now: SystemTime) -> Option<Duration> {
     // Whole seconds in AWS; the emulator writes a fraction.
     let created: f64 = queue.attributes.get("CreatedTimestamp")?.parse().ok()?;
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH + Duration::from_secs_f64(created.max(0.0)))
+    now.duration_since(UNIX_EPOCH + Duration::from_secs_f64(created.max(0.0)))
         .ok()
         .or(Some(Duration::ZERO))
 }

@@ -8,7 +8,7 @@
 use std::{
     collections::BTreeMap,
     sync::Arc,
-    time::{SystemTime, UNIX_EPOCH},
+    time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
 use super::{ModelInstance, Responder, World, not_found, uuid_like};
@@ -19,6 +19,10 @@ use crate::cloud::{
     missing,
     moves::{ListedRule, Moves, Received},
 };
+
+/// How long after a minute ends the model's CloudWatch has SQS's datapoint of it. SQS documents
+/// no figure ("minutes"); adopt waits up to 15 minutes for one.
+pub const METRIC_LAG: Duration = Duration::from_secs(120);
 
 /// Milliseconds since the epoch.
 pub(super) fn millis(at: SystemTime) -> i64 {
@@ -75,6 +79,85 @@ impl World {
             site.instances
                 .insert(id.to_owned(), (state.to_owned(), tags))
         });
+    }
+
+    /// A queue made by hand (not by a stack), with these attributes: its URL.
+    pub fn create_queue(&self, name: &str, attributes: &[(&str, &str)]) -> String {
+        let url = format!(
+            "https://sqs.{}.amazonaws.com/{}/{name}",
+            self.region(),
+            self.account()
+        );
+        let arn = format!("arn:aws:sqs:{}:{}:{name}", self.region(), self.account());
+        let created = (millis(self.now()) / 1000).to_string();
+        let mut queue = super::ModelQueue {
+            url: url.clone(),
+            ..Default::default()
+        };
+        for (key, value) in [
+            ("QueueArn", arn.as_str()),
+            ("CreatedTimestamp", created.as_str()),
+            ("VisibilityTimeout", "30"),
+            ("MessageRetentionPeriod", "345600"),
+            ("SqsManagedSseEnabled", "true"),
+        ]
+        .into_iter()
+        .chain(attributes.iter().copied())
+        {
+            queue.attributes.insert(key.to_owned(), value.to_owned());
+        }
+        self.site(|site| site.queues.insert(name.to_owned(), queue));
+        url
+    }
+
+    /// A rule made by hand on the default bus, enabled, with `pattern` and these targets
+    /// (id, ARN).
+    pub fn put_rule(&self, name: &str, pattern: &serde_json::Value, targets: &[(&str, &str)]) {
+        let arn = format!(
+            "arn:aws:events:{}:{}:rule/{name}",
+            self.region(),
+            self.account()
+        );
+        let rule = crate::cloud::Rule {
+            arn: Some(arn),
+            state: Some("ENABLED".into()),
+            event_pattern: Some(pattern.to_string()),
+            event_bus_name: Some("default".into()),
+        };
+        let targets = targets
+            .iter()
+            .map(|(id, arn)| crate::cloud::Target {
+                id: id.to_string(),
+                arn: arn.to_string(),
+                role_arn: None,
+                dead_letter_arn: None,
+            })
+            .collect();
+        self.site(|site| {
+            site.rules
+                .insert(("default".into(), name.to_owned()), (rule, targets))
+        });
+    }
+
+    /// A message put into queue `queue` by a principal its policy admits (the router's role
+    /// delivering to a tenant queue); `false` when there is no such queue.
+    pub fn deliver(&self, queue: &str, body: &str) -> bool {
+        let now = self.now();
+        self.site(|site| {
+            let Some(q) = site.queues.get_mut(queue) else {
+                return false;
+            };
+            let id = uuid_like(&format!("{queue}{}{body}", q.messages.len()));
+            q.messages.push(super::ModelMessage {
+                id,
+                body: body.to_owned(),
+                sent: now,
+                receives: 0,
+                visible_at: now,
+                handle: String::new(),
+            });
+            true
+        })
     }
 
     /// Function `name` answers every synchronous invocation with `answer(payload)`.
@@ -436,6 +519,8 @@ impl Moves for World {
             .collect())
     }
 
+    /// SQS publishes a datapoint for every minute of an active queue, zero included; the model's
+    /// CloudWatch has a minute [`METRIC_LAG`] after it ends.
     async fn queue_metric(
         &self,
         queue: &str,
@@ -444,24 +529,26 @@ impl Moves for World {
         to: SystemTime,
     ) -> Result<Vec<(u64, f64)>, CallError> {
         self.gate("GetMetricStatistics")?;
+        let published = millis(self.now()) as u64 / 1000 - METRIC_LAG.as_secs();
         let (from, to) = (millis(from) as u64 / 1000, millis(to) as u64 / 1000);
+        let first = from.div_ceil(60) * 60;
         Ok(self.read(|_, site| {
-            site.queues
-                .get(queue)
-                .map(|q| {
-                    q.counted
-                        .range(from..=to)
-                        .map(|(minute, (received, deleted))| {
-                            let sum = match metric {
-                                "NumberOfMessagesReceived" => *received,
-                                "NumberOfMessagesDeleted" => *deleted,
-                                _ => 0.0,
-                            };
-                            (*minute, sum)
-                        })
-                        .collect()
+            let Some(q) = site.queues.get(queue) else {
+                return Vec::new();
+            };
+            (first..to)
+                .step_by(60)
+                .filter(|minute| minute + 60 <= published)
+                .map(|minute| {
+                    let (received, deleted) = q.counted.get(&minute).copied().unwrap_or_default();
+                    let sum = match metric {
+                        "NumberOfMessagesReceived" => received,
+                        "NumberOfMessagesDeleted" => deleted,
+                        _ => 0.0,
+                    };
+                    (minute, sum)
                 })
-                .unwrap_or_default()
+                .collect()
         }))
     }
 }

@@ -137,8 +137,15 @@ impl World {
         match ty {
             "AWS::SQS::Queue" => {
                 let arn = get("Arn")?;
+                let created = self
+                    .clock()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_secs()
+                    .to_string();
                 let mut attributes = BTreeMap::from([
                     ("QueueArn".to_owned(), arn.clone()),
+                    ("CreatedTimestamp".to_owned(), created),
                     (
                         "VisibilityTimeout".to_owned(),
                         opt(&p["VisibilityTimeout"]).unwrap_or_else(|| "30".into()),
@@ -167,6 +174,10 @@ impl World {
                 self.site(|site| {
                     let queue = site.queues.entry(arn_name(&arn).to_owned()).or_default();
                     let policy = queue.attributes.remove("Policy");
+                    // An update keeps the queue (and when it was made).
+                    if let Some(created) = queue.attributes.remove("CreatedTimestamp") {
+                        attributes.insert("CreatedTimestamp".into(), created);
+                    }
                     *queue = ModelQueue {
                         url: reference.clone(),
                         attributes: attributes.into_iter().collect(),

@@ -4,6 +4,7 @@
 
 mod breakages;
 mod hub;
+mod keys;
 mod roles;
 mod spokes;
 

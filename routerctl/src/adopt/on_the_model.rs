@@ -1,0 +1,384 @@
+//! adopt's walk on the model of AWS ([`crate::cloud::model`]) in tokio's paused time: a cluster
+//! whose interruption set-up was made by hand (a queue, five rules, Karpenter's role) moved onto
+//! the router step by step, the operator's helm command and the waits (the router learning a
+//! new queue, the round's quiet window, EventBridge's settle) played as they happen, and the
+//! hazards that must stop it: Karpenter still reading the old queue when the round is read.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Options, Outcome, run, steps::State};
+use crate::cloud::{Cloud, deliveries::Invoked, model::World};
+use aws_model::stacks::BASE_TEMPLATE;
+use interruption_router::event::Kind;
+
+const CLUSTER: &str = "alpha";
+const OLD_QUEUE: &str = "Karpenter-alpha";
+const TENANT_QUEUE: &str = "karpenter-alpha";
+const NODE: &str = "i-0aaaaaaaaaaaaaaa1";
+
+/// Which queue Karpenter's controller reads (its settings.interruptionQueue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    Old,
+    Tenant,
+}
+
+/// The hub with alpha's set-up made by hand: the old queue, a rule per kind targeting it,
+/// Karpenter's controller role (allowed the old queue and alpha's DescribeCluster), a node; the
+/// router function delivers what it is given to the cluster's tenant queue, once there is one.
+fn account() -> World {
+    let world = World::new("123456789012", "us-east-1");
+    let base = world
+        .deploy("ir", BASE_TEMPLATE, &[("CodeS3Bucket", "artefacts")])
+        .expect("base.yaml deploys");
+    world.create_queue(OLD_QUEUE, &[]);
+    let old_arn = format!("arn:aws:sqs:us-east-1:123456789012:{OLD_QUEUE}");
+    for kind in Kind::ALL {
+        let pattern = json!({"source": [kind.source()], "detail-type": [kind.detail_type()]});
+        world.put_rule(
+            &format!("Karpenter{}-alpha", kind.label().replace('-', "")),
+            &pattern,
+            &[("KarpenterInterruptionQueueTarget", &old_arn)],
+        );
+    }
+    world.put_role(
+        "KarpenterController-alpha",
+        vec![json!({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl",
+                "sqs:ReceiveMessage"], "Resource": old_arn},
+            {"Effect": "Allow", "Action": "eks:DescribeCluster",
+             "Resource": "arn:aws:eks:us-east-1:123456789012:cluster/alpha"}]})],
+        json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+            "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]}),
+    );
+    world.instance(
+        NODE,
+        "running",
+        &[
+            ("eks:eks-cluster-name", CLUSTER),
+            ("karpenter.sh/nodepool", "default"),
+        ],
+    );
+    let router = world.clone();
+    world.function(&base.outputs["FunctionName"], move |payload| {
+        let batch: Value = serde_json::from_str(payload).unwrap_or_default();
+        let mut outcomes = serde_json::Map::new();
+        for record in batch["Records"].as_array().into_iter().flatten() {
+            let body = record["body"].as_str().unwrap_or_default();
+            let outcome = if router.deliver(TENANT_QUEUE, body) {
+                "forwarded"
+            } else {
+                "no-tenant-queue"
+            };
+            outcomes.insert(
+                record["messageId"].as_str().unwrap_or_default().into(),
+                json!(outcome),
+            );
+        }
+        Invoked {
+            function_error: None,
+            payload: json!({"batchItemFailures": [], "outcomes": outcomes})
+                .to_string()
+                .into_bytes(),
+        }
+    });
+    world
+}
+
+/// One move, as the operator makes it: the helm command where the plan hands it over, a wait
+/// where a step waits, a purge where the old queue holds only what nobody reads, else `--apply`
+/// (with the operator's word that the set-up was made by hand). Karpenter reads its queue
+/// before each move. What happened, in a line.
+async fn advance(world: &World, reads: &mut Reads) -> anyhow::Result<Option<String>> {
+    world.drain(match reads {
+        Reads::Old => OLD_QUEUE,
+        Reads::Tenant => TENANT_QUEUE,
+    });
+    let plan = run(world, &Options::plan_of("ir", CLUSTER)).await?;
+    let next = plan.cluster(CLUSTER).and_then(|c| c.next()).cloned();
+    if let Some(next) = next {
+        match (next.number, &next.state) {
+            (3, State::Todo) if *reads == Reads::Old => {
+                *reads = Reads::Tenant;
+                return Ok(Some(
+                    "operator: helm upgrade (Karpenter reads the tenant queue)".into(),
+                ));
+            }
+            (1 | 4, State::Waiting) => {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                return Ok(Some(format!("waited at step {}", next.number)));
+            }
+            (7, State::Waiting) => {
+                world.site(|site| site.queues.get_mut(OLD_QUEUE).map(|q| q.messages.clear()));
+                return Ok(Some("operator: aws sqs purge-queue".into()));
+            }
+            _ => {}
+        }
+    }
+    let options = Options::apply("ir", CLUSTER).delete_hand_made();
+    Ok(match run(world, &options).await?.outcome {
+        Outcome::Finished => None,
+        Outcome::Applied { step, did } => Some(format!("applied step {step}: {did}")),
+        Outcome::Refused { step, why } => Some(format!("refused at step {step}: {why}")),
+        other => Some(format!("{other:?}")),
+    })
+}
+
+fn paused() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+/// The whole walk: tenant stack, Karpenter's grant, the helm command, the round (probe taken from
+/// the tenant queue, sentinel left in the old one), the old rules disabled, deleted, the old queue
+/// deleted; the router then the only path, in minutes of virtual time.
+#[test]
+fn a_hand_made_set_up_is_walked_onto_the_router_to_the_end() {
+    let world = account();
+    let (moves, ended) = paused().block_on(async {
+        let mut reads = Reads::Old;
+        let mut moves = Vec::new();
+        while let Some(did) = advance(&world, &mut reads).await.unwrap() {
+            moves.push(did);
+            assert!(moves.len() < 200, "no end: {moves:#?}");
+        }
+        (moves, world.now())
+    });
+    // Step 2 needs no move: the tenant stack names Karpenter's role from the start.
+    for (n, expected) in [
+        (
+            1,
+            "applied step 1: deployed ir-tenant-alpha: queue karpenter-alpha",
+        ),
+        (2, "operator: helm upgrade"),
+        (3, "sent probe routerctl-adopt-alpha-"),
+        (
+            4,
+            "applied step 5: the probe sent 65 s ago was taken from karpenter-alpha",
+        ),
+        (5, "applied step 6: deleted Karpenter"),
+        (
+            6,
+            "applied step 7: deleted https://sqs.us-east-1.amazonaws.com/123456789012/Karpenter-alpha",
+        ),
+    ] {
+        let at = moves.iter().position(|m| m.contains(expected));
+        assert!(at.is_some(), "move {n} ({expected}) never made: {moves:#?}");
+    }
+    let order: Vec<usize> = [
+        "applied step 1",
+        "operator: helm",
+        "sent probe",
+        "applied step 5",
+        "applied step 6",
+        "applied step 7",
+    ]
+    .iter()
+    .map(|e| moves.iter().position(|m| m.contains(e)).unwrap())
+    .collect();
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "out of order: {moves:#?}"
+    );
+    // The round's quiet window waited out in virtual time (5-s looks), and the sentinel found
+    // untouched: "received by nobody".
+    assert!(
+        moves.iter().filter(|m| *m == "waited at step 4").count() >= 13,
+        "{moves:#?}"
+    );
+    assert!(
+        moves.iter().any(|m| m.contains("received by nobody")),
+        "{moves:#?}"
+    );
+    assert!(
+        moves.iter().any(|m| m.starts_with("operator: helm")),
+        "{moves:#?}"
+    );
+    assert!(
+        !moves.iter().any(|m| m.starts_with("refused")),
+        "{moves:#?}"
+    );
+    world.site(|site| {
+        assert!(
+            !site.queues.contains_key(OLD_QUEUE),
+            "the old queue is deleted"
+        );
+        assert!(site.queues.contains_key(TENANT_QUEUE));
+        assert!(
+            site.rules
+                .keys()
+                .all(|(_, name)| !name.starts_with("Karpenter")),
+            "the old rules are deleted"
+        );
+    });
+    // Virtual time: the router learning the queue, the round's quiet window and EventBridge's
+    // settle, minutes of the world's clock, passed without waiting.
+    let began = std::time::UNIX_EPOCH + Duration::from_secs(1_795_824_000);
+    assert!(ended > began + Duration::from_secs(65 + 60), "{ended:?}");
+}
+
+/// Karpenter still reads the old queue when the round is read (the helm command never reached
+/// it, or GitOps put the old value back): the sentinel is taken, the evidence fails, and the old
+/// rules stay enabled.
+#[test]
+fn karpenter_still_on_the_old_queue_keeps_the_old_rules_on() {
+    let world = account();
+    let moves = paused().block_on(async {
+        let mut reads = Reads::Old;
+        let mut moves = Vec::new();
+        loop {
+            let did = advance(&world, &mut reads).await.unwrap().unwrap();
+            // The operator's helm command does not take: Karpenter goes on reading the old queue.
+            if did.starts_with("operator: helm") {
+                reads = Reads::Old;
+            }
+            let stop = did.starts_with("applied step 4")
+                && moves
+                    .iter()
+                    .any(|m: &String| m.starts_with("applied step 4"));
+            moves.push(did);
+            if stop || moves.len() > 60 {
+                break;
+            }
+        }
+        moves
+    });
+    assert!(
+        !moves.iter().any(|m| m.starts_with("applied step 5")),
+        "rules disabled while Karpenter reads the old queue: {moves:#?}"
+    );
+    world.site(|site| {
+        let enabled = site
+            .rules
+            .iter()
+            .filter(|((_, name), (rule, _))| {
+                name.starts_with("Karpenter") && rule.state.as_deref() == Some("ENABLED")
+            })
+            .count();
+        assert_eq!(enabled, 5, "the old rules stay on");
+    });
+}
+
+/// GitOps puts the old queue back after the helm command: Karpenter took the probe from the
+/// tenant queue, then went back to the old queue and took the sentinel. Only the sentinel tells:
+/// the old rules stay on, and the reading says what reads the old queue.
+#[test]
+fn a_gitops_revert_after_the_probe_is_caught_by_the_sentinel() {
+    let world = account();
+    let moves = paused().block_on(async {
+        let mut reads = Reads::Old;
+        let mut moves: Vec<String> = Vec::new();
+        loop {
+            let did = advance(&world, &mut reads).await.unwrap().unwrap();
+            let probe_taken =
+                moves.iter().any(|m| m.contains("sent probe")) && did == "waited at step 4";
+            moves.push(did);
+            if probe_taken && reads == Reads::Tenant {
+                // The revert lands once the tenant queue's probe was taken.
+                reads = Reads::Old;
+            }
+            let read = moves
+                .iter()
+                .filter(|m| m.starts_with("applied") || m.starts_with("refused"))
+                .count()
+                >= 3;
+            if read || moves.len() > 60 {
+                break;
+            }
+        }
+        moves
+    });
+    assert!(
+        !moves.iter().any(|m| m.starts_with("applied step 5")),
+        "rules disabled while Karpenter reads the old queue again: {moves:#?}"
+    );
+    assert!(
+        moves
+            .iter()
+            .any(|m| m.contains("was taken from Karpenter-alpha: something still reads it")),
+        "{moves:#?}"
+    );
+}
+
+/// After the helm command, the old queue fills with the account's other interruptions (its rules
+/// have no cluster filter) past what a look can search: the round's first read cannot reach the
+/// sentinel, so SQS's own per-minute counts of the old queue decide it, minutes later.
+fn busy(reader_comes_back: bool) -> Vec<String> {
+    let world = account();
+    paused().block_on(async {
+        let mut reads = Reads::Old;
+        let mut moves: Vec<String> = Vec::new();
+        let mut filled = false;
+        loop {
+            // The account's other interruptions keep arriving through the old rules.
+            if filled {
+                for n in 0..3 {
+                    let body = json!({"version": "0", "id": format!("later-{}-{n}", moves.len()),
+                        "source": "test.backlog", "detail-type": "another cluster's event"});
+                    world.deliver(OLD_QUEUE, &body.to_string());
+                }
+            }
+            let did = advance(&world, &mut reads).await.unwrap();
+            let Some(did) = did else { break };
+            if did.starts_with("operator: helm") && !filled {
+                let backlog = super::evidence::look::MAX_LOOK_RECEIVES * 10 + 100;
+                for n in 0..backlog {
+                    let body = json!({"version": "0", "id": format!("backlog-{n}"),
+                        "source": "test.backlog", "detail-type": "another cluster's event"});
+                    world.deliver(OLD_QUEUE, &body.to_string());
+                }
+                filled = true;
+                // The backlog is there before the round's sentinel goes in.
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            let counted = did.contains("SQS's own counts");
+            moves.push(did);
+            if counted && reader_comes_back {
+                // A Karpenter back on the old queue (a second replica, a revert): it reads.
+                reads = Reads::Old;
+            }
+            let decided = moves.iter().any(|m| {
+                m.starts_with("applied step 5")
+                    || (m.starts_with("refused") && m.contains("SQS counted"))
+            });
+            if decided || moves.len() > 400 {
+                break;
+            }
+        }
+        moves
+    })
+}
+
+#[test]
+fn a_backlog_nobody_reads_is_decided_by_sqs_counts_and_adoption_goes_on() {
+    let moves = busy(false);
+    assert!(
+        moves.iter().any(|m| m.contains("SQS's own counts of Karpenter-alpha decide")),
+        "{moves:#?}"
+    );
+    let step5 = moves.iter().find(|m| m.starts_with("applied step 5"));
+    assert!(step5.is_some_and(|m| m.contains("received")), "{moves:#?}");
+}
+
+/// The old queue still read during the counts' window: SQS counted its receives and deletes, the
+/// round is refused, the old rules stay on.
+#[test]
+fn a_reader_back_on_a_busy_old_queue_keeps_the_old_rules_on() {
+    let moves = busy(true);
+    assert!(
+        !moves.iter().any(|m| m.starts_with("applied step 5")),
+        "{moves:#?}"
+    );
+    let refused = moves
+        .iter()
+        .find(|m| m.starts_with("refused at step 4") && m.contains("SQS counted"));
+    assert!(
+        refused.is_some_and(|m| m.contains("received and") && m.contains("something still reads")),
+        "{moves:#?}"
+    );
+}

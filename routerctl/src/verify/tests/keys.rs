@@ -1,0 +1,111 @@
+//! Queues under the KMS keys the stacks create (`KmsKey=Create`), and the central bus's direct
+//! queue: each broken as it breaks in an account, each failing its own check.
+
+use serde_json::Value;
+
+use super::{failed, hub, verify};
+use crate::{check::Check, cloud::model::World};
+
+fn says(check: &Check, detail: &str, fix: &str) {
+    assert!(check.detail.contains(detail), "{}: {}", check.name, check.detail);
+    let given = check.fix.as_deref().unwrap_or_default();
+    assert!(given.contains(fix), "{}'s fix: {given}", check.name);
+}
+
+fn failing(world: &World) -> (Vec<String>, Vec<Check>) {
+    let report = verify(world);
+    let names = failed(&report).iter().map(|n| n.to_string()).collect();
+    (names, report.checks.into_iter().filter(|c| !c.passed).collect())
+}
+
+/// The key of the base stack's queues (the one key ARN its ingest queue names).
+fn base_key(world: &World) -> String {
+    let ingest = aws_model::aws::arn_name(&hub::output(world, "IngestQueueArn")).to_owned();
+    world.site(|site| site.queues[&ingest].attributes["KmsMasterKeyId"].clone())
+}
+
+#[test]
+fn a_disabled_key_fails_each_queue_under_it() {
+    let world = hub::deployed_with(&[("KmsKey", "Create")]);
+    let key = base_key(&world);
+    world.edit(|state, _, _| state.keys.get_mut(&key).expect("the key").enabled = false);
+    let (names, checks) = failing(&world);
+    assert_eq!(names, ["ingest-queue:key", "dead-letter-queue:key"], "{checks:#?}");
+    for check in &checks {
+        says(check, "Disabled", "");
+    }
+}
+
+/// Without its statement for EventBridge, the key refuses the rules' deliveries: every
+/// interruption is lost before the router sees it.
+#[test]
+fn a_key_policy_without_eventbridge_fails_the_queues_the_rules_feed() {
+    let world = hub::deployed_with(&[("KmsKey", "Create")]);
+    let key = base_key(&world);
+    world.edit(|state, _, _| {
+        let policy = &mut state.keys.get_mut(&key).unwrap().policy;
+        policy["Statement"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|s: &Value| s["Sid"] != "EventBridgeRulesOfThisAccountDeliver");
+    });
+    let (names, checks) = failing(&world);
+    assert_eq!(names, ["ingest-queue:key", "dead-letter-queue:key"], "{checks:#?}");
+    for check in &checks {
+        says(check, "EventBridge may not kms:GenerateDataKey and kms:Decrypt", "make deploy-base STACK_NAME=ir");
+    }
+}
+
+/// The tenant stack's own key without the statement that lets the account's roles decrypt
+/// through SQS: Karpenter's role may no longer read the queue.
+#[test]
+fn a_tenant_key_that_karpenter_may_not_use() {
+    let world = hub::deployed_with(&[("KmsKey", "Create")]);
+    let queue = hub::tenant_queue();
+    let key = world.site(|site| site.queues[&queue].attributes["KmsMasterKeyId"].clone());
+    assert_ne!(key, base_key(&world), "the tenant stack makes its own key");
+    world.edit(|state, _, _| {
+        let policy = &mut state.keys.get_mut(&key).unwrap().policy;
+        policy["Statement"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|s: &Value| s["Sid"] != "AccountRolesDecryptThroughSqs");
+    });
+    let (names, checks) = failing(&world);
+    assert!(names.contains(&"tenant:alpha:key".to_owned()), "{checks:#?}");
+    assert!(names.iter().all(|n| n.starts_with("tenant:alpha:")), "{names:?}");
+}
+
+/// The direct queue's policy opened to every principal of the served accounts, and its mapping
+/// deleted: each fails its own check.
+#[test]
+fn a_direct_queue_open_to_any_member_role_or_read_by_nothing() {
+    let served = [("CentralBus", "Enabled"), ("ServedAccounts", "111111111111")];
+    let world = hub::deployed_with(&served);
+    let direct = aws_model::aws::arn_name(&hub::output(&world, "DirectQueueArn")).to_owned();
+    let arn = hub::output(&world, "DirectQueueArn");
+    let open = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"AWS": "arn:aws:iam::111111111111:root"}, "Action": "sqs:SendMessage",
+        "Resource": arn}]});
+    world.site(|site| {
+        site.queues
+            .get_mut(&direct)
+            .unwrap()
+            .attributes
+            .insert("Policy".into(), open.to_string());
+    });
+    let (names, checks) = failing(&world);
+    assert_eq!(names, ["direct-queue:policy"], "{checks:#?}");
+
+    let world = hub::deployed_with(&served);
+    let function = hub::output(&world, "FunctionName");
+    world.site(|site| {
+        site.mappings
+            .get_mut(&function)
+            .unwrap()
+            .retain(|m| m.event_source_arn.as_deref() != Some(arn.as_str()))
+    });
+    let (names, checks) = failing(&world);
+    assert_eq!(names, ["event-source-mapping:direct"], "{checks:#?}");
+    says(&checks[0], "nothing reads the queue", "aws lambda create-event-source-mapping");
+}
