@@ -33,8 +33,11 @@ fn account() -> World {
     let base = world
         .deploy("ir", BASE_TEMPLATE, &[("CodeS3Bucket", "artefacts")])
         .expect("base.yaml deploys");
-    world.create_queue(OLD_QUEUE, &[]);
     let old_arn = format!("arn:aws:sqs:us-east-1:123456789012:{OLD_QUEUE}");
+    let policy = json!({"Version": "2012-10-17", "Statement": [{"Sid": "SendEventsToQueue",
+        "Effect": "Allow", "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]},
+        "Action": "sqs:SendMessage", "Resource": old_arn}]});
+    world.create_queue(OLD_QUEUE, &[("Policy", &policy.to_string())]);
     for kind in Kind::ALL {
         let pattern = json!({"source": [kind.source()], "detail-type": [kind.detail_type()]});
         world.put_rule(
@@ -87,15 +90,100 @@ fn account() -> World {
     world
 }
 
-/// One move, as the operator makes it: the helm command where the plan hands it over, a wait
-/// where a step waits, a purge where the old queue holds only what nobody reads, else `--apply`
-/// (with the operator's word that the set-up was made by hand). Karpenter reads its queue
-/// before each move. What happened, in a line.
-async fn advance(world: &World, reads: &mut Reads) -> anyhow::Result<Option<String>> {
-    world.drain(match reads {
+/// What Karpenter of alpha received of the interruptions the account's bus carried during a
+/// walk: each must reach it, whichever queue it read when the interruption came.
+#[derive(Default)]
+struct Ledger {
+    sent: Vec<String>,
+    received: std::collections::BTreeSet<String>,
+}
+
+thread_local! {
+    static LEDGER: std::cell::RefCell<Ledger> = std::cell::RefCell::new(Ledger::default());
+}
+
+/// An interruption of alpha's node on the default bus, the router's mapping handing what the
+/// ingest queue got to the function, and Karpenter reading the queue it reads.
+async fn traffic(world: &World, reads: Reads) {
+    let n = LEDGER.with(|l| l.borrow().sent.len());
+    let origin = aws_model::events::Origin {
+        account: "123456789012".into(),
+        region: "us-east-1".into(),
+    };
+    let id = format!("alpha-spot-{n}");
+    world.publish(&origin.spot_warning(NODE, &id).event);
+    LEDGER.with(|l| l.borrow_mut().sent.push(id));
+    let ingest = world.site(|site| {
+        site.queues
+            .keys()
+            .find(|q| q.ends_with("-ingest") || q.contains("IngestQueue"))
+            .cloned()
+    });
+    let bodies = ingest.map(|q| world.take(&q)).unwrap_or_default();
+    if !bodies.is_empty() {
+        let records: Vec<Value> = bodies
+            .iter()
+            .enumerate()
+            .map(|(i, body)| json!({"messageId": format!("m{i}"), "body": body, "eventSource": "aws:sqs"}))
+            .collect();
+        let function = world.site(|site| site.stacks["ir"].stack.outputs["FunctionName"].clone());
+        let _ = crate::cloud::deliveries::Deliveries::invoke(
+            world,
+            &function,
+            json!({"Records": records}).to_string(),
+        )
+        .await;
+    }
+    let read = world.take(match reads {
         Reads::Old => OLD_QUEUE,
         Reads::Tenant => TENANT_QUEUE,
     });
+    LEDGER.with(|l| {
+        let mut l = l.borrow_mut();
+        for body in read {
+            if let Some(id) = serde_json::from_str::<Value>(&body)
+                .ok()
+                .and_then(|b| b["id"].as_str().map(str::to_owned))
+            {
+                l.received.insert(id);
+            }
+        }
+    });
+}
+
+/// Every interruption of the walk reached Karpenter, through the old queue or the router, and
+/// there were enough of them to say so.
+fn assert_nothing_missed() {
+    let (sent, received) = LEDGER.with(|l| (l.borrow().sent.len(), l.borrow().received.len()));
+    assert!(
+        sent > 10 && received > 10,
+        "{sent} sent, {received} received"
+    );
+    assert_eq!(
+        missed(),
+        Vec::<String>::new(),
+        "interruptions Karpenter never received"
+    );
+}
+
+/// The interruptions Karpenter never received.
+fn missed() -> Vec<String> {
+    LEDGER.with(|l| {
+        let l = l.borrow();
+        l.sent
+            .iter()
+            .filter(|id| !l.received.contains(*id))
+            .cloned()
+            .collect()
+    })
+}
+
+/// One move, as the operator makes it: the helm command where the plan hands it over, a wait
+/// where a step waits, a purge where the old queue holds only what nobody reads, else `--apply`
+/// (with the operator's word that the set-up was made by hand). Before each move an
+/// interruption comes and Karpenter reads its queue ([`traffic`]). What happened, in a line.
+async fn advance(world: &World, reads: &mut Reads) -> anyhow::Result<Option<String>> {
+    traffic(world, *reads).await;
     let plan = run(world, &Options::plan_of("ir", CLUSTER)).await?;
     let next = plan.cluster(CLUSTER).and_then(|c| c.next()).cloned();
     if let Some(next) = next {
@@ -147,8 +235,12 @@ fn a_hand_made_set_up_is_walked_onto_the_router_to_the_end() {
             moves.push(did);
             assert!(moves.len() < 200, "no end: {moves:#?}");
         }
+        // After the walk the router is the only path: an interruption still reaches Karpenter.
+        traffic(&world, reads).await;
+        traffic(&world, reads).await;
         (moves, world.now())
     });
+    assert_nothing_missed();
     // Step 2 needs no move: the tenant stack names Karpenter's role from the start.
     for (n, expected) in [
         (
@@ -246,8 +338,10 @@ fn karpenter_still_on_the_old_queue_keeps_the_old_rules_on() {
                 break;
             }
         }
+        traffic(&world, reads).await;
         moves
     });
+    assert_nothing_missed();
     assert!(
         !moves.iter().any(|m| m.starts_with("applied step 5")),
         "rules disabled while Karpenter reads the old queue: {moves:#?}"
@@ -291,8 +385,10 @@ fn a_gitops_revert_after_the_probe_is_caught_by_the_sentinel() {
                 break;
             }
         }
+        traffic(&world, reads).await;
         moves
     });
+    assert_nothing_missed();
     assert!(
         !moves.iter().any(|m| m.starts_with("applied step 5")),
         "rules disabled while Karpenter reads the old queue again: {moves:#?}"
@@ -310,7 +406,7 @@ fn a_gitops_revert_after_the_probe_is_caught_by_the_sentinel() {
 /// sentinel, so SQS's own per-minute counts of the old queue decide it, minutes later.
 fn busy(reader_comes_back: bool) -> Vec<String> {
     let world = account();
-    paused().block_on(async {
+    let moves = paused().block_on(async {
         let mut reads = Reads::Old;
         let mut moves: Vec<String> = Vec::new();
         let mut filled = false;
@@ -350,15 +446,20 @@ fn busy(reader_comes_back: bool) -> Vec<String> {
                 break;
             }
         }
+        traffic(&world, reads).await;
         moves
-    })
+    });
+    assert_nothing_missed();
+    moves
 }
 
 #[test]
 fn a_backlog_nobody_reads_is_decided_by_sqs_counts_and_adoption_goes_on() {
     let moves = busy(false);
     assert!(
-        moves.iter().any(|m| m.contains("SQS's own counts of Karpenter-alpha decide")),
+        moves
+            .iter()
+            .any(|m| m.contains("SQS's own counts of Karpenter-alpha decide")),
         "{moves:#?}"
     );
     let step5 = moves.iter().find(|m| m.starts_with("applied step 5"));

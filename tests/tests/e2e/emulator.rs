@@ -207,6 +207,32 @@ async fn sqs_counts_reach_cloudwatch_per_minute_late_and_count_every_caller() ->
             "{metric} of an idle queue: {quiet:?}"
         );
     }
+    // routerctl's SDK adapter reads the same minutes as the SDK does (adopt's busy-queue path,
+    // whose decisions the model's tests make on the same semantics: a datapoint per minute of
+    // an active queue, zero included).
+    let aws = aws_model::aws::Aws::new(&world.config)?;
+    let now = std::time::SystemTime::now();
+    for (queue, metric) in [
+        ("counted", "NumberOfMessagesReceived"),
+        ("counted", "NumberOfMessagesDeleted"),
+        (idle, "NumberOfMessagesReceived"),
+    ] {
+        let mut adapted = routerctl::cloud::moves::Moves::queue_metric(
+            &aws,
+            queue,
+            metric,
+            now - std::time::Duration::from_secs(600),
+            now,
+        )
+        .await?;
+        adapted.sort_by_key(|(at, _)| *at);
+        let direct: Vec<(u64, f64)> = sqs_datapoints(&cloudwatch, queue, metric)
+            .await?
+            .into_iter()
+            .map(|(at, v)| (at as u64, v))
+            .collect();
+        assert_eq!(adapted, direct, "{queue} {metric}");
+    }
     Ok(())
 }
 

@@ -20,9 +20,10 @@ use crate::cloud::{
     moves::{ListedRule, Moves, Received},
 };
 
-/// How long after a minute ends the model's CloudWatch has SQS's datapoint of it. SQS documents
-/// no figure ("minutes"); adopt waits up to 15 minutes for one.
-pub const METRIC_LAG: Duration = Duration::from_secs(120);
+/// How long after a minute ends the model's CloudWatch has SQS's datapoint of it: SQS documents
+/// no figure ("minutes"); the emulator's stand-in (`moto_fixes.py`) says 150 s too, and adopt
+/// waits up to 15 minutes for one.
+pub const METRIC_LAG: Duration = Duration::from_secs(150);
 
 /// Milliseconds since the epoch.
 pub(super) fn millis(at: SystemTime) -> i64 {

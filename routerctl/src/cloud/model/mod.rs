@@ -18,6 +18,7 @@
 
 mod acts;
 mod deploy;
+mod eventbridge;
 mod reads;
 mod sqs;
 

@@ -145,21 +145,26 @@ impl World {
     }
 
     /// A reader of queue `name` (Karpenter's controller polling it): every visible message is
-    /// received and deleted now.
-    pub fn drain(&self, queue: &str) -> usize {
+    /// received and deleted now; their bodies.
+    pub fn take(&self, queue: &str) -> Vec<String> {
         let Some(url) = self.site(|site| site.queues.get(queue).map(|q| q.url.clone())) else {
-            return 0;
+            return Vec::new();
         };
-        let mut taken = 0;
+        let mut taken = Vec::new();
         while let Ok(received) = self.sqs_receive(&url, 30) {
             if received.is_empty() {
                 break;
             }
             for message in received {
                 let _ = self.sqs_delete(&url, &message.receipt_handle);
-                taken += 1;
+                taken.push(message.body);
             }
         }
         taken
+    }
+
+    /// [`World::take`], counted.
+    pub fn drain(&self, queue: &str) -> usize {
+        self.take(queue).len()
     }
 }

@@ -7,7 +7,12 @@ use super::{failed, hub, verify};
 use crate::{check::Check, cloud::model::World};
 
 fn says(check: &Check, detail: &str, fix: &str) {
-    assert!(check.detail.contains(detail), "{}: {}", check.name, check.detail);
+    assert!(
+        check.detail.contains(detail),
+        "{}: {}",
+        check.name,
+        check.detail
+    );
     let given = check.fix.as_deref().unwrap_or_default();
     assert!(given.contains(fix), "{}'s fix: {given}", check.name);
 }
@@ -15,7 +20,10 @@ fn says(check: &Check, detail: &str, fix: &str) {
 fn failing(world: &World) -> (Vec<String>, Vec<Check>) {
     let report = verify(world);
     let names = failed(&report).iter().map(|n| n.to_string()).collect();
-    (names, report.checks.into_iter().filter(|c| !c.passed).collect())
+    (
+        names,
+        report.checks.into_iter().filter(|c| !c.passed).collect(),
+    )
 }
 
 /// The key of the base stack's queues (the one key ARN its ingest queue names).
@@ -30,7 +38,11 @@ fn a_disabled_key_fails_each_queue_under_it() {
     let key = base_key(&world);
     world.edit(|state, _, _| state.keys.get_mut(&key).expect("the key").enabled = false);
     let (names, checks) = failing(&world);
-    assert_eq!(names, ["ingest-queue:key", "dead-letter-queue:key"], "{checks:#?}");
+    assert_eq!(
+        names,
+        ["ingest-queue:key", "dead-letter-queue:key"],
+        "{checks:#?}"
+    );
     for check in &checks {
         says(check, "Disabled", "");
     }
@@ -50,9 +62,17 @@ fn a_key_policy_without_eventbridge_fails_the_queues_the_rules_feed() {
             .retain(|s: &Value| s["Sid"] != "EventBridgeRulesOfThisAccountDeliver");
     });
     let (names, checks) = failing(&world);
-    assert_eq!(names, ["ingest-queue:key", "dead-letter-queue:key"], "{checks:#?}");
+    assert_eq!(
+        names,
+        ["ingest-queue:key", "dead-letter-queue:key"],
+        "{checks:#?}"
+    );
     for check in &checks {
-        says(check, "EventBridge may not kms:GenerateDataKey and kms:Decrypt", "make deploy-base STACK_NAME=ir");
+        says(
+            check,
+            "EventBridge may not kms:GenerateDataKey and kms:Decrypt",
+            "make deploy-base STACK_NAME=ir",
+        );
     }
 }
 
@@ -72,15 +92,24 @@ fn a_tenant_key_that_karpenter_may_not_use() {
             .retain(|s: &Value| s["Sid"] != "AccountRolesDecryptThroughSqs");
     });
     let (names, checks) = failing(&world);
-    assert!(names.contains(&"tenant:alpha:key".to_owned()), "{checks:#?}");
-    assert!(names.iter().all(|n| n.starts_with("tenant:alpha:")), "{names:?}");
+    assert!(
+        names.contains(&"tenant:alpha:key".to_owned()),
+        "{checks:#?}"
+    );
+    assert!(
+        names.iter().all(|n| n.starts_with("tenant:alpha:")),
+        "{names:?}"
+    );
 }
 
 /// The direct queue's policy opened to every principal of the served accounts, and its mapping
 /// deleted: each fails its own check.
 #[test]
 fn a_direct_queue_open_to_any_member_role_or_read_by_nothing() {
-    let served = [("CentralBus", "Enabled"), ("ServedAccounts", "111111111111")];
+    let served = [
+        ("CentralBus", "Enabled"),
+        ("ServedAccounts", "111111111111"),
+    ];
     let world = hub::deployed_with(&served);
     let direct = aws_model::aws::arn_name(&hub::output(&world, "DirectQueueArn")).to_owned();
     let arn = hub::output(&world, "DirectQueueArn");
@@ -107,5 +136,9 @@ fn a_direct_queue_open_to_any_member_role_or_read_by_nothing() {
     });
     let (names, checks) = failing(&world);
     assert_eq!(names, ["event-source-mapping:direct"], "{checks:#?}");
-    says(&checks[0], "nothing reads the queue", "aws lambda create-event-source-mapping");
+    says(
+        &checks[0],
+        "nothing reads the queue",
+        "aws lambda create-event-source-mapping",
+    );
 }

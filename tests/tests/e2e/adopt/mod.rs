@@ -12,7 +12,6 @@
 //! * [`walk`]: every kind of set-up walked to the end, with a rollback;
 //! * [`wrong_reader`]: a GitOps revert, and a helm command in another kube-context;
 //! * [`rollback`]: a rollback whose helm command runs the moment it is printed;
-//! * [`busy`]: an old queue too full to search for the sentinel: SQS's own counts decide;
 //! * [`expired`]: what SQS deleted after its retention does not hide a fresh message;
 //! * [`locked_down`]: the tenant queue adopt deploys in a locked-down account;
 //! * [`kinds`]: an adopted EKS Blueprints cluster keeps its choice of event kinds;
@@ -36,7 +35,6 @@ use routerctl::{
 };
 use serde_json::json;
 
-mod busy;
 mod expired;
 mod kinds;
 mod locked_down;
