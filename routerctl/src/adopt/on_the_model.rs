@@ -483,3 +483,54 @@ fn a_reader_back_on_a_busy_old_queue_keeps_the_old_rules_on() {
         "{moves:#?}"
     );
 }
+
+/// `--rollback` after step 5: the old rules enabled again, EventBridge waited for, and the helm
+/// command that points Karpenter back at the old queue; after it, Karpenter on the old queue
+/// misses nothing, and the plan starts the round again.
+#[test]
+fn a_rollback_after_the_rules_were_disabled_puts_the_old_path_back() {
+    let world = account();
+    let (outcome, plan) = paused().block_on(async {
+        let mut reads = Reads::Old;
+        let mut moves: Vec<String> = Vec::new();
+        while !moves.iter().any(|m| m.starts_with("applied step 5")) {
+            moves.push(advance(&world, &mut reads).await.unwrap().unwrap());
+            assert!(moves.len() < 100, "{moves:#?}");
+        }
+        let outcome = run(&world, &Options::rollback("ir", CLUSTER))
+            .await
+            .unwrap()
+            .outcome;
+        // The helm command it prints: Karpenter reads the old queue again.
+        reads = Reads::Old;
+        for _ in 0..3 {
+            traffic(&world, reads).await;
+        }
+        let plan = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
+        (outcome, plan)
+    });
+    let Outcome::RolledBack {
+        enabled,
+        waited,
+        helm,
+    } = outcome
+    else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(enabled.len(), 5, "{enabled:?}");
+    assert!(waited >= Duration::from_secs(60), "{waited:?}");
+    assert!(helm.contains(OLD_QUEUE), "{helm}");
+    world.site(|site| {
+        let on = site
+            .rules
+            .iter()
+            .filter(|((_, n), (r, _))| {
+                n.starts_with("Karpenter") && r.state.as_deref() == Some("ENABLED")
+            })
+            .count();
+        assert_eq!(on, 5);
+    });
+    assert_nothing_missed();
+    let next = plan.cluster(CLUSTER).and_then(|c| c.next()).unwrap();
+    assert!(next.number <= 4, "{next:?}");
+}

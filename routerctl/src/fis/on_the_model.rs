@@ -176,3 +176,36 @@ fn a_template_that_could_touch_another_cluster_is_never_started() {
         "{error}"
     );
 }
+
+/// `--experiment-id`: an experiment that already ran is reported on, nothing started.
+#[test]
+fn an_experiment_that_already_ran_is_reported_on_without_starting_another() {
+    let (world, group) = hub();
+    let id = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(crate::cloud::experiments::Experiments::start_experiment(
+            &world, "EXTalpha",
+        ))
+        .unwrap();
+    world.log(
+        &group,
+        &document(&[("alpha", ALPHA[0]), ("alpha", ALPHA[1])]),
+    );
+    let report = fis(
+        &world,
+        &Options {
+            experiment_id: Some(id.clone()),
+            cluster: None,
+            ..options()
+        },
+    )
+    .unwrap();
+    assert!(report.passed(), "{}", report.render());
+    assert_eq!(report.experiment.id, id);
+    assert_eq!(
+        world.site(|site| site.experiments.len()),
+        1,
+        "nothing else started"
+    );
+}

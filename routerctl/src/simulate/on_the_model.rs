@@ -181,3 +181,30 @@ fn what_would_not_reach_the_cluster_is_refused_and_says_why() {
     }
     assert!(invoked.lock().unwrap().is_empty(), "nothing was sent");
 }
+
+/// One AWS Health scheduled change names every selected instance, as Health does for a
+/// retirement batch.
+#[test]
+fn a_health_event_names_every_selected_node_at_once() {
+    let (world, invoked, function, _) = hub();
+    let report = simulate(
+        &world,
+        Options {
+            count: 2,
+            ..Options::new("alpha", SimKind::Health, &function)
+        },
+    )
+    .unwrap();
+    assert_eq!(report.sent.len(), 1, "{}", report.render());
+    let batches = invoked.lock().unwrap();
+    let body: Value =
+        serde_json::from_str(batches[0]["Records"][0]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["source"], "aws.health");
+    let entities: Vec<&str> = body["detail"]["affectedEntities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["entityValue"].as_str().unwrap())
+        .collect();
+    assert_eq!(entities, ["i-0000000000000000a", "i-0000000000000000b"]);
+}

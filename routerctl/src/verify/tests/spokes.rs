@@ -214,3 +214,44 @@ fn a_member_tenant_queue_nobody_reads() {
     let check = only(&world, "spoke:111111111111:tenant:beta:read");
     says(&check, "holds a message 300 s old", "in cluster beta");
 }
+
+/// The spoke role without its policy: the router can neither look up the member's instances nor
+/// write its queues.
+#[test]
+fn a_spoke_role_without_its_policy() {
+    let world = hub::with_member(false);
+    let role = format!(
+        "arn:aws:iam::{}:role/interruption-router-spoke",
+        hub::MEMBER
+    );
+    world.edit(|state, _, _| state.roles.get_mut(&role).unwrap().inline.clear());
+    let report = verify_member(&world);
+    let failed = failed(&report);
+    assert!(
+        failed.contains(&"spoke:111111111111:role-permissions"),
+        "{failed:?}"
+    );
+    assert!(
+        failed.iter().all(|f| f.starts_with("spoke:111111111111:")),
+        "{failed:?}"
+    );
+}
+
+/// A member's tenant queue whose policy admits the hub's router role, not the spoke role the
+/// router sends there as: every delivery to it is refused.
+#[test]
+fn a_member_tenant_queue_for_the_hubs_role_instead_of_the_spoke_role() {
+    let world = hub::with_member(false);
+    let spoke_role = format!(
+        "arn:aws:iam::{}:role/interruption-router-spoke",
+        hub::MEMBER
+    );
+    let router = hub::output(&world, "RouterRoleArn");
+    world.at(hub::MEMBER).site(|site| {
+        let q = site.queues.get_mut("karpenter-beta").unwrap();
+        let policy = q.attributes["Policy"].replace(&spoke_role, &router);
+        q.attributes.insert("Policy".into(), policy);
+    });
+    let check = only(&world, "spoke:111111111111:tenant:beta:queue-policy");
+    says(&check, "the spoke role", "");
+}
