@@ -300,7 +300,13 @@ fn a_hand_made_set_up_is_walked_onto_the_router_to_the_end() {
             !site.queues.contains_key(OLD_QUEUE),
             "the old queue is deleted"
         );
-        assert!(site.queues.contains_key(TENANT_QUEUE));
+        // The round was concluded: its mark is off the tenant queue, the evidence's is on.
+        let tags = &site.queues[TENANT_QUEUE].tags;
+        assert!(
+            !tags.contains_key(super::evidence::EVIDENCE_TAG),
+            "{tags:?}"
+        );
+        assert!(tags.contains_key(super::evidence::VERIFIED_TAG), "{tags:?}");
         assert!(
             site.rules
                 .keys()
@@ -393,12 +399,65 @@ fn a_gitops_revert_after_the_probe_is_caught_by_the_sentinel() {
         !moves.iter().any(|m| m.starts_with("applied step 5")),
         "rules disabled while Karpenter reads the old queue again: {moves:#?}"
     );
+    let refused = moves
+        .iter()
+        .find(|m| m.contains("was taken from Karpenter-alpha: something still reads it"));
+    // And says where to look: the value GitOps owns.
     assert!(
-        moves
-            .iter()
-            .any(|m| m.contains("was taken from Karpenter-alpha: something still reads it")),
+        refused.is_some_and(|m| m.contains("Karpenter of alpha may still point at it")
+            && m.contains("Argo CD self-heal")),
         "{moves:#?}"
     );
+}
+
+/// The router does not forward the probe (it answers the record failed): the round is not
+/// started, since a probe that never arrived would look taken.
+#[test]
+fn a_probe_the_router_does_not_forward_starts_no_round() {
+    let world = account();
+    let function = world.site(|site| site.stacks["ir"].stack.outputs["FunctionName"].clone());
+    let error = paused().block_on(async {
+        let mut reads = Reads::Old;
+        loop {
+            let plan = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
+            let next = plan
+                .cluster(CLUSTER)
+                .and_then(|c| c.next())
+                .cloned()
+                .unwrap();
+            // The helm command made: the next --apply starts the round.
+            if next.number == 3 && reads == Reads::Tenant {
+                break;
+            }
+            advance(&world, &mut reads).await.unwrap();
+        }
+        world.function(&function, |payload| {
+            let batch: Value = serde_json::from_str(payload).unwrap_or_default();
+            let id = batch["Records"][0]["messageId"].clone();
+            Invoked {
+                function_error: None,
+                payload: json!({"batchItemFailures": [{"itemIdentifier": id}],
+                    "outcomes": {id.as_str().unwrap_or_default(): "failed"}})
+                .to_string()
+                .into_bytes(),
+            }
+        });
+        run(&world, &Options::apply("ir", CLUSTER).delete_hand_made())
+            .await
+            .expect_err("no round without the probe")
+    });
+    let why = format!("{error:#}");
+    assert!(
+        why.contains("the router did not forward the probe"),
+        "{why}"
+    );
+    world.site(|site| {
+        let tenant = &site.queues[TENANT_QUEUE];
+        assert!(
+            !tenant.tags.contains_key(super::evidence::EVIDENCE_TAG),
+            "a round was recorded"
+        );
+    });
 }
 
 /// After the helm command, the old queue fills with the account's other interruptions (its rules

@@ -3,19 +3,8 @@
 
 use serde_json::Value;
 
-use super::{failed, hub, verify};
+use super::{failed, hub, says, verify};
 use crate::{check::Check, cloud::model::World};
-
-fn says(check: &Check, detail: &str, fix: &str) {
-    assert!(
-        check.detail.contains(detail),
-        "{}: {}",
-        check.name,
-        check.detail
-    );
-    let given = check.fix.as_deref().unwrap_or_default();
-    assert!(given.contains(fix), "{}'s fix: {given}", check.name);
-}
 
 fn failing(world: &World) -> (Vec<String>, Vec<Check>) {
     let report = verify(world);

@@ -5,11 +5,12 @@
 mod breakages;
 mod hub;
 mod keys;
+mod queues;
 mod roles;
 mod spokes;
 
 use super::{Options, Report, run};
-use crate::cloud::model::World;
+use crate::{check::Check, cloud::model::World};
 
 /// verify's report on `world` for the base stack `ir`, every cluster.
 fn verify(world: &World) -> Report {
@@ -27,6 +28,45 @@ fn verify_with(world: &World, options: Options) -> Report {
         .build()
         .expect("a runtime")
         .block_on(run(world, &options))
+}
+
+/// The one check that fails on `world`: asserted to be `name`, and returned.
+fn only(world: &World, name: &str) -> Check {
+    let report = verify(world);
+    assert_eq!(failed(&report), [name], "{report:#?}");
+    report
+        .checks
+        .into_iter()
+        .find(|c| c.name == name)
+        .expect("the failed check")
+}
+
+/// Asserts the check's finding and fix say what they must.
+fn says(check: &Check, detail: &str, fix: &str) {
+    assert!(
+        check.detail.contains(detail),
+        "{}: {}",
+        check.name,
+        check.detail
+    );
+    let given = check.fix.as_deref().unwrap_or_default();
+    assert!(given.contains(fix), "{}'s fix: {given}", check.name);
+}
+
+/// Changes attribute `key` of queue `queue` (`None` removes it).
+fn queue_attribute(world: &World, queue: &str, key: &str, value: Option<&str>) {
+    world.site(|site| {
+        let attributes = &mut site.queues.get_mut(queue).expect("the queue").attributes;
+        match value {
+            Some(v) => attributes.insert(key.to_owned(), v.to_owned()),
+            None => attributes.remove(key),
+        };
+    });
+}
+
+/// The name of the queue the base stack's output `output` gives the ARN of.
+fn queue_name(world: &World, output: &str) -> String {
+    aws_model::aws::arn_name(&hub::output(world, output)).to_owned()
 }
 
 /// The names of the checks that failed.

@@ -4,25 +4,8 @@
 
 use serde_json::Value;
 
-use super::{failed, hub, verify, verify_with};
-use crate::{check::Check, cloud::model::World, verify::Options};
-
-fn only(world: &World, name: &str) -> Check {
-    let report = verify(world);
-    assert_eq!(failed(&report), [name], "{report:#?}");
-    report.checks.into_iter().find(|c| c.name == name).unwrap()
-}
-
-fn says(check: &Check, detail: &str, fix: &str) {
-    assert!(
-        check.detail.contains(detail),
-        "{}: {}",
-        check.name,
-        check.detail
-    );
-    let given = check.fix.as_deref().unwrap_or_default();
-    assert!(given.contains(fix), "{}'s fix: {given}", check.name);
-}
+use super::{failed, hub, only, says, verify, verify_with};
+use crate::{cloud::model::World, verify::Options};
 
 /// The router role's inline policy as text, edited by `edit` (which must change it).
 fn edit_router_policy(world: &World, edit: impl Fn(&str) -> String) {

@@ -2,7 +2,7 @@
 //! the hub bus's policy for it, its rules, the spoke role and its tenant queues; each broken the
 //! way it breaks there.
 
-use super::{failed, hub, verify_with};
+use super::{failed, hub, says, verify_with};
 use crate::{
     check::Check,
     cloud::model::World,
@@ -52,17 +52,6 @@ fn a_member_with_its_spoke_stack_passes_every_check() {
             );
         }
     }
-}
-
-fn says(check: &Check, detail: &str, fix: &str) {
-    assert!(
-        check.detail.contains(detail),
-        "{}: {}",
-        check.name,
-        check.detail
-    );
-    let given = check.fix.as_deref().unwrap_or_default();
-    assert!(given.contains(fix), "{}'s fix: {given}", check.name);
 }
 
 /// The spoke role trusts only the hub's router role: the operator's own credentials may not
