@@ -464,7 +464,10 @@ fn a_probe_the_router_does_not_forward_starts_no_round() {
 /// have no cluster filter) past what a look can search: the round's first read cannot reach the
 /// sentinel, so SQS's own per-minute counts of the old queue decide it, minutes later.
 fn busy(reader_comes_back: bool) -> Vec<String> {
-    let world = account();
+    busy_in(account(), reader_comes_back)
+}
+
+fn busy_in(world: World, reader_comes_back: bool) -> Vec<String> {
     let moves = paused().block_on(async {
         let mut reads = Reads::Old;
         let mut moves: Vec<String> = Vec::new();
@@ -499,7 +502,8 @@ fn busy(reader_comes_back: bool) -> Vec<String> {
             }
             let decided = moves.iter().any(|m| {
                 m.starts_with("applied step 5")
-                    || (m.starts_with("refused") && m.contains("SQS counted"))
+                    || (m.starts_with("refused")
+                        && (m.contains("SQS counted") || m.contains("CloudWatch still lacks")))
             });
             if decided || moves.len() > 400 {
                 break;
@@ -592,4 +596,35 @@ fn a_rollback_after_the_rules_were_disabled_puts_the_old_path_back() {
     assert_nothing_missed();
     let next = plan.cluster(CLUSTER).and_then(|c| c.next()).unwrap();
     assert!(next.number <= 4, "{next:?}");
+}
+
+/// CloudWatch never has the counts' minutes: adopt waits for them (the plan says so), and after
+/// its patience says it cannot tell and disables nothing.
+#[test]
+fn counts_that_never_come_disable_nothing() {
+    let world = account();
+    world.edit(|state, _, _| state.metric_lag = Duration::from_secs(24 * 3600));
+    let moves = busy_in(world, false);
+    assert!(
+        !moves.iter().any(|m| m.starts_with("applied step 5")),
+        "{moves:#?}"
+    );
+    let refused = moves
+        .iter()
+        .find(|m| m.contains("CloudWatch still lacks SQS's counts"));
+    assert!(
+        refused.is_some_and(|m| m.contains("15 min after the round's last minute ended")
+            && m.contains("aws events disable-rule")),
+        "{moves:#?}"
+    );
+    // It waited its patience first: 5-s looks for about 15 minutes after the counts were asked.
+    let asked = moves
+        .iter()
+        .position(|m| m.contains("SQS's own counts of Karpenter-alpha decide"))
+        .expect("the counts were asked");
+    let waits = moves[asked..]
+        .iter()
+        .filter(|m| *m == "waited at step 4")
+        .count();
+    assert!(waits >= 170, "gave up after {waits} looks: {moves:#?}");
 }

@@ -521,7 +521,7 @@ impl Moves for World {
     }
 
     /// SQS publishes a datapoint for every minute of an active queue, zero included; the model's
-    /// CloudWatch has a minute [`METRIC_LAG`] after it ends.
+    /// CloudWatch has a minute `metric_lag` ([`METRIC_LAG`]) after it ends.
     async fn queue_metric(
         &self,
         queue: &str,
@@ -530,7 +530,8 @@ impl Moves for World {
         to: SystemTime,
     ) -> Result<Vec<(u64, f64)>, CallError> {
         self.gate("GetMetricStatistics")?;
-        let published = millis(self.now()) as u64 / 1000 - METRIC_LAG.as_secs();
+        let lag = self.lock().metric_lag.as_secs();
+        let published = (millis(self.now()) as u64 / 1000).saturating_sub(lag);
         let (from, to) = (millis(from) as u64 / 1000, millis(to) as u64 / 1000);
         let first = from.div_ceil(60) * 60;
         Ok(self.read(|_, site| {

@@ -155,6 +155,9 @@ pub struct State {
     pub refused: BTreeSet<(String, String)>,
     /// What each function answers a synchronous invocation with, by name.
     pub functions: BTreeMap<String, Responder>,
+    /// How long after a minute ends CloudWatch has SQS's datapoint of it ([`acts::METRIC_LAG`]
+    /// unless a test makes CloudWatch later).
+    pub metric_lag: Duration,
 }
 
 /// A function's behaviour in the model: its answer to a payload.
@@ -193,6 +196,7 @@ impl World {
             profiles: BTreeMap::new(),
             refused: BTreeSet::new(),
             functions: BTreeMap::new(),
+            metric_lag: acts::METRIC_LAG,
         };
         Self {
             state: Arc::new(Mutex::new(state)),
