@@ -3,6 +3,7 @@
 //! guards it, with its fix. No emulator: each test runs in about a millisecond.
 
 mod breakages;
+mod function;
 mod hub;
 mod keys;
 mod queues;

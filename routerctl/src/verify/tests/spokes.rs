@@ -244,3 +244,19 @@ fn a_member_tenant_queue_for_the_hubs_role_instead_of_the_spoke_role() {
     let check = only(&world, "spoke:111111111111:tenant:beta:queue-policy");
     says(&check, "the spoke role", "");
 }
+
+/// A member's rule deleted outside CloudFormation: the spoke stack still names it.
+#[test]
+fn a_member_rule_deleted_outside_cloudformation() {
+    let world = hub::with_member(false);
+    let member = world.at(hub::MEMBER);
+    let name =
+        member.site(|site| site.stacks[hub::SPOKE_STACK].resources["SpotInterruptionRule"].clone());
+    member.site(|site| site.rules.remove(&("default".into(), name)));
+    let check = only(&world, "spoke:111111111111:rule:SpotInterruptionRule");
+    says(
+        &check,
+        "does not exist (deleted outside CloudFormation)",
+        "",
+    );
+}
