@@ -208,3 +208,27 @@ fn a_health_event_names_every_selected_node_at_once() {
         .collect();
     assert_eq!(entities, ["i-0000000000000000a", "i-0000000000000000b"]);
 }
+
+/// `--cluster-tag kubernetes.io/cluster/*`: the cluster is the tag's key, whatever its value.
+#[test]
+fn a_cluster_tag_by_key_picks_the_nodes_tagged_with_the_clusters_key() {
+    let (world, _, function, _) = hub();
+    world.instance(
+        "i-0000000000000000f",
+        "running",
+        &[
+            ("kubernetes.io/cluster/gamma", "owned"),
+            (NODEPOOL, "default"),
+        ],
+    );
+    let report = simulate(
+        &world,
+        Options {
+            cluster_tag: "kubernetes.io/cluster/*".into(),
+            ..Options::new("gamma", SimKind::Spot, &function)
+        },
+    )
+    .unwrap();
+    assert_eq!(report.instances, ["i-0000000000000000f"]);
+    assert_eq!(report.failed(), 0, "{}", report.render());
+}

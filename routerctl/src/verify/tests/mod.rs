@@ -7,6 +7,7 @@ mod function;
 mod hub;
 mod keys;
 mod queues;
+mod reads;
 mod roles;
 mod spokes;
 

@@ -260,3 +260,24 @@ fn a_member_rule_deleted_outside_cloudformation() {
         "",
     );
 }
+
+/// A spoke stack whose last update failed and could not roll back.
+#[test]
+fn a_spoke_stack_that_failed_to_roll_back() {
+    let world = hub::with_member(false);
+    world.at(hub::MEMBER).site(|site| {
+        site.stacks.get_mut(hub::SPOKE_STACK).unwrap().stack.status =
+            "UPDATE_ROLLBACK_FAILED".into();
+    });
+    let report = verify_member(&world);
+    assert!(
+        failed(&report).contains(&"spoke:111111111111:stack"),
+        "{report:#?}"
+    );
+    let check = report
+        .checks
+        .iter()
+        .find(|c| c.name == "spoke:111111111111:stack")
+        .unwrap();
+    says(check, "UPDATE_ROLLBACK_FAILED", "describe-stack-events");
+}
