@@ -209,3 +209,71 @@ fn an_experiment_that_already_ran_is_reported_on_without_starting_another() {
         "nothing else started"
     );
 }
+
+/// Templates that could not be judged for one cluster, or are not this project's: never started.
+#[test]
+fn templates_by_arn_of_another_type_or_two_of_them_are_refused() {
+    let mut by_arn = template(&[("eks:eks-cluster-name", "alpha"), (NODEPOOL, "spot")]);
+    by_arn.targets[0].by_arn = true;
+    let mut other_type = template(&[("eks:eks-cluster-name", "alpha"), (NODEPOOL, "spot")]);
+    other_type.targets[0].resource_type = "aws:ec2:instance".into();
+    for (t, expected) in [
+        (by_arn, "names instances by ARN"),
+        (other_type, "not aws:ec2:spot-instance"),
+    ] {
+        let (world, _) = hub();
+        world.put_experiment_template(
+            "EXTalpha",
+            &[("cluster", "alpha"), ("app", "interruption-router")],
+            t,
+        );
+        let error = fis(&world, &options()).unwrap_err().to_string();
+        assert!(error.contains(expected), "{error}");
+        assert!(world.site(|site| site.experiments.is_empty()));
+    }
+    let (world, _) = hub();
+    world.put_experiment_template(
+        "EXTalpha2",
+        &[("cluster", "alpha"), ("app", "interruption-router")],
+        template(&[("eks:eks-cluster-name", "alpha"), (NODEPOOL, "spot")]),
+    );
+    let error = fis(&world, &options()).unwrap_err().to_string();
+    assert!(
+        error.contains("2 templates are tagged cluster=alpha"),
+        "{error}"
+    );
+}
+
+/// An experiment FIS failed: the error says why, and what an empty target means.
+#[test]
+fn a_failed_experiment_says_why() {
+    let (world, _) = hub();
+    world.site(|site| {
+        site.experiments.insert(
+            "EXPfailed".into(),
+            crate::cloud::experiments::ExperimentState {
+                template_id: "EXTalpha".into(),
+                status: Some("failed".into()),
+                reason: Some("Target resolution returned empty set".into()),
+                ..Default::default()
+            },
+        );
+    });
+    let error = fis(
+        &world,
+        &Options {
+            experiment_id: Some("EXPfailed".into()),
+            ..options()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("experiment EXPfailed failed: Target resolution returned empty set"),
+        "{error}"
+    );
+    assert!(
+        error.contains("no running spot instance carries the cluster tag"),
+        "{error}"
+    );
+}

@@ -232,3 +232,45 @@ fn a_cluster_tag_by_key_picks_the_nodes_tagged_with_the_clusters_key() {
     assert_eq!(report.instances, ["i-0000000000000000f"]);
     assert_eq!(report.failed(), 0, "{}", report.render());
 }
+
+/// A rebalance recommendation through the function, and an ingest queue URL that names no
+/// queue (refused before anything is picked).
+#[test]
+fn a_rebalance_recommendation_and_a_queue_that_does_not_exist() {
+    let (world, invoked, function, ingest) = hub();
+    let report = simulate(&world, Options::new("alpha", SimKind::Rebalance, &function)).unwrap();
+    assert_eq!(report.failed(), 0);
+    let batches = invoked.lock().unwrap();
+    let body: Value =
+        serde_json::from_str(batches[0]["Records"][0]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["detail-type"], "EC2 Instance Rebalance Recommendation");
+    drop(batches);
+    let missing = ingest.replace("-ingest", "-gone");
+    let error = simulate(&world, Options::new("alpha", SimKind::Spot, &missing))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("does not exist in us-east-1: pass the base stack's IngestQueueUrl"),
+        "{error}"
+    );
+}
+
+/// Each of the other kinds as Karpenter's parser picks it: by source and detail-type.
+#[test]
+fn state_changes_and_capacity_reservation_warnings_carry_their_kind() {
+    use interruption_router::event::Kind;
+    for (kind, expected) in [
+        (SimKind::State, Kind::StateChange),
+        (SimKind::Capacity, Kind::CapacityReservationInterruption),
+    ] {
+        let (world, invoked, function, _) = hub();
+        let report = simulate(&world, Options::new("alpha", kind, &function)).unwrap();
+        assert_eq!(report.failed(), 0, "{}", report.render());
+        let batches = invoked.lock().unwrap();
+        let body: Value =
+            serde_json::from_str(batches[0]["Records"][0]["body"].as_str().unwrap()).unwrap();
+        assert_eq!(body["source"], expected.source());
+        assert_eq!(body["detail-type"], expected.detail_type());
+        assert_eq!(body["version"], "0");
+    }
+}

@@ -580,3 +580,27 @@ fn a_look_alike_queue_with_the_routers_name_stops_step_1() {
     );
     world.site(|site| assert!(!site.stacks.contains_key("ir-tenant-alpha")));
 }
+
+/// After the whole walk there is nothing to roll back to: `--rollback` refuses, and says to keep
+/// Karpenter on the router's queue.
+#[test]
+fn a_rollback_after_the_old_rules_were_deleted_is_refused() {
+    let world = account();
+    let error = paused().block_on(async {
+        let mut reads = Reads::Old;
+        let mut n = 0;
+        while advance(&world, &mut reads).await.unwrap().is_some() {
+            n += 1;
+            assert!(n < 200);
+        }
+        run(&world, &Options::rollback("ir", CLUSTER))
+            .await
+            .expect_err("nothing to roll back to")
+    });
+    let why = format!("{error:#}");
+    assert!(why.contains("no old rule left to re-enable"), "{why}");
+    assert!(
+        why.contains("keep Karpenter on the router's queue"),
+        "{why}"
+    );
+}

@@ -131,3 +131,47 @@ fn a_direct_queue_open_to_any_member_role_or_read_by_nothing() {
         "aws lambda create-event-source-mapping",
     );
 }
+
+/// The direct queue as the ingest queue is judged: encrypted, its visibility suiting the
+/// function, read by an enabled mapping.
+#[test]
+fn a_direct_queue_unencrypted_too_visible_or_its_mapping_disabled() {
+    let served = [
+        ("CentralBus", "Enabled"),
+        ("ServedAccounts", "111111111111"),
+    ];
+    let direct =
+        |world: &World| aws_model::aws::arn_name(&hub::output(world, "DirectQueueArn")).to_owned();
+    let world = hub::deployed_with(&served);
+    super::queue_attribute(
+        &world,
+        &direct(&world),
+        "SqsManagedSseEnabled",
+        Some("false"),
+    );
+    let (names, _) = failing(&world);
+    assert_eq!(names, ["direct-queue"]);
+
+    let world = hub::deployed_with(&served);
+    super::queue_attribute(&world, &direct(&world), "VisibilityTimeout", Some("10"));
+    let (names, checks) = failing(&world);
+    assert_eq!(names, ["direct-queue"]);
+    says(
+        &checks[0],
+        "Lambda refuses to update the event source mapping",
+        "VisibilityTimeout=180",
+    );
+
+    let world = hub::deployed_with(&served);
+    let arn = hub::output(&world, "DirectQueueArn");
+    let function = hub::output(&world, "FunctionName");
+    world.site(|site| {
+        for m in site.mappings.get_mut(&function).unwrap() {
+            if m.event_source_arn.as_deref() == Some(arn.as_str()) {
+                m.state = Some("Disabled".into());
+            }
+        }
+    });
+    let (names, _) = failing(&world);
+    assert_eq!(names, ["event-source-mapping:direct"]);
+}

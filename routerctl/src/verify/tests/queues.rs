@@ -293,3 +293,61 @@ fn no_cluster_onboarded() {
     let check = only(&world, "tenants");
     says(&check, "karpenter-", "make deploy-tenant");
 }
+
+/// A tenant queue without any policy: it does not grant the router, and anyone in the account
+/// with sqs:SendMessage could write a fake interruption.
+#[test]
+fn a_tenant_queue_without_a_policy() {
+    let world = hub::deployed();
+    queue_attribute(&world, &hub::tenant_queue(), "Policy", None);
+    let report = verify(&world);
+    let check = report
+        .checks
+        .iter()
+        .find(|c| c.name == "tenant:alpha:queue-policy")
+        .unwrap();
+    assert!(!check.passed);
+    says(check, "has no queue policy", "aws sqs set-queue-attributes");
+}
+
+/// The ingest queue's policy written for other rules: EventBridge refuses the stack's own.
+#[test]
+fn an_ingest_queue_policy_for_other_rules() {
+    let world = hub::deployed();
+    let ingest = queue_name(&world, "IngestQueueArn");
+    let policy = world.site(|site| site.queues[&ingest].attributes["Policy"].clone());
+    let moved = policy.replace("rule/ir-", "rule/old-");
+    assert_ne!(moved, policy);
+    queue_attribute(&world, &ingest, "Policy", Some(&moved));
+    let check = only(&world, "ingest-queue:policy");
+    says(
+        &check,
+        "ir-SpotInterruptionRule-GENERATED",
+        "aws sqs set-queue-attributes",
+    );
+}
+
+/// A tenant queue under another account's key: the stacks grant roles their own account's keys.
+#[test]
+fn a_tenant_queue_under_another_accounts_key() {
+    let world = hub::deployed();
+    let queue = hub::tenant_queue();
+    queue_attribute(
+        &world,
+        &queue,
+        "KmsMasterKeyId",
+        Some("arn:aws:kms:us-east-1:999999999999:key/elsewhere"),
+    );
+    let report = verify(&world);
+    let check = report
+        .checks
+        .iter()
+        .find(|c| c.name == "tenant:alpha:key")
+        .unwrap();
+    assert!(!check.passed, "{check:?}");
+    says(
+        check,
+        "a key of account 999999999999, not the queue's account 123456789012",
+        "KMS_KEY=<a customer-managed key of account 123456789012",
+    );
+}

@@ -131,3 +131,73 @@ fn a_refused_tenant_record_read_is_not_a_missing_record() {
         found.detail
     );
 }
+
+/// A stack with no topic its alarms notify: every alarm pages nobody.
+#[test]
+fn a_stack_without_an_alarm_topic() {
+    let world = hub::deployed();
+    world.site(|site| {
+        let stack = &mut site.stacks.get_mut(hub::STACK).unwrap().stack;
+        stack.outputs.remove("AlarmTopicArn");
+        stack
+            .parameters
+            .insert("AlarmTopicArn".into(), String::new());
+    });
+    let report = verify(&world);
+    let check = report
+        .checks
+        .iter()
+        .find(|c| c.name == "alarm-topic")
+        .unwrap();
+    assert!(!check.passed, "{check:?}");
+    says(check, "", "ALARM_TOPIC=<topic ARN>");
+}
+
+/// A function still Pending is not ready to run; a rule in a state other than ENABLED passes
+/// nothing the router expects.
+#[test]
+fn a_pending_function_and_a_rule_in_another_state() {
+    let world = hub::deployed();
+    let name = hub::output(&world, "FunctionName");
+    world.site(|site| {
+        let f = site.functions.get_mut(&name).unwrap();
+        f.state = Some("Pending".into());
+        f.state_reason = Some("The function is being created.".into());
+    });
+    let check = only(&world, "function");
+    says(&check, "is Pending: The function is being created.", "");
+
+    let world = hub::deployed();
+    let rule = hub::resource(&world, "RebalanceRecommendationRule");
+    world.site(|site| {
+        site.rules
+            .get_mut(&("default".into(), rule))
+            .unwrap()
+            .0
+            .state = Some("ENABLED_WITH_ALL_CLOUDTRAIL_MANAGEMENT_EVENTS".into());
+    });
+    let check = only(&world, "rule:RebalanceRecommendationRule");
+    says(
+        &check,
+        "is ENABLED_WITH_ALL_CLOUDTRAIL_MANAGEMENT_EVENTS",
+        "aws events enable-rule",
+    );
+}
+
+/// The only mapping of the function reads another queue: nothing reads the ingest queue.
+#[test]
+fn a_mapping_that_reads_another_queue() {
+    let world = hub::deployed();
+    let function = hub::output(&world, "FunctionName");
+    world.site(|site| {
+        for m in site.mappings.get_mut(&function).unwrap() {
+            m.event_source_arn = Some("arn:aws:sqs:us-east-1:123456789012:other".into());
+        }
+    });
+    let check = only(&world, "event-source-mapping");
+    says(
+        &check,
+        "nothing reads the queue",
+        "--event-source-arn arn:aws:sqs:us-east-1:123456789012:ir-ingest",
+    );
+}

@@ -281,3 +281,76 @@ fn a_spoke_stack_that_failed_to_roll_back() {
         .unwrap();
     says(check, "UPDATE_ROLLBACK_FAILED", "describe-stack-events");
 }
+
+/// The router no longer serves the member (its SERVED_ACCOUNTS changed outside the stack).
+#[test]
+fn a_member_the_router_no_longer_serves() {
+    let world = hub::with_member(false);
+    let function = hub::output(&world, "FunctionName");
+    world.site(|site| {
+        site.functions
+            .get_mut(&function)
+            .unwrap()
+            .environment
+            .insert("SERVED_ACCOUNTS".into(), "222222222222".into());
+    });
+    let report = verify_member(&world);
+    assert!(
+        failed(&report).contains(&"spoke:111111111111:served"),
+        "{report:#?}"
+    );
+}
+
+/// `--account` of the hub's own account, and a profile that does not exist.
+#[test]
+fn the_hubs_own_account_or_an_unknown_profile() {
+    let world = hub::with_member(false);
+    let report = verify_with(
+        &world,
+        Options {
+            stack: hub::STACK.into(),
+            account: Some(hub::ACCOUNT.into()),
+            ..Options::default()
+        },
+    );
+    let check = report
+        .checks
+        .iter()
+        .find(|c| c.name.ends_with(":served"))
+        .unwrap();
+    says(check, "is the hub's own account", "a member account's id");
+
+    let report = verify_with(
+        &world,
+        Options {
+            stack: hub::STACK.into(),
+            account: Some(hub::MEMBER.into()),
+            profile: Some("nobody".into()),
+            ..Options::default()
+        },
+    );
+    assert!(
+        failed(&report).contains(&"spoke:111111111111:access"),
+        "{report:#?}"
+    );
+    let check = report
+        .checks
+        .iter()
+        .find(|c| c.name.ends_with(":access"))
+        .unwrap();
+    says(check, "profile nobody", "aws configure list-profiles");
+}
+
+/// The member's alarm topic with no confirmed subscription: its tenant queues' alarms page
+/// nobody.
+#[test]
+fn a_member_alarm_topic_nobody_confirmed() {
+    let world = hub::with_member(false);
+    world.at(hub::MEMBER).site(|site| {
+        for subscriptions in site.subscriptions.values_mut() {
+            subscriptions.clear();
+        }
+    });
+    let check = only(&world, "spoke:111111111111:alarm-topic");
+    says(&check, "no confirmed subscription", "aws sns subscribe");
+}
