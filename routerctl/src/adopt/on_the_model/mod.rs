@@ -153,6 +153,37 @@ async fn traffic(world: &World, reads: Reads) {
     });
 }
 
+/// Moves until `done` says the walk has gone far enough (60 at most), `react` changing what the
+/// operator's side does after each (the move, the moves before it, Karpenter's queue); then a
+/// last interruption, so every one of them is accounted for.
+fn play(
+    world: &World,
+    mut react: impl FnMut(&str, &[String], &mut Reads),
+    done: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
+    paused().block_on(async {
+        let mut reads = Reads::Old;
+        let mut moves: Vec<String> = Vec::new();
+        while !done(&moves) && moves.len() <= 60 {
+            let did = advance(world, &mut reads).await.unwrap().unwrap();
+            react(&did, &moves, &mut reads);
+            moves.push(did);
+        }
+        traffic(world, reads).await;
+        moves
+    })
+}
+
+/// The old set-up's rules still enabled.
+fn old_rules_enabled(site: &crate::cloud::model::Site) -> usize {
+    site.rules
+        .iter()
+        .filter(|((_, name), (rule, _))| {
+            name.starts_with("Karpenter") && rule.state.as_deref() == Some("ENABLED")
+        })
+        .count()
+}
+
 /// Every interruption of the walk reached Karpenter, through the old queue or the router, and
 /// there were enough of them to say so.
 fn assert_nothing_missed() {
@@ -328,40 +359,29 @@ fn a_hand_made_set_up_is_walked_onto_the_router_to_the_end() {
 #[test]
 fn karpenter_still_on_the_old_queue_keeps_the_old_rules_on() {
     let world = account();
-    let moves = paused().block_on(async {
-        let mut reads = Reads::Old;
-        let mut moves = Vec::new();
-        loop {
-            let did = advance(&world, &mut reads).await.unwrap().unwrap();
+    let moves = play(
+        &world,
+        |did, _, reads| {
             // The operator's helm command does not take: Karpenter goes on reading the old queue.
             if did.starts_with("operator: helm") {
-                reads = Reads::Old;
+                *reads = Reads::Old;
             }
-            let stop = did.starts_with("applied step 4")
-                && moves
-                    .iter()
-                    .any(|m: &String| m.starts_with("applied step 4"));
-            moves.push(did);
-            if stop || moves.len() > 60 {
-                break;
-            }
-        }
-        traffic(&world, reads).await;
-        moves
-    });
+        },
+        |moves| {
+            moves
+                .iter()
+                .filter(|m| m.starts_with("applied step 4"))
+                .count()
+                >= 2
+        },
+    );
     assert_nothing_missed();
     assert!(
         !moves.iter().any(|m| m.starts_with("applied step 5")),
         "rules disabled while Karpenter reads the old queue: {moves:#?}"
     );
     world.site(|site| {
-        let enabled = site
-            .rules
-            .iter()
-            .filter(|((_, name), (rule, _))| {
-                name.starts_with("Karpenter") && rule.state.as_deref() == Some("ENABLED")
-            })
-            .count();
+        let enabled = old_rules_enabled(site);
         assert_eq!(enabled, 5, "the old rules stay on");
     });
 }
@@ -372,30 +392,24 @@ fn karpenter_still_on_the_old_queue_keeps_the_old_rules_on() {
 #[test]
 fn a_gitops_revert_after_the_probe_is_caught_by_the_sentinel() {
     let world = account();
-    let moves = paused().block_on(async {
-        let mut reads = Reads::Old;
-        let mut moves: Vec<String> = Vec::new();
-        loop {
-            let did = advance(&world, &mut reads).await.unwrap().unwrap();
+    let moves = play(
+        &world,
+        |did, before, reads| {
+            // The revert lands once the tenant queue's probe was taken.
             let probe_taken =
-                moves.iter().any(|m| m.contains("sent probe")) && did == "waited at step 4";
-            moves.push(did);
-            if probe_taken && reads == Reads::Tenant {
-                // The revert lands once the tenant queue's probe was taken.
-                reads = Reads::Old;
+                before.iter().any(|m| m.contains("sent probe")) && did == "waited at step 4";
+            if probe_taken && *reads == Reads::Tenant {
+                *reads = Reads::Old;
             }
-            let read = moves
+        },
+        |moves| {
+            moves
                 .iter()
                 .filter(|m| m.starts_with("applied") || m.starts_with("refused"))
                 .count()
-                >= 3;
-            if read || moves.len() > 60 {
-                break;
-            }
-        }
-        traffic(&world, reads).await;
-        moves
-    });
+                >= 3
+        },
+    );
     assert_nothing_missed();
     assert!(
         !moves.iter().any(|m| m.starts_with("applied step 5")),
@@ -499,13 +513,7 @@ fn a_rollback_after_the_rules_were_disabled_puts_the_old_path_back() {
     assert!(waited >= Duration::from_secs(60), "{waited:?}");
     assert!(helm.contains(OLD_QUEUE), "{helm}");
     world.site(|site| {
-        let on = site
-            .rules
-            .iter()
-            .filter(|((_, n), (r, _))| {
-                n.starts_with("Karpenter") && r.state.as_deref() == Some("ENABLED")
-            })
-            .count();
+        let on = old_rules_enabled(site);
         assert_eq!(on, 5);
     });
     assert_nothing_missed();
@@ -536,13 +544,7 @@ fn a_plan_reports_a_pattern_it_cannot_read_and_changes_nothing() {
         report.unreadable
     );
     world.site(|site| {
-        let enabled = site
-            .rules
-            .iter()
-            .filter(|((_, n), (r, _))| {
-                n.starts_with("Karpenter") && r.state.as_deref() == Some("ENABLED")
-            })
-            .count();
+        let enabled = old_rules_enabled(site);
         assert_eq!(enabled, 6);
         assert!(!site.queues.contains_key(TENANT_QUEUE));
         assert!(!site.stacks.contains_key("ir-tenant-alpha"));

@@ -1,9 +1,9 @@
 //! The function, its role and its alarms on a hub that serves other accounts, and the options an
 //! operator passes (`--cluster`, `--karpenter-role`), each broken alone.
 
-use serde_json::Value;
-
-use super::{failed, hub, only, queue_attribute, queue_name, says, verify, verify_with};
+use super::{
+    failed, hub, only, queue_attribute, queue_name, says, verify, verify_with, without_statement,
+};
 use crate::{cloud::model::World, verify::Options};
 
 const SERVING: [(&str, &str); 2] = [
@@ -57,9 +57,7 @@ fn a_router_role_that_may_not_assume_the_spoke_roles() {
     let arn = hub::output(&world, "RouterRoleArn");
     world.edit(|state, _, _| {
         for (_, document) in &mut state.roles.get_mut(&arn).unwrap().inline {
-            if let Some(statements) = document["Statement"].as_array_mut() {
-                statements.retain(|s: &Value| s["Sid"] != "AssumeSpokeRoles");
-            }
+            without_statement(document, "AssumeSpokeRoles");
         }
     });
     let report = verify(&world);

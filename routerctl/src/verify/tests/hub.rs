@@ -137,3 +137,13 @@ pub fn with_member(direct: bool) -> World {
     world.profile(MEMBER_PROFILE, MEMBER);
     world
 }
+
+/// The member's spoke role, as spoke.yaml names it by default.
+pub fn spoke_role() -> String {
+    format!("arn:aws:iam::{MEMBER}:role/interruption-router-spoke")
+}
+
+/// The member's direct role in the hub's region.
+pub fn direct_role() -> String {
+    format!("arn:aws:iam::{MEMBER}:role/interruption-router-spoke-direct-{REGION}")
+}

@@ -1,9 +1,7 @@
 //! Queues under the KMS keys the stacks create (`KmsKey=Create`), and the central bus's direct
 //! queue: each broken as it breaks in an account, each failing its own check.
 
-use serde_json::Value;
-
-use super::{failed, hub, says, verify};
+use super::{failed, hub, says, verify, without_statement};
 use crate::{check::Check, cloud::model::World};
 
 fn failing(world: &World) -> (Vec<String>, Vec<Check>) {
@@ -44,11 +42,10 @@ fn a_key_policy_without_eventbridge_fails_the_queues_the_rules_feed() {
     let world = hub::deployed_with(&[("KmsKey", "Create")]);
     let key = base_key(&world);
     world.edit(|state, _, _| {
-        let policy = &mut state.keys.get_mut(&key).unwrap().policy;
-        policy["Statement"]
-            .as_array_mut()
-            .unwrap()
-            .retain(|s: &Value| s["Sid"] != "EventBridgeRulesOfThisAccountDeliver");
+        without_statement(
+            &mut state.keys.get_mut(&key).unwrap().policy,
+            "EventBridgeRulesOfThisAccountDeliver",
+        );
     });
     let (names, checks) = failing(&world);
     assert_eq!(
@@ -74,11 +71,10 @@ fn a_tenant_key_that_karpenter_may_not_use() {
     let key = world.site(|site| site.queues[&queue].attributes["KmsMasterKeyId"].clone());
     assert_ne!(key, base_key(&world), "the tenant stack makes its own key");
     world.edit(|state, _, _| {
-        let policy = &mut state.keys.get_mut(&key).unwrap().policy;
-        policy["Statement"]
-            .as_array_mut()
-            .unwrap()
-            .retain(|s: &Value| s["Sid"] != "AccountRolesDecryptThroughSqs");
+        without_statement(
+            &mut state.keys.get_mut(&key).unwrap().policy,
+            "AccountRolesDecryptThroughSqs",
+        );
     });
     let (names, checks) = failing(&world);
     assert!(

@@ -71,6 +71,13 @@ fn queue_name(world: &World, output: &str) -> String {
     aws_model::aws::arn_name(&hub::output(world, output)).to_owned()
 }
 
+/// `document` without its statement `sid` (a policy edited by hand).
+fn without_statement(document: &mut serde_json::Value, sid: &str) {
+    if let Some(statements) = document["Statement"].as_array_mut() {
+        statements.retain(|s| s["Sid"] != sid);
+    }
+}
+
 /// The names of the checks that failed.
 fn failed(report: &Report) -> Vec<&str> {
     report

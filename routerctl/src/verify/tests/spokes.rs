@@ -9,16 +9,21 @@ use crate::{
     verify::{Options, Report},
 };
 
-fn verify_member(world: &World) -> Report {
+/// `verify --account <account> [--profile <profile>]` on the hub `ir`.
+fn verify_account(world: &World, account: &str, profile: Option<&str>) -> Report {
     verify_with(
         world,
         Options {
             stack: hub::STACK.into(),
-            account: Some(hub::MEMBER.into()),
-            profile: Some(hub::MEMBER_PROFILE.into()),
+            account: Some(account.into()),
+            profile: profile.map(str::to_owned),
             ..Options::default()
         },
     )
+}
+
+fn verify_member(world: &World) -> Report {
+    verify_account(world, hub::MEMBER, Some(hub::MEMBER_PROFILE))
 }
 
 fn only(world: &World, name: &str) -> Check {
@@ -59,14 +64,7 @@ fn a_member_with_its_spoke_stack_passes_every_check() {
 #[test]
 fn a_member_reached_without_a_profile_is_refused_by_the_spoke_roles_trust() {
     let world = hub::with_member(false);
-    let report = verify_with(
-        &world,
-        Options {
-            stack: hub::STACK.into(),
-            account: Some(hub::MEMBER.into()),
-            ..Options::default()
-        },
-    );
+    let report = verify_account(&world, hub::MEMBER, None);
     assert_eq!(
         failed(&report),
         ["spoke:111111111111:access"],
@@ -147,10 +145,7 @@ fn a_hub_bus_that_no_longer_admits_the_member() {
 #[test]
 fn a_spoke_role_that_trusts_another_router() {
     let world = hub::with_member(false);
-    let role = format!(
-        "arn:aws:iam::{}:role/interruption-router-spoke",
-        hub::MEMBER
-    );
+    let role = hub::spoke_role();
     world.edit(|state, _, _| {
         let trust = &mut state.roles.get_mut(&role).expect("the spoke role").trust;
         *trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
@@ -170,11 +165,7 @@ fn a_spoke_role_that_trusts_another_router() {
 #[test]
 fn a_direct_role_that_may_not_send() {
     let world = hub::with_member(true);
-    let role = format!(
-        "arn:aws:iam::{}:role/interruption-router-spoke-direct-{}",
-        hub::MEMBER,
-        hub::REGION
-    );
+    let role = hub::direct_role();
     world.edit(|state, _, _| {
         state
             .roles
@@ -209,10 +200,7 @@ fn a_member_tenant_queue_nobody_reads() {
 #[test]
 fn a_spoke_role_without_its_policy() {
     let world = hub::with_member(false);
-    let role = format!(
-        "arn:aws:iam::{}:role/interruption-router-spoke",
-        hub::MEMBER
-    );
+    let role = hub::spoke_role();
     world.edit(|state, _, _| state.roles.get_mut(&role).unwrap().inline.clear());
     let report = verify_member(&world);
     let failed = failed(&report);
@@ -231,10 +219,7 @@ fn a_spoke_role_without_its_policy() {
 #[test]
 fn a_member_tenant_queue_for_the_hubs_role_instead_of_the_spoke_role() {
     let world = hub::with_member(false);
-    let spoke_role = format!(
-        "arn:aws:iam::{}:role/interruption-router-spoke",
-        hub::MEMBER
-    );
+    let spoke_role = hub::spoke_role();
     let router = hub::output(&world, "RouterRoleArn");
     world.at(hub::MEMBER).site(|site| {
         let q = site.queues.get_mut("karpenter-beta").unwrap();
@@ -305,14 +290,7 @@ fn a_member_the_router_no_longer_serves() {
 #[test]
 fn the_hubs_own_account_or_an_unknown_profile() {
     let world = hub::with_member(false);
-    let report = verify_with(
-        &world,
-        Options {
-            stack: hub::STACK.into(),
-            account: Some(hub::ACCOUNT.into()),
-            ..Options::default()
-        },
-    );
+    let report = verify_account(&world, hub::ACCOUNT, None);
     let check = report
         .checks
         .iter()
@@ -320,15 +298,7 @@ fn the_hubs_own_account_or_an_unknown_profile() {
         .unwrap();
     says(check, "is the hub's own account", "a member account's id");
 
-    let report = verify_with(
-        &world,
-        Options {
-            stack: hub::STACK.into(),
-            account: Some(hub::MEMBER.into()),
-            profile: Some("nobody".into()),
-            ..Options::default()
-        },
-    );
+    let report = verify_account(&world, hub::MEMBER, Some("nobody"));
     assert!(
         failed(&report).contains(&"spoke:111111111111:access"),
         "{report:#?}"
