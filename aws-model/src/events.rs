@@ -6,7 +6,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
-use interruption_router::event::Kind;
+use router_core::event::Kind;
 use serde_json::{Value, json};
 
 /// A synthetic event and the instances it names.
@@ -169,7 +169,7 @@ impl Origin {
 pub fn rfc3339(at: SystemTime) -> String {
     let secs = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (year, month, day) = interruption_router::event::civil_from_days(days);
+    let (year, month, day) = router_core::event::civil_from_days(days);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
         rem / 3600,
@@ -182,7 +182,7 @@ pub fn rfc3339(at: SystemTime) -> String {
 mod tests {
     use std::time::Duration;
 
-    use interruption_router::event::{Classified, classify, rfc3339_unix_millis};
+    use router_core::event::{Classified, classify, rfc3339_unix_millis};
 
     use super::*;
 

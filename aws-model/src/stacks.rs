@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use anyhow::{Context, Result, bail};
 use aws_sdk_cloudformation::types::{self as cfn_types, Capability, Parameter, StackStatus};
-use interruption_router::event::Kinds;
+use router_core::event::Kinds;
 
 /// The templates, compiled in so the demo always deploys exactly what is in `cloudformation/`.
 pub const BASE_TEMPLATE: &str = include_str!("../../cloudformation/base.yaml");
@@ -59,7 +59,7 @@ pub const TENANT_INHERITS: [&str; 3] = ["AlarmTopicArn", "KmsKey", "RouterName"]
 /// The parameters of `cluster`'s tenant stack next to the base stack whose parameters are
 /// `connecting`: the cluster, Karpenter's role, what [`TENANT_INHERITS`] names, where set,
 /// `QueueName` when `<QueuePrefix><cluster>` passes SQS's 80 characters (the name the router
-/// derives for the cluster: [`interruption_router::config::QueueNameTemplate::queue_name`]), and
+/// derives for the cluster: [`router_core::config::QueueNameTemplate::queue_name`]), and
 /// `EventKinds` when the cluster takes fewer than all five kinds.
 pub fn tenant_parameters(
     connecting: &BTreeMap<String, String>,
@@ -78,10 +78,9 @@ pub fn tenant_parameters(
         .get("QueuePrefix")
         .filter(|p| !p.is_empty())
         .map_or("karpenter-", String::as_str);
-    let derived =
-        interruption_router::config::QueueNameTemplate::parse(&format!("{prefix}{{cluster}}"))
-            .ok()
-            .and_then(|t| t.queue_name(cluster));
+    let derived = router_core::config::QueueNameTemplate::parse(&format!("{prefix}{{cluster}}"))
+        .ok()
+        .and_then(|t| t.queue_name(cluster));
     if let Some(queue) = derived.filter(|q| *q != format!("{prefix}{cluster}")) {
         parameters.push(("QueueName".to_owned(), queue));
     }

@@ -5,13 +5,9 @@
 
 use libfuzzer_sys::fuzz_target;
 
-// The parser module on its own: it depends only on serde, so the fuzz build does not have to
-// compile (and instrument) the AWS SDK the rest of the router needs.
-#[path = "../../router/src/event/mod.rs"]
-#[allow(dead_code)]
-mod event;
-
-use event::{Classified, InstanceId, Kind, classify, health_body_for};
+// The router's core crate: the parser as the router runs it, without the AWS SDK (which the fuzz
+// build would otherwise compile and instrument).
+use router_core::event::{Classified, InstanceId, Kind, classify, health_body_for};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(body) = std::str::from_utf8(data) else { return };

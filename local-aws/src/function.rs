@@ -22,7 +22,7 @@ use tokio::{
     process::{Child, Command},
 };
 
-use interruption_router::logging::Level;
+use router_core::logging::Level;
 
 use super::{
     lambda_logs,

@@ -9,7 +9,7 @@
 //! object has no level either: the guide does not say, and it is read as INFO here, like a
 //! missing level. The default application log level with the JSON format is INFO.
 
-use interruption_router::{event::is_rfc3339, logging::Level};
+use router_core::{event::is_rfc3339, logging::Level};
 use serde_json::Value;
 
 /// The level Lambda gives a line.

@@ -184,18 +184,18 @@ pub fn karpenter_tags(cluster: &str) -> Vec<(String, String)> {
 }
 
 /// `cluster`'s tenant as tenant.yaml makes it, as far as the router looks: the queue
-/// `karpenter-<cluster>` tagged for the cluster ([`interruption_router::tenancy::TENANT_TAG`]),
-/// and its tenant record ([`interruption_router::tenancy::record_name`]). Returns the queue URL.
+/// `karpenter-<cluster>` tagged for the cluster ([`router_core::tenancy::TENANT_TAG`]),
+/// and its tenant record ([`router_core::tenancy::record_name`]). Returns the queue URL.
 pub async fn create_tenant_queue(config: &aws_config::SdkConfig, cluster: &str) -> Result<String> {
     let name = format!("karpenter-{cluster}");
     let out = aws_sdk_sqs::Client::new(config)
         .create_queue()
         .queue_name(&name)
-        .tags(interruption_router::tenancy::TENANT_TAG, cluster)
+        .tags(router_core::tenancy::TENANT_TAG, cluster)
         .send()
         .await
         .with_context(|| format!("CreateQueue {name}"))?;
-    let record = interruption_router::tenancy::record_name(&name);
+    let record = router_core::tenancy::record_name(&name);
     aws_sdk_ssm::Client::new(config)
         .put_parameter()
         .name(&record)
@@ -218,7 +218,7 @@ pub async fn delete_tenant(config: &aws_config::SdkConfig, queue_url: &str) -> R
     let name = queue_url.rsplit('/').next().unwrap_or_default();
     aws_sdk_ssm::Client::new(config)
         .delete_parameter()
-        .name(interruption_router::tenancy::record_name(name))
+        .name(router_core::tenancy::record_name(name))
         .send()
         .await
         .with_context(|| format!("DeleteParameter for {name}"))?;

@@ -9,14 +9,16 @@
 use std::{sync::Arc, time::Duration};
 
 use aws_config::{BehaviorVersion, retry::RetryConfig, timeout::TimeoutConfig};
-use lambda_runtime::{Diagnostic, service_fn};
+use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use lambda_runtime_api_client::{body::Body, build_request};
+use serde_json::{Value, value::RawValue};
 use tracing::Instrument;
+use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 
 use crate::{
     aws::sdk::SdkAws,
     config::{Config, ConfigError},
-    handler::Router,
+    handler::{Invocation, Router},
     logging::LogSettings,
     retry::ATTEMPT_TIMEOUT,
 };
@@ -29,7 +31,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub async fn run() -> Result<(), lambda_runtime::Error> {
     let logging = LogSettings::from_env();
-    logging.init();
+    init_logging(&logging);
     // Every line the process writes carries the release as a field of this span (JSON: in
     // `spans`), so a log search finds which version handled an event. An ERROR-level span is
     // enabled at every LogLevel but FATAL, which writes no line at all.
@@ -80,7 +82,48 @@ async fn start(logging: LogSettings) -> Result<(), lambda_runtime::Error> {
         max_receive_count = ?config.max_receive_count,
         "router ready"
     );
-    lambda_runtime::run(service_fn(|event| router.handle(event))).await
+    lambda_runtime::run(service_fn(|event| handle(&router, event))).await
+}
+
+/// One invocation as the runtime hands it over, answered by the router.
+async fn handle(
+    router: &Router<SdkAws>,
+    event: LambdaEvent<Box<RawValue>>,
+) -> Result<Value, Diagnostic> {
+    let invocation = Invocation {
+        request_id: &event.context.request_id,
+        function_arn: &event.context.invoked_function_arn,
+        deadline_ms: event.context.deadline,
+    };
+    router
+        .handle(&event.payload, invocation)
+        .await
+        .map_err(|error| Diagnostic {
+            error_type: error.error_type().into(),
+            error_message: error.to_string(),
+        })
+}
+
+/// Installs the process's `tracing` subscriber (once, at start-up): at the level Lambda's filter
+/// keeps when it filters (JSON), else as `RUST_LOG` says, INFO by default.
+fn init_logging(settings: &LogSettings) {
+    let filter = match settings.lambda_level {
+        Some(level) => EnvFilter::builder()
+            .with_default_directive(level.tracing_filter().into())
+            .parse_lossy(""),
+        None => EnvFilter::builder()
+            .with_default_directive(LevelFilter::INFO.into())
+            .from_env_lossy(),
+    };
+    // The default timer writes RFC 3339 in UTC with microseconds: what Lambda accepts.
+    let builder = tracing_subscriber::fmt()
+        .with_target(false)
+        .with_env_filter(filter);
+    if settings.json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
 }
 
 /// Logs the error and reports it to the Runtime API's `/init/error`, then returns it for `main`.

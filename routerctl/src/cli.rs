@@ -50,7 +50,7 @@ pub enum Command {
         #[arg(long, default_value = "eks:eks-cluster-name")]
         cluster_tag: String,
         /// Pick only instances with this tag key (the router's MANAGED_TAG_KEY); '' for any.
-        #[arg(long, default_value = interruption_router::config::DEFAULT_MANAGED_TAG_KEY)]
+        #[arg(long, default_value = router_core::config::DEFAULT_MANAGED_TAG_KEY)]
         managed_tag: String,
         /// The cluster's region (its instances, and the events' `region`).
         #[arg(long)]
@@ -138,7 +138,7 @@ pub enum Command {
         #[arg(long = "karpenter-role", value_parser = verify::parse_cluster_role)]
         karpenter_roles: Vec<(String, String)>,
         /// The tag key on Karpenter's nodes (the router's MANAGED_TAG_KEY).
-        #[arg(long, default_value = interruption_router::config::DEFAULT_MANAGED_TAG_KEY)]
+        #[arg(long, default_value = router_core::config::DEFAULT_MANAGED_TAG_KEY)]
         managed_tag: String,
         /// The clusters' region (default: the hub's, or your configured region).
         #[arg(long)]
@@ -190,7 +190,7 @@ pub enum Command {
         #[arg(long)]
         strict: bool,
         /// The tag the router routes by (its MANAGED_TAG_KEY): the template must select by it.
-        #[arg(long, default_value = interruption_router::config::DEFAULT_MANAGED_TAG_KEY)]
+        #[arg(long, default_value = router_core::config::DEFAULT_MANAGED_TAG_KEY)]
         managed_tag: String,
         /// Confirm starting the experiment (it interrupts real spot instances).
         #[arg(long)]

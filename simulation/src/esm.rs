@@ -19,7 +19,7 @@ use std::{
     time::Duration,
 };
 
-use interruption_router::{
+use router_core::{
     config::Config,
     handler::{Invocation, Router},
 };

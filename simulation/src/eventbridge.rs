@@ -102,7 +102,7 @@ impl EventBridge {
             tokio::time::sleep(wait + self.world.draw_latency(quotas::EVENTBRIDGE_HOP)).await;
         }
         // A direct rule sends as the member's direct role, which SQS names as the sender and the
-        // router checks (router/src/direct.rs).
+        // router checks (router-core/src/direct.rs).
         let sender = direct.then(|| {
             let role = direct_role_name(&org.shape.hub_region);
             Arc::from(format!("{}:events", direct_role_id(&event.account, &role)))
@@ -138,8 +138,8 @@ impl EventBridge {
 pub fn direct_role_name(region: &str) -> String {
     format!(
         "{}{}-{region}",
-        interruption_router::config::DEFAULT_SPOKE_ROLE_NAME,
-        interruption_router::config::DIRECT_ROLE_SUFFIX
+        router_core::config::DEFAULT_SPOKE_ROLE_NAME,
+        router_core::config::DIRECT_ROLE_SUFFIX
     )
 }
 

@@ -1,5 +1,5 @@
 //! The organisation's storm, in virtual time: the router's own code (its handler, batch states,
-//! resolve and forward logic, through its [`interruption_router::aws::Aws`] seam) against a model
+//! resolve and forward logic, through its [`router_core::aws::Aws`] seam) against a model
 //! of AWS at the scale the router is for: a hundred accounts of ten clusters in three regions, and
 //! an Availability Zone's Spot capacity reclaimed at once.
 //!

@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use interruption_router::event::InstanceId;
+use router_core::event::InstanceId;
 use serde_json::json;
 
 /// One EKS cluster: (account, region, name).

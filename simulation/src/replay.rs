@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
-use interruption_router::{config::Config, handler::Invocation};
+use router_core::{config::Config, handler::Invocation};
 use serde_json::{Value, json};
 
 use crate::{esm::Pool, ingest::Ingest, model::World, organisation::Organisation, quotas::Quotas};

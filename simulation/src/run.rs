@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant as WallInstant},
 };
 
-use interruption_router::config::Config;
+use router_core::config::Config;
 use serde_json::Value;
 use tokio::time::Instant;
 

@@ -178,7 +178,7 @@ impl Stage {
     }
 
     pub fn partition(&self) -> &'static str {
-        interruption_router::accounts::partition(&self.region)
+        router_core::accounts::partition(&self.region)
     }
 
     /// This stage as an update of the stack `before` to template `new` gives it: `aws

@@ -15,7 +15,7 @@ use std::{
 
 use aws_config::{Region, SdkConfig, identity::IdentityCache};
 use aws_credential_types::{
-    Credentials,
+    Credentials as SdkCredentials,
     provider::{ProvideCredentials, SharedCredentialsProvider, future},
 };
 use aws_sdk_ec2::types::Filter;
@@ -28,8 +28,8 @@ use aws_sdk_sqs::{
 };
 
 use super::{
-    Aws, CallError, DescribeInstances, EntryFailure, EntryResult, Identity, InstanceFilter,
-    InstancePage, SWEEP_PAGE, SendEntry, Session, Tagged, VisibilityEntry,
+    Aws, CallError, Credentials, DescribeInstances, EntryFailure, EntryResult, Identity,
+    InstanceFilter, InstancePage, SWEEP_PAGE, SendEntry, Session, Tagged, VisibilityEntry,
 };
 use crate::{
     event::InstanceId,
@@ -76,12 +76,23 @@ impl Clients {
 }
 
 /// The credentials a spoke role's clients sign with: the router's latest for that account.
-struct CredentialsSlot(Mutex<Credentials>);
+struct CredentialsSlot(Mutex<SdkCredentials>);
 
 impl fmt::Debug for CredentialsSlot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("CredentialsSlot")
     }
+}
+
+/// The router's credentials as the SDK signs with them.
+fn sdk_credentials(c: &Credentials) -> SdkCredentials {
+    SdkCredentials::new(
+        &c.access_key_id,
+        &c.secret_access_key,
+        c.session_token.clone(),
+        c.expiry,
+        "AssumeRole",
+    )
 }
 
 impl ProvideCredentials for CredentialsSlot {
@@ -124,7 +135,7 @@ impl SdkAws {
                     region: region.clone(),
                 };
                 let entry = clients.entry(key).or_insert_with(|| {
-                    let slot = Arc::new(CredentialsSlot(Mutex::new(credentials.clone())));
+                    let slot = Arc::new(CredentialsSlot(Mutex::new(sdk_credentials(credentials))));
                     let mut config = self.base.to_builder();
                     config.set_region(Some(Region::new(region.to_string())));
                     config.set_credentials_provider(Some(SharedCredentialsProvider::new(
@@ -136,8 +147,8 @@ impl SdkAws {
                 });
                 if let Some(slot) = &entry.credentials {
                     let mut current = slot.0.lock().unwrap();
-                    if current.access_key_id() != credentials.access_key_id() {
-                        *current = credentials.clone();
+                    if current.access_key_id() != credentials.access_key_id {
+                        *current = sdk_credentials(credentials);
                     }
                 }
                 entry.clone()
@@ -225,7 +236,6 @@ impl Aws for SdkAws {
             c.secret_access_key(),
             Some(c.session_token().to_owned()),
             expiry,
-            "AssumeRole",
         ))
     }
 

@@ -26,7 +26,7 @@ use super::{
     steps::{Change, TenantKinds},
 };
 use aws_model::{events::rfc3339, stacks};
-use interruption_router::event::Kinds;
+use router_core::event::Kinds;
 
 /// What a tenant deployed by adopt takes, as the plan says it: nothing when the old rules
 /// delivered every kind (tenant.yaml's default).

@@ -27,7 +27,7 @@ impl Target<'_> {
     pub fn context(&self) -> String {
         format!(
             "arn:{}:eks:{}:{}:cluster/{}",
-            interruption_router::accounts::partition(self.region),
+            router_core::accounts::partition(self.region),
             self.region,
             self.account,
             self.cluster

@@ -85,7 +85,7 @@ impl Options {
             cluster: None,
             verb: Verb::Plan,
             karpenter_roles: Vec::new(),
-            managed_tag: interruption_router::config::DEFAULT_MANAGED_TAG_KEY.to_owned(),
+            managed_tag: router_core::config::DEFAULT_MANAGED_TAG_KEY.to_owned(),
             delete_hand_made: false,
             settle: DEFAULT_SETTLE,
             member: None,

@@ -32,7 +32,7 @@ use std::{
 };
 
 pub use aws_model::{kms::Key, roles::Role};
-pub use interruption_router::aws::CallError;
+pub use router_core::aws::CallError;
 
 /// Codes AWS answers for what does not exist, by API.
 pub mod missing {

@@ -12,7 +12,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use interruption_router::event::ACTIONABLE_STATES;
+use router_core::event::ACTIONABLE_STATES;
 
 use crate::cloud::deliveries::{Deliveries, Instance, Instances};
 use aws_model::events::{Origin, Synthetic};
@@ -73,7 +73,7 @@ impl Options {
             to: to.to_owned(),
             state: "terminated".to_owned(),
             cluster_tag: "eks:eks-cluster-name".to_owned(),
-            managed_tag: interruption_router::config::DEFAULT_MANAGED_TAG_KEY.to_owned(),
+            managed_tag: router_core::config::DEFAULT_MANAGED_TAG_KEY.to_owned(),
         }
     }
 }
@@ -361,7 +361,7 @@ async fn select(aws: &impl Deliveries, options: &Options) -> Result<(String, Vec
 
 #[cfg(test)]
 mod tests {
-    use interruption_router::event::{Classified, classify};
+    use router_core::event::{Classified, classify};
 
     use super::*;
 

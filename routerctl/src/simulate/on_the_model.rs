@@ -258,7 +258,7 @@ fn a_rebalance_recommendation_and_a_queue_that_does_not_exist() {
 /// Each of the other kinds as Karpenter's parser picks it: by source and detail-type.
 #[test]
 fn state_changes_and_capacity_reservation_warnings_carry_their_kind() {
-    use interruption_router::event::Kind;
+    use router_core::event::Kind;
     for (kind, expected) in [
         (SimKind::State, Kind::StateChange),
         (SimKind::Capacity, Kind::CapacityReservationInterruption),

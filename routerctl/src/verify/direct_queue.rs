@@ -9,7 +9,7 @@ use aws_model::{
     aws::arn_name,
     policy::{Decision, Policy, Principal, Request, evaluate},
 };
-use interruption_router::config::{DEFAULT_SPOKE_ROLE_NAME, DIRECT_ROLE_SUFFIX};
+use router_core::config::{DEFAULT_SPOKE_ROLE_NAME, DIRECT_ROLE_SUFFIX};
 
 use super::{
     queues::{Queue, check_event_source_mapping, check_read_queue, load_queue},

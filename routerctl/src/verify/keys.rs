@@ -424,7 +424,7 @@ fn direct_roles(base: &Base, region: &str, direct: Option<&str>) -> Vec<DirectRo
     let name = base
         .parameter("SpokeRoleName")
         .filter(|n| !n.is_empty())
-        .unwrap_or(interruption_router::config::DEFAULT_SPOKE_ROLE_NAME);
+        .unwrap_or(router_core::config::DEFAULT_SPOKE_ROLE_NAME);
     let path = base
         .parameter("SpokeRolePath")
         .filter(|p| !p.is_empty())
@@ -445,7 +445,7 @@ fn direct_roles(base: &Base, region: &str, direct: Option<&str>) -> Vec<DirectRo
                 format!(
                     "arn:{}:iam::{account}:role{path}{name}{}-{region}",
                     base.partition,
-                    interruption_router::config::DIRECT_ROLE_SUFFIX
+                    router_core::config::DIRECT_ROLE_SUFFIX
                 ),
                 vec![policy],
             ))

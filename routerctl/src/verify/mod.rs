@@ -4,9 +4,9 @@
 //!
 //! Everything is read from AWS, not from the template: drift (a rule disabled by hand, a queue
 //! re-created unencrypted, an event source mapping edited) is what this exists to catch. Expected
-//! rule patterns come from the router's own [`Kind`](interruption_router::event::Kind) list, and
+//! rule patterns come from the router's own [`Kind`](router_core::event::Kind) list, and
 //! the function's environment is validated with the router's own
-//! [`Config::from_lookup`](interruption_router::config::Config::from_lookup), so verify and the
+//! [`Config::from_lookup`](router_core::config::Config::from_lookup), so verify and the
 //! router cannot disagree. Permissions are evaluated with [`aws_model::policy`] (queue, function and
 //! bus policies, roles' inline and managed policies, permission boundaries and trust policies);
 //! SCPs are not.

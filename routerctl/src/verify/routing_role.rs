@@ -48,7 +48,7 @@ impl Scope {
     ) -> Self {
         let queue = |name: &str| format!("arn:{partition}:sqs:{region}:{account}:{name}");
         let cluster_queue = queue(&format!("{queue_prefix}{PROBE}"));
-        // Its tenant record (router/src/tenancy.rs): whether a missing queue was onboarded.
+        // Its tenant record (router-core/src/tenancy.rs): whether a missing queue was onboarded.
         let record = format!(
             "arn:{partition}:ssm:{region}:{account}:parameter/interruption-router/tenant-queues/{queue_prefix}{PROBE}"
         );

@@ -3,11 +3,10 @@
 
 use std::{sync::Arc, time::SystemTime};
 
-use aws_credential_types::Credentials;
-use interruption_router::{
+use router_core::{
     aws::{
-        Aws, CallError, DescribeInstances, EntryResult, InstancePage, SendEntry, Session, Tagged,
-        VisibilityEntry,
+        Aws, CallError, Credentials, DescribeInstances, EntryResult, InstancePage, SendEntry,
+        Session, Tagged, VisibilityEntry,
     },
     event::InstanceId,
 };

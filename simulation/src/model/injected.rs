@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
-use interruption_router::tenancy;
+use router_core::tenancy;
 
 use super::{World, queue_name, queue_url};
 

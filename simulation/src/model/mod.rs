@@ -9,12 +9,11 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use aws_credential_types::Credentials;
-use interruption_router::{
+use router_core::{
     accounts::Scope,
     aws::{
-        CallError, DescribeInstances, EntryFailure, EntryResult, Identity, InstanceFilter,
-        InstancePage, SendEntry, Session, Tagged, VisibilityEntry, sweep_page,
+        CallError, Credentials, DescribeInstances, EntryFailure, EntryResult, Identity,
+        InstanceFilter, InstancePage, SendEntry, Session, Tagged, VisibilityEntry, sweep_page,
     },
     event::InstanceId,
     tenancy,
@@ -255,7 +254,7 @@ impl World {
                     && *at.scope.region == *self.org.shape.hub_region
             }
             Identity::Assumed { credentials, .. } => {
-                credentials.access_key_id().split('-').nth(1) == Some(&*at.scope.account)
+                credentials.access_key_id.split('-').nth(1) == Some(&*at.scope.account)
             }
         };
         if ok {
@@ -332,7 +331,6 @@ impl World {
             "secret",
             Some("token".into()),
             Some(self.now_wall() + Duration::from_secs(3600)),
-            "model",
         ))
     }
 

@@ -5,7 +5,7 @@
 //! those queues and the cluster each role serves (its `eks:DescribeCluster` grant on
 //! `cluster/<name>`, as Karpenter's controller policy has it), and which stack made each resource.
 //! The router's own rules and queues are told apart by the base stack, its tenant queues by what
-//! the router itself reads ([`interruption_router::tenancy`]: the tenant tag, or a policy that
+//! the router itself reads ([`router_core::tenancy`]: the tenant tag, or a policy that
 //! admits the router alone). A queue that only carries a tenant queue's name (EKS Blueprints
 //! names its own `karpenter-<cluster>`) is an old set-up like any other.
 //!
@@ -22,7 +22,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use interruption_router::{
+use router_core::{
     config::QueueNameTemplate,
     event::{Kind, rfc3339_unix_millis},
     tenancy::{self, Ownership},

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
-use interruption_router::event::Kind;
+use router_core::event::Kind;
 use serde_json::Value;
 
 use super::{OldRule, owners::Owner};

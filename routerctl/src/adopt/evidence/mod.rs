@@ -45,7 +45,7 @@ pub mod look;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use interruption_router::event::rfc3339_unix_millis;
+use router_core::event::rfc3339_unix_millis;
 use serde_json::{Value, json};
 
 use self::{

@@ -13,7 +13,7 @@ use super::{Options, Outcome, run, steps::State};
 mod busy;
 use crate::cloud::{Cloud, deliveries::Invoked, model::World};
 use aws_model::stacks::BASE_TEMPLATE;
-use interruption_router::event::Kind;
+use router_core::event::Kind;
 
 const CLUSTER: &str = "alpha";
 const OLD_QUEUE: &str = "Karpenter-alpha";

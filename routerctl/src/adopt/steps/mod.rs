@@ -36,7 +36,7 @@ use super::{
 };
 use crate::cloud::moves::Moves;
 use crate::verify::queues::Queue;
-use interruption_router::event::{Kind, Kinds};
+use router_core::event::{Kind, Kinds};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {

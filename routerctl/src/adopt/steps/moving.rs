@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use interruption_router::forward::MISSING_QUEUE_RECHECK;
+use router_core::forward::MISSING_QUEUE_RECHECK;
 
 use super::{Action, Change, Evidence, Facts, Judged, State};
 use crate::cloud::Cloud;

@@ -6,7 +6,7 @@
 
 mod router_role;
 
-use interruption_router::config::Config;
+use router_core::config::Config;
 
 use super::{
     report::{Check, fail},

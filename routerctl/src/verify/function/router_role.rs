@@ -2,7 +2,7 @@
 //! router does (and nothing broader, judged as a member's spoke role is: `routing_role.rs`), and
 //! may assume the spoke role in exactly the accounts it serves.
 
-use interruption_router::{
+use router_core::{
     accounts::Served,
     config::{Config, DEFAULT_SPOKE_ROLE_NAME},
 };

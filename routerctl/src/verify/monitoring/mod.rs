@@ -11,7 +11,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use interruption_router::config::{Config, DEFAULT_METRICS_NAMESPACE};
+use router_core::config::{Config, DEFAULT_METRICS_NAMESPACE};
 
 use super::{
     report::{Check, fail, pass},

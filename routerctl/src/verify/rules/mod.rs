@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 
 pub(crate) use self::forward::{DirectQueue, HubBus};
 use self::ingest::Delivery;
-use interruption_router::event::Kind;
+use router_core::event::Kind;
 use serde_json::Value;
 
 use super::{report::Check, role::Role, stack::Base};

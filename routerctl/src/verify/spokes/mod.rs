@@ -24,7 +24,7 @@ mod spoke_stack;
 #[cfg(test)]
 mod tests;
 
-use interruption_router::{
+use router_core::{
     accounts::Served,
     config::{Config, DEFAULT_SPOKE_ROLE_NAME, DIRECT_ROLE_SUFFIX, QueueNameTemplate},
 };

@@ -142,7 +142,7 @@ pub(super) fn check_reads_direct_role(hub: &Hub<'_>, member: &Member<'_>, role: 
         member.account,
         hub.spoke_role_path,
         hub.spoke_role_name,
-        interruption_router::config::DIRECT_ROLE_SUFFIX,
+        router_core::config::DIRECT_ROLE_SUFFIX,
         hub.region
     );
     let may = role.may("iam:GetRole", &direct);

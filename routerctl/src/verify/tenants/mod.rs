@@ -18,7 +18,7 @@ mod site;
 #[cfg(test)]
 mod tests;
 
-use interruption_router::{
+use router_core::{
     config::{Config, QueueNameTemplate},
     tenancy,
 };

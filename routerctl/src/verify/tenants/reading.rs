@@ -3,7 +3,7 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use interruption_router::{
+use router_core::{
     event::Kinds,
     tenancy::{self, Ownership, TENANT_TAG},
 };
@@ -26,7 +26,7 @@ pub const ROUTER_QUEUE_ACTIONS: [(&str, &str); 4] = [
 ];
 
 /// `<prefix>:queue`: the queue with the cluster's name is the tenant stack's, as the router judges
-/// it ([`interruption_router::tenancy`]): its tenant tag, or a policy admitting the router alone. A
+/// it ([`router_core::tenancy`]): its tenant tag, or a policy admitting the router alone. A
 /// look-alike (EKS Blueprints names its own queue `karpenter-<cluster>`) is not written by the
 /// router, so the cluster is not onboarded. It also says which event kinds the router sends the
 /// cluster (the tenant stack's `EventKinds`, read from the same tags as the router reads them).

@@ -1,6 +1,6 @@
 //! Tenant queue names and policies, on recorded inputs.
 
-use interruption_router::config::QueueNameTemplate;
+use router_core::config::QueueNameTemplate;
 
 use super::{Sender, check_tenant_policy, cluster_of};
 use crate::verify::queues::Queue;

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::cloud::{Cloud, model::World};
 use aws_model::stacks::{BASE_TEMPLATE, TENANT_TEMPLATE, tenant_parameters, tenant_stack_name};
-use interruption_router::event::Kinds;
+use router_core::event::Kinds;
 
 pub const ACCOUNT: &str = "123456789012";
 pub const REGION: &str = "us-east-1";

@@ -140,10 +140,7 @@ fn the_kinds_a_tenant_takes_come_from_its_queues_tag() {
                 .get_mut(&hub::tenant_queue())
                 .unwrap()
                 .tags
-                .insert(
-                    interruption_router::tenancy::KINDS_TAG.to_owned(),
-                    value.to_owned(),
-                );
+                .insert(router_core::tenancy::KINDS_TAG.to_owned(), value.to_owned());
         })
     };
     tag("spot-interruption state-change");

@@ -40,6 +40,38 @@ fn routerctl_and_the_router_link_no_emulator() {
     assert!(tree("lab").lines().any(|l| l.starts_with("local-aws ")));
 }
 
+/// The router's decisions build without the AWS SDK or the Lambda runtime (what the fuzz target,
+/// the simulation and routerctl link of the router), and routerctl links not the Lambda itself.
+#[test]
+fn the_core_links_neither_the_sdk_nor_the_lambda_runtime() {
+    let core = tree("router-core");
+    for sdk in [
+        "aws-sdk-",
+        "aws-config ",
+        "aws-credential-types ",
+        "aws-smithy-",
+        "lambda_runtime",
+    ] {
+        assert!(
+            !core.lines().any(|l| l.starts_with(sdk)),
+            "router-core depends on {sdk}:\n{core}"
+        );
+    }
+    assert!(
+        tree("interruption-router")
+            .lines()
+            .any(|l| l.starts_with("aws-sdk-sqs "))
+    );
+    let routerctl = tree("routerctl");
+    assert!(routerctl.lines().any(|l| l.starts_with("router-core ")));
+    assert!(
+        !routerctl
+            .lines()
+            .any(|l| l.starts_with("interruption-router ")),
+        "routerctl links the Lambda:\n{routerctl}"
+    );
+}
+
 /// The release workflow (`.github/workflows/release.yml`) builds what the README tells a platform
 /// team to download: on a version tag that must equal the workspace's version, `make release`
 /// with every Rust target the release script builds installed, the directory verified with both

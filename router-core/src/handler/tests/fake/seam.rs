@@ -28,7 +28,6 @@ impl Aws for FakeAws {
             "secret",
             Some("token".into()),
             Some(self.now() + Duration::from_secs(3600)),
-            "fake",
         ))
     }
 

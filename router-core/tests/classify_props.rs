@@ -1,8 +1,8 @@
 //! Hostile input never panics the parser, and whatever it routes is sound: arbitrary JSON,
 //! mutated real events, deep nesting, huge Health events, and wrong types where strings belong.
 
-use interruption_router::event::{Classified, InstanceId, Kind, classify, health_body_for};
 use proptest::prelude::*;
+use router_core::event::{Classified, InstanceId, Kind, classify, health_body_for};
 use serde_json::{Value, json};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/events");

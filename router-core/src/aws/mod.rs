@@ -18,7 +18,7 @@
 //!     GetRole      GetResources       GetQueueAttributes  GetParameter  VisibilityBatch
 //!     (direct)                        SendMessageBatch                  now(), jitter()
 //!   ──────────────────────────────────────────────────────────────────────────────────────
-//!        sdk::SdkAws (the Lambda)   ·   fakes (unit tests)   ·   the simulation's model
+//!   interruption_router::aws::sdk::SdkAws (the Lambda) · the decision tests' fake · the simulation's model
 //! ```
 //!
 //! Two readings of the world that are not calls go through it for the same reason: the wall
@@ -27,11 +27,7 @@
 //! cache lifetimes, backoff sleeps) is tokio's, which a test or the simulation pauses and
 //! advances.
 
-pub mod sdk;
-
 use std::{fmt, future::Future, sync::Arc, time::SystemTime};
-
-use aws_credential_types::Credentials;
 
 use crate::{event::InstanceId, scope::Scope};
 
@@ -52,6 +48,48 @@ pub enum Identity {
         role_arn: Arc<str>,
         credentials: Credentials,
     },
+}
+
+/// Temporary credentials from AssumeRole: what the SDK adapter signs with, held by the router
+/// between calls. The router's own type, so the seam names no SDK crate; the secret is kept out of
+/// `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: Option<String>,
+    /// When AWS said they expire (`None`: never, as for long-term keys).
+    pub expiry: Option<SystemTime>,
+}
+
+impl Credentials {
+    pub fn new(
+        access_key_id: impl Into<String>,
+        secret_access_key: impl Into<String>,
+        session_token: Option<String>,
+        expiry: Option<SystemTime>,
+    ) -> Self {
+        Self {
+            access_key_id: access_key_id.into(),
+            secret_access_key: secret_access_key.into(),
+            session_token,
+            expiry,
+        }
+    }
+
+    pub fn expiry(&self) -> Option<SystemTime> {
+        self.expiry
+    }
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_access_key", &"** redacted **")
+            .field("expiry", &self.expiry)
+            .finish()
+    }
 }
 
 /// A call that did not answer as asked: AWS's error code and message, or, when AWS gave no answer,

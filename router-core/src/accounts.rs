@@ -37,14 +37,13 @@ use std::{
     time::Duration,
 };
 
-use aws_credential_types::Credentials;
 use tokio::time::Instant;
 
 // Where a call goes: defined apart from this module, which the AWS seam cannot import (this
 // module calls through the seam).
 pub use crate::scope::{Scope, partition};
 use crate::{
-    aws::{Aws, Identity, Session},
+    aws::{Aws, Credentials, Identity, Session},
     event::Origin,
 };
 

@@ -15,7 +15,7 @@
 //!   the filter keeps, so no `ApplicationLogLevel` drops the metrics the alarms and the dashboard
 //!   read. The router's own verbosity is still the log level: at WARN its per-event lines go.
 
-use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+use tracing::level_filters::LevelFilter;
 
 /// Lambda's application log levels, least severe first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -58,7 +58,7 @@ impl Level {
 
     /// What `tracing` should emit when Lambda keeps this level and above. tracing has no FATAL:
     /// the router writes nothing at that level, so it writes no log line at all.
-    fn tracing_filter(self) -> LevelFilter {
+    pub fn tracing_filter(self) -> LevelFilter {
         match self {
             Level::Trace => LevelFilter::TRACE,
             Level::Debug => LevelFilter::DEBUG,
@@ -99,27 +99,6 @@ impl LogSettings {
     /// The level the EMF documents carry: the lowest one Lambda's filter keeps.
     pub fn metrics_level(&self) -> Level {
         self.lambda_level.unwrap_or(Level::Info).max(Level::Info)
-    }
-
-    /// Installs the process's `tracing` subscriber (once, at start-up).
-    pub fn init(&self) {
-        let filter = match self.lambda_level {
-            Some(level) => EnvFilter::builder()
-                .with_default_directive(level.tracing_filter().into())
-                .parse_lossy(""),
-            None => EnvFilter::builder()
-                .with_default_directive(LevelFilter::INFO.into())
-                .from_env_lossy(),
-        };
-        // The default timer writes RFC 3339 in UTC with microseconds: what Lambda accepts.
-        let builder = tracing_subscriber::fmt()
-            .with_target(false)
-            .with_env_filter(filter);
-        if self.json {
-            builder.json().init();
-        } else {
-            builder.init();
-        }
     }
 }
 

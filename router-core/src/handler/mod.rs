@@ -36,7 +36,6 @@ use std::{
 };
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde_json::{Value, value::RawValue};
 use tokio::time::Instant;
 
@@ -103,11 +102,11 @@ pub enum HandlerError {
     Unsupported(String),
 }
 
-impl From<HandlerError> for Diagnostic {
-    fn from(error: HandlerError) -> Self {
-        Diagnostic {
-            error_type: "InterruptionRouter.UnsupportedPayload".into(),
-            error_message: error.to_string(),
+impl HandlerError {
+    /// The `errorType` Lambda reports for the invocation.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            HandlerError::Unsupported(_) => "InterruptionRouter.UnsupportedPayload",
         }
     }
 }
@@ -180,16 +179,16 @@ impl<A: Aws> Router<A> {
         self.accounts.assume_role_calls()
     }
 
-    /// The Lambda handler: answers the invocation and prints its EMF documents.
-    pub async fn handle(&self, event: LambdaEvent<Box<RawValue>>) -> Result<Value, HandlerError> {
-        let invocation = Invocation {
-            request_id: &event.context.request_id,
-            function_arn: &event.context.invoked_function_arn,
-            deadline_ms: event.context.deadline,
-        };
+    /// The Lambda handler: answers the invocation and prints its EMF documents (the Lambda's
+    /// bootstrap hands it each event the runtime receives).
+    pub async fn handle(
+        &self,
+        payload: &RawValue,
+        invocation: Invocation<'_>,
+    ) -> Result<Value, HandlerError> {
         // Boxed: the whole pipeline's future is deep enough to overflow the compiler's type-layout
         // limit when nested inside the runtime's.
-        let answered = Box::pin(self.invoke(&event.payload, invocation)).await;
+        let answered = Box::pin(self.invoke(payload, invocation)).await;
         for document in answered.metrics.to_emf(
             &self.metrics_namespace,
             &self.function_name,

@@ -5,7 +5,7 @@
 use std::{hint::black_box, sync::Arc};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use interruption_router::{
+use router_core::{
     accounts::{Home, Served, admit},
     event::{Classified, Kind, classify, health_body_for},
     forward::{Destination, Message, plan_batches},

@@ -10,14 +10,13 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use aws_credential_types::Credentials;
 use tokio::time::Instant;
 
 use crate::{
     accounts::Scope,
     aws::{
-        Aws, CallError, DescribeInstances, EntryFailure, EntryResult, Identity, InstanceFilter,
-        InstancePage, SendEntry, Session, Tagged, VisibilityEntry, sweep_page,
+        Aws, CallError, Credentials, DescribeInstances, EntryFailure, EntryResult, Identity,
+        InstanceFilter, InstancePage, SendEntry, Session, Tagged, VisibilityEntry, sweep_page,
     },
     event::InstanceId,
     retry::ATTEMPT_TIMEOUT,
@@ -412,7 +411,7 @@ fn check_identity(at: &Session) -> Result<(), CallError> {
         )),
         Identity::Assumed { credentials, .. } => {
             let account = credentials
-                .access_key_id()
+                .access_key_id
                 .split('-')
                 .nth(1)
                 .unwrap_or_default();
