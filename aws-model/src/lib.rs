@@ -22,6 +22,7 @@ pub mod events;
 pub mod kms;
 pub mod patterns;
 pub mod policy;
+pub mod resources;
 pub mod roles;
 pub mod stacks;
 pub mod template;

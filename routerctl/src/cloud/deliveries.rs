@@ -3,15 +3,9 @@
 
 use std::future::Future;
 
-use super::{CallError, Cloud};
+pub use aws_model::resources::{Entry, Instance, Invoked};
 
-/// An instance as DescribeInstances answers it: its id, its reservation's owner, its tags.
-#[derive(Debug, Clone, Default)]
-pub struct Instance {
-    pub id: String,
-    pub owner: String,
-    pub tags: Vec<(String, String)>,
-}
+use super::{CallError, Cloud};
 
 /// Which instances a DescribeInstances asks for.
 #[derive(Debug, Clone)]
@@ -25,27 +19,6 @@ pub enum Instances<'a> {
         value: Option<&'a str>,
         states: &'a [&'a str],
     },
-}
-
-/// One SendMessageBatch entry's result, as SQS lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Entry {
-    /// Stored, with its message id.
-    Sent(String),
-    /// Refused: SQS's code and message, and whether the entry itself is wrong (`SenderFault`).
-    Failed {
-        code: String,
-        message: String,
-        sender_fault: bool,
-    },
-}
-
-/// A synchronous invocation's answer.
-#[derive(Debug, Clone, Default)]
-pub struct Invoked {
-    /// `Unhandled` when the function failed the invocation.
-    pub function_error: Option<String>,
-    pub payload: Vec<u8>,
 }
 
 /// What `routerctl simulate` reads and sends (see the module documentation).

@@ -6,8 +6,8 @@
 //!   verify (stack ▸ rules ▸ queues ▸ function ▸ keys ▸ monitoring ▸ tenants ▸ spokes)
 //!      │ judges what it read; every judgement a pure function with its unit test
 //!   ───┴──────────────────────────────────────────────────────────── Cloud (this trait)
-//!      sdk.rs: the AWS SDK (the only SDK code verify runs)  ·  model.rs: a model of AWS
-//!              whose resources are deployed from this release's own templates
+//!      sdk/: the AWS SDK (routerctl's only SDK code)  ·  model/: the same questions answered
+//!              by aws-world's model of AWS, whose stacks are deployed from this release's templates
 //! ```
 //!
 //! A call answers as AWS answers: the value, or AWS's error code and message ([`CallError`],
@@ -16,11 +16,13 @@
 //! that check fail with its fix. The SDK adapter makes each call once; a call that pages reads
 //! every page.
 //!
-//! Not behind it yet: `adopt`, `fis` and `simulate`, which still take the SDK clients
-//! ([`aws_model::aws::Aws`]) directly.
+//! adopt, fis and simulate ask more, each through a trait of its own over this one
+//! ([`moves::Moves`], [`experiments::Experiments`], [`deliveries::Deliveries`]). The values the
+//! calls answer with are aws-model's ([`aws_model::resources`]), which the model speaks too.
 
 pub mod deliveries;
 pub mod experiments;
+#[cfg(test)]
 pub mod model;
 pub mod moves;
 mod sdk;
@@ -31,110 +33,12 @@ use std::{
     time::SystemTime,
 };
 
-pub use aws_model::{kms::Key, roles::Role};
+pub use aws_model::{
+    kms::Key,
+    resources::{Alarm, Function, Mapping, Message, Rule, Stack, Target, Watched, missing},
+    roles::Role,
+};
 pub use router_core::aws::CallError;
-
-/// Codes AWS answers for what does not exist, by API.
-pub mod missing {
-    /// DescribeStacks of a stack that does not exist (CloudFormation says so in the message).
-    pub const STACK: &str = "ValidationError";
-    /// GetQueueUrl (the JSON protocol's spelling; the query protocol's is normalised to it).
-    pub const QUEUE: &str = "QueueDoesNotExist";
-    /// SSM GetParameter.
-    pub const PARAMETER: &str = "ParameterNotFound";
-    /// EventBridge DescribeRule, Lambda, and CloudWatch GetDashboard (moto's spelling of the
-    /// latter; AWS's `ResourceNotFound`/`DashboardNotFoundError` are normalised to it).
-    pub const RESOURCE: &str = "ResourceNotFoundException";
-}
-
-/// A stack as DescribeStacks answers it.
-#[derive(Debug, Clone, Default)]
-pub struct Stack {
-    pub id: String,
-    pub name: String,
-    pub status: String,
-    pub outputs: BTreeMap<String, String>,
-    pub parameters: BTreeMap<String, String>,
-}
-
-/// A rule as DescribeRule answers it.
-#[derive(Debug, Clone, Default)]
-pub struct Rule {
-    pub arn: Option<String>,
-    /// `ENABLED`, `DISABLED`, `ENABLED_WITH_ALL_CLOUDTRAIL_MANAGEMENT_EVENTS`.
-    pub state: Option<String>,
-    pub event_pattern: Option<String>,
-    pub event_bus_name: Option<String>,
-}
-
-/// A rule's target as ListTargetsByRule answers it.
-#[derive(Debug, Clone, Default)]
-pub struct Target {
-    pub id: String,
-    pub arn: String,
-    pub role_arn: Option<String>,
-    /// Its dead-letter queue's ARN (DeadLetterConfig).
-    pub dead_letter_arn: Option<String>,
-}
-
-impl Target {
-    pub fn arn(&self) -> &str {
-        &self.arn
-    }
-
-    pub fn role_arn(&self) -> Option<&str> {
-        self.role_arn.as_deref()
-    }
-}
-
-/// A function as GetFunctionConfiguration answers it.
-#[derive(Debug, Clone, Default)]
-pub struct Function {
-    pub name: String,
-    pub state: Option<String>,
-    pub state_reason: Option<String>,
-    pub last_update_status: Option<String>,
-    pub last_update_status_reason: Option<String>,
-    pub role: Option<String>,
-    pub timeout: Option<i32>,
-    pub environment: HashMap<String, String>,
-}
-
-/// An event source mapping as ListEventSourceMappings answers it.
-#[derive(Debug, Clone, Default)]
-pub struct Mapping {
-    pub uuid: String,
-    pub event_source_arn: Option<String>,
-    pub state: Option<String>,
-    pub function_response_types: Vec<String>,
-}
-
-/// A message a peek received: when it was sent (its `SentTimestamp`, ms since the epoch).
-#[derive(Debug, Clone, Default)]
-pub struct Message {
-    pub sent_ms: Option<u64>,
-}
-
-/// One metric an alarm watches: namespace, metric name, its `FunctionName` dimension, statistic.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Watched {
-    pub namespace: String,
-    pub metric: String,
-    pub function: Option<String>,
-    pub stat: Option<String>,
-}
-
-/// A metric alarm as DescribeAlarms answers it.
-#[derive(Debug, Clone, Default)]
-pub struct Alarm {
-    pub name: String,
-    /// A single-metric alarm's metric (its `stat` empty).
-    pub metric: Option<Watched>,
-    /// A metric-math alarm's metric queries.
-    pub metrics: Vec<Watched>,
-    pub actions_enabled: Option<bool>,
-    pub alarm_actions: Vec<String>,
-}
 
 /// A role that could not be read, and the fix.
 pub type RoleError = (String, String);

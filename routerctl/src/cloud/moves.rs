@@ -7,26 +7,9 @@
 
 use std::{collections::BTreeMap, future::Future, time::SystemTime};
 
+pub use aws_model::resources::{ListedRule, Received};
+
 use super::{CallError, deliveries::Deliveries};
-
-/// A rule as ListRules answers it.
-#[derive(Debug, Clone, Default)]
-pub struct ListedRule {
-    pub name: String,
-    pub arn: String,
-    pub state: Option<String>,
-    pub event_pattern: Option<String>,
-}
-
-/// A message a look received, hidden for its look.
-#[derive(Debug, Clone, Default)]
-pub struct Received {
-    pub message_id: String,
-    pub body: String,
-    pub receipt_handle: String,
-    pub receive_count: Option<u64>,
-    pub sent_ms: Option<u64>,
-}
 
 /// What `routerctl adopt` reads and changes (see the module documentation).
 pub trait Moves: Deliveries {

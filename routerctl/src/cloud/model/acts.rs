@@ -5,13 +5,9 @@
 //! applied at once (the stand-ins play EventBridge's delay; adopt waits for the rules to read back
 //! either way).
 
-use std::{
-    collections::BTreeMap,
-    sync::Arc,
-    time::{Duration, SystemTime, UNIX_EPOCH},
-};
+use std::{collections::BTreeMap, time::SystemTime};
 
-use super::{ModelInstance, Responder, World, not_found, uuid_like};
+use super::{ModelInstance, World, millis, not_found, uuid_like};
 use crate::cloud::{
     CallError, Cloud,
     deliveries::{Deliveries, Entry, Instance, Instances, Invoked},
@@ -19,172 +15,6 @@ use crate::cloud::{
     missing,
     moves::{ListedRule, Moves, Received},
 };
-
-/// How long after a minute ends the model's CloudWatch has SQS's datapoint of it: SQS documents
-/// no figure ("minutes"); the emulator's stand-in (`moto_fixes.py`) says 150 s too, and adopt
-/// waits up to 15 minutes for one.
-pub const METRIC_LAG: Duration = Duration::from_secs(150);
-
-/// Milliseconds since the epoch.
-pub(super) fn millis(at: SystemTime) -> i64 {
-    at.duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as i64
-}
-
-/// FilterLogEvents' quoted term (or a bare word): the text a message must contain.
-fn term(pattern: &str) -> &str {
-    pattern.trim().trim_matches('"')
-}
-
-impl World {
-    /// The events of log group `group` between `from` and `to` (ms) whose message holds
-    /// `pattern`'s term.
-    pub(super) fn logged(
-        &self,
-        group: &str,
-        pattern: &str,
-        from: i64,
-        to: i64,
-    ) -> Result<Vec<LogEvent>, CallError> {
-        self.read(|_, site| {
-            let events = site.logs.get(group).ok_or_else(|| {
-                CallError::new(missing::RESOURCE, "The specified log group does not exist.")
-            })?;
-            Ok(events
-                .iter()
-                .filter(|(at, message)| (from..=to).contains(at) && message.contains(term(pattern)))
-                .cloned()
-                .collect())
-        })
-    }
-
-    /// A line written to log group `group` now.
-    pub fn log(&self, group: &str, message: &str) {
-        let at = millis(self.now());
-        self.site(|site| {
-            site.logs
-                .entry(group.to_owned())
-                .or_default()
-                .push((at, message.to_owned()))
-        });
-    }
-
-    /// An EC2 instance of this account and region, in `state`, with these tags.
-    pub fn instance(&self, id: &str, state: &str, tags: &[(&str, &str)]) {
-        let tags = tags
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        self.site(|site| {
-            site.instances
-                .insert(id.to_owned(), (state.to_owned(), tags))
-        });
-    }
-
-    /// A queue made by hand (not by a stack), with these attributes: its URL.
-    pub fn create_queue(&self, name: &str, attributes: &[(&str, &str)]) -> String {
-        let url = format!(
-            "https://sqs.{}.amazonaws.com/{}/{name}",
-            self.region(),
-            self.account()
-        );
-        let arn = format!("arn:aws:sqs:{}:{}:{name}", self.region(), self.account());
-        let created = (millis(self.now()) / 1000).to_string();
-        let mut queue = super::ModelQueue {
-            url: url.clone(),
-            ..Default::default()
-        };
-        for (key, value) in [
-            ("QueueArn", arn.as_str()),
-            ("CreatedTimestamp", created.as_str()),
-            ("VisibilityTimeout", "30"),
-            ("MessageRetentionPeriod", "345600"),
-            ("SqsManagedSseEnabled", "true"),
-        ]
-        .into_iter()
-        .chain(attributes.iter().copied())
-        {
-            queue.attributes.insert(key.to_owned(), value.to_owned());
-        }
-        self.site(|site| site.queues.insert(name.to_owned(), queue));
-        url
-    }
-
-    /// A rule made by hand on the default bus, enabled, with `pattern` and these targets
-    /// (id, ARN).
-    pub fn put_rule(&self, name: &str, pattern: &serde_json::Value, targets: &[(&str, &str)]) {
-        let arn = format!(
-            "arn:aws:events:{}:{}:rule/{name}",
-            self.region(),
-            self.account()
-        );
-        let rule = crate::cloud::Rule {
-            arn: Some(arn),
-            state: Some("ENABLED".into()),
-            event_pattern: Some(pattern.to_string()),
-            event_bus_name: Some("default".into()),
-        };
-        let targets = targets
-            .iter()
-            .map(|(id, arn)| crate::cloud::Target {
-                id: id.to_string(),
-                arn: arn.to_string(),
-                role_arn: None,
-                dead_letter_arn: None,
-            })
-            .collect();
-        self.site(|site| {
-            site.rules
-                .insert(("default".into(), name.to_owned()), (rule, targets))
-        });
-    }
-
-    /// A message put into queue `queue` by a principal its policy admits (the router's role
-    /// delivering to a tenant queue); `false` when there is no such queue.
-    pub fn deliver(&self, queue: &str, body: &str) -> bool {
-        let now = self.now();
-        self.site(|site| {
-            let Some(q) = site.queues.get_mut(queue) else {
-                return false;
-            };
-            let id = uuid_like(&format!("{queue}{}{body}", q.messages.len()));
-            q.messages.push(super::ModelMessage {
-                id,
-                body: body.to_owned(),
-                sent: now,
-                receives: 0,
-                visible_at: now,
-                handle: String::new(),
-            });
-            true
-        })
-    }
-
-    /// Function `name` answers every synchronous invocation with `answer(payload)`.
-    pub fn function(&self, name: &str, answer: impl Fn(&str) -> Invoked + Send + Sync + 'static) {
-        self.lock()
-            .functions
-            .insert(name.to_owned(), Responder(Arc::new(answer)));
-    }
-
-    /// An experiment template of FIS with these tags.
-    pub fn put_experiment_template(
-        &self,
-        id: &str,
-        tags: &[(&str, &str)],
-        template: ExperimentTemplate,
-    ) {
-        let tags = tags
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        self.site(|site| {
-            site.experiment_templates
-                .insert(id.to_owned(), (tags, template))
-        });
-    }
-}
 
 impl Deliveries for World {
     async fn instances(&self, which: Instances<'_>) -> Result<Vec<Instance>, CallError> {
@@ -552,19 +382,5 @@ impl Moves for World {
                 })
                 .collect()
         }))
-    }
-}
-
-impl World {
-    fn set_rule_state(&self, name: &str, state: &str) -> Result<(), CallError> {
-        let key = ("default".to_owned(), name.to_owned());
-        self.site(|site| {
-            let (rule, _) = site
-                .rules
-                .get_mut(&key)
-                .ok_or_else(|| not_found(&format!("Rule {name}")))?;
-            rule.state = Some(state.to_owned());
-            Ok(())
-        })
     }
 }

@@ -10,14 +10,11 @@ use crate::cloud::{
     Alarm, CallError, Cloud, Function, Key, Mapping, Message, Reach, Role, RoleError, Rule, Stack,
     Target, missing,
 };
-use aws_model::{
-    aws::{arn_account, arn_name_after_slash},
-    policy::{Principal, Request, evaluate},
-};
+use aws_model::aws::arn_name_after_slash;
 
 impl Cloud for World {
     fn region(&self) -> &str {
-        &self.region
+        World::region(self)
     }
 
     fn now(&self) -> SystemTime {
@@ -26,58 +23,13 @@ impl Cloud for World {
 
     async fn caller(&self) -> Result<(String, String), CallError> {
         self.gate("GetCallerIdentity")?;
-        Ok((self.account.clone(), self.caller.clone()))
+        Ok((self.account().to_owned(), World::caller(self).to_owned()))
     }
 
     async fn reach(&self, reach: Reach<'_>) -> Result<Self, CallError> {
         match reach {
-            Reach::Profile(name) => {
-                let account = self.lock().profiles.get(name).cloned().ok_or_else(|| {
-                    CallError::new(
-                        "ProfileNotFound",
-                        format!("the config profile ({name}) could not be found"),
-                    )
-                })?;
-                Ok(self.at(&account))
-            }
-            Reach::Assume { role_arn, session } => {
-                let trust = self.lock().roles.get(role_arn).map(|r| r.trust.clone());
-                let denied = || {
-                    CallError::new(
-                        "AccessDenied",
-                        format!(
-                            "AssumeRole {role_arn}: User: {} is not authorized to perform: \
-                             sts:AssumeRole on resource: {role_arn}",
-                            self.caller
-                        ),
-                    )
-                };
-                let trust = trust.ok_or_else(denied)?;
-                let trust = policy("trust policy", &trust).map_err(|_| denied())?;
-                let context = [("aws:PrincipalArn", self.caller.as_str())];
-                let decision = evaluate(
-                    std::slice::from_ref(&trust),
-                    &Request {
-                        principal: Principal::Aws(&self.caller),
-                        action: "sts:AssumeRole",
-                        resource: role_arn,
-                        context: &context,
-                    },
-                );
-                if !decision.is_allowed() {
-                    return Err(denied());
-                }
-                let account = arn_account(role_arn).unwrap_or_default().to_owned();
-                Ok(Self {
-                    state: self.state.clone(),
-                    region: self.region.clone(),
-                    caller: format!(
-                        "arn:aws:sts::{account}:assumed-role/{}/{session}",
-                        arn_name_after_slash(role_arn)
-                    ),
-                    account,
-                })
-            }
+            Reach::Profile(name) => self.profiled(name),
+            Reach::Assume { role_arn, session } => self.assume_role(role_arn, session),
         }
     }
 

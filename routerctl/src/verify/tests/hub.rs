@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::cloud::{Cloud, model::World};
+use crate::cloud::model::World;
 use aws_model::stacks::{BASE_TEMPLATE, TENANT_TEMPLATE, tenant_parameters, tenant_stack_name};
 use router_core::event::Kinds;
 

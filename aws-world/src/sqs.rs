@@ -5,8 +5,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{ModelMessage, World, policy, uuid_like};
-use crate::cloud::{CallError, Cloud, missing, moves::Received};
 use aws_model::policy::{Decision, Principal, Request, evaluate};
+use aws_model::resources::{Received, missing};
+use router_core::aws::CallError;
 
 fn minute(at: SystemTime) -> u64 {
     let secs = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
@@ -23,7 +24,7 @@ fn gone() -> CallError {
 impl World {
     /// SendMessage as the caller: refused when the queue's policy denies the caller outright
     /// (the caller's own identity policies are taken to allow it).
-    pub(super) fn sqs_send(&self, url: &str, body: &str) -> Result<String, CallError> {
+    pub fn sqs_send(&self, url: &str, body: &str) -> Result<String, CallError> {
         let queue = self.queue_named(url)?;
         if let Some(text) = queue.attributes.get("Policy") {
             let arn = queue
@@ -58,7 +59,7 @@ impl World {
                 }
             }
         }
-        let now = self.now();
+        let now = self.clock();
         let name = url.rsplit('/').next().unwrap_or_default().to_owned();
         self.site(|site| {
             let queue = site.queues.get_mut(&name).ok_or_else(gone)?;
@@ -76,13 +77,9 @@ impl World {
     }
 
     /// ReceiveMessage of up to 10 visible messages, oldest first, hidden `hide_secs`.
-    pub(super) fn sqs_receive(
-        &self,
-        url: &str,
-        hide_secs: i32,
-    ) -> Result<Vec<Received>, CallError> {
+    pub fn sqs_receive(&self, url: &str, hide_secs: i32) -> Result<Vec<Received>, CallError> {
         self.queue_named(url)?;
-        let now = self.now();
+        let now = self.clock();
         let name = url.rsplit('/').next().unwrap_or_default().to_owned();
         self.site(|site| {
             let queue = site.queues.get_mut(&name).ok_or_else(gone)?;
@@ -114,9 +111,9 @@ impl World {
     }
 
     /// ChangeMessageVisibility to 0 of what these handles name.
-    pub(super) fn sqs_release(&self, url: &str, handles: &[String]) -> Result<(), CallError> {
+    pub fn sqs_release(&self, url: &str, handles: &[String]) -> Result<(), CallError> {
         self.queue_named(url)?;
-        let now = self.now();
+        let now = self.clock();
         let name = url.rsplit('/').next().unwrap_or_default().to_owned();
         self.site(|site| {
             let queue = site.queues.get_mut(&name).ok_or_else(gone)?;
@@ -130,9 +127,9 @@ impl World {
     }
 
     /// DeleteMessage by receipt handle (an unknown handle deletes nothing, as SQS answers).
-    pub(super) fn sqs_delete(&self, url: &str, handle: &str) -> Result<(), CallError> {
+    pub fn sqs_delete(&self, url: &str, handle: &str) -> Result<(), CallError> {
         self.queue_named(url)?;
-        let now = self.now();
+        let now = self.clock();
         let name = url.rsplit('/').next().unwrap_or_default().to_owned();
         self.site(|site| {
             let queue = site.queues.get_mut(&name).ok_or_else(gone)?;

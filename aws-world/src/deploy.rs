@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use super::{ModelKey, ModelQueue, ModelRole, ModelStack, World};
-use crate::cloud::{Alarm, Function, Mapping, Rule, Stack, Target, Watched};
+use aws_model::resources::{Alarm, Function, Mapping, Rule, Stack, Target, Watched};
 use aws_model::{
     aws::arn_name,
     template::{Deployment, Stage, Template},
@@ -210,7 +210,8 @@ impl World {
                 let bus = opt(&p["EventBusName"])
                     .map(|b| last_name(&b))
                     .unwrap_or_else(|| "default".into());
-                let name = crate::verify::rules::rule_name(&reference).to_owned();
+                // The rule's own name: its physical id is `<bus>|<name>` on a custom bus.
+                let name = reference.rsplit('|').next().unwrap_or_default().to_owned();
                 let rule = Rule {
                     arn: Some(get("Arn")?),
                     state: Some(opt(&p["State"]).unwrap_or_else(|| "ENABLED".into())),

@@ -1,0 +1,208 @@
+//! AWS's resources as the operator's tools read them: plain values, one per answer AWS gives
+//! (a stack, a rule and its targets, a function and its mappings, alarms, FIS templates and
+//! experiments, instances, messages), and the error codes AWS answers a missing resource with.
+//!
+//! Defined here, beside the templates and policies, because two parties speak them: routerctl's
+//! seam (`routerctl::cloud`, whose SDK adapter fills them from AWS's answers) and the model of AWS
+//! (`aws-world`), which answers the same questions from its own state.
+
+use std::collections::{BTreeMap, HashMap};
+
+/// Codes AWS answers for what does not exist, by API.
+pub mod missing {
+    /// DescribeStacks of a stack that does not exist (CloudFormation says so in the message).
+    pub const STACK: &str = "ValidationError";
+    /// GetQueueUrl (the JSON protocol's spelling; the query protocol's is normalised to it).
+    pub const QUEUE: &str = "QueueDoesNotExist";
+    /// SSM GetParameter.
+    pub const PARAMETER: &str = "ParameterNotFound";
+    /// EventBridge DescribeRule, Lambda, and CloudWatch GetDashboard (moto's spelling of the
+    /// latter; AWS's `ResourceNotFound`/`DashboardNotFoundError` are normalised to it).
+    pub const RESOURCE: &str = "ResourceNotFoundException";
+}
+
+/// A stack as DescribeStacks answers it.
+#[derive(Debug, Clone, Default)]
+pub struct Stack {
+    pub id: String,
+    pub name: String,
+    pub status: String,
+    pub outputs: BTreeMap<String, String>,
+    pub parameters: BTreeMap<String, String>,
+}
+
+/// A rule as DescribeRule answers it.
+#[derive(Debug, Clone, Default)]
+pub struct Rule {
+    pub arn: Option<String>,
+    /// `ENABLED`, `DISABLED`, `ENABLED_WITH_ALL_CLOUDTRAIL_MANAGEMENT_EVENTS`.
+    pub state: Option<String>,
+    pub event_pattern: Option<String>,
+    pub event_bus_name: Option<String>,
+}
+
+/// A rule's target as ListTargetsByRule answers it.
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    pub id: String,
+    pub arn: String,
+    pub role_arn: Option<String>,
+    /// Its dead-letter queue's ARN (DeadLetterConfig).
+    pub dead_letter_arn: Option<String>,
+}
+
+impl Target {
+    pub fn arn(&self) -> &str {
+        &self.arn
+    }
+
+    pub fn role_arn(&self) -> Option<&str> {
+        self.role_arn.as_deref()
+    }
+}
+
+/// A function as GetFunctionConfiguration answers it.
+#[derive(Debug, Clone, Default)]
+pub struct Function {
+    pub name: String,
+    pub state: Option<String>,
+    pub state_reason: Option<String>,
+    pub last_update_status: Option<String>,
+    pub last_update_status_reason: Option<String>,
+    pub role: Option<String>,
+    pub timeout: Option<i32>,
+    pub environment: HashMap<String, String>,
+}
+
+/// An event source mapping as ListEventSourceMappings answers it.
+#[derive(Debug, Clone, Default)]
+pub struct Mapping {
+    pub uuid: String,
+    pub event_source_arn: Option<String>,
+    pub state: Option<String>,
+    pub function_response_types: Vec<String>,
+}
+
+/// A message a peek received: when it was sent (its `SentTimestamp`, ms since the epoch).
+#[derive(Debug, Clone, Default)]
+pub struct Message {
+    pub sent_ms: Option<u64>,
+}
+
+/// One metric an alarm watches: namespace, metric name, its `FunctionName` dimension, statistic.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Watched {
+    pub namespace: String,
+    pub metric: String,
+    pub function: Option<String>,
+    pub stat: Option<String>,
+}
+
+/// A metric alarm as DescribeAlarms answers it.
+#[derive(Debug, Clone, Default)]
+pub struct Alarm {
+    pub name: String,
+    /// A single-metric alarm's metric (its `stat` empty).
+    pub metric: Option<Watched>,
+    /// A metric-math alarm's metric queries.
+    pub metrics: Vec<Watched>,
+    pub actions_enabled: Option<bool>,
+    pub alarm_actions: Vec<String>,
+}
+
+// FIS and CloudWatch Logs (what `routerctl fis` reads).
+
+/// An experiment template as ListExperimentTemplates summarises it.
+#[derive(Debug, Clone, Default)]
+pub struct TemplateSummary {
+    pub id: String,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// One target of a template as GetExperimentTemplate answers it.
+#[derive(Debug, Clone, Default)]
+pub struct TemplateTarget {
+    pub name: String,
+    pub resource_type: String,
+    pub resource_tags: BTreeMap<String, String>,
+    /// It names its resources by ARN.
+    pub by_arn: bool,
+}
+
+/// An experiment template as GetExperimentTemplate answers it.
+#[derive(Debug, Clone, Default)]
+pub struct ExperimentTemplate {
+    pub targets: Vec<TemplateTarget>,
+    /// Its CloudWatch Logs log group's ARN, when it logs.
+    pub log_group_arn: Option<String>,
+    /// The `durationBeforeInterruption` of each spot-interruption action (ISO 8601).
+    pub spot_notices: Vec<String>,
+}
+
+/// An experiment as GetExperiment answers it (times in ms since the epoch).
+#[derive(Debug, Clone, Default)]
+pub struct ExperimentState {
+    pub template_id: String,
+    /// `pending`, `initiating`, `running`, `completed`, `stopping`, `stopped`, `failed`,
+    /// `cancelled`.
+    pub status: Option<String>,
+    pub reason: Option<String>,
+    pub creation_ms: Option<i64>,
+    pub start_ms: Option<i64>,
+    pub end_ms: Option<i64>,
+}
+
+/// One log event: its timestamp (ms) and message.
+pub type LogEvent = (i64, String);
+
+// EC2, SQS's sends and Lambda's invocations (what `routerctl simulate` reads and sends).
+
+/// An instance as DescribeInstances answers it: its id, its reservation's owner, its tags.
+#[derive(Debug, Clone, Default)]
+pub struct Instance {
+    pub id: String,
+    pub owner: String,
+    pub tags: Vec<(String, String)>,
+}
+
+/// One SendMessageBatch entry's result, as SQS lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// Stored, with its message id.
+    Sent(String),
+    /// Refused: SQS's code and message, and whether the entry itself is wrong (`SenderFault`).
+    Failed {
+        code: String,
+        message: String,
+        sender_fault: bool,
+    },
+}
+
+/// A synchronous invocation's answer.
+#[derive(Debug, Clone, Default)]
+pub struct Invoked {
+    /// `Unhandled` when the function failed the invocation.
+    pub function_error: Option<String>,
+    pub payload: Vec<u8>,
+}
+
+// EventBridge's rule lists and SQS's receives (what `routerctl adopt` reads).
+
+/// A rule as ListRules answers it.
+#[derive(Debug, Clone, Default)]
+pub struct ListedRule {
+    pub name: String,
+    pub arn: String,
+    pub state: Option<String>,
+    pub event_pattern: Option<String>,
+}
+
+/// A message a look received, hidden for its look.
+#[derive(Debug, Clone, Default)]
+pub struct Received {
+    pub message_id: String,
+    pub body: String,
+    pub receipt_handle: String,
+    pub receive_count: Option<u64>,
+    pub sent_ms: Option<u64>,
+}

@@ -1,0 +1,1 @@
+//! The router's seam on the world (to come).
