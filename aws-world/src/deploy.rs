@@ -235,6 +235,7 @@ impl World {
             "AWS::IAM::Role" => {
                 let arn = get("Arn")?;
                 let role = ModelRole {
+                    id: super::role_id(&arn),
                     arn: arn.clone(),
                     inline: p["Policies"]
                         .as_array()

@@ -50,6 +50,8 @@ pub use router_core::aws::CallError;
 #[derive(Debug, Clone)]
 pub struct ModelRole {
     pub arn: String,
+    /// Its unique id (`AROA…`): what SQS reports as the `SenderId` of the role's sends.
+    pub id: String,
     pub inline: Vec<(String, Value)>,
     /// Managed policies attached, by ARN.
     pub managed: Vec<String>,
@@ -93,6 +95,8 @@ pub struct ModelMessage {
     pub visible_at: SystemTime,
     /// The last receive's receipt handle.
     pub handle: String,
+    /// Its message attributes (name, string value), as sent.
+    pub attributes: Vec<(String, String)>,
 }
 
 /// An EC2 instance: its state (`running`, `stopping`, …) and tags.
@@ -188,6 +192,8 @@ pub struct World {
 
 /// When the world's clock starts: 2026-11-28T00:00:00Z.
 const EPOCH: Duration = Duration::from_secs(1_795_824_000);
+/// [`EPOCH`] in ms since the Unix epoch.
+pub const EPOCH_MS: u64 = EPOCH.as_secs() * 1000;
 
 impl World {
     /// An empty world, seen by an administrator of `account` in `region`.
@@ -318,6 +324,7 @@ impl World {
         self.lock().roles.insert(
             arn.clone(),
             ModelRole {
+                id: role_id(&arn),
                 arn: arn.clone(),
                 inline,
                 managed: Vec::new(),
@@ -341,6 +348,7 @@ impl World {
                     receives: 0,
                     visible_at: now - ago,
                     handle: String::new(),
+                    attributes: Vec::new(),
                 });
             }
         });
@@ -395,6 +403,11 @@ pub fn uuid_like(seed: &str) -> String {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
     format!("{hash:016x}")
+}
+
+/// The unique id IAM gives a role made with this ARN (a stand-in, stable per ARN).
+pub fn role_id(arn: &str) -> String {
+    format!("AROA{}", uuid_like(arn).to_uppercase())
 }
 
 pub fn not_found(what: &str) -> CallError {

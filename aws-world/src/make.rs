@@ -146,6 +146,7 @@ impl World {
                 receives: 0,
                 visible_at: now,
                 handle: String::new(),
+                attributes: Vec::new(),
             });
             true
         })

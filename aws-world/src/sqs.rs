@@ -25,44 +25,67 @@ impl World {
     /// SendMessage as the caller: refused when the queue's policy denies the caller outright
     /// (the caller's own identity policies are taken to allow it).
     pub fn sqs_send(&self, url: &str, body: &str) -> Result<String, CallError> {
+        self.sqs_admits(url)?;
+        self.sqs_store(url, body, Vec::new())
+    }
+
+    /// Whether the queue's policy lets this view's caller send to it: the queue's absence, or an
+    /// explicit deny for the caller, as SQS answers either before storing anything.
+    pub fn sqs_admits(&self, url: &str) -> Result<(), CallError> {
         let queue = self.queue_named(url)?;
-        if let Some(text) = queue.attributes.get("Policy") {
-            let arn = queue
-                .attributes
-                .get("QueueArn")
-                .cloned()
-                .unwrap_or_default();
-            let parsed: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
-            if let Ok(queue_policy) = policy("queue policy", &parsed) {
-                let context = [
-                    ("aws:PrincipalArn", self.caller.as_str()),
-                    ("aws:SecureTransport", "true"),
-                ];
-                let decision = evaluate(
-                    std::slice::from_ref(&queue_policy),
-                    &Request {
-                        principal: Principal::Aws(&self.caller),
-                        action: "sqs:SendMessage",
-                        resource: &arn,
-                        context: &context,
-                    },
-                );
-                if matches!(decision, Decision::Denied { .. }) {
-                    return Err(CallError::new(
-                        "AccessDenied",
-                        format!(
-                            "User: {} is not authorized to perform: sqs:sendmessage on resource: \
-                             {arn} with an explicit deny in a resource-based policy",
-                            self.caller
-                        ),
-                    ));
-                }
-            }
+        let Some(text) = queue.attributes.get("Policy") else {
+            return Ok(());
+        };
+        let arn = queue
+            .attributes
+            .get("QueueArn")
+            .cloned()
+            .unwrap_or_default();
+        let parsed: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+        let Ok(queue_policy) = policy("queue policy", &parsed) else {
+            return Ok(());
+        };
+        let context = [
+            ("aws:PrincipalArn", self.caller.as_str()),
+            ("aws:SecureTransport", "true"),
+        ];
+        let decision = evaluate(
+            std::slice::from_ref(&queue_policy),
+            &Request {
+                principal: Principal::Aws(&self.caller),
+                action: "sqs:SendMessage",
+                resource: &arn,
+                context: &context,
+            },
+        );
+        if matches!(decision, Decision::Denied { .. }) {
+            return Err(CallError::new(
+                "AccessDenied",
+                format!(
+                    "User: {} is not authorized to perform: sqs:sendmessage on resource: \
+                     {arn} with an explicit deny in a resource-based policy",
+                    self.caller
+                ),
+            ));
         }
+        Ok(())
+    }
+
+    /// A message stored in the queue now, with its message attributes: its id.
+    pub fn sqs_store(
+        &self,
+        url: &str,
+        body: &str,
+        attributes: Vec<(String, String)>,
+    ) -> Result<String, CallError> {
         let now = self.clock();
         let name = url.rsplit('/').next().unwrap_or_default().to_owned();
         self.site(|site| {
-            let queue = site.queues.get_mut(&name).ok_or_else(gone)?;
+            let queue = site
+                .queues
+                .get_mut(&name)
+                .filter(|q| q.url == url)
+                .ok_or_else(gone)?;
             let id = uuid_like(&format!("{url}{}{body}", queue.messages.len()));
             queue.messages.push(ModelMessage {
                 id: id.clone(),
@@ -71,6 +94,7 @@ impl World {
                 receives: 0,
                 visible_at: now,
                 handle: String::new(),
+                attributes,
             });
             Ok(id)
         })

@@ -22,7 +22,7 @@
 //! Every effect goes through one seam, [`aws::Aws`]: AWS calls, the wall clock and retry jitter.
 //! This crate holds the seam and everything decided behind it; the Lambda (`interruption-router`,
 //! `router/`) puts the AWS SDK behind it and hands the handler to the Lambda runtime, the decision
-//! tests (`handler/tests/`) and the organisation simulation put a model of AWS there instead, and
+//! tests (`tests/decisions/`, on aws-world's model of AWS) and the organisation simulation put a model of AWS there instead, and
 //! routerctl, aws-model and the fuzz target read its event kinds, tenancy and configuration
 //! without linking the SDK. Every retry is in the ladder [`retry`] writes down.
 

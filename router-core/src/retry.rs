@@ -2,20 +2,20 @@
 //!
 //! A spot warning gives two minutes, and a storm is when AWS throttles. Each layer below exists
 //! for one failure no other layer handles as well, has a bound, and has a test that shows it (the
-//! decision tests in `handler/tests/` run the real handler against a fake [`crate::aws::Aws`] in
+//! decision tests in `tests/decisions/` run the real handler against a model of AWS behind [`crate::aws::Aws`] in
 //! paused time; `e2e` runs the binary against the emulator).
 //!
 //! | # | layer | the failure it is for | its bound | shown by |
 //! |---|---|---|---|---|
-//! | 1 | one attempt per AWS call, [`ATTEMPT_TIMEOUT`] each (the SDK's own retries are off) | a call that hangs or fails: every retry below is the router's, so it is bounded by the budget and can be modelled | 3 s per call | `handler::tests::timing::a_hanging_send_costs_one_attempt_timeout` |
-//! | 2 | lookup hedge ([`crate::resolve::hedge`]) | DescribeInstances late or failing: GetResources (its own quota) is asked too | the hedge delay, the p95 of recent latencies within 50 ms–1 s | `resolve::hedge::tests`, `handler::tests::lookups` |
-//! | 3 | EC2 suspicion (same module) | a throttled EC2 that every Karpenter of the account needs: the Tagging API is asked first | after 2 consecutive failures, for 30 s | `resolve::hedge::tests`, `handler::tests::lookups` |
-//! | 4 | stale-if-error ([`crate::resolve`]) | both lookup paths failing for an instance already seen: its owner never changes | owners seen in the last 7 days | `handler::tests::lookups` |
-//! | 5 | AssumeRole failure memory ([`crate::accounts`]) | a spoke role that cannot be assumed: one attempt per account for the whole batch | one call per account per 500 ms | `handler::tests::accounts` |
-//! | 6 | retries inside the invocation ([`backoff`], [`Budget`]) | any transient lookup or send failure (5xx, throttling, a reset, an entry SQS failed) | 200 ms · 2ⁿ (≤ 2 s) apart, none scheduled after [`RETRY_WINDOW`], nothing running after [`DELIVER_WINDOW`] | `handler::tests::batches` |
-//! | 7 | hand-back with a short visibility ([`redelivery_delay`], [`crate::redeliver`]) | still failing when the window closes: the record returns in seconds, not the queue's 180 s | 1 s · 2ⁿ⁻¹ (≤ 60 s) by receive count | `handler::tests::batches` |
-//! | 8 | access-denied grace ([`DENIAL_GRACE`]) | a denial right after a deploy (IAM, queue policies and keys propagate) | 60 s from the first receive, then dead-lettered `access-denied` | `handler::tests::dead_letters` |
-//! | 9 | the last receive (`MAX_RECEIVE_COUNT`) | a record failing on every receive: dead-lettered with its reason | the ingest queue's `maxReceiveCount` (20) | `handler::tests::dead_letters` |
+//! | 1 | one attempt per AWS call, [`ATTEMPT_TIMEOUT`] each (the SDK's own retries are off) | a call that hangs or fails: every retry below is the router's, so it is bounded by the budget and can be modelled | 3 s per call | `decisions::timing::a_hanging_send_costs_one_attempt_timeout` |
+//! | 2 | lookup hedge ([`crate::resolve::hedge`]) | DescribeInstances late or failing: GetResources (its own quota) is asked too | the hedge delay, the p95 of recent latencies within 50 ms–1 s | `resolve::hedge::tests`, `decisions::lookups` |
+//! | 3 | EC2 suspicion (same module) | a throttled EC2 that every Karpenter of the account needs: the Tagging API is asked first | after 2 consecutive failures, for 30 s | `resolve::hedge::tests`, `decisions::lookups` |
+//! | 4 | stale-if-error ([`crate::resolve`]) | both lookup paths failing for an instance already seen: its owner never changes | owners seen in the last 7 days | `decisions::lookups` |
+//! | 5 | AssumeRole failure memory ([`crate::accounts`]) | a spoke role that cannot be assumed: one attempt per account for the whole batch | one call per account per 500 ms | `decisions::accounts` |
+//! | 6 | retries inside the invocation ([`backoff`], [`Budget`]) | any transient lookup or send failure (5xx, throttling, a reset, an entry SQS failed) | 200 ms · 2ⁿ (≤ 2 s) apart, none scheduled after [`RETRY_WINDOW`], nothing running after [`DELIVER_WINDOW`] | `decisions::batches` |
+//! | 7 | hand-back with a short visibility ([`redelivery_delay`], [`crate::redeliver`]) | still failing when the window closes: the record returns in seconds, not the queue's 180 s | 1 s · 2ⁿ⁻¹ (≤ 60 s) by receive count | `decisions::batches` |
+//! | 8 | access-denied grace ([`DENIAL_GRACE`]) | a denial right after a deploy (IAM, queue policies and keys propagate) | 60 s from the first receive, then dead-lettered `access-denied` | `decisions::dead_letters` |
+//! | 9 | the last receive (`MAX_RECEIVE_COUNT`) | a record failing on every receive: dead-lettered with its reason | the ingest queue's `maxReceiveCount` (20) | `decisions::dead_letters` |
 //! | 10 | SQS's redrive (base.yaml) | the dead-letter write itself failing on the last receive: SQS moves the record, without a reason | `maxReceiveCount` | the policy checks (`ReportBatchItemFailures`, redrive) |
 //!
 //! Removed, because another layer covers them: the SDK's own retries (2 and 6 retry sooner and

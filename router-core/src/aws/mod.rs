@@ -5,7 +5,7 @@
 //! as the principal and in the account and region its [`Session`] names, and it answers with what
 //! AWS answers, error codes included ([`CallError`]). So the code that reads the answers, which is
 //! all of the router's policy, runs unchanged against a fake that answers as AWS does: the
-//! decision tests (`handler/tests`) and the organisation simulation do exactly that.
+//! decision tests (`tests/decisions`, on aws-world's model) and the organisation simulation do exactly that.
 //!
 //! ```text
 //!               handler (route: admit ▸ deliver ▸ settle ▸ keep ▸ hand back)

@@ -24,8 +24,6 @@ pub mod outcome;
 mod records;
 mod report;
 mod route;
-#[cfg(test)]
-mod tests;
 
 use std::{
     sync::{
@@ -301,7 +299,7 @@ fn sqs_record(i: usize, r: &SqsMessage) -> Result<Record<'_>, HandlerError> {
 
 /// When everything must be done: the invocation deadline (`deadline_ms` since the epoch, read
 /// against the wall clock `wall`) less a margin for the response, on tokio's clock from `now`.
-fn work_deadline(deadline_ms: u64, wall: SystemTime, now: Instant) -> Instant {
+pub fn work_deadline(deadline_ms: u64, wall: SystemTime, now: Instant) -> Instant {
     let since_epoch = wall.duration_since(UNIX_EPOCH).unwrap_or_default();
     let remaining = Duration::from_millis(deadline_ms).saturating_sub(since_epoch);
     let margin = (remaining / 10).clamp(MIN_MARGIN, MAX_MARGIN);

@@ -1,6 +1,6 @@
 //! `routerctl verify` through the SDK on the emulator's deployed stacks: what only AWS's answers
 //! can show, the seam's SDK adapter reading them as the model of AWS does
-//! (`routerctl::cloud::model`, on which every breakage of every check has its own unit test:
+//! (aws-world's model behind `routerctl::cloud`, on which every breakage of every check has its own unit test:
 //! `routerctl/src/verify/tests/`). It passes on a clean deployment; each breakage kept here
 //! reaches the adapter through an answer of its own (a missing rule, dashboard, queue, parameter
 //! or stack, each with its service's error code; an inline and a managed role policy read from

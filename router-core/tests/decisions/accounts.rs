@@ -2,14 +2,13 @@
 //! account whose role cannot be assumed.
 
 use super::{
-    FUNCTION_ARN, Msg, aws, dead_letter_reasons,
-    fake::{HUB, MEMBER, OTHER_REGION, REGION},
-    handed_back, invoke, router, spot, sum,
+    FUNCTION_ARN, Msg, aws, dead_letter_reasons, handed_back, invoke, router, spot, sum,
+    world::{HUB, MEMBER, OTHER_REGION, REGION},
 };
-use crate::{accounts::REFRESH_BEFORE, aws::Aws, handler::Invocation};
+use router_core::{accounts::REFRESH_BEFORE, aws::Aws, handler::Invocation};
 use std::time::Duration;
 
-fn estate() -> std::sync::Arc<super::fake::FakeAws> {
+fn estate() -> std::sync::Arc<super::world::WorldAws> {
     let aws = aws();
     for (account, region, cluster, node) in [
         (HUB, REGION, "alpha", "i-0a000001"),
@@ -40,7 +39,7 @@ async fn each_event_reaches_its_cluster_in_its_own_account_and_region() {
     ];
     let answered = invoke(&router, &aws, &records).await;
     assert!(handed_back(&answered).is_empty(), "{:?}", answered.response);
-    // Same cluster name in two places: each copy in its own (the fake refuses a caller acting in
+    // Same cluster name in two places: each copy in its own (the world refuses a caller acting in
     // the wrong account, so each was written as that account's principal).
     assert_eq!(aws.bodies(HUB, REGION, "karpenter-alpha").len(), 1);
     assert_eq!(aws.bodies(HUB, OTHER_REGION, "karpenter-alpha").len(), 1);
@@ -134,7 +133,7 @@ async fn a_role_that_cannot_be_assumed_costs_few_calls_and_hands_its_records_bac
 }
 
 /// A spoke role's credentials are reused while they last and renewed `REFRESH_BEFORE` their
-/// expiry (the fake's last an hour), so no call is made with credentials about to expire.
+/// expiry (the world's last an hour), so no call is made with credentials about to expire.
 #[tokio::test(start_paused = true)]
 async fn spoke_credentials_are_reused_then_renewed_before_they_expire() {
     let aws = estate();

@@ -1,25 +1,28 @@
-//! The router's decisions, proven against a fake of the seam in paused time: no emulator, no
-//! network, no waiting. Each file is one concern; each test plays an invocation (or several, as
+//! The router's decisions, proven on the model of AWS (aws-world's, the one routerctl's tests run
+//! on too) behind the router's seam, in paused time: no emulator, no network, no waiting. Each file is one concern; each test plays an invocation (or several, as
 //! an event source mapping would) through [`Router::invoke`], the handler the Lambda runs.
 
 mod accounts;
 mod batches;
 mod dead_letters;
+mod deployed;
 mod direct;
-mod fake;
 mod health;
 mod kinds;
 mod lookups;
 mod tenancy;
 mod timing;
+mod world;
 
 use std::{sync::Arc, time::Duration};
 
 use serde_json::{Value, json, value::RawValue};
 
-use self::fake::{EPOCH_MS, FakeAws, HUB, REGION, url};
-use super::{Answered, Invocation, Router};
-use crate::config::Config;
+use self::world::{EPOCH_MS, HUB, REGION, WorldAws, url};
+use router_core::{
+    config::Config,
+    handler::{Answered, Invocation, Router},
+};
 
 pub const FUNCTION_ARN: &str = "arn:aws:lambda:us-east-1:111111111111:function:interruption-router";
 pub const DLQ: &str = "interruption-router-dlq";
@@ -31,7 +34,7 @@ pub const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An AWS with the hub's dead-letter queue.
 /// One cluster, alpha, at home: its tenant stack and one node, `i-0a000001`.
-pub fn alpha() -> Arc<FakeAws> {
+pub fn alpha() -> Arc<WorldAws> {
     let aws = aws();
     aws.tenant(HUB, REGION, "alpha");
     aws.node(HUB, REGION, "i-0a000001", "alpha");
@@ -43,15 +46,15 @@ pub fn alpha_warning(n: &str) -> Msg {
     Msg::new(n, spot(n, "i-0a000001", HUB, REGION))
 }
 
-pub fn aws() -> Arc<FakeAws> {
-    let aws = Arc::new(FakeAws::new());
+pub fn aws() -> Arc<WorldAws> {
+    let aws = Arc::new(world::hub());
     aws.queue(HUB, REGION, DLQ, &[], None);
     aws
 }
 
 /// A router configured as base.yaml configures it (a dead-letter queue, 20 receives, every
 /// account served), with `vars` on top (an empty value unsets a variable).
-pub fn router(aws: &Arc<FakeAws>, vars: &[(&str, &str)]) -> Router<FakeAws> {
+pub fn router(aws: &Arc<WorldAws>, vars: &[(&str, &str)]) -> Router<WorldAws> {
     let dlq = url(HUB, REGION, DLQ);
     let defaults = [
         ("DEAD_LETTER_QUEUE_URL", dlq.as_str()),
@@ -112,7 +115,7 @@ impl Msg {
 pub fn spot(id: &str, instance: &str, account: &str, region: &str) -> String {
     json!({
         "version": "0", "id": id, "detail-type": "EC2 Spot Instance Interruption Warning",
-        "source": "aws.ec2", "account": account, "time": "2026-09-21T12:00:00Z",
+        "source": "aws.ec2", "account": account, "time": "2026-11-27T21:46:40Z",
         "region": region, "resources": [format!("arn:aws:ec2:{region}:{account}:instance/{instance}")],
         "detail": {"instance-id": instance, "instance-action": "terminate"}
     })
@@ -125,7 +128,7 @@ pub fn ec2(id: &str, detail_type: &str, instance: &str, detail: Value) -> String
     detail["instance-id"] = json!(instance);
     json!({
         "version": "0", "id": id, "detail-type": detail_type, "source": "aws.ec2",
-        "account": HUB, "time": "2026-09-21T12:00:00Z", "region": REGION,
+        "account": HUB, "time": "2026-11-27T21:46:40Z", "region": REGION,
         "resources": [format!("arn:aws:ec2:{REGION}:{HUB}:instance/{instance}")], "detail": detail
     })
     .to_string()
@@ -139,7 +142,7 @@ pub fn health(id: &str, instances: &[&str], account: &str, region: &str) -> Stri
         .collect();
     json!({
         "version": "0", "id": id, "detail-type": "AWS Health Event", "source": "aws.health",
-        "account": account, "time": "2026-09-21T12:00:00Z", "region": region, "resources": instances,
+        "account": account, "time": "2026-11-27T21:46:40Z", "region": region, "resources": instances,
         "detail": {"eventArn": "arn:aws:health:us-east-1::event/EC2/x", "service": "EC2",
                    "eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
                    "eventTypeCategory": "scheduledChange", "affectedEntities": entities}
@@ -172,17 +175,17 @@ pub fn sqs_event(records: &[Msg]) -> Box<RawValue> {
 }
 
 /// One invocation of `router` with `records`, with the base stack's timeout.
-pub async fn invoke(router: &Router<FakeAws>, aws: &FakeAws, records: &[Msg]) -> Answered {
+pub async fn invoke(router: &Router<WorldAws>, aws: &WorldAws, records: &[Msg]) -> Answered {
     invoke_with(router, aws, records, TIMEOUT).await
 }
 
 pub async fn invoke_with(
-    router: &Router<FakeAws>,
-    aws: &FakeAws,
+    router: &Router<WorldAws>,
+    aws: &WorldAws,
     records: &[Msg],
     timeout: Duration,
 ) -> Answered {
-    use crate::aws::Aws;
+    use router_core::aws::Aws;
     let now_ms = aws
         .now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -208,7 +211,7 @@ pub fn handed_back(answered: &Answered) -> Vec<String> {
 }
 
 /// The `reason` attribute of each message in the dead-letter queue.
-pub fn dead_letter_reasons(aws: &FakeAws) -> Vec<String> {
+pub fn dead_letter_reasons(aws: &WorldAws) -> Vec<String> {
     aws.held(HUB, REGION, DLQ)
         .iter()
         .map(|m| {

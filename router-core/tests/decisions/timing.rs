@@ -6,11 +6,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{
-    alpha, alpha_warning as warning, dead_letter_reasons,
-    fake::{Fault, HUB, REGION},
-    handed_back, invoke, invoke_with, router,
+    alpha, alpha_warning as warning, dead_letter_reasons, handed_back, invoke, invoke_with, router,
+    world::{Fault, HUB, REGION},
 };
-use crate::{
+use router_core::{
     aws::Aws,
     event::unix_millis_rfc3339,
     metrics::LATE_AFTER_MS,
@@ -171,7 +170,7 @@ fn the_work_deadline_keeps_a_tenth_for_the_answer_within_its_bounds() {
     let at = |remaining_ms: u64| {
         let deadline_ms =
             wall.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64 + remaining_ms;
-        crate::handler::work_deadline(deadline_ms, wall, now) - now
+        router_core::handler::work_deadline(deadline_ms, wall, now) - now
     };
     assert_eq!(at(5_000), Duration::from_millis(4_500));
     assert_eq!(at(60_000), Duration::from_millis(59_000), "at most 1 s");

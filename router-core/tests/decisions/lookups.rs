@@ -6,11 +6,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{
-    Msg, alpha,
-    fake::{Fault, HUB, REGION, SWEEP},
-    handed_back, invoke, router, spot, sum,
+    Msg, alpha, handed_back, invoke, router, spot, sum,
+    world::{Fault, HUB, REGION, SWEEP},
 };
-use crate::resolve::hedge::INITIAL_HEDGE_DELAY;
+use router_core::resolve::hedge::INITIAL_HEDGE_DELAY;
 
 fn warning(n: &str, instance: &str) -> Msg {
     Msg::new(n, spot(n, instance, HUB, REGION))
@@ -226,7 +225,7 @@ async fn an_invocation_answers_once_its_sweeps_are_done() {
 
 #[tokio::test(start_paused = true)]
 async fn a_sweep_unfinished_at_the_delivery_deadline_is_stopped_and_tried_again_later() {
-    use crate::{resolve::SWEEP_RETRY, retry::DELIVER_WINDOW};
+    use router_core::{resolve::SWEEP_RETRY, retry::DELIVER_WINDOW};
     let aws = alpha();
     aws.node(HUB, REGION, "i-0a000002", "alpha");
     aws.fail(SWEEP, 1, Fault::Slow(Duration::from_secs(60)));
@@ -252,7 +251,7 @@ async fn a_sweep_unfinished_at_the_delivery_deadline_is_stopped_and_tried_again_
 
 #[tokio::test(start_paused = true)]
 async fn a_suspected_ec2_is_asked_at_most_once_per_probe_interval() {
-    use crate::resolve::hedge::PROBE_INTERVAL;
+    use router_core::resolve::hedge::PROBE_INTERVAL;
     let aws = suspected_ec2().await;
     let router = &aws.1;
     let aws = &aws.0;
@@ -295,8 +294,8 @@ async fn what_the_tagging_api_does_not_list_waits_for_ec2_while_it_is_suspected(
 /// A router whose EC2 failed twice in a row (throttled), so it is suspected; alpha has nodes
 /// i-0a000001 to i-0a000003.
 async fn suspected_ec2() -> (
-    std::sync::Arc<super::fake::FakeAws>,
-    crate::handler::Router<super::fake::FakeAws>,
+    std::sync::Arc<super::world::WorldAws>,
+    router_core::handler::Router<super::world::WorldAws>,
 ) {
     let aws = alpha();
     aws.node(HUB, REGION, "i-0a000002", "alpha");
@@ -323,7 +322,7 @@ async fn a_stale_answer_serves_for_a_week_and_not_after() {
     let answered = invoke(&router, &aws, &[warning("days", "i-0a000001")]).await;
     assert!(handed_back(&answered).is_empty(), "two days on: served");
     assert_eq!(answered.metrics.stale_answers, 1);
-    tokio::time::advance(crate::resolve::LAST_KNOWN_HORIZON).await;
+    tokio::time::advance(router_core::resolve::LAST_KNOWN_HORIZON).await;
     let answered = invoke(&router, &aws, &[warning("weeks", "i-0a000001")]).await;
     assert_eq!(handed_back(&answered), ["weeks"], "past the horizon: not");
 }

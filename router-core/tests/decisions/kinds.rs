@@ -7,14 +7,13 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{
-    Msg, aws, dead_letter_reasons, ec2,
-    fake::{HUB, REGION},
-    handed_back, health, invoke, router, spot,
+    Msg, aws, dead_letter_reasons, ec2, handed_back, health, invoke, router, spot,
+    world::{HUB, REGION},
 };
-use crate::tenancy::KINDS_TAG;
+use router_core::tenancy::KINDS_TAG;
 
 /// alpha takes everything; beta declines Health and rebalance events.
-fn two_clusters() -> std::sync::Arc<super::fake::FakeAws> {
+fn two_clusters() -> std::sync::Arc<super::world::WorldAws> {
     let aws = aws();
     aws.tenant(HUB, REGION, "alpha");
     aws.tenant_taking(
@@ -108,7 +107,7 @@ async fn a_changed_choice_takes_effect_within_the_cache_lifetime() {
         REGION,
         "karpenter-beta",
         KINDS_TAG,
-        &crate::event::Kinds::ALL.to_string(),
+        &router_core::event::Kinds::ALL.to_string(),
     );
     let tags_read = aws.count("ListQueueTags");
     tokio::time::advance(Duration::from_secs(299)).await;

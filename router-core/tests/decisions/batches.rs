@@ -1,13 +1,12 @@
 //! Batches: each record on its own, partial failures, retries inside the invocation, hand-backs.
 
 use super::{
-    Msg, aws, dead_letter_reasons,
-    fake::{Fault, HUB, REGION},
-    handed_back, invoke, router, spot, sum,
+    Msg, aws, dead_letter_reasons, handed_back, invoke, router, spot, sum,
+    world::{Fault, HUB, REGION},
 };
-use crate::retry::redelivery_delay;
+use router_core::retry::redelivery_delay;
 
-fn three_clusters() -> std::sync::Arc<super::fake::FakeAws> {
+fn three_clusters() -> std::sync::Arc<super::world::WorldAws> {
     let aws = aws();
     for (cluster, id) in [("alpha", "i-0a"), ("beta", "i-0b"), ("gamma", "i-0c")] {
         aws.tenant(HUB, REGION, cluster);
@@ -18,13 +17,13 @@ fn three_clusters() -> std::sync::Arc<super::fake::FakeAws> {
 }
 
 /// How many retries a job gets inside an invocation: as many as the doubling ladder's waits fit
-/// into the retry window (the fake's jitter is 1: the full waits).
+/// into the retry window (the jitter is 1: the full waits).
 fn ladder() -> u64 {
     let mut waited = std::time::Duration::ZERO;
     (1..)
         .take_while(|attempt| {
-            waited += crate::retry::backoff(*attempt, 1.0);
-            waited < crate::retry::RETRY_WINDOW
+            waited += router_core::retry::backoff(*attempt, 1.0);
+            waited < router_core::retry::RETRY_WINDOW
         })
         .count() as u64
 }
@@ -192,7 +191,7 @@ async fn a_payload_that_is_not_an_sqs_event_fails_the_invocation_with_why() {
     let answered = router
         .invoke(
             &direct,
-            super::super::Invocation {
+            router_core::handler::Invocation {
                 request_id: "r",
                 function_arn: super::FUNCTION_ARN,
                 deadline_ms: u64::MAX,
@@ -223,7 +222,7 @@ async fn an_operators_invoke_gets_each_records_outcome_and_a_mapping_only_its_fa
     let direct = router
         .invoke(
             &payload,
-            super::super::Invocation {
+            router_core::handler::Invocation {
                 request_id: "r",
                 function_arn: super::FUNCTION_ARN,
                 deadline_ms: u64::MAX,

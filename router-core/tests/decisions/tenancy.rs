@@ -3,16 +3,18 @@
 //! event, whatever either saw before.
 
 use super::{
-    alpha, alpha_warning as warning, aws, dead_letter_reasons,
-    fake::{Fault, HUB, REGION},
-    handed_back, invoke, router,
+    alpha, alpha_warning as warning, aws, dead_letter_reasons, handed_back, invoke, router,
+    world::{Fault, HUB, REGION},
 };
-use crate::handler::Router;
+use router_core::handler::Router;
 
 /// A warm environment (it delivered to alpha before) and a cold one.
 async fn warm_and_cold(
-    aws: &std::sync::Arc<super::fake::FakeAws>,
-) -> (Router<super::fake::FakeAws>, Router<super::fake::FakeAws>) {
+    aws: &std::sync::Arc<super::world::WorldAws>,
+) -> (
+    Router<super::world::WorldAws>,
+    Router<super::world::WorldAws>,
+) {
     let warm = router(aws, &[]);
     let answered = invoke(&warm, aws, &[warning("before")]).await;
     assert_eq!(answered.metrics.forwarded.get("alpha"), Some(&1));
@@ -73,7 +75,7 @@ async fn a_cluster_never_onboarded_is_counted_not_paged() {
     assert!(dead_letter_reasons(&aws).is_empty());
     // Deployed while events flow: used once the short "missing" answer runs out.
     aws.tenant(HUB, REGION, "alpha");
-    tokio::time::advance(crate::forward::MISSING_QUEUE_RECHECK).await;
+    tokio::time::advance(router_core::forward::MISSING_QUEUE_RECHECK).await;
     let answered = invoke(&router, &aws, &[warning("n")]).await;
     assert_eq!(answered.metrics.forwarded.get("alpha"), Some(&1));
 }
@@ -128,7 +130,7 @@ async fn only_a_queue_the_tenant_stack_made_is_written() {
         HUB,
         REGION,
         "karpenter-alpha",
-        &[(crate::tenancy::TENANT_TAG, "beta")],
+        &[(router_core::tenancy::TENANT_TAG, "beta")],
         None,
     );
     invoke(&router(&other, &[]), &other, &[warning("m")]).await;

@@ -2,16 +2,15 @@
 //! dead-letter queue cannot take it.
 
 use super::{
-    Msg, alpha, alpha_warning as warning, dead_letter_reasons,
-    fake::{Fault, HUB, MEMBER, REGION},
-    handed_back, invoke, router, spot,
+    Msg, alpha, alpha_warning as warning, dead_letter_reasons, handed_back, invoke, router, spot,
+    world::{Fault, HUB, MEMBER, REGION},
 };
-use crate::retry::DENIAL_GRACE;
+use router_core::retry::DENIAL_GRACE;
 
 /// (what happens, record, expected reason) — each record alone in a fresh world.
 #[tokio::test(start_paused = true)]
 async fn each_permanent_failure_is_dead_lettered_once_with_its_reason() {
-    type Setup = fn(&super::fake::FakeAws);
+    type Setup = fn(&super::world::WorldAws);
     /// (what happens, the world's setup, the record, the router's variables, the reason)
     type Case<'a> = (&'a str, Setup, Msg, &'a [(&'a str, &'a str)], &'a str);
     let cases: [Case<'_>; 6] = [
@@ -109,8 +108,8 @@ async fn a_record_failing_before_its_last_receive_is_handed_back_not_dead_letter
 }
 
 fn router_without_max(
-    aws: &std::sync::Arc<super::fake::FakeAws>,
-) -> crate::handler::Router<super::fake::FakeAws> {
+    aws: &std::sync::Arc<super::world::WorldAws>,
+) -> router_core::handler::Router<super::world::WorldAws> {
     router(aws, &[("MAX_RECEIVE_COUNT", "")])
 }
 

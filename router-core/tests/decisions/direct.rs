@@ -1,14 +1,13 @@
 //! Direct deliveries: a record of the direct queue is routed only when SQS says the named
-//! account's direct role sent it ([`crate::direct`]).
+//! account's direct role sent it ([`router_core::direct`]).
 
 use std::sync::Arc;
 
 use super::{
-    DIRECT_ARN, Msg, aws, dead_letter_reasons,
-    fake::{FakeAws, Fault, HUB, MEMBER, OTHER_REGION, REGION},
-    handed_back, invoke, router, spot,
+    DIRECT_ARN, Msg, aws, dead_letter_reasons, handed_back, invoke, router, spot,
+    world::{Fault, HUB, MEMBER, OTHER_REGION, REGION, WorldAws},
 };
-use crate::{direct::REREAD_AFTER, handler::Router, retry::DENIAL_GRACE};
+use router_core::{direct::REREAD_AFTER, handler::Router, retry::DENIAL_GRACE};
 
 /// A third account, served like MEMBER.
 const NEIGHBOUR: &str = "333333333333";
@@ -16,7 +15,7 @@ const MEMBER_ROLE: &str = "AROAMEMBERDIRECT00001";
 const NEIGHBOUR_ROLE: &str = "AROANEIGHBOURDIRECT01";
 
 /// MEMBER's and NEIGHBOUR's cluster alpha in the hub's region, each with its direct role.
-fn estate() -> Arc<FakeAws> {
+fn estate() -> Arc<WorldAws> {
     let aws = aws();
     aws.allow_role(&format!(
         "arn:aws:iam::{NEIGHBOUR}:role/interruption-router-spoke"
@@ -34,7 +33,7 @@ fn estate() -> Arc<FakeAws> {
     aws
 }
 
-fn direct_router(aws: &Arc<FakeAws>) -> Router<FakeAws> {
+fn direct_router(aws: &Arc<WorldAws>) -> Router<WorldAws> {
     router(aws, &[("DIRECT_QUEUE_ARN", DIRECT_ARN)])
 }
 
@@ -58,7 +57,7 @@ async fn a_members_event_sent_by_its_own_direct_role_is_forwarded() {
     assert!(handed_back(&answered).is_empty(), "{:?}", answered.response);
     assert_eq!(aws.bodies(MEMBER, REGION, "karpenter-alpha").len(), 5);
     assert!(dead_letter_reasons(&aws).is_empty());
-    // One GetRole for the account, made as its spoke role (the fake refuses anyone else), and
+    // One GetRole for the account, made as its spoke role (the world refuses anyone else), and
     // none on the next batch.
     assert_eq!(aws.count("GetRole"), 1);
     invoke(

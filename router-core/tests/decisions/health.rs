@@ -4,9 +4,8 @@
 use serde_json::Value;
 
 use super::{
-    Msg, aws,
-    fake::{HUB, REGION},
-    handed_back, health, invoke, router,
+    Msg, aws, handed_back, health, invoke, router,
+    world::{HUB, REGION},
 };
 
 #[tokio::test(start_paused = true)]

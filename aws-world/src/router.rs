@@ -1,1 +1,0 @@
-//! The router's seam on the world (to come).

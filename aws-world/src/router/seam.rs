@@ -1,0 +1,239 @@
+//! Each of the seam's calls, answered by the world as the session sees it, after the layer of
+//! faults has had its say.
+
+use std::time::{Duration, SystemTime};
+
+use super::WorldAws;
+use crate::{missing, role_id};
+use router_core::aws::{
+    Aws, CallError, Credentials, DescribeInstances, EntryFailure, EntryResult, InstanceFilter,
+    InstancePage, SendEntry, Session, Tagged, VisibilityEntry, sweep_page,
+};
+use router_core::event::InstanceId;
+
+/// How long AssumeRole's credentials last (its default `DurationSeconds`).
+const SESSION_LIFETIME: Duration = Duration::from_secs(3600);
+
+fn missing_queue() -> CallError {
+    CallError::new(missing::QUEUE, "The specified queue does not exist.")
+}
+
+/// The instances of the view's site, with their tags, that `keep` keeps.
+fn instances(view: &crate::World, keep: impl Fn(&str, &[(String, String)]) -> bool) -> Vec<Tagged> {
+    view.read(|_, site| {
+        site.instances
+            .iter()
+            .filter(|(id, (_, tags))| keep(id, tags))
+            .filter_map(|(id, (_, tags))| {
+                Some(Tagged {
+                    id: InstanceId::parse(id)?,
+                    tags: tags.clone(),
+                })
+            })
+            .collect()
+    })
+}
+
+impl Aws for WorldAws {
+    fn now(&self) -> SystemTime {
+        self.home.clock()
+    }
+
+    fn jitter(&self) -> f64 {
+        self.jitter
+    }
+
+    async fn assume_role(&self, role_arn: &str) -> Result<Credentials, CallError> {
+        let home = self.call("AssumeRole", None, None).await?;
+        let session = home.assume_role(role_arn, "interruption-router")?;
+        let mut sessions = self.sessions.lock().unwrap();
+        let key = format!("ASIA{:016}", sessions.len() + 1);
+        sessions.insert(key.clone(), session);
+        Ok(Credentials::new(
+            key.clone(),
+            format!("secret-{key}"),
+            Some(format!("token-{key}")),
+            Some(self.now() + SESSION_LIFETIME),
+        ))
+    }
+
+    async fn get_role_id(&self, at: &Session, name: &str) -> Result<String, CallError> {
+        let view = self.call("GetRole", None, Some(at)).await?;
+        let suffix = format!("/{name}");
+        let prefix = format!("arn:aws:iam::{}:role/", view.account());
+        view.read(|state, _| {
+            state
+                .roles
+                .values()
+                .find(|r| r.arn.starts_with(&prefix) && r.arn.ends_with(&suffix))
+                .map(|r| {
+                    if r.id.is_empty() {
+                        role_id(&r.arn)
+                    } else {
+                        r.id.clone()
+                    }
+                })
+        })
+        .ok_or_else(|| {
+            CallError::new(
+                "NoSuchEntity",
+                format!("The role with name {name} cannot be found."),
+            )
+        })
+    }
+
+    async fn describe_instances(
+        &self,
+        at: &Session,
+        query: DescribeInstances<'_>,
+    ) -> Result<InstancePage, CallError> {
+        let kind = matches!(query.filter, InstanceFilter::TagKey(_)).then_some(super::SWEEP);
+        let view = self.call("DescribeInstances", kind, Some(at)).await?;
+        match query.filter {
+            // The `instance-id` filter: unknown ids are absent, not an error.
+            InstanceFilter::Ids(ids) => Ok(InstancePage {
+                instances: instances(&view, |id, _| ids.iter().any(|i| i.as_str() == id)),
+                next_token: None,
+            }),
+            InstanceFilter::TagKey(key) => {
+                let all = instances(&view, |_, tags| tags.iter().any(|(k, _)| k == key));
+                let (instances, next_token) = sweep_page(&all, query.next_token);
+                Ok(InstancePage {
+                    instances,
+                    next_token,
+                })
+            }
+        }
+    }
+
+    async fn get_resources(
+        &self,
+        at: &Session,
+        ids: &[InstanceId],
+    ) -> Result<Vec<Tagged>, CallError> {
+        let view = self.call("GetResources", None, Some(at)).await?;
+        // The Tagging API lists tagged resources only.
+        Ok(instances(&view, |id, tags| {
+            !tags.is_empty() && ids.iter().any(|i| i.as_str() == id)
+        }))
+    }
+
+    async fn get_queue_url(&self, at: &Session, name: &str) -> Result<String, CallError> {
+        let view = self.call("GetQueueUrl", None, Some(at)).await?;
+        let answer = view
+            .read(|_, site| site.queues.get(name).map(|q| q.url.clone()))
+            .ok_or_else(missing_queue);
+        self.answered("GetQueueUrl");
+        answer
+    }
+
+    async fn list_queue_tags(
+        &self,
+        at: &Session,
+        url: &str,
+    ) -> Result<Vec<(String, String)>, CallError> {
+        let view = self.call("ListQueueTags", None, Some(at)).await?;
+        let queue = view.queue_named(url).map_err(|_| missing_queue())?;
+        Ok(queue.tags.into_iter().collect())
+    }
+
+    async fn get_queue_policy(&self, at: &Session, url: &str) -> Result<Option<String>, CallError> {
+        let view = self.call("GetQueueAttributes", None, Some(at)).await?;
+        let queue = view.queue_named(url).map_err(|_| missing_queue())?;
+        Ok(queue.attributes.get("Policy").cloned())
+    }
+
+    async fn get_parameter(&self, at: &Session, name: &str) -> Result<String, CallError> {
+        let view = self.call("GetParameter", None, Some(at)).await?;
+        view.read(|_, site| site.parameters.get(name).cloned())
+            .ok_or_else(|| CallError::new(missing::PARAMETER, format!("{name} not found")))
+    }
+
+    async fn send_message_batch(
+        &self,
+        at: &Session,
+        url: &str,
+        entries: &[SendEntry<'_>],
+    ) -> Result<Vec<EntryResult>, CallError> {
+        let view = self.call("SendMessageBatch", None, Some(at)).await?;
+        if entries.len() > 10 {
+            return Err(CallError::new(
+                "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+                "Maximum number of entries per request are 10.",
+            ));
+        }
+        view.sqs_admits(url).map_err(|e| {
+            if e.code == missing::QUEUE {
+                missing_queue()
+            } else {
+                e
+            }
+        })?;
+        let name = url.rsplit('/').next().unwrap_or_default().to_owned();
+        let broken = self.faults().queues.get(&name).cloned();
+        if let Some(fault) = broken {
+            fault.play().await?;
+        }
+        let mut results = Vec::new();
+        for entry in entries {
+            let refused = self.faults().entry(&name);
+            results.push(match refused {
+                Some((code, sender_fault)) => EntryResult::Failed(EntryFailure {
+                    id: entry.id.to_owned(),
+                    message: format!("the model refuses this entry with {code}"),
+                    code,
+                    sender_fault,
+                }),
+                None => {
+                    let attributes = entry
+                        .attributes
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.clone()))
+                        .collect();
+                    view.sqs_store(url, entry.body, attributes)?;
+                    EntryResult::Ok {
+                        id: entry.id.to_owned(),
+                    }
+                }
+            });
+        }
+        Ok(results)
+    }
+
+    async fn change_message_visibility_batch(
+        &self,
+        at: &Session,
+        queue_url: &str,
+        entries: &[VisibilityEntry<'_>],
+    ) -> Result<Vec<EntryResult>, CallError> {
+        let view = self
+            .call("ChangeMessageVisibilityBatch", None, Some(at))
+            .await?;
+        let mut faults = self.faults();
+        let now = view.clock();
+        let name = queue_url.rsplit('/').next().unwrap_or_default().to_owned();
+        Ok(entries
+            .iter()
+            .map(|e| {
+                faults
+                    .visibility
+                    .push((e.receipt_handle.to_owned(), e.timeout_secs));
+                // A message the world holds under this handle becomes visible then; the records
+                // a test hands the router directly are in no queue of the world.
+                view.site(|site| {
+                    if let Some(message) = site
+                        .queues
+                        .get_mut(&name)
+                        .filter(|q| q.url == queue_url)
+                        .and_then(|q| q.messages.iter_mut().find(|m| m.handle == e.receipt_handle))
+                    {
+                        message.visible_at = now + Duration::from_secs(u64::from(e.timeout_secs));
+                    }
+                });
+                EntryResult::Ok {
+                    id: e.id.to_owned(),
+                }
+            })
+            .collect())
+    }
+}
