@@ -165,6 +165,46 @@ impl World {
         })
     }
 
+    /// What an event source mapping's receive of one record gives: the message `id` of queue
+    /// `queue` (sent now with `body` if the queue does not hold it, as a record first delivered),
+    /// received: its receive count up, hidden for the queue's visibility timeout, with a new
+    /// receipt handle, which this returns. The router's decision tests hand it records so.
+    pub fn mapping_receive(&self, queue: &str, id: &str, body: &str) -> Option<String> {
+        let now = self.clock();
+        self.site(|site| {
+            let queue = site.queues.get_mut(queue)?;
+            let hide: u64 = queue
+                .attributes
+                .get("VisibilityTimeout")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(30);
+            if !queue.messages.iter().any(|m| m.id == id) {
+                queue.messages.push(ModelMessage {
+                    id: id.to_owned(),
+                    body: body.to_owned(),
+                    sent: now,
+                    receives: 0,
+                    visible_at: now,
+                    handle: String::new(),
+                    attributes: Vec::new(),
+                });
+            }
+            let message = queue.messages.iter_mut().find(|m| m.id == id)?;
+            message.receives += 1;
+            message.visible_at = now + Duration::from_secs(hide);
+            message.handle = uuid_like(&format!("{}{}{:?}", message.id, message.receives, now));
+            queue.counted.entry(minute(now)).or_default().0 += 1.0;
+            Some(message.handle.clone())
+        })
+    }
+
+    /// The mapping's delete of a record the function did not hand back.
+    pub fn mapping_delete(&self, queue: &str, handle: &str) {
+        if let Some(url) = self.site(|site| site.queues.get(queue).map(|q| q.url.clone())) {
+            let _ = self.sqs_delete(&url, handle);
+        }
+    }
+
     /// A reader of queue `name` (Karpenter's controller polling it): every visible message is
     /// received and deleted now; their bodies.
     pub fn take(&self, queue: &str) -> Vec<String> {

@@ -209,29 +209,42 @@ impl Aws for WorldAws {
         let view = self
             .call("ChangeMessageVisibilityBatch", None, Some(at))
             .await?;
-        let mut faults = self.faults();
+        view.queue_named(queue_url).map_err(|_| missing_queue())?;
         let now = view.clock();
         let name = queue_url.rsplit('/').next().unwrap_or_default().to_owned();
+        let mut faults = self.faults();
         Ok(entries
             .iter()
             .map(|e| {
                 faults
                     .visibility
                     .push((e.receipt_handle.to_owned(), e.timeout_secs));
-                // A message the world holds under this handle becomes visible then; the records
-                // a test hands the router directly are in no queue of the world.
-                view.site(|site| {
-                    if let Some(message) = site
-                        .queues
+                // The message the handle's receive returned, hidden until then; a handle no
+                // receive gave (or a deleted message's) is refused, as SQS refuses it.
+                let changed = view.site(|site| {
+                    site.queues
                         .get_mut(&name)
-                        .filter(|q| q.url == queue_url)
                         .and_then(|q| q.messages.iter_mut().find(|m| m.handle == e.receipt_handle))
-                    {
-                        message.visible_at = now + Duration::from_secs(u64::from(e.timeout_secs));
-                    }
+                        .map(|message| {
+                            message.visible_at =
+                                now + Duration::from_secs(u64::from(e.timeout_secs));
+                        })
+                        .is_some()
                 });
-                EntryResult::Ok {
-                    id: e.id.to_owned(),
+                if changed {
+                    EntryResult::Ok {
+                        id: e.id.to_owned(),
+                    }
+                } else {
+                    EntryResult::Failed(EntryFailure {
+                        id: e.id.to_owned(),
+                        code: "ReceiptHandleIsInvalid".into(),
+                        message: format!(
+                            "The input receipt handle \"{}\" is not a valid receipt handle.",
+                            e.receipt_handle
+                        ),
+                        sender_fault: true,
+                    })
                 }
             })
             .collect())

@@ -85,7 +85,7 @@ async fn a_function_arn_that_names_no_account_routes_nothing_and_loses_nothing()
     let records = [warning("m", "i-0a000001", HUB, REGION)];
     let answered = router
         .invoke(
-            &super::sqs_event(&records),
+            &super::sqs_event(&aws, &records),
             Invocation {
                 request_id: "r",
                 function_arn: "interruption-router",

@@ -145,16 +145,23 @@ async fn a_handed_back_record_returns_sooner_the_fewer_times_it_was_received() {
         .collect();
     let answered = invoke(&router, &aws, &records).await;
     assert_eq!(handed_back(&answered).len(), 8);
-    let set: Vec<(String, u32)> = aws.visibility();
-    let expected: Vec<(String, u32)> = (1..=8)
-        .map(|n| {
-            (
-                format!("rh-r{n}"),
-                redelivery_delay(n, 1.0).as_secs() as u32,
-            )
-        })
+    // Each record in the world's ingest queue is hidden for its delay from now.
+    let now = aws.world().clock();
+    let hidden: Vec<(String, u64)> = aws.world().read(|_, site| {
+        site.queues["interruption-router-ingest"]
+            .messages
+            .iter()
+            .map(|m| {
+                let left = m.visible_at.duration_since(now).unwrap_or_default();
+                (m.id.clone(), left.as_secs())
+            })
+            .collect()
+    });
+    let expected: Vec<(String, u64)> = (1..=8)
+        .map(|n| (format!("r{n}"), redelivery_delay(n, 1.0).as_secs()))
         .collect();
-    assert_eq!(set, expected);
+    assert_eq!(hidden, expected);
+    assert_eq!(aws.visibility().len(), 8, "one entry each");
     assert_eq!(
         expected.iter().map(|(_, s)| *s).collect::<Vec<_>>(),
         [1, 2, 4, 8, 16, 32, 60, 60]
@@ -214,7 +221,7 @@ async fn an_operators_invoke_gets_each_records_outcome_and_a_mapping_only_its_fa
     assert!(response.get("outcomes").is_none(), "{response}");
     // Without eventSourceARN (simulate, adopt's probe): every record's outcome.
     let mut event: serde_json::Value =
-        serde_json::from_str(super::sqs_event(&records).get()).unwrap();
+        serde_json::from_str(super::sqs_event(&aws, &records).get()).unwrap();
     for r in event["Records"].as_array_mut().unwrap() {
         r.as_object_mut().unwrap().remove("eventSourceARN");
     }

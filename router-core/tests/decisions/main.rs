@@ -150,11 +150,24 @@ pub fn health(id: &str, instances: &[&str], account: &str, region: &str) -> Stri
     .to_string()
 }
 
-/// The SQS event of `records`, as the event source mapping hands it over.
-pub fn sqs_event(records: &[Msg]) -> Box<RawValue> {
+/// The world's view of the queue an ARN names.
+fn queue_of(aws: &WorldAws, arn: &str) -> (aws_world::World, String) {
+    let parts: Vec<&str> = arn.split(':').collect();
+    let view = aws.world().at(parts[4]).in_region(parts[3]);
+    (view, parts[5].to_owned())
+}
+
+/// The SQS event of `records`, as the event source mapping hands it over: each record received
+/// from its queue in the world (the ingest or the direct queue), so its receipt handle is one
+/// SQS would accept.
+pub fn sqs_event(aws: &WorldAws, records: &[Msg]) -> Box<RawValue> {
     let records: Vec<Value> = records
         .iter()
         .map(|m| {
+            let (view, queue) = queue_of(aws, m.queue_arn);
+            let handle = view
+                .mapping_receive(&queue, &m.id, &m.body)
+                .unwrap_or_else(|| format!("rh-{}", m.id));
             let mut attributes = json!({
                 "ApproximateReceiveCount": m.receive_count.to_string(),
                 "ApproximateFirstReceiveTimestamp": m.first_receive_ms.to_string(),
@@ -164,7 +177,7 @@ pub fn sqs_event(records: &[Msg]) -> Box<RawValue> {
                 attributes["SenderId"] = json!(sender);
             }
             json!({
-                "messageId": m.id, "receiptHandle": format!("rh-{}", m.id), "body": m.body,
+                "messageId": m.id, "receiptHandle": handle, "body": m.body,
                 "attributes": attributes,
                 "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
                 "eventSourceARN": m.queue_arn, "awsRegion": REGION,
@@ -179,6 +192,8 @@ pub async fn invoke(router: &Router<WorldAws>, aws: &WorldAws, records: &[Msg]) 
     invoke_with(router, aws, records, TIMEOUT).await
 }
 
+/// One invocation as the event source mapping makes it: the records received, the function
+/// invoked, and what it did not hand back deleted from the queue.
 pub async fn invoke_with(
     router: &Router<WorldAws>,
     aws: &WorldAws,
@@ -196,7 +211,19 @@ pub async fn invoke_with(
         function_arn: FUNCTION_ARN,
         deadline_ms: now_ms + timeout.as_millis() as u64,
     };
-    router.invoke(&sqs_event(records), invocation).await
+    let event = sqs_event(aws, records);
+    let answered = router.invoke(&event, invocation).await;
+    if answered.response.is_ok() {
+        let back = handed_back(&answered);
+        let event: Value = serde_json::from_str(event.get()).unwrap();
+        for record in event["Records"].as_array().into_iter().flatten() {
+            if !back.iter().any(|id| record["messageId"] == id.as_str()) {
+                let (view, queue) = queue_of(aws, record["eventSourceARN"].as_str().unwrap());
+                view.mapping_delete(&queue, record["receiptHandle"].as_str().unwrap());
+            }
+        }
+    }
+    answered
 }
 
 /// The message ids the invocation handed back.

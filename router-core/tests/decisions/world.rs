@@ -13,8 +13,13 @@ pub const EPOCH_MS: u64 = WORLD_EPOCH_MS;
 /// The router's execution role (base.yaml's).
 pub const ROUTER_ROLE: &str = "arn:aws:iam::111111111111:role/interruption-router";
 
-/// An empty world whose router runs in the hub's region, with the spoke role spoke.yaml creates
-/// in `MEMBER` (and in the hub, for its other regions) trusting the router's role.
+/// A world whose router runs in the hub's region, fed by base.yaml's ingest and direct queues
+/// (their visibility timeout base.yaml's), with the spoke role spoke.yaml creates in `MEMBER`
+/// (and in the hub, for its other regions) trusting the router's role.
 pub fn hub() -> WorldAws {
-    WorldAws::new(&World::new(HUB, REGION), ROUTER_ROLE, &[HUB, MEMBER])
+    let world = World::new(HUB, REGION);
+    for queue in ["interruption-router-ingest", "interruption-router-direct"] {
+        world.create_queue(queue, &[("VisibilityTimeout", "180")]);
+    }
+    WorldAws::new(&world, ROUTER_ROLE, &[HUB, MEMBER])
 }

@@ -17,6 +17,7 @@ use interruption_router::{
 use local_aws::moto::{ACCOUNT, REGION, sdk_config_for};
 
 mod forwarder;
+mod model;
 mod resolver;
 
 /// The emulator's account and region, where the router is its own role.
