@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::{Options, Outcome, run, steps::State};
 
 mod busy;
+mod wrong_reader;
 use crate::cloud::{Cloud, deliveries::Invoked, model::World};
 use aws_model::stacks::BASE_TEMPLATE;
 use router_core::event::Kind;
@@ -25,6 +26,14 @@ const NODE: &str = "i-0aaaaaaaaaaaaaaa1";
 enum Reads {
     Old,
     Tenant,
+    /// The helm command ran in another cluster's kube-context: alpha's Karpenter still reads the
+    /// old queue, and that cluster's (whose role may read `karpenter-*`) reads alpha's tenant
+    /// queue, deleting what it takes as another cluster's.
+    Elsewhere,
+    /// [`Reads::Elsewhere`] in a busy account: between alpha's Karpenter's polls, the account's
+    /// unfiltered old rules put more of its other interruptions into the old queue than a look
+    /// can page through, so a look never runs dry.
+    ElsewhereBusy,
 }
 
 /// The hub with alpha's set-up made by hand: the old queue, a rule per kind targeting it,
@@ -136,10 +145,21 @@ async fn traffic(world: &World, reads: Reads) {
         )
         .await;
     }
+    if matches!(reads, Reads::Elsewhere | Reads::ElsewhereBusy) {
+        world.take(TENANT_QUEUE);
+    }
     let read = world.take(match reads {
-        Reads::Old => OLD_QUEUE,
+        Reads::Old | Reads::Elsewhere | Reads::ElsewhereBusy => OLD_QUEUE,
         Reads::Tenant => TENANT_QUEUE,
     });
+    if reads == Reads::ElsewhereBusy {
+        let n = LEDGER.with(|l| l.borrow().sent.len());
+        for m in 0..crate::adopt::evidence::look::MAX_LOOK_RECEIVES * 10 + 100 {
+            let body = json!({"version": "0", "id": format!("account-{n}-{m}"),
+                "source": "test.account", "detail-type": "another cluster's event"});
+            world.deliver(OLD_QUEUE, &body.to_string());
+        }
+    }
     LEDGER.with(|l| {
         let mut l = l.borrow_mut();
         for body in read {

@@ -197,6 +197,12 @@ fn a_tenant_queue_nobody_reads() {
         "holds a message 70 s old: nobody reads it",
         "settings.interruptionQueue in cluster alpha",
     );
+    // And names the reader the tenant stack grants.
+    says(
+        &check,
+        "nobody reads it",
+        &format!("the reader, role {}", hub::KARPENTER_ROLE),
+    );
 }
 
 #[test]

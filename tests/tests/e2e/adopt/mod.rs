@@ -5,12 +5,12 @@
 //!
 //! The verdict is per event: the queue its cluster's Karpenter was pointed at when it was sent
 //! must have received it, once. Each test plays one way the switch goes wrong in production: a
-//! GitOps controller putting the old queue back, a helm command run in another cluster's
-//! kube-context, a rollback followed at once by its helm command, EKS Blueprints' queue that
-//! carries the router's name.
+//! rollback followed at once by its helm command, EKS Blueprints' queue that carries the router's
+//! name, a member account's cluster. A GitOps revert, a helm command run in another cluster's
+//! kube-context and a busy account's old queue are played on the model of AWS, in virtual time
+//! (`routerctl/src/adopt/on_the_model/`; docs/testing.md, "Moved onto the model").
 //!
 //! * [`walk`]: every kind of set-up walked to the end, with a rollback;
-//! * [`wrong_reader`]: a GitOps revert, and a helm command in another kube-context;
 //! * [`rollback`]: a rollback whose helm command runs the moment it is printed;
 //! * [`expired`]: what SQS deleted after its retention does not hide a fresh message;
 //! * [`locked_down`]: the tenant queue adopt deploys in a locked-down account;
@@ -28,9 +28,8 @@ use lab::{
     adoption::{Estate, Move, STACK, Scene, tenant_stack},
     old_setups::Flavour,
 };
-use local_aws::karpenter::{Behaviour, Karpenter};
 use routerctl::{
-    adopt::{self, Outcome, evidence::QUIET_WINDOW, steps::State},
+    adopt::{self, Outcome, steps::State},
     verify,
 };
 use serde_json::json;
@@ -42,7 +41,6 @@ mod member;
 mod not_ours;
 mod rollback;
 mod walk;
-mod wrong_reader;
 
 /// A scene of these clusters, as the demo's otherwise.
 fn scene(clusters: &[(&str, Option<Flavour>)]) -> Scene {
@@ -151,9 +149,4 @@ async fn verify_cluster(aws: &Aws, cluster: &str) -> verify::Report {
         },
     )
     .await
-}
-
-/// Waits until `cluster`'s round can be read.
-async fn until_ripe() {
-    tokio::time::sleep(QUIET_WINDOW + Duration::from_secs(1)).await;
 }
