@@ -37,6 +37,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
+use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use aws_model::policy::Policy;
@@ -172,7 +173,14 @@ pub struct State {
 
 /// A function's behaviour in the model: its answer to a payload.
 #[derive(Clone)]
-pub struct Responder(pub Arc<dyn Fn(&str) -> Invoked + Send + Sync>);
+pub struct Responder(pub Arc<dyn Fn(String) -> BoxFuture<'static, Invoked> + Send + Sync>);
+
+impl Responder {
+    /// The function's answer to `payload`.
+    pub async fn answer(&self, payload: String) -> Invoked {
+        (self.0)(payload).await
+    }
+}
 
 impl std::fmt::Debug for Responder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -154,6 +154,22 @@ impl World {
 
     /// Function `name` answers every synchronous invocation with `answer(payload)`.
     pub fn function(&self, name: &str, answer: impl Fn(&str) -> Invoked + Send + Sync + 'static) {
+        self.function_async(name, move |payload| {
+            let answered = answer(&payload);
+            Box::pin(async move { answered })
+        });
+    }
+
+    /// Function `name` answers every synchronous invocation with what `answer(payload)` comes to
+    /// (a handler that calls AWS in turn: [`crate::router::run_router`]).
+    pub fn function_async(
+        &self,
+        name: &str,
+        answer: impl Fn(String) -> futures_util::future::BoxFuture<'static, Invoked>
+        + Send
+        + Sync
+        + 'static,
+    ) {
         self.lock()
             .functions
             .insert(name.to_owned(), Responder(Arc::new(answer)));

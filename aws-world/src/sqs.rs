@@ -102,11 +102,14 @@ impl World {
 
     /// ReceiveMessage of up to 10 visible messages, oldest first, hidden `hide_secs`.
     pub fn sqs_receive(&self, url: &str, hide_secs: i32) -> Result<Vec<Received>, CallError> {
-        self.queue_named(url)?;
         let now = self.clock();
         let name = url.rsplit('/').next().unwrap_or_default().to_owned();
         self.site(|site| {
-            let queue = site.queues.get_mut(&name).ok_or_else(gone)?;
+            let queue = site
+                .queues
+                .get_mut(&name)
+                .filter(|q| q.url == url)
+                .ok_or_else(gone)?;
             let mut received = Vec::new();
             for message in queue
                 .messages
@@ -136,11 +139,14 @@ impl World {
 
     /// ChangeMessageVisibility to 0 of what these handles name.
     pub fn sqs_release(&self, url: &str, handles: &[String]) -> Result<(), CallError> {
-        self.queue_named(url)?;
         let now = self.clock();
         let name = url.rsplit('/').next().unwrap_or_default().to_owned();
         self.site(|site| {
-            let queue = site.queues.get_mut(&name).ok_or_else(gone)?;
+            let queue = site
+                .queues
+                .get_mut(&name)
+                .filter(|q| q.url == url)
+                .ok_or_else(gone)?;
             for message in queue.messages.iter_mut() {
                 if handles.contains(&message.handle) {
                     message.visible_at = now;
@@ -152,11 +158,14 @@ impl World {
 
     /// DeleteMessage by receipt handle (an unknown handle deletes nothing, as SQS answers).
     pub fn sqs_delete(&self, url: &str, handle: &str) -> Result<(), CallError> {
-        self.queue_named(url)?;
         let now = self.clock();
         let name = url.rsplit('/').next().unwrap_or_default().to_owned();
         self.site(|site| {
-            let queue = site.queues.get_mut(&name).ok_or_else(gone)?;
+            let queue = site
+                .queues
+                .get_mut(&name)
+                .filter(|q| q.url == url)
+                .ok_or_else(gone)?;
             let before = queue.messages.len();
             queue.messages.retain(|m| m.handle != handle);
             let deleted = (before - queue.messages.len()) as f64;

@@ -13,6 +13,7 @@
 //! refused, where AWS would quietly read the home account instead.
 
 mod faults;
+mod function;
 mod seam;
 
 use std::{
@@ -23,7 +24,10 @@ use std::{
 use serde_json::json;
 
 use self::faults::Faults;
-pub use self::faults::{Call, Fault, SWEEP};
+pub use self::{
+    faults::{Call, Fault, SWEEP},
+    function::run_router,
+};
 use super::{ModelRole, World, role_id};
 use router_core::{
     aws::{CallError, Identity, Session},

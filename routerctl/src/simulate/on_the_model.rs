@@ -63,6 +63,8 @@ fn hub() -> (World, Arc<Mutex<Vec<Value>>>, String, String) {
 
 fn simulate(world: &World, options: Options) -> anyhow::Result<super::Report> {
     tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
         .build()
         .unwrap()
         .block_on(run(world, &options))
@@ -273,4 +275,52 @@ fn state_changes_and_capacity_reservation_warnings_carry_their_kind() {
         assert_eq!(body["detail-type"], expected.detail_type());
         assert_eq!(body["version"], "0");
     }
+}
+
+/// The drill through the router itself (this release's handler, as base.yaml configures it):
+/// with alpha's tenant stack deployed, each simulated warning reaches alpha's tenant queue and
+/// names its node; beta, never onboarded, gets nothing.
+#[test]
+fn through_the_router_itself_each_warning_reaches_the_tenant_queue() {
+    let (world, _, function, _) = hub();
+    let parameters = world.read(|_, site| site.stacks["ir"].stack.parameters.clone());
+    let tenant = aws_model::stacks::tenant_parameters(
+        &parameters,
+        "alpha",
+        "KarpenterController-alpha",
+        router_core::event::Kinds::ALL,
+    );
+    let tenant: Vec<(&str, &str)> = tenant
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    world.put_role(
+        "KarpenterController-alpha",
+        Vec::new(),
+        json!({"Version": "2012-10-17", "Statement": []}),
+    );
+    world
+        .deploy(
+            "ir-tenant-alpha",
+            aws_model::stacks::TENANT_TEMPLATE,
+            &tenant,
+        )
+        .expect("tenant.yaml deploys");
+    aws_world::router::run_router(&world, &function);
+    let report = simulate(
+        &world,
+        Options {
+            count: 3,
+            ..Options::new("alpha", SimKind::Spot, &function)
+        },
+    )
+    .unwrap();
+    assert_eq!(report.failed(), 0, "{}", report.render());
+    let bodies = world.take("karpenter-alpha");
+    assert_eq!(bodies.len(), 3, "{}", report.render());
+    for (body, node) in bodies.iter().zip(&report.instances) {
+        let event: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(event["detail"]["instance-id"], node.as_str());
+    }
+    assert!(world.take("karpenter-beta").is_empty());
 }

@@ -72,7 +72,7 @@ impl Deliveries for World {
         let responder = self.lock().functions.get(function).cloned();
         let responder =
             responder.ok_or_else(|| not_found(&format!("Function not found: {function}")))?;
-        Ok((responder.0)(&payload))
+        Ok(responder.answer(payload).await)
     }
 }
 
