@@ -28,6 +28,8 @@ mod make;
 pub mod router;
 mod sqs;
 mod sts;
+#[cfg(test)]
+mod tests;
 
 pub use make::{METRIC_LAG, millis};
 
@@ -98,6 +100,21 @@ pub struct ModelMessage {
     pub handle: String,
     /// Its message attributes (name, string value), as sent.
     pub attributes: Vec<(String, String)>,
+}
+
+impl ModelMessage {
+    /// A message sent at `sent`, never received, visible from then.
+    pub fn new(id: String, body: &str, sent: SystemTime) -> Self {
+        Self {
+            id,
+            body: body.to_owned(),
+            sent,
+            receives: 0,
+            visible_at: sent,
+            handle: String::new(),
+            attributes: Vec::new(),
+        }
+    }
 }
 
 /// An EC2 instance: its state (`running`, `stopping`, …) and tags.
@@ -349,15 +366,7 @@ impl World {
         self.site(|site| {
             if let Some(q) = site.queues.get_mut(queue) {
                 let id = uuid_like(&format!("{queue}{}", q.messages.len()));
-                q.messages.push(ModelMessage {
-                    id,
-                    body: "{}".to_owned(),
-                    sent: now - ago,
-                    receives: 0,
-                    visible_at: now - ago,
-                    handle: String::new(),
-                    attributes: Vec::new(),
-                });
+                q.messages.push(ModelMessage::new(id, "{}", now - ago));
             }
         });
     }

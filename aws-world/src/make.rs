@@ -139,15 +139,7 @@ impl World {
                 return false;
             };
             let id = uuid_like(&format!("{queue}{}{body}", q.messages.len()));
-            q.messages.push(super::ModelMessage {
-                id,
-                body: body.to_owned(),
-                sent: now,
-                receives: 0,
-                visible_at: now,
-                handle: String::new(),
-                attributes: Vec::new(),
-            });
+            q.messages.push(super::ModelMessage::new(id, body, now));
             true
         })
     }

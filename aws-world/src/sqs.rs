@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{ModelMessage, World, policy, uuid_like};
+use super::{ModelMessage, ModelQueue, World, policy, uuid_like};
 use aws_model::policy::{Decision, Principal, Request, evaluate};
 use aws_model::resources::{Received, missing};
 use router_core::aws::CallError;
@@ -22,6 +22,23 @@ fn gone() -> CallError {
 }
 
 impl World {
+    /// `act` on the queue at `url` in this view's site, or SQS's answer that there is none.
+    fn in_queue<T>(
+        &self,
+        url: &str,
+        act: impl FnOnce(&mut ModelQueue) -> Result<T, CallError>,
+    ) -> Result<T, CallError> {
+        let name = url.rsplit('/').next().unwrap_or_default().to_owned();
+        self.site(|site| {
+            let queue = site
+                .queues
+                .get_mut(&name)
+                .filter(|q| q.url == url)
+                .ok_or_else(gone)?;
+            act(queue)
+        })
+    }
+
     /// SendMessage as the caller: refused when the queue's policy denies the caller outright
     /// (the caller's own identity policies are taken to allow it).
     pub fn sqs_send(&self, url: &str, body: &str) -> Result<String, CallError> {
@@ -79,22 +96,11 @@ impl World {
         attributes: Vec<(String, String)>,
     ) -> Result<String, CallError> {
         let now = self.clock();
-        let name = url.rsplit('/').next().unwrap_or_default().to_owned();
-        self.site(|site| {
-            let queue = site
-                .queues
-                .get_mut(&name)
-                .filter(|q| q.url == url)
-                .ok_or_else(gone)?;
+        self.in_queue(url, |queue| {
             let id = uuid_like(&format!("{url}{}{body}", queue.messages.len()));
             queue.messages.push(ModelMessage {
-                id: id.clone(),
-                body: body.to_owned(),
-                sent: now,
-                receives: 0,
-                visible_at: now,
-                handle: String::new(),
                 attributes,
+                ..ModelMessage::new(id.clone(), body, now)
             });
             Ok(id)
         })
@@ -103,13 +109,7 @@ impl World {
     /// ReceiveMessage of up to 10 visible messages, oldest first, hidden `hide_secs`.
     pub fn sqs_receive(&self, url: &str, hide_secs: i32) -> Result<Vec<Received>, CallError> {
         let now = self.clock();
-        let name = url.rsplit('/').next().unwrap_or_default().to_owned();
-        self.site(|site| {
-            let queue = site
-                .queues
-                .get_mut(&name)
-                .filter(|q| q.url == url)
-                .ok_or_else(gone)?;
+        self.in_queue(url, |queue| {
             let mut received = Vec::new();
             for message in queue
                 .messages
@@ -140,13 +140,7 @@ impl World {
     /// ChangeMessageVisibility to 0 of what these handles name.
     pub fn sqs_release(&self, url: &str, handles: &[String]) -> Result<(), CallError> {
         let now = self.clock();
-        let name = url.rsplit('/').next().unwrap_or_default().to_owned();
-        self.site(|site| {
-            let queue = site
-                .queues
-                .get_mut(&name)
-                .filter(|q| q.url == url)
-                .ok_or_else(gone)?;
+        self.in_queue(url, |queue| {
             for message in queue.messages.iter_mut() {
                 if handles.contains(&message.handle) {
                     message.visible_at = now;
@@ -159,13 +153,7 @@ impl World {
     /// DeleteMessage by receipt handle (an unknown handle deletes nothing, as SQS answers).
     pub fn sqs_delete(&self, url: &str, handle: &str) -> Result<(), CallError> {
         let now = self.clock();
-        let name = url.rsplit('/').next().unwrap_or_default().to_owned();
-        self.site(|site| {
-            let queue = site
-                .queues
-                .get_mut(&name)
-                .filter(|q| q.url == url)
-                .ok_or_else(gone)?;
+        self.in_queue(url, |queue| {
             let before = queue.messages.len();
             queue.messages.retain(|m| m.handle != handle);
             let deleted = (before - queue.messages.len()) as f64;
@@ -188,15 +176,9 @@ impl World {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(30);
             if !queue.messages.iter().any(|m| m.id == id) {
-                queue.messages.push(ModelMessage {
-                    id: id.to_owned(),
-                    body: body.to_owned(),
-                    sent: now,
-                    receives: 0,
-                    visible_at: now,
-                    handle: String::new(),
-                    attributes: Vec::new(),
-                });
+                queue
+                    .messages
+                    .push(ModelMessage::new(id.to_owned(), body, now));
             }
             let message = queue.messages.iter_mut().find(|m| m.id == id)?;
             message.receives += 1;

@@ -186,6 +186,15 @@ fn old_rules_enabled(site: &crate::cloud::model::Site) -> usize {
         .count()
 }
 
+/// Nothing disabled the old path: no move applied step 5, and the five old rules are all on.
+fn assert_old_rules_kept(world: &World, moves: &[String]) {
+    assert!(
+        !moves.iter().any(|m| m.starts_with("applied step 5")),
+        "rules disabled while Karpenter of alpha reads the old queue: {moves:#?}"
+    );
+    world.site(|site| assert_eq!(old_rules_enabled(site), 5, "the old rules stay on"));
+}
+
 /// Every interruption of the walk reached Karpenter, through the old queue or the router, and
 /// there were enough of them to say so.
 fn assert_nothing_missed() {
@@ -378,14 +387,7 @@ fn karpenter_still_on_the_old_queue_keeps_the_old_rules_on() {
         },
     );
     assert_nothing_missed();
-    assert!(
-        !moves.iter().any(|m| m.starts_with("applied step 5")),
-        "rules disabled while Karpenter reads the old queue: {moves:#?}"
-    );
-    world.site(|site| {
-        let enabled = old_rules_enabled(site);
-        assert_eq!(enabled, 5, "the old rules stay on");
-    });
+    assert_old_rules_kept(&world, &moves);
 }
 
 /// GitOps puts the old queue back after the helm command: Karpenter took the probe from the
@@ -413,10 +415,7 @@ fn a_gitops_revert_after_the_probe_is_caught_by_the_sentinel() {
         },
     );
     assert_nothing_missed();
-    assert!(
-        !moves.iter().any(|m| m.starts_with("applied step 5")),
-        "rules disabled while Karpenter reads the old queue again: {moves:#?}"
-    );
+    assert_old_rules_kept(&world, &moves);
     let refused = moves
         .iter()
         .find(|m| m.contains("was taken from Karpenter-alpha: something still reads it"));

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::{
     CLUSTER, Options, Reads, State, World, account, advance, assert_nothing_missed,
-    old_rules_enabled, paused, play, run,
+    assert_old_rules_kept, paused, play, run,
 };
 
 /// A controller role of `cluster` that may read every `karpenter-*` queue (and its cluster's
@@ -55,17 +55,13 @@ fn a_helm_command_in_another_kube_context_is_named_and_the_old_rules_stay_on() {
             >= 2
     });
     assert_nothing_missed();
-    assert!(
-        !moves.iter().any(|m| m.starts_with("applied step 5")),
-        "rules disabled while alpha's Karpenter reads the old queue: {moves:#?}"
-    );
+    assert_old_rules_kept(&world, &moves);
     let refused = moves.iter().find(|m| m.starts_with("refused at step 4"));
     assert!(
         refused.is_some_and(|m| m.contains("ran in another kube-context")
             && m.contains("was taken from karpenter-alpha")),
         "{moves:#?}"
     );
-    world.site(|site| assert_eq!(old_rules_enabled(site), 5, "the old rules stay on"));
 }
 
 /// A role whose name says Karpenter and that may read `karpenter-*` blocks step 2 (a helm
@@ -146,10 +142,7 @@ fn apply_repeated_with_the_helm_command_elsewhere_in_a_busy_account_disables_not
         },
     );
     assert_nothing_missed();
-    assert!(
-        !moves.iter().any(|m| m.starts_with("applied step 5")),
-        "{moves:#?}"
-    );
+    assert_old_rules_kept(&world, &moves);
     // The look could not page to the sentinel, yet met only what came after it: what the queue
     // held before them, the sentinel with it, was taken. Never read as a backlog nobody reads.
     let refusals: Vec<&String> = moves
@@ -163,5 +156,4 @@ fn apply_repeated_with_the_helm_command_elsewhere_in_a_busy_account_disables_not
                 && m.contains("so something still reads it")),
         "{moves:#?}"
     );
-    world.site(|site| assert_eq!(old_rules_enabled(site), 5, "the old rules stay on"));
 }
