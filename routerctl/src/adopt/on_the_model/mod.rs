@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::{Options, Outcome, run, steps::State};
 
 mod busy;
+mod plan;
 mod wrong_reader;
 use crate::cloud::{Cloud, deliveries::Invoked, model::World};
 use aws_model::stacks::BASE_TEMPLATE;
@@ -520,68 +521,6 @@ fn a_rollback_after_the_rules_were_disabled_puts_the_old_path_back() {
     assert_nothing_missed();
     let next = plan.cluster(CLUSTER).and_then(|c| c.next()).unwrap();
     assert!(next.number <= 4, "{next:?}");
-}
-
-/// A rule whose pattern the matcher cannot read is reported, never guessed, and a plan changes
-/// nothing.
-#[test]
-fn a_plan_reports_a_pattern_it_cannot_read_and_changes_nothing() {
-    let world = account();
-    // A pattern with a filter the matcher does not read.
-    world.put_rule(
-        "KarpenterOdd-alpha",
-        &json!({"source": ["aws.ec2"], "detail-type": [{"wildcard": "EC2 Spot*"}]}),
-        &[("Odd", "arn:aws:sqs:us-east-1:123456789012:Karpenter-alpha")],
-    );
-    let report = paused()
-        .block_on(run(&world, &Options::plan("ir")))
-        .unwrap();
-    assert!(
-        report
-            .unreadable
-            .iter()
-            .any(|(rule, _)| rule == "KarpenterOdd-alpha"),
-        "{:?}",
-        report.unreadable
-    );
-    world.site(|site| {
-        let enabled = old_rules_enabled(site);
-        assert_eq!(enabled, 6);
-        assert!(!site.queues.contains_key(TENANT_QUEUE));
-        assert!(!site.stacks.contains_key("ir-tenant-alpha"));
-    });
-}
-
-/// A queue with the router's name for the cluster, made by another tool (no tenant tag, no
-/// policy for the router): the router would never write it, so adopt says the name is taken and
-/// deploys nothing over it.
-#[test]
-fn a_look_alike_queue_with_the_routers_name_stops_step_1() {
-    let world = account();
-    world.create_queue(TENANT_QUEUE, &[]);
-    let report = paused()
-        .block_on(run(&world, &Options::plan_of("ir", CLUSTER)))
-        .unwrap();
-    let plan = report.cluster(CLUSTER).unwrap();
-    let first = &plan.steps[0];
-    assert_eq!(first.number, 1);
-    assert_ne!(first.state, State::Done, "{first:?}");
-    assert!(
-        plan.today
-            .iter()
-            .any(|t| t.contains("tenant stack did not make it")),
-        "{:?}",
-        plan.today
-    );
-    let applied = paused().block_on(run(&world, &Options::apply("ir", CLUSTER)));
-    assert!(
-        !matches!(
-            applied.as_ref().map(|r| &r.outcome),
-            Ok(Outcome::Applied { step: 1, .. })
-        ),
-        "{applied:?}"
-    );
-    world.site(|site| assert!(!site.stacks.contains_key("ir-tenant-alpha")));
 }
 
 /// After the whole walk there is nothing to roll back to: `--rollback` refuses, and says to keep

@@ -345,3 +345,50 @@ fn a_refused_read_names_the_permission() {
     let check = only(&world, "alarm-topic");
     says(&check, "AccessDenied", "sns:ListSubscriptionsByTopic");
 }
+
+/// A central-bus rule has no `account` in its pattern by design (it carries every member's
+/// events): a pattern that differs there is said to differ, never to match every account's.
+#[test]
+fn a_central_bus_rule_whose_pattern_differs_is_not_said_to_match_every_account() {
+    let world = hub::deployed_with(&[
+        ("CentralBus", "Enabled"),
+        ("ServedAccounts", "111111111111"),
+    ]);
+    let physical = hub::resource(&world, "HubStateChangeRule");
+    let (bus, name) = physical
+        .split_once('|')
+        .expect("a custom bus rule's physical id");
+    world.site(|site| {
+        let (rule, _) = site
+            .rules
+            .get_mut(&(bus.to_owned(), name.to_owned()))
+            .unwrap();
+        let mut pattern: Value =
+            serde_json::from_str(rule.event_pattern.as_deref().unwrap()).unwrap();
+        pattern["detail"] = serde_json::json!({"state": ["terminated"]});
+        rule.event_pattern = Some(pattern.to_string());
+    });
+    let check = only(&world, "rule:HubStateChangeRule");
+    assert!(
+        !check.detail.contains("without `account`"),
+        "{}",
+        check.detail
+    );
+}
+
+/// A rule whose target dead-letters into a queue that is not the stack's DLQ: what EventBridge
+/// gives up on goes where nobody looks.
+#[test]
+fn a_rule_whose_target_dead_letters_elsewhere() {
+    let world = hub::deployed();
+    let elsewhere = "arn:aws:sqs:us-east-1:123456789012:elsewhere";
+    rule(&world, "ScheduledChangeRule", |_, targets| {
+        targets[0].dead_letter_arn = Some(elsewhere.into())
+    });
+    let check = only(&world, "rule:ScheduledChangeRule");
+    says(
+        &check,
+        &format!("its target has dead-letter queue Some(\"{elsewhere}\"), not the stack's DLQ"),
+        "DeadLetterConfig={Arn=arn:aws:sqs:us-east-1:123456789012:",
+    );
+}

@@ -324,3 +324,24 @@ fn a_member_alarm_topic_nobody_confirmed() {
     let check = only(&world, "spoke:111111111111:alarm-topic");
     says(&check, "no confirmed subscription", "aws sns subscribe");
 }
+
+/// A hub bus policy that admits the member's forwarding role by its ARN (not the whole account):
+/// verify judges the bus for the role the member's rules forward as, and passes.
+#[test]
+fn a_hub_bus_that_admits_the_members_forwarding_role_by_name() {
+    let world = hub::with_member(false);
+    let bus = hub::output(&world, "HubEventBusArn");
+    let forwarder = world.at(hub::MEMBER).read(|_, site| {
+        site.rules
+            .values()
+            .find_map(|(_, targets)| targets.first()?.role_arn.clone())
+            .expect("the spoke's rules forward as a role")
+    });
+    let policy = serde_json::json!({"Version": "2012-10-17", "Statement": [{
+        "Sid": "TheMembersForwarder", "Effect": "Allow", "Principal": {"AWS": forwarder},
+        "Action": "events:PutEvents", "Resource": bus}]});
+    let name = crate::verify::rules::bus_name(&bus).to_owned();
+    world.site(|site| site.buses.insert(name, Some(policy.to_string())));
+    let report = verify_member(&world);
+    assert_eq!(failed(&report), Vec::<&str>::new(), "{report:#?}");
+}

@@ -1,0 +1,183 @@
+//! adopt's plan on the model: what it reports before and between moves (each step's state as the
+//! operator reads it, the helm command handed over only while step 3 waits for it, step 1 waiting
+//! exactly as long as the router takes to learn a new queue, step 4 saying when Karpenter was
+//! seen), and what it refuses to guess (an unreadable pattern, a look-alike queue).
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde_json::json;
+
+use super::{
+    CLUSTER, Options, Outcome, Reads, State, TENANT_QUEUE, account, advance, old_rules_enabled,
+    paused, run,
+};
+use crate::adopt::steps::ROUTER_LEARNS;
+
+#[test]
+fn a_plan_labels_each_step_and_hands_over_the_helm_command_only_while_step_3_waits_for_it() {
+    let world = account();
+    paused().block_on(async {
+        let first = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
+        let text = first.render();
+        assert!(
+            text.contains("1. [to do  ] tenant stack deployed (karpenter-alpha)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("3. [blocked] Karpenter pointed at karpenter-alpha"),
+            "{text}"
+        );
+        let alpha = first.cluster(CLUSTER).unwrap();
+        assert_eq!(
+            alpha.step(3).snippet,
+            None,
+            "no helm command before step 3 is due"
+        );
+        assert_eq!(
+            alpha.step(4).title,
+            "Karpenter seen reading karpenter-alpha, nothing reading Karpenter-alpha"
+        );
+
+        let mut reads = Reads::Old;
+        let due = loop {
+            let now = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
+            if now.cluster(CLUSTER).unwrap().step(3).state == State::Todo {
+                break now;
+            }
+            advance(&world, &mut reads).await.unwrap().unwrap();
+        };
+        let text = due.render();
+        assert!(text.contains("1. [done   ]"), "{text}");
+        assert!(text.contains("3. [to do  ]"), "{text}");
+        let snippet = due.cluster(CLUSTER).unwrap().step(3).snippet.clone();
+        assert!(
+            snippet.is_some_and(|s| s.contains("helm upgrade") && s.contains("karpenter-alpha")),
+            "{text}"
+        );
+    });
+}
+
+/// Step 1 waits until every router instance can have learned the new queue: exactly
+/// [`ROUTER_LEARNS`] after SQS created it, not a moment less.
+#[test]
+fn step_1_waits_exactly_as_long_as_the_router_takes_to_learn_the_new_queue() {
+    let world = account();
+    paused().block_on(async {
+        let apply = Options::apply("ir", CLUSTER).delete_hand_made();
+        let applied = run(&world, &apply).await.unwrap();
+        assert!(
+            matches!(applied.outcome, Outcome::Applied { step: 1, .. }),
+            "{}",
+            applied.render()
+        );
+        let created: u64 = world.site(|site| {
+            site.queues["karpenter-alpha"].attributes["CreatedTimestamp"]
+                .parse()
+                .unwrap()
+        });
+        let learnt = UNIX_EPOCH + Duration::from_secs(created) + ROUTER_LEARNS;
+        let step_1 = || async {
+            let report = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
+            report.cluster(CLUSTER).unwrap().step(1).state.clone()
+        };
+        world.advance(learnt.duration_since(world.clock()).unwrap() - Duration::from_secs(1));
+        assert_eq!(step_1().await, State::Waiting);
+        world.advance(Duration::from_secs(1));
+        assert_eq!(world.clock(), learnt);
+        assert_eq!(step_1().await, State::Done);
+    });
+}
+
+/// Once the round's evidence was recorded, step 4 says when Karpenter was seen and what it read.
+#[test]
+fn once_seen_step_4_says_when_and_what_was_read() {
+    let world = account();
+    paused().block_on(async {
+        let mut reads = Reads::Old;
+        let mut moves: Vec<String> = Vec::new();
+        while !moves.iter().any(|m| m.starts_with("applied step 5")) {
+            moves.push(advance(&world, &mut reads).await.unwrap().unwrap());
+            assert!(moves.len() < 60, "{moves:#?}");
+        }
+        let report = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
+        let four = report.cluster(CLUSTER).unwrap().step(4).clone();
+        assert_eq!(four.state, State::Done);
+        assert!(
+            four.detail.starts_with("seen at 2026-11-28T")
+                && four
+                    .detail
+                    .ends_with("it read karpenter-alpha and nothing read Karpenter-alpha"),
+            "{}",
+            four.detail
+        );
+    });
+}
+
+/// A rule whose pattern the matcher cannot read is reported, never guessed, and a plan changes
+/// nothing.
+#[test]
+fn a_plan_reports_a_pattern_it_cannot_read_and_changes_nothing() {
+    let world = account();
+    // A pattern with a filter the matcher does not read.
+    world.put_rule(
+        "KarpenterOdd-alpha",
+        &json!({"source": ["aws.ec2"], "detail-type": [{"wildcard": "EC2 Spot*"}]}),
+        &[("Odd", "arn:aws:sqs:us-east-1:123456789012:Karpenter-alpha")],
+    );
+    let report = paused()
+        .block_on(run(&world, &Options::plan("ir")))
+        .unwrap();
+    assert!(
+        report
+            .unreadable
+            .iter()
+            .any(|(rule, _)| rule == "KarpenterOdd-alpha"),
+        "{:?}",
+        report.unreadable
+    );
+    world.site(|site| {
+        let enabled = old_rules_enabled(site);
+        assert_eq!(enabled, 6);
+        assert!(!site.queues.contains_key(TENANT_QUEUE));
+        assert!(!site.stacks.contains_key("ir-tenant-alpha"));
+    });
+}
+
+/// A queue with the router's name for the cluster, made by another tool (no tenant tag, no
+/// policy for the router): the router would never write it, so adopt says the name is taken and
+/// deploys nothing over it.
+#[test]
+fn a_look_alike_queue_with_the_routers_name_stops_step_1() {
+    let world = account();
+    world.create_queue(TENANT_QUEUE, &[]);
+    let report = paused()
+        .block_on(run(&world, &Options::plan_of("ir", CLUSTER)))
+        .unwrap();
+    let plan = report.cluster(CLUSTER).unwrap();
+    let first = &plan.steps[0];
+    assert_eq!(first.number, 1);
+    assert_ne!(first.state, State::Done, "{first:?}");
+    // Whose it is (no set-up adopt knows), and the way out while no tenant uses the prefix.
+    let said = format!("{first:?}");
+    assert!(said.contains("no set-up adopt knows"), "{said}");
+    assert!(
+        said.contains("give the router a queue prefix no other tool uses"),
+        "{said}"
+    );
+    assert!(
+        plan.today
+            .iter()
+            .any(|t| t.contains("tenant stack did not make it")),
+        "{:?}",
+        plan.today
+    );
+    let applied = paused().block_on(run(&world, &Options::apply("ir", CLUSTER)));
+    assert!(
+        !matches!(
+            applied.as_ref().map(|r| &r.outcome),
+            Ok(Outcome::Applied { step: 1, .. })
+        ),
+        "{applied:?}"
+    );
+    world.site(|site| assert!(!site.stacks.contains_key("ir-tenant-alpha")));
+}
