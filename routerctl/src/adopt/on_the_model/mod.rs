@@ -12,6 +12,7 @@ use super::{Options, Outcome, run, steps::State};
 
 mod busy;
 mod plan;
+mod retiring;
 mod wrong_reader;
 use crate::cloud::{Cloud, deliveries::Invoked, model::World};
 use aws_model::stacks::BASE_TEMPLATE;

@@ -130,11 +130,20 @@ fn a_rule_deleted_outside_cloudformation() {
 /// physical id, which DescribeRule refuses.
 #[test]
 fn a_central_bus_rule_disabled_by_hand() {
+    let (world, bus) = central_rule("HubStateChangeRule", |rule| {
+        rule.state = Some("DISABLED".into())
+    });
+    let check = only(&world, "rule:HubStateChangeRule");
+    says(&check, "is DISABLED", &format!("--event-bus-name {bus}"));
+}
+
+/// A hub with its central bus, `change` made to its rule `logical` there: the world, and the bus.
+fn central_rule(logical: &str, change: impl FnOnce(&mut crate::cloud::Rule)) -> (World, String) {
     let world = hub::deployed_with(&[
         ("CentralBus", "Enabled"),
         ("ServedAccounts", "111111111111"),
     ]);
-    let physical = hub::resource(&world, "HubStateChangeRule");
+    let physical = hub::resource(&world, logical);
     let (bus, name) = physical
         .split_once('|')
         .expect("a custom bus rule's physical id");
@@ -143,10 +152,9 @@ fn a_central_bus_rule_disabled_by_hand() {
             .rules
             .get_mut(&(bus.to_owned(), name.to_owned()))
             .unwrap();
-        rule.state = Some("DISABLED".into());
+        change(rule);
     });
-    let check = only(&world, "rule:HubStateChangeRule");
-    says(&check, "is DISABLED", &format!("--event-bus-name {bus}"));
+    (world, bus.to_owned())
 }
 
 fn function(world: &World, change: impl FnOnce(&mut crate::cloud::Function)) {
@@ -350,19 +358,7 @@ fn a_refused_read_names_the_permission() {
 /// events): a pattern that differs there is said to differ, never to match every account's.
 #[test]
 fn a_central_bus_rule_whose_pattern_differs_is_not_said_to_match_every_account() {
-    let world = hub::deployed_with(&[
-        ("CentralBus", "Enabled"),
-        ("ServedAccounts", "111111111111"),
-    ]);
-    let physical = hub::resource(&world, "HubStateChangeRule");
-    let (bus, name) = physical
-        .split_once('|')
-        .expect("a custom bus rule's physical id");
-    world.site(|site| {
-        let (rule, _) = site
-            .rules
-            .get_mut(&(bus.to_owned(), name.to_owned()))
-            .unwrap();
+    let (world, _) = central_rule("HubStateChangeRule", |rule| {
         let mut pattern: Value =
             serde_json::from_str(rule.event_pattern.as_deref().unwrap()).unwrap();
         pattern["detail"] = serde_json::json!({"state": ["terminated"]});

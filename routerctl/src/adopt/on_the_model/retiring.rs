@@ -1,0 +1,145 @@
+//! Retiring an old set-up another tool owns, on the model: steps 6 and 7 are then the owner's,
+//! and adopt says exactly whose (the stack, with every logical id; the tool, once), and a queue
+//! two clusters read is never retired under one of them.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::{OLD_QUEUE, Reads, World, account, advance, paused};
+
+/// Tags every old rule and the old queue with `tags(logical id)`.
+fn mark(world: &World, tags: impl Fn(&str) -> BTreeMap<String, String>) {
+    world.site(|site| {
+        let rules: Vec<(String, String)> = site
+            .rules
+            .iter()
+            .filter(|((_, name), _)| name.starts_with("Karpenter"))
+            .filter_map(|((_, name), (rule, _))| Some((name.clone(), rule.arn.clone()?)))
+            .collect();
+        for (name, arn) in rules {
+            site.rule_tags.insert(arn, tags(&name));
+        }
+        site.queues.get_mut(OLD_QUEUE).unwrap().tags = tags("KarpenterInterruptionQueue");
+    });
+}
+
+/// The walk until step 6 is refused (or 60 moves): the moves.
+fn to_step_6(world: &World) -> Vec<String> {
+    paused().block_on(async {
+        let mut reads = Reads::Old;
+        let mut moves: Vec<String> = Vec::new();
+        while !moves.iter().any(|m| m.starts_with("refused at step 6")) && moves.len() < 60 {
+            match advance(world, &mut reads).await.unwrap() {
+                Some(did) => moves.push(did),
+                None => break,
+            }
+        }
+        moves
+    })
+}
+
+#[test]
+fn a_set_up_a_stack_owns_is_retired_by_updating_that_stack_naming_every_resource() {
+    let world = account();
+    mark(&world, |logical| {
+        BTreeMap::from([
+            (
+                "aws:cloudformation:stack-name".to_owned(),
+                "Karpenter-alpha".to_owned(),
+            ),
+            (
+                "aws:cloudformation:logical-id".to_owned(),
+                logical.to_owned(),
+            ),
+        ])
+    });
+    let moves = to_step_6(&world);
+    let refused = moves
+        .iter()
+        .find(|m| m.starts_with("refused at step 6"))
+        .unwrap_or_else(|| panic!("{moves:#?}"));
+    assert!(
+        refused.contains("stack Karpenter-alpha owns the rules (")
+            && refused.contains("update it with its template edited"),
+        "{refused}"
+    );
+    let named = world.site(|site| {
+        site.rules
+            .keys()
+            .filter(|(_, name)| name.starts_with("Karpenter"))
+            .filter(|(_, name)| refused.contains(name.as_str()))
+            .count()
+    });
+    assert_eq!(named, 5, "every rule's logical id: {refused}");
+    assert!(
+        moves.iter().any(|m| m.starts_with("applied step 5")),
+        "{moves:#?}"
+    );
+}
+
+#[test]
+fn a_set_up_a_tool_made_is_left_to_that_tool_named_once() {
+    let world = account();
+    mark(&world, |_| {
+        BTreeMap::from([("ClusterName".to_owned(), "alpha".to_owned())])
+    });
+    let moves = to_step_6(&world);
+    let refused = moves
+        .iter()
+        .find(|m| m.starts_with("refused at step 6"))
+        .unwrap_or_else(|| panic!("{moves:#?}"));
+    assert!(
+        refused.contains("made by Terraform (tag ClusterName"),
+        "{refused}"
+    );
+    assert_eq!(
+        refused.matches("Terraform (").count(),
+        1,
+        "the tool named once for its five rules: {refused}"
+    );
+    assert!(
+        refused.contains("adopt deletes no tool's resources"),
+        "{refused}"
+    );
+}
+
+/// Another cluster's Karpenter reads the same old queue: retiring it for alpha would cut beta
+/// off, so step 5 is blocked and no rule is disabled.
+#[test]
+fn an_old_queue_two_clusters_read_is_not_retired_under_one() {
+    let world = account();
+    let old_arn = format!("arn:aws:sqs:us-east-1:123456789012:{OLD_QUEUE}");
+    world.put_role(
+        "KarpenterController-beta",
+        vec![json!({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl",
+                "sqs:ReceiveMessage"], "Resource": old_arn},
+            {"Effect": "Allow", "Action": "eks:DescribeCluster",
+             "Resource": "arn:aws:eks:us-east-1:123456789012:cluster/beta"}]})],
+        json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+            "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]}),
+    );
+    world.instance(
+        "i-0bbbbbbbbbbbbbbb1",
+        "running",
+        &[
+            ("eks:eks-cluster-name", "beta"),
+            ("karpenter.sh/nodepool", "default"),
+        ],
+    );
+    let report = paused()
+        .block_on(super::run(
+            &world,
+            &super::Options::plan_of("ir", super::CLUSTER),
+        ))
+        .unwrap();
+    let five = report.cluster(super::CLUSTER).unwrap().step(5).clone();
+    assert_eq!(five.state, super::State::Blocked, "{}", report.render());
+    assert!(
+        five.detail
+            .contains("Karpenter-alpha is read by alpha and beta"),
+        "{}",
+        five.detail
+    );
+}
