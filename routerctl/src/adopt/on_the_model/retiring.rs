@@ -24,18 +24,20 @@ fn mark(world: &World, tags: impl Fn(&str) -> BTreeMap<String, String>) {
     });
 }
 
-/// The walk until step 6 is refused (or 60 moves): the moves.
-fn to_step_6(world: &World) -> Vec<String> {
+/// The walk until step 6 is refused: the moves, and the refusal.
+fn to_step_6(world: &World) -> (Vec<String>, String) {
     paused().block_on(async {
         let mut reads = Reads::Old;
         let mut moves: Vec<String> = Vec::new();
-        while !moves.iter().any(|m| m.starts_with("refused at step 6")) && moves.len() < 60 {
-            match advance(world, &mut reads).await.unwrap() {
-                Some(did) => moves.push(did),
-                None => break,
+        loop {
+            let did = advance(world, &mut reads).await.unwrap();
+            let did = did.unwrap_or_else(|| panic!("finished without step 6: {moves:#?}"));
+            if did.starts_with("refused at step 6") {
+                return (moves, did);
             }
+            moves.push(did);
+            assert!(moves.len() < 60, "{moves:#?}");
         }
-        moves
     })
 }
 
@@ -54,11 +56,7 @@ fn a_set_up_a_stack_owns_is_retired_by_updating_that_stack_naming_every_resource
             ),
         ])
     });
-    let moves = to_step_6(&world);
-    let refused = moves
-        .iter()
-        .find(|m| m.starts_with("refused at step 6"))
-        .unwrap_or_else(|| panic!("{moves:#?}"));
+    let (moves, refused) = to_step_6(&world);
     assert!(
         refused.contains("stack Karpenter-alpha owns the rules (")
             && refused.contains("update it with its template edited"),
@@ -84,11 +82,7 @@ fn a_set_up_a_tool_made_is_left_to_that_tool_named_once() {
     mark(&world, |_| {
         BTreeMap::from([("ClusterName".to_owned(), "alpha".to_owned())])
     });
-    let moves = to_step_6(&world);
-    let refused = moves
-        .iter()
-        .find(|m| m.starts_with("refused at step 6"))
-        .unwrap_or_else(|| panic!("{moves:#?}"));
+    let (_, refused) = to_step_6(&world);
     assert!(
         refused.contains("made by Terraform (tag ClusterName"),
         "{refused}"
