@@ -345,3 +345,27 @@ fn a_hub_bus_that_admits_the_members_forwarding_role_by_name() {
     let report = verify_member(&world);
     assert_eq!(failed(&report), Vec::<&str>::new(), "{report:#?}");
 }
+
+/// Member rules that also feed a queue of the member's own, listed before the hub: verify still
+/// finds the target that forwards to the hub and judges its role (read once for all the rules),
+/// and passes.
+#[test]
+fn member_rules_with_another_target_before_the_hubs() {
+    let world = hub::with_member(false);
+    let member = world.at(hub::MEMBER);
+    member.site(|site| {
+        for (_, targets) in site.rules.values_mut() {
+            targets.insert(
+                0,
+                crate::cloud::Target {
+                    id: "audit".into(),
+                    arn: "arn:aws:sqs:us-east-1:111111111111:audit".into(),
+                    role_arn: None,
+                    dead_letter_arn: None,
+                },
+            );
+        }
+    });
+    let report = verify_member(&world);
+    assert_eq!(failed(&report), Vec::<&str>::new(), "{report:#?}");
+}
