@@ -202,15 +202,29 @@ async fn with_sweeps_off_each_miss_is_looked_up_alone() {
     assert_eq!(aws.count("DescribeInstances"), 2, "two lookups, no sweep");
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_invocation_answers_once_its_sweeps_are_done() {
+/// alpha with a second node, a sweep that answers after `slow`, and the first warning answered:
+/// the world, the router, when the invocation started, and what it answered.
+async fn with_slow_sweep(
+    slow: Duration,
+) -> (
+    std::sync::Arc<super::world::WorldAws>,
+    router_core::handler::Router<super::world::WorldAws>,
+    Instant,
+    router_core::handler::Answered,
+) {
     let aws = alpha();
     aws.node(HUB, REGION, "i-0a000002", "alpha");
-    // The lookup answers at once, the sweep after two seconds.
-    aws.fail(SWEEP, 1, Fault::Slow(Duration::from_secs(2)));
+    aws.fail(SWEEP, 1, Fault::Slow(slow));
     let router = router(&aws, &[]);
     let started = Instant::now();
     let answered = invoke(&router, &aws, &[warning("first", "i-0a000001")]).await;
+    (aws, router, started, answered)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invocation_answers_once_its_sweeps_are_done() {
+    // The lookup answers at once, the sweep after two seconds.
+    let (aws, router, started, answered) = with_slow_sweep(Duration::from_secs(2)).await;
     assert_eq!(aws.bodies(HUB, REGION, "karpenter-alpha").len(), 1);
     assert_eq!(answered.metrics.sweeps, 1);
     assert!(
@@ -226,12 +240,7 @@ async fn an_invocation_answers_once_its_sweeps_are_done() {
 #[tokio::test(start_paused = true)]
 async fn a_sweep_unfinished_at_the_delivery_deadline_is_stopped_and_tried_again_later() {
     use router_core::{resolve::SWEEP_RETRY, retry::DELIVER_WINDOW};
-    let aws = alpha();
-    aws.node(HUB, REGION, "i-0a000002", "alpha");
-    aws.fail(SWEEP, 1, Fault::Slow(Duration::from_secs(60)));
-    let router = router(&aws, &[]);
-    let started = Instant::now();
-    let answered = invoke(&router, &aws, &[warning("first", "i-0a000001")]).await;
+    let (aws, router, started, answered) = with_slow_sweep(Duration::from_secs(60)).await;
     assert!(handed_back(&answered).is_empty());
     assert!(
         started.elapsed() <= DELIVER_WINDOW,

@@ -61,6 +61,23 @@ fn hub() -> (World, Arc<Mutex<Vec<Value>>>, String, String) {
     (world, invoked, function, ingest)
 }
 
+/// `count` events of `kind` for `cluster`'s nodes, through `function`.
+fn simulate_count(
+    world: &World,
+    cluster: &str,
+    kind: SimKind,
+    count: usize,
+    function: &str,
+) -> anyhow::Result<super::Report> {
+    simulate(
+        world,
+        Options {
+            count,
+            ..Options::new(cluster, kind, function)
+        },
+    )
+}
+
 fn simulate(world: &World, options: Options) -> anyhow::Result<super::Report> {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -74,14 +91,7 @@ fn simulate(world: &World, options: Options) -> anyhow::Result<super::Report> {
 #[test]
 fn spot_warnings_through_the_function_name_exactly_the_clusters_karpenter_nodes() {
     let (world, invoked, function, _) = hub();
-    let report = simulate(
-        &world,
-        Options {
-            count: 3,
-            ..Options::new("alpha", SimKind::Spot, &function)
-        },
-    )
-    .unwrap();
+    let report = simulate_count(&world, "alpha", SimKind::Spot, 3, &function).unwrap();
     assert_eq!(report.failed(), 0, "{}", report.render());
     assert_eq!(
         report.instances,
@@ -189,14 +199,7 @@ fn what_would_not_reach_the_cluster_is_refused_and_says_why() {
 #[test]
 fn a_health_event_names_every_selected_node_at_once() {
     let (world, invoked, function, _) = hub();
-    let report = simulate(
-        &world,
-        Options {
-            count: 2,
-            ..Options::new("alpha", SimKind::Health, &function)
-        },
-    )
-    .unwrap();
+    let report = simulate_count(&world, "alpha", SimKind::Health, 2, &function).unwrap();
     assert_eq!(report.sent.len(), 1, "{}", report.render());
     let batches = invoked.lock().unwrap();
     let body: Value =
@@ -307,14 +310,7 @@ fn through_the_router_itself_each_warning_reaches_the_tenant_queue() {
         )
         .expect("tenant.yaml deploys");
     aws_world::router::run_router(&world, &function);
-    let report = simulate(
-        &world,
-        Options {
-            count: 3,
-            ..Options::new("alpha", SimKind::Spot, &function)
-        },
-    )
-    .unwrap();
+    let report = simulate_count(&world, "alpha", SimKind::Spot, 3, &function).unwrap();
     assert_eq!(report.failed(), 0, "{}", report.render());
     let bodies = world.take("karpenter-alpha");
     assert_eq!(bodies.len(), 3, "{}", report.render());

@@ -41,12 +41,7 @@ fn a_disabled_key_fails_each_queue_under_it() {
 fn a_key_policy_without_eventbridge_fails_the_queues_the_rules_feed() {
     let world = hub::deployed_with(&[("KmsKey", "Create")]);
     let key = base_key(&world);
-    world.edit(|state, _, _| {
-        without_statement(
-            &mut state.keys.get_mut(&key).unwrap().policy,
-            "EventBridgeRulesOfThisAccountDeliver",
-        );
-    });
+    key_without(&world, &key, "EventBridgeRulesOfThisAccountDeliver");
     let (names, checks) = failing(&world);
     assert_eq!(
         names,
@@ -70,12 +65,7 @@ fn a_tenant_key_that_karpenter_may_not_use() {
     let queue = hub::tenant_queue();
     let key = world.site(|site| site.queues[&queue].attributes["KmsMasterKeyId"].clone());
     assert_ne!(key, base_key(&world), "the tenant stack makes its own key");
-    world.edit(|state, _, _| {
-        without_statement(
-            &mut state.keys.get_mut(&key).unwrap().policy,
-            "AccountRolesDecryptThroughSqs",
-        );
-    });
+    key_without(&world, &key, "AccountRolesDecryptThroughSqs");
     let (names, checks) = failing(&world);
     assert!(
         names.contains(&"tenant:alpha:key".to_owned()),
@@ -170,4 +160,11 @@ fn a_direct_queue_unencrypted_too_visible_or_its_mapping_disabled() {
     });
     let (names, _) = failing(&world);
     assert_eq!(names, ["event-source-mapping:direct"]);
+}
+
+/// Key `key`'s policy without its statement `sid`.
+fn key_without(world: &World, key: &str, sid: &str) {
+    world.edit(|state, _, _| {
+        without_statement(&mut state.keys.get_mut(key).expect("the key").policy, sid)
+    });
 }
