@@ -57,13 +57,7 @@ async fn a_late_ec2_is_outrun_after_the_hedge_delay() {
 
 #[tokio::test(start_paused = true)]
 async fn after_two_ec2_failures_the_tagging_api_is_asked_first() {
-    let aws = alpha();
-    aws.node(HUB, REGION, "i-0a000002", "alpha");
-    aws.node(HUB, REGION, "i-0a000003", "alpha");
-    aws.break_action("DescribeInstances", Fault::code("RequestLimitExceeded"));
-    let router = router(&aws, &[]);
-    invoke(&router, &aws, &[warning("1", "i-0a000001")]).await;
-    invoke(&router, &aws, &[warning("2", "i-0a000002")]).await;
+    let (aws, router) = suspected_ec2().await;
     let before = aws.calls().len();
     invoke(&router, &aws, &[warning("3", "i-0a000003")]).await;
     let third: Vec<&str> = aws.calls()[before..]

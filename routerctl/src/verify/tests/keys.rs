@@ -24,13 +24,7 @@ fn a_disabled_key_fails_each_queue_under_it() {
     let world = hub::deployed_with(&[("KmsKey", "Create")]);
     let key = base_key(&world);
     world.edit(|state, _, _| state.keys.get_mut(&key).expect("the key").enabled = false);
-    let (names, checks) = failing(&world);
-    assert_eq!(
-        names,
-        ["ingest-queue:key", "dead-letter-queue:key"],
-        "{checks:#?}"
-    );
-    for check in &checks {
+    for check in &base_queues_fail(&world) {
         says(check, "Disabled", "");
     }
 }
@@ -42,13 +36,7 @@ fn a_key_policy_without_eventbridge_fails_the_queues_the_rules_feed() {
     let world = hub::deployed_with(&[("KmsKey", "Create")]);
     let key = base_key(&world);
     key_without(&world, &key, "EventBridgeRulesOfThisAccountDeliver");
-    let (names, checks) = failing(&world);
-    assert_eq!(
-        names,
-        ["ingest-queue:key", "dead-letter-queue:key"],
-        "{checks:#?}"
-    );
-    for check in &checks {
+    for check in &base_queues_fail(&world) {
         says(
             check,
             "EventBridge may not kms:GenerateDataKey and kms:Decrypt",
@@ -160,6 +148,17 @@ fn a_direct_queue_unencrypted_too_visible_or_its_mapping_disabled() {
     });
     let (names, _) = failing(&world);
     assert_eq!(names, ["event-source-mapping:direct"]);
+}
+
+/// The checks that fail: exactly the two queues under the base stack's key.
+fn base_queues_fail(world: &World) -> Vec<Check> {
+    let (names, checks) = failing(world);
+    assert_eq!(
+        names,
+        ["ingest-queue:key", "dead-letter-queue:key"],
+        "{checks:#?}"
+    );
+    checks
 }
 
 /// Key `key`'s policy without its statement `sid`.
