@@ -398,9 +398,17 @@ impl World {
     }
 
     pub fn queue_named(&self, url: &str) -> Result<ModelQueue, CallError> {
+        self.with_queue(url, ModelQueue::clone)
+    }
+
+    /// `look` at the queue at `url` in this view's site, without copying its messages.
+    pub fn with_queue<T>(
+        &self,
+        url: &str,
+        look: impl FnOnce(&ModelQueue) -> T,
+    ) -> Result<T, CallError> {
         let name = url.rsplit('/').next().unwrap_or_default();
-        self.read(|_, site| site.queues.get(name).cloned())
-            .filter(|q| q.url == url)
+        self.read(|_, site| site.queues.get(name).filter(|q| q.url == url).map(look))
             .ok_or_else(|| {
                 CallError::new(
                     missing::QUEUE,

@@ -49,16 +49,17 @@ impl World {
     /// Whether the queue's policy lets this view's caller send to it: the queue's absence, or an
     /// explicit deny for the caller, as SQS answers either before storing anything.
     pub fn sqs_admits(&self, url: &str) -> Result<(), CallError> {
-        let queue = self.queue_named(url)?;
-        let Some(text) = queue.attributes.get("Policy") else {
+        let (text, arn) = self.with_queue(url, |queue| {
+            let attribute = |name: &str| queue.attributes.get(name).cloned();
+            (
+                attribute("Policy"),
+                attribute("QueueArn").unwrap_or_default(),
+            )
+        })?;
+        let Some(text) = text else {
             return Ok(());
         };
-        let arn = queue
-            .attributes
-            .get("QueueArn")
-            .cloned()
-            .unwrap_or_default();
-        let parsed: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+        let parsed: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
         let Ok(queue_policy) = policy("queue policy", &parsed) else {
             return Ok(());
         };

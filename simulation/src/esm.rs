@@ -27,8 +27,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::{
+    aws::{EnvAws, World},
     ingest::Received,
-    model::{EnvAws, World},
     quotas,
 };
 

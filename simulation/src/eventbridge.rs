@@ -16,8 +16,8 @@ use std::{
 use tokio::time::Instant;
 
 use crate::{
+    aws::{World, direct_role_id},
     bucket::Bucket,
-    model::{World, direct_role_id},
     organisation::Event,
     quotas::{self, Rate},
 };

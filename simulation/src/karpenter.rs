@@ -9,7 +9,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use tokio::time::Instant;
 
-use crate::model::World;
+use crate::aws::World;
 
 /// Runs the Karpenters of the organisation from `start` for `duration`.
 pub async fn run(world: Arc<World>, start: Instant, duration: Duration) {

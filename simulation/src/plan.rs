@@ -7,7 +7,7 @@ use std::{collections::BTreeSet, time::Duration};
 use serde_json::Value;
 
 use crate::{
-    model::Injected,
+    aws::Injected,
     organisation::{Organisation, Sent},
 };
 

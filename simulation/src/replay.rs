@@ -7,7 +7,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use router_core::{config::Config, handler::Invocation};
 use serde_json::{Value, json};
 
-use crate::{esm::Pool, ingest::Ingest, model::World, organisation::Organisation, quotas::Quotas};
+use crate::{aws::World, esm::Pool, ingest::Ingest, organisation::Organisation, quotas::Quotas};
 
 /// The router's AWS calls by action.
 pub type Calls = BTreeMap<&'static str, u64>;

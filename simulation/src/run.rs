@@ -13,11 +13,11 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::{
+    aws::{Counts, World},
     esm::{Esm, Mapping, Pool, Usage},
     eventbridge::{EventBridge, Topology},
     ingest::Ingest,
     karpenter,
-    model::{Counts, World},
     organisation::{Organisation, Sent},
     plan::{Plan, Trace, event_id},
     quotas::Quotas,

@@ -27,6 +27,7 @@ use self::faults::Faults;
 pub use self::{
     faults::{Call, Fault, SWEEP},
     function::run_router,
+    seam::invalid_receipt,
 };
 use super::{ModelRole, World, role_id};
 use router_core::{

@@ -14,16 +14,30 @@ use router_core::event::InstanceId;
 /// How long AssumeRole's credentials last (its default `DurationSeconds`).
 const SESSION_LIFETIME: Duration = Duration::from_secs(3600);
 
+/// SQS's answer to a ChangeMessageVisibilityBatch entry whose receipt handle no receive gave,
+/// or whose message is gone.
+pub fn invalid_receipt(entry: &VisibilityEntry<'_>) -> EntryResult {
+    EntryResult::Failed(EntryFailure {
+        id: entry.id.to_owned(),
+        code: "ReceiptHandleIsInvalid".into(),
+        message: format!(
+            "The input receipt handle \"{}\" is not a valid receipt handle.",
+            entry.receipt_handle
+        ),
+        sender_fault: true,
+    })
+}
+
 fn missing_queue() -> CallError {
     CallError::new(missing::QUEUE, "The specified queue does not exist.")
 }
 
 /// The instances of the view's site, with their tags, that `keep` keeps.
-fn instances(view: &crate::World, keep: impl Fn(&str, &[(String, String)]) -> bool) -> Vec<Tagged> {
+fn instances(view: &crate::World, keep: impl Fn(&[(String, String)]) -> bool) -> Vec<Tagged> {
     view.read(|_, site| {
         site.instances
             .iter()
-            .filter(|(id, (_, tags))| keep(id, tags))
+            .filter(|(_, (_, tags))| keep(tags))
             .filter_map(|(id, (_, tags))| {
                 Some(Tagged {
                     id: InstanceId::parse(id)?,
@@ -32,6 +46,29 @@ fn instances(view: &crate::World, keep: impl Fn(&str, &[(String, String)]) -> bo
             })
             .collect()
     })
+}
+
+/// The instances of the view's site among `ids` whose tags `keep` keeps, in the site's order
+/// (looked up one by one: an organisation's site holds thousands).
+fn with_ids(
+    view: &crate::World,
+    ids: &[InstanceId],
+    keep: impl Fn(&[(String, String)]) -> bool,
+) -> Vec<Tagged> {
+    let mut found: Vec<Tagged> = view.read(|_, site| {
+        ids.iter()
+            .filter_map(|id| {
+                let (_, tags) = site.instances.get(id.as_str())?;
+                keep(tags).then(|| Tagged {
+                    id: id.clone(),
+                    tags: tags.clone(),
+                })
+            })
+            .collect()
+    });
+    found.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    found.dedup_by(|a, b| a.id == b.id);
+    found
 }
 
 impl Aws for WorldAws {
@@ -92,11 +129,11 @@ impl Aws for WorldAws {
         match query.filter {
             // The `instance-id` filter: unknown ids are absent, not an error.
             InstanceFilter::Ids(ids) => Ok(InstancePage {
-                instances: instances(&view, |id, _| ids.iter().any(|i| i.as_str() == id)),
+                instances: with_ids(&view, ids, |_| true),
                 next_token: None,
             }),
             InstanceFilter::TagKey(key) => {
-                let all = instances(&view, |_, tags| tags.iter().any(|(k, _)| k == key));
+                let all = instances(&view, |tags| tags.iter().any(|(k, _)| k == key));
                 let (instances, next_token) = sweep_page(&all, query.next_token);
                 Ok(InstancePage {
                     instances,
@@ -113,9 +150,7 @@ impl Aws for WorldAws {
     ) -> Result<Vec<Tagged>, CallError> {
         let view = self.call("GetResources", None, Some(at)).await?;
         // The Tagging API lists tagged resources only.
-        Ok(instances(&view, |id, tags| {
-            !tags.is_empty() && ids.iter().any(|i| i.as_str() == id)
-        }))
+        Ok(with_ids(&view, ids, |tags| !tags.is_empty()))
     }
 
     async fn get_queue_url(&self, at: &Session, name: &str) -> Result<String, CallError> {
@@ -133,14 +168,14 @@ impl Aws for WorldAws {
         url: &str,
     ) -> Result<Vec<(String, String)>, CallError> {
         let view = self.call("ListQueueTags", None, Some(at)).await?;
-        let queue = view.queue_named(url).map_err(|_| missing_queue())?;
-        Ok(queue.tags.into_iter().collect())
+        view.with_queue(url, |q| q.tags.clone().into_iter().collect())
+            .map_err(|_| missing_queue())
     }
 
     async fn get_queue_policy(&self, at: &Session, url: &str) -> Result<Option<String>, CallError> {
         let view = self.call("GetQueueAttributes", None, Some(at)).await?;
-        let queue = view.queue_named(url).map_err(|_| missing_queue())?;
-        Ok(queue.attributes.get("Policy").cloned())
+        view.with_queue(url, |q| q.attributes.get("Policy").cloned())
+            .map_err(|_| missing_queue())
     }
 
     async fn get_parameter(&self, at: &Session, name: &str) -> Result<String, CallError> {
@@ -209,7 +244,8 @@ impl Aws for WorldAws {
         let view = self
             .call("ChangeMessageVisibilityBatch", None, Some(at))
             .await?;
-        view.queue_named(queue_url).map_err(|_| missing_queue())?;
+        view.with_queue(queue_url, |_| ())
+            .map_err(|_| missing_queue())?;
         let now = view.clock();
         let name = queue_url.rsplit('/').next().unwrap_or_default().to_owned();
         let mut faults = self.faults();
@@ -236,15 +272,7 @@ impl Aws for WorldAws {
                         id: e.id.to_owned(),
                     }
                 } else {
-                    EntryResult::Failed(EntryFailure {
-                        id: e.id.to_owned(),
-                        code: "ReceiptHandleIsInvalid".into(),
-                        message: format!(
-                            "The input receipt handle \"{}\" is not a valid receipt handle.",
-                            e.receipt_handle
-                        ),
-                        sender_fault: true,
-                    })
+                    invalid_receipt(e)
                 }
             })
             .collect())

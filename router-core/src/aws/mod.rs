@@ -18,7 +18,8 @@
 //!     GetRole      GetResources       GetQueueAttributes  GetParameter  VisibilityBatch
 //!     (direct)                        SendMessageBatch                  now(), jitter()
 //!   ──────────────────────────────────────────────────────────────────────────────────────
-//!   interruption_router::aws::sdk::SdkAws (the Lambda) · the decision tests' fake · the simulation's model
+//!   interruption_router::aws::sdk::SdkAws (the Lambda) · aws_world's WorldAws (the decision tests;
+//!   under the simulation's quota, latency and fault layers, an organisation's storm)
 //! ```
 //!
 //! Two readings of the world that are not calls go through it for the same reason: the wall

@@ -297,8 +297,8 @@ async fn ten_accounts_of_ten_clusters_cost_at_most_012_calls_per_event_warm() ->
         accounts.len()
     );
 
-    // The organisation storm of BENCHMARKS.md runs the same router code on the simulation's model
-    // of AWS: played the same batches of the same organisation, it makes the same calls as here.
+    // The organisation storm of BENCHMARKS.md runs the same router code on the model of AWS
+    // (aws-world, under the simulation's layers): played the same batches of the same organisation, it makes the same calls as here.
     let clusters: Vec<Cluster> = places
         .iter()
         .map(|(account, region, name)| Cluster {
