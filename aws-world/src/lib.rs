@@ -1,6 +1,8 @@
 //! aws-world: one model of AWS, for tests that decide in a millisecond what the real thing
-//! would: the operator's CLI on it (`routerctl`'s seam answered from its state) and the router's
-//! decision tests (the router's seam, [`router_core::aws::Aws`], answered by [`router::Router`]).
+//! would: the operator's CLI on it (`routerctl`'s seam answered from its state), the router's
+//! decision tests (the router's seam, [`router_core::aws::Aws`], answered by
+//! [`router::WorldAws`]), and the organisation's storm (`simulation`, the same `WorldAws` under
+//! layers of AWS's quotas, latencies and a seed's faults).
 //!
 //! The world is built the way an operator builds the real one: stacks deployed from this
 //! release's own templates ([`World::deploy`], CloudFormation's part: `deploy.rs`), a Karpenter
@@ -18,7 +20,8 @@
 //! on tokio's ([`World::advance`]), so a message's age is exact in paused time. Not modelled:
 //! pagination (but the router's sweep pages), eventual consistency, each caller's identity
 //! policies (refusals stand in for them). Faults, latencies and quotas are layers over it, kept
-//! by whoever drives it (the router's decision tests script theirs, [`router::Faults`]).
+//! by whoever drives it (the router's decision tests script theirs, [`router::Fault`]; the
+//! simulation draws its own from a seed).
 //!
 //! Nothing here is shipped: routerctl and the router depend on it for their tests only.
 
@@ -217,7 +220,7 @@ pub struct World {
 
 /// When the world's clock starts: 2026-11-28T00:00:00Z.
 const EPOCH: Duration = Duration::from_secs(1_795_824_000);
-/// [`EPOCH`] in ms since the Unix epoch.
+/// When the world's clock starts, in ms since the Unix epoch.
 pub const EPOCH_MS: u64 = EPOCH.as_secs() * 1000;
 
 impl World {

@@ -7,7 +7,7 @@
 //!   record of the batch waits out its visibility timeout (180 s) and comes back, whatever the
 //!   router had already sent ([`crate::esm::Esm::kill`]);
 //! * a response lost after a successful send: the messages are stored, the router sees a timeout
-//!   and sends again ([`Injected::lost_answers`]);
+//!   and sends again ([`crate::aws::Injected::lost_answers`]);
 //! * a duplicate delivery: SQS holds an event twice ([`crate::ingest::Ingest::deliver_twice`]);
 //! * a throttling burst: EC2, the Tagging API and STS throttle every call for a while;
 //! * a tenant stack deleted mid-storm (queue and record: the cluster leaves on purpose), a queue

@@ -118,6 +118,14 @@ mod tests {
                 .detail
                 .contains("1 confirmed subscription(s) (1 waiting")
         );
+        // Every subscription confirmed: nothing is said to be waiting.
+        let confirmed = Ok(Some(vec![format!("{TOPIC}:1c2b"), format!("{TOPIC}:9d8e")]));
+        let check = judge(&site(Some(TOPIC)), &confirmed);
+        assert!(check.passed, "{check:?}");
+        assert!(
+            check.detail.ends_with("2 confirmed subscription(s)"),
+            "{check:?}"
+        );
     }
 
     #[test]

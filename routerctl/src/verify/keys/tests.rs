@@ -403,3 +403,84 @@ fn a_hubs_direct_queue_key_serves_the_served_accounts_direct_roles() {
     let fixed = verdict_of(&key(with(&default_key_policy(), &added)), &users, owner);
     assert!(fixed.passed, "{fixed:?}");
 }
+
+/// The served accounts' direct roles carry the hub's SpokeRoleName and SpokeRolePath when it
+/// has them (spoke.yaml names them so), the defaults when they are empty.
+#[test]
+fn direct_roles_are_named_as_the_hub_names_its_spoke_roles() {
+    let direct = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:ir-direct");
+    let arns = |parameters: &[(&str, &str)]| -> Vec<String> {
+        let mut all = vec![
+            ("CentralBus", "Enabled"),
+            ("ServedAccounts", "111111111111"),
+        ];
+        all.extend_from_slice(parameters);
+        let base = crate::fixtures::base(&[("DirectQueueArn", &direct)], &all);
+        direct_roles(&base, REGION, Some(&direct))
+            .into_iter()
+            .map(|(_, arn, _)| arn)
+            .collect()
+    };
+    assert_eq!(
+        arns(&[
+            ("SpokeRoleName", "platform-spoke"),
+            ("SpokeRolePath", "/platform/")
+        ]),
+        ["arn:aws:iam::111111111111:role/platform/platform-spoke-direct-us-east-1"]
+    );
+    assert_eq!(
+        arns(&[("SpokeRoleName", ""), ("SpokeRolePath", "")]),
+        ["arn:aws:iam::111111111111:role/interruption-router-spoke-direct-us-east-1"]
+    );
+}
+
+/// A role no statement names, and no statement lets alone: the fix is the account-root
+/// statement that grants every action the role needs (the Action a string or a list), not one
+/// that grants less.
+#[test]
+fn a_roles_fix_is_the_root_statement_that_grants_all_it_needs() {
+    let root = format!("arn:aws:iam::{ACCOUNT}:root");
+    let statements = [
+        json!({"Sid": "Less", "Effect": "Allow", "Principal": {"AWS": root},
+            "Action": "kms:Encrypt", "Resource": "*"}),
+        json!({"Sid": "Listed", "Effect": "Allow", "Principal": {"AWS": root},
+            "Action": ["kms:GenerateDataKey", "kms:Decrypt"], "Resource": "*"}),
+        json!({"Sid": "One", "Effect": "Allow", "Principal": {"AWS": root},
+            "Action": "kms:Decrypt", "Resource": "*"}),
+    ];
+    let role = |actions| KeyUser::Role {
+        what: "the router role",
+        identity: Identity {
+            arn: ROUTER,
+            policies: &[],
+            boundary: None,
+        },
+        actions,
+    };
+    let key = key(default_key_policy());
+    let fix = statement_fix(&key, &role(PRODUCE), &statements, REGION);
+    assert!(fix.contains("\"Sid\":\"Listed\""), "{fix}");
+    let fix = statement_fix(&key, &role(CONSUME), &statements[2..], REGION);
+    assert!(fix.contains("\"Sid\":\"One\""), "{fix}");
+    let none = statement_fix(&key, &role(PRODUCE), &statements[..1], REGION);
+    assert!(none.contains("what the stacks' own keys grant"), "{none}");
+}
+
+/// Rules refused alike share one row, each rule named once.
+#[test]
+fn rules_refused_alike_are_named_once_in_one_row() {
+    let rules = ["Spot", "Health"]
+        .map(|r| format!("arn:aws:events:{REGION}:{ACCOUNT}:rule/ir-{r}-X"))
+        .to_vec();
+    let check = verdict(&key(default_key_policy()), &[KeyUser::Rules(&rules)]);
+    assert_fails(
+        &check,
+        "EventBridge may not kms:GenerateDataKey and kms:Decrypt",
+        REDEPLOY,
+    );
+    assert!(
+        check.detail.contains("for rules ir-Spot-X, ir-Health-X:"),
+        "{check:?}"
+    );
+    assert_eq!(check.detail.matches("ir-Spot-X").count(), 1, "{check:?}");
+}

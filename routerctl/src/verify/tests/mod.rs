@@ -6,6 +6,7 @@ mod breakages;
 mod function;
 mod hub;
 mod keys;
+mod options;
 mod queues;
 mod reads;
 mod roles;
