@@ -57,7 +57,7 @@ impl Role {
             .collect()
     }
 
-    /// The role as IAM sees it making a request: what [`aws_model::access`] combines with a
+    /// The role as IAM sees it making a request: what [`crate::access`] combines with a
     /// resource's (or a key's) policy.
     pub fn identity(&self) -> Identity<'_> {
         Identity {

@@ -1,6 +1,6 @@
 //! CloudFormation templates as CloudFormation reads them: the YAML with its short-form tags
 //! ([`Template::parse`]), the values a deployment gives every intrinsic function
-//! ([`Template::resolve`] with a [`Stage`]), its conditions, and its `Rules` assertions
+//! (`Template::resolve` with a [`Stage`]), its conditions, and its `Rules` assertions
 //! ([`Template::rules_failures`]).
 //!
 //! moto evaluates none of the `Rules`, skips resources (queue policies, alarms, FIS templates) and

@@ -82,7 +82,7 @@ pub struct Scene {
 }
 
 /// A member account and region the scene's clusters run in: the base stack serves it through its
-/// central bus (CentralBus=Enabled, ServedAccounts=<account>), spoke.yaml there forwards its
+/// central bus (CentralBus=Enabled, ServedAccounts=`<account>`), spoke.yaml there forwards its
 /// default bus's events to that bus, and adopt works there with the member's credentials.
 #[derive(Debug, Clone)]
 pub struct Member {

@@ -13,7 +13,7 @@ use super::{InstanceId, Malformed};
 /// with `detail.affectedEntities` reduced to that cluster's instances (ARNs rewritten to the bare
 /// ids Karpenter matches, each instance once) and `resources` set to exactly those ids.
 ///
-/// `body` must be an event [`classify`] routed as a scheduled change. Only the three values that
+/// `body` must be an event [`classify`](super::classify) routed as a scheduled change. Only the three values that
 /// change are parsed; everything else (the description, timestamps, fields AWS adds later) is
 /// copied as the original JSON text, so a split costs little more than a scan of the body.
 pub fn health_body_for(body: &str, instances: &[InstanceId]) -> Result<String, Malformed> {

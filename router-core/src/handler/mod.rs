@@ -15,9 +15,9 @@
 //! 4. otherwise, if still failing, handed back: named in `batchItemFailures` with its visibility
 //!    shortened so it returns in seconds ([`crate::redeliver`]).
 //!
-//! Each record ends in exactly one [`Outcome`] ([`outcome`]); the steps are in [`route`], the
-//! states a record goes through in [`records`], the log lines and per-record metrics in
-//! [`report`]. Everything the handler does to the world goes through [`crate::aws::Aws`], so
+//! Each record ends in exactly one [`Outcome`] ([`outcome`]); the steps are in `route`, the
+//! states a record goes through in `records`, the log lines and per-record metrics in
+//! `report`. Everything the handler does to the world goes through [`crate::aws::Aws`], so
 //! `tests/` proves its decisions against a fake in paused time.
 
 pub mod outcome;

@@ -3,11 +3,11 @@
 //! the router, one checked and reversible step at a time, without a moment in which an
 //! interruption reaches no queue that Karpenter reads.
 //!
-//! * [`discover`] reads what the account runs today, by what resources do rather than by names;
+//! * `discover` reads what the account runs today, by what resources do rather than by names;
 //! * [`steps`] evaluates each cluster's ordered steps against that reading;
 //! * [`evidence`] is how adopt knows Karpenter moved: a probe through the router and a sentinel in
 //!   the old queue, read by the `--apply` that disables the old rules;
-//! * [`apply`] makes the next step's change (`--apply`), or re-enables the old rules
+//! * `apply` makes the next step's change (`--apply`), or re-enables the old rules
 //!   (`--rollback`), waiting for EventBridge to apply rule changes;
 //! * [`helm`] is the command the operator runs to point Karpenter at a queue;
 //! * [`stack_edit`] edits the template of a stack that owns an old set-up (`--stack-template`);

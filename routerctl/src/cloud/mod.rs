@@ -12,7 +12,7 @@
 //!
 //! A call answers as AWS answers: the value, or AWS's error code and message ([`CallError`],
 //! the router's own), so the code reading the answers (which is all of verify's judgement) runs
-//! unchanged against [`model::World`], and a test breaks one thing in the world and sees exactly
+//! unchanged against `model::World`, and a test breaks one thing in the world and sees exactly
 //! that check fail with its fix. The SDK adapter makes each call once; a call that pages reads
 //! every page.
 //!

@@ -14,9 +14,9 @@
 //! Every check has a stable name and, when it fails, a fix. A site is checked once: the hub's
 //! account and each member account (`--account`) go through the same checks where they share a
 //! concern, with the site saying what differs (the sender, the check names, the fixes' wording):
-//! the rules ([`rules::RuleSite`]: to the ingest queue at the hub, to the hub's bus or its direct
+//! the rules (`rules::RuleSite`: to the ingest queue at the hub, to the hub's bus or its direct
 //! queue in a member),
-//! the tenant queues ([`tenants::Site`]), and the role the router routes with there
+//! the tenant queues (`tenants::Site`), and the role the router routes with there
 //! (`routing_role.rs`: the router role at the hub, the spoke role in a member). The documents a
 //! fix puts back are those this release's templates render for the deployment
 //! ([`aws_model::documents`]), not copies written out here.

@@ -15,7 +15,7 @@
 //! 6. the old rules deleted; 7. the old queue deleted once empty: by adopt only what no tool made
 //!    and the operator says they made by hand, else the exact instruction.
 //!
-//! [`evaluate`] is that list; each step's judgement is a function of its own, over the [`Facts`]
+//! `evaluate` is that list; each step's judgement is a function of its own, over the `Facts`
 //! all steps read: steps 1-4 (the new queue, Karpenter's move) in `moving.rs`, steps 5-7 (the old
 //! set-up retired) in `retiring.rs`.
 

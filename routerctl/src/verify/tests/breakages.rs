@@ -267,6 +267,23 @@ fn a_dashboard_deleted_or_edited() {
         "its widgets do not chart the router's metrics",
         "RouterDashboard",
     );
+
+    // Charting the router's namespace, but another function's metrics.
+    let world = hub::deployed();
+    let function = hub::output(&world, "FunctionName");
+    world.site(|site| {
+        let body = site
+            .dashboards
+            .get_mut(&name)
+            .expect("the stack's dashboard");
+        *body = body.replace(&function, "another-function");
+    });
+    let check = only(&world, "dashboard");
+    says(
+        &check,
+        "its widgets do not chart the router's metrics",
+        "RouterDashboard",
+    );
 }
 
 #[test]
