@@ -330,6 +330,11 @@ fn metric_documents_that_never_reach_the_log_group() {
     );
     let check = only(&world, "function:metrics");
     says(&check, "120 invocations", "LOG_LEVEL=INFO");
+    // One invocation is enough to expect its documents.
+    let function = hub::output(&world, "FunctionName");
+    world.site(|site| site.invocations.insert(function, 1.0));
+    let check = only(&world, "function:metrics");
+    says(&check, "1 invocations", "LOG_LEVEL=INFO");
     // No invocations, no documents expected.
     world.site(|site| site.invocations.clear());
     assert_eq!(failed(&verify(&world)), Vec::<&str>::new());
