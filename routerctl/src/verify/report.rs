@@ -64,3 +64,57 @@ pub(crate) fn pasted(document: anyhow::Result<serde_json::Value>) -> String {
         Err(e) => format!("<the template's document, which could not be rendered here: {e:#}>"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(checks: Vec<Check>) -> Report {
+        Report {
+            stack: "ir".into(),
+            region: "eu-west-1".into(),
+            spoke: Some(("222222222222".into(), "ir-spoke".into())),
+            checks,
+        }
+    }
+
+    #[test]
+    fn a_report_passes_only_when_every_check_does_and_names_what_failed_with_its_fix() {
+        let good = pass("ingest-queue", "exists");
+        let bad = fail("rule:SpotRule", "disabled", "aws events enable-rule");
+        let all_good = report(vec![good.clone()]);
+        assert!(all_good.passed());
+        assert!(all_good.failures().is_empty());
+        assert!(
+            all_good.render().ends_with("PASS: 1 checks\n"),
+            "{}",
+            all_good.render()
+        );
+
+        let mixed = report(vec![good, bad]);
+        assert!(!mixed.passed());
+        let failed: Vec<&str> = mixed.failures().iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(failed, ["rule:SpotRule"]);
+        assert_eq!(mixed.check("rule:SpotRule").map(|c| c.passed), Some(false));
+        assert!(mixed.check("nothing").is_none());
+        let text = mixed.render();
+        assert_eq!(
+            text,
+            "verify ir in eu-west-1, member account 222222222222 (spoke stack ir-spoke)\n\
+             \x20 PASS  ingest-queue   exists\n\
+             \x20 FAIL  rule:SpotRule  disabled\n\
+             \x20                      fix: aws events enable-rule\n\
+             FAIL: 1 of 2 checks failed: rule:SpotRule\n"
+        );
+    }
+
+    #[test]
+    fn a_pasted_document_is_its_json_or_says_why_it_is_not() {
+        assert_eq!(pasted(Ok(serde_json::json!({"a": 1}))), r#"{"a":1}"#);
+        let why = pasted(Err(anyhow::anyhow!("no such parameter")));
+        assert!(
+            why.contains("could not be rendered here: no such parameter"),
+            "{why}"
+        );
+    }
+}

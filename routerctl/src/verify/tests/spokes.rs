@@ -369,3 +369,18 @@ fn member_rules_with_another_target_before_the_hubs() {
     let report = verify_member(&world);
     assert_eq!(failed(&report), Vec::<&str>::new(), "{report:#?}");
 }
+
+/// With the function's configuration unreadable, the spoke role is named from the base stack's
+/// parameters (SpokeRolePath empty: the root path): every check of the member still finds it,
+/// and only the function's check fails.
+#[test]
+fn a_member_checked_when_the_functions_configuration_cannot_be_read() {
+    let world = hub::with_member(false);
+    world.refuse("GetFunctionConfiguration");
+    let report = verify_member(&world);
+    assert_eq!(failed(&report), ["function"], "{}", report.render());
+    for name in ["role-trust", "role-permissions", "tenant:beta:spoke-role"] {
+        let name = format!("spoke:{}:{name}", hub::MEMBER);
+        assert!(report.check(&name).is_some_and(|c| c.passed), "{name}");
+    }
+}
