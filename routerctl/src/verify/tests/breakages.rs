@@ -315,6 +315,19 @@ fn an_alarm_deleted_or_silenced() {
         "(its actions are disabled): it pages nobody",
         "aws cloudwatch enable-alarm-actions",
     );
+
+    // Edited to watch another metric: it stands, and watches nothing the router counts.
+    let world = hub::deployed();
+    world.site(|site| {
+        let alarm = site
+            .alarms
+            .iter_mut()
+            .find(|a| a.name.contains("LateForwardsAlarm"))
+            .unwrap();
+        alarm.metric.as_mut().expect("a metric").metric = "Received".into();
+    });
+    let check = only(&world, "alarm:LateForwardsAlarm");
+    says(&check, "InterruptionRouter Received of", "put-metric-alarm");
 }
 
 /// Invocations without metric documents: every router metric is blind.

@@ -133,3 +133,43 @@ fn an_ingest_queue_under_the_aws_managed_key() {
     let check = only(&world, "ingest-queue:key");
     says(&check, "AWS-managed key alias/aws/sqs", "KMS_KEY=Create");
 }
+
+/// The hub's role may assume the spoke roles it needs, as base.yaml grants it, whatever the hub
+/// serves: its own account's other regions (a central bus, no list), a list, or an
+/// organisation (named so); a hub that serves only its own region has no such check.
+#[test]
+fn the_spoke_roles_the_router_role_may_assume_as_base_yaml_grants_them() {
+    let assume = |parameters: &[(&str, &str)]| {
+        let report = verify(&hub::deployed_with(parameters));
+        let check = report.check("router-role:assume-spoke-roles").cloned();
+        (failed(&report).join(", "), check)
+    };
+    for parameters in [
+        &[("CentralBus", "Enabled")][..],
+        &SERVING[..],
+        &[
+            ("SpokeRoleName", "platform-spoke"),
+            ("SpokeRolePath", "/platform/"),
+            SERVING[0],
+            SERVING[1],
+        ][..],
+    ] {
+        let (failed, check) = assume(parameters);
+        let check = check.unwrap_or_else(|| panic!("{parameters:?}: no check"));
+        assert!(check.passed, "{parameters:?}: {check:?} ({failed})");
+    }
+    let (_, organisation) = assume(&[
+        ("CentralBus", "Enabled"),
+        ("ServedAccounts", "*"),
+        ("OrganizationId", "o-abcd123456"),
+    ]);
+    let organisation = organisation.expect("an organisation's hub is checked");
+    assert!(
+        organisation
+            .detail
+            .contains("in the organisation's accounts (e.g."),
+        "{organisation:?}"
+    );
+    let (_, alone) = assume(&[]);
+    assert!(alone.is_none(), "{alone:?}");
+}

@@ -298,6 +298,42 @@ fn no_cluster_onboarded() {
     world.site(|site| site.queues.remove(&queue));
     let check = only(&world, "tenants");
     says(&check, "karpenter-", "make deploy-tenant");
+
+    // A hub that serves other accounts may run no cluster of its own.
+    let world = hub::deployed_with(&[("CentralBus", "Enabled"), ("ServedAccounts", hub::MEMBER)]);
+    world.site(|site| site.queues.remove(&queue));
+    let report = verify(&world);
+    let tenants = report.check("tenants").expect("the tenants check");
+    assert!(tenants.passed, "{tenants:?}");
+    assert!(
+        tenants.detail.contains("the router serves other accounts"),
+        "{tenants:?}"
+    );
+}
+
+/// `--cluster alpha` whose queue was deleted by hand while its tenant stack and record stand:
+/// the router dead-letters alpha's events, and only deleting the stack brings the queue back.
+#[test]
+fn a_named_clusters_queue_deleted_under_its_stack() {
+    let world = hub::deployed();
+    let queue = hub::tenant_queue();
+    world.site(|site| site.queues.remove(&queue));
+    let report = crate::verify::tests::verify_with(
+        &world,
+        crate::verify::Options {
+            stack: hub::STACK.into(),
+            clusters: vec!["alpha".into()],
+            ..crate::verify::Options::default()
+        },
+    );
+    let check = report
+        .check("tenant:alpha:queue")
+        .expect("alpha's queue is checked");
+    says(
+        check,
+        "while its tenant record stands: the router dead-letters every event for alpha",
+        "which an update does not repair: delete the tenant stack and",
+    );
 }
 
 /// A tenant queue without any policy: it does not grant the router, and anyone in the account

@@ -32,6 +32,11 @@ fn a_router_role_whose_sends_are_narrowed_to_another_cluster() {
     ] {
         says(&check, finding, "");
     }
+    // Two refused actions of one statement name that statement once.
+    let fix = check.fix.as_deref().unwrap_or_default();
+    for statement in ["SendToClusterQueues", "ReadClusterQueueOwnership"] {
+        assert_eq!(fix.matches(statement).count(), 1, "{fix}");
+    }
 }
 
 #[test]
