@@ -328,6 +328,37 @@ fn an_alarm_deleted_or_silenced() {
     });
     let check = only(&world, "alarm:LateForwardsAlarm");
     says(&check, "InterruptionRouter Received of", "put-metric-alarm");
+
+    // What each standing alarm watches, said on its PASS line.
+    let report = verify(&hub::deployed());
+    let function = hub::output(&hub::deployed(), "FunctionName");
+    let watches = |name: &str| report.check(name).expect(name).detail.clone();
+    assert!(
+        watches("alarm:LateForwardsAlarm").contains(&format!(
+            "watches InterruptionRouter LateForwards of {function}"
+        )),
+        "{report:#?}"
+    );
+    assert!(
+        watches("alarm:RouterMetricsMissingAlarm").contains(&format!(
+            "watches {function}'s metric documents (InterruptionRouter Received, SampleCount) \
+             against its AWS/Lambda Invocations"
+        )),
+        "{report:#?}"
+    );
+
+    // The metrics-missing alarm without its documents' metric: it compares nothing.
+    let world = hub::deployed();
+    world.site(|site| {
+        let alarm = site
+            .alarms
+            .iter_mut()
+            .find(|a| a.name.contains("RouterMetricsMissingAlarm"))
+            .unwrap();
+        alarm.metrics.retain(|w| w.namespace == "AWS/Lambda");
+    });
+    let check = only(&world, "alarm:RouterMetricsMissingAlarm");
+    says(&check, "AWS/Lambda", "put-metric-alarm");
 }
 
 /// Invocations without metric documents: every router metric is blind.
