@@ -196,3 +196,73 @@ impl<'a> Site<'a> {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member<'a>() -> Site<'a> {
+        Site {
+            base: "ir",
+            account: "111111111111",
+            region: "us-west-2",
+            partition: "aws",
+            place: Place::Member {
+                spoke_stack: "ir-spoke",
+            },
+            sender: None,
+            queue_prefix: Some("karpenter-"),
+            serves_others: false,
+        }
+    }
+
+    /// A member's tenant stack may be named after the hub's base stack or after the spoke
+    /// stack; at the hub only after the base stack.
+    #[test]
+    fn the_names_a_clusters_tenant_stack_may_have() {
+        let base = crate::fixtures::base(&[], &[]);
+        let hub = Site::hub(&base, "us-east-1");
+        assert_eq!(
+            hub.tenant_stacks("alpha"),
+            [tenant_stack_name("ir", "alpha")]
+        );
+        assert_eq!(
+            member().tenant_stacks("beta"),
+            [
+                tenant_stack_name("ir", "beta"),
+                tenant_stack_name("ir-spoke", "beta")
+            ]
+        );
+    }
+
+    /// Each fix names the stack its tenant stacks import from and the credentials to use.
+    #[test]
+    fn a_members_fixes_name_its_spoke_stack_and_account() {
+        let site = member();
+        let command = "make deploy-tenant CLUSTER=beta REGION=us-west-2";
+        assert_eq!(
+            site.redeploy("beta"),
+            format!(
+                "update the tenant stack of beta with account 111111111111's credentials: {command}"
+            )
+        );
+        assert!(
+            site.deploy("beta")
+                .ends_with("QueuePrefix the spoke stack ir-spoke exports for the region)"),
+            "{}",
+            site.deploy("beta")
+        );
+        let base = crate::fixtures::base(&[], &[]);
+        let hub = Site::hub(&base, "us-east-1");
+        assert_eq!(
+            hub.redeploy("alpha"),
+            "update the tenant stack: make deploy-tenant CLUSTER=alpha REGION=us-east-1 STACK_NAME=ir"
+        );
+        assert!(
+            hub.wrong_sender("arn:aws:iam::123456789012:role/r")
+                .contains("imports the router role the base stack ir exports"),
+            "{}",
+            hub.wrong_sender("x")
+        );
+    }
+}

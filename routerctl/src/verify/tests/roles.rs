@@ -202,3 +202,25 @@ fn a_stack_that_is_not_deployed() {
         "make deploy-base BUCKET=… REGION=us-east-1 STACK_NAME=nope",
     );
 }
+
+/// A tenant stack deployed with KARPENTER_ROLE=none names no controller role: verify says that
+/// Karpenter's own getting-started policy reaches only the queue it made, and how to name it.
+#[test]
+fn a_tenant_stack_that_names_no_karpenter_role() {
+    let world = hub::deployed();
+    let stack = aws_model::stacks::tenant_stack_name(hub::STACK, hub::CLUSTER);
+    world.site(|site| {
+        site.stacks
+            .get_mut(&stack)
+            .expect("the tenant stack")
+            .stack
+            .parameters
+            .insert("KarpenterRoleName".into(), String::new())
+    });
+    let check = only(&world, "tenant:alpha:karpenter-role");
+    says(
+        &check,
+        "no Karpenter controller role is named for alpha",
+        "verify --karpenter-role alpha=<its role name>",
+    );
+}
