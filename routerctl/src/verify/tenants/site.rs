@@ -258,6 +258,13 @@ mod tests {
             hub.redeploy("alpha"),
             "update the tenant stack: make deploy-tenant CLUSTER=alpha REGION=us-east-1 STACK_NAME=ir"
         );
+        assert_eq!(
+            site.sender_reach("SendToClusterQueues"),
+            "the role may use <QueuePrefix>* only: give the tenant stack the QueuePrefix of the \
+             spoke stack ir-spoke (karpenter-), or restore the role's SendToClusterQueues \
+             statement(s) (update the spoke stack that creates the role (CreateSpokeRole=true) \
+             in account 111111111111)"
+        );
         assert!(
             hub.wrong_sender("arn:aws:iam::123456789012:role/r")
                 .contains("imports the router role the base stack ir exports"),
