@@ -283,3 +283,12 @@ fn non_string_values_where_strings_belong_make_known_kinds_malformed() {
         }
     }
 }
+
+/// What `mutated_real_events_never_panic` once found on a clean clone's `make test`: an entity
+/// written as an array was routed, and its Health copy could not be written.
+#[test]
+fn a_health_entity_written_as_an_array_found_by_the_mutations() {
+    let body = r#"{"version":"0","id":"7bf73129-1428-4cd3-a780-95db273d1602","detail-type":"AWS Health Event","source":"aws.health","account":"123456789012","time":"2026-01-27T01:43:21Z","region":"us-east-1","detail":{"service":"EC2","eventTypeCode":"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED","eventTypeCategory":"scheduledChange","affectedEntities":[["i-0123456789abcdef0"]],"affectedAccount":"123456789012"}}"#;
+    check(body);
+    assert!(classify(body).is_err());
+}

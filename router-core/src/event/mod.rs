@@ -310,6 +310,22 @@ struct Entity<'a> {
     value: Option<Cow<'a, str>>,
 }
 
+/// `affectedEntities` as a list of entities, each a JSON object. serde would read a struct from
+/// an array too (its fields in order); Karpenter's Go decoder refuses that, and so does the
+/// splitter that writes each cluster's copy ([`health_body_for`]), so it is refused here first.
+fn entities(raw: &RawValue) -> Result<Vec<Entity<'_>>, String> {
+    let listed: Vec<&RawValue> = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
+    listed
+        .into_iter()
+        .map(|entity| {
+            if !entity.get().trim_start().starts_with('{') {
+                return Err(format!("an entity is a JSON object, not {}", entity.get()));
+            }
+            serde_json::from_str(entity.get()).map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
 /// Classifies one EventBridge event given as JSON text.
 pub fn classify(body: &str) -> Result<Classified, Malformed> {
     let envelope: Envelope<'_> = serde_json::from_str(body).map_err(|e| {
@@ -410,7 +426,7 @@ fn health_instances(detail: &RawValue) -> Result<HealthInstances, Malformed> {
         ));
     }
     let entities: Vec<Entity<'_>> = match detail.entities {
-        Some(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+        Some(raw) => entities(raw).map_err(|e| {
             Malformed::new(format!(
                 "detail.affectedEntities is not a list of entities: {e}"
             ))

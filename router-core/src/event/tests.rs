@@ -203,6 +203,30 @@ fn health_entities_that_are_not_instances_are_skipped_and_duplicates_collapse() 
     assert_eq!(i.instances, ids(&["i-12345678", "i-0aaaaaaaaaaaaaaaa"]));
 }
 
+/// An entity written as an array (`[["i-…"]]`): serde would read `entityValue` from it, but
+/// Karpenter's Go decoder and the splitter refuse it, so it is malformed, not routed (found by
+/// `classify_props::mutated_real_events_never_panic` on a clean clone's `make test`).
+#[test]
+fn a_health_entity_that_is_not_an_object_is_malformed() {
+    let fixture = fixture("health-scheduled-change-bare-id.json");
+    for entities in [r#"[["i-0123456789abcdef0"]]"#, r#"["i-0123456789abcdef0"]"#] {
+        let start = fixture
+            .find(r#""affectedEntities": ["#)
+            .expect("the fixture's entities");
+        let end = start + fixture[start..].find(']').expect("their end") + 1;
+        let body = format!(
+            "{}\"affectedEntities\": {entities}{}",
+            &fixture[..start],
+            &fixture[end..]
+        );
+        let error = classify(&body).expect_err(entities);
+        assert!(
+            error.to_string().contains("an entity is a JSON object"),
+            "{entities}: {error}"
+        );
+    }
+}
+
 #[test]
 fn ec2_scheduled_change_naming_no_instance_is_ignored() {
     let body =
