@@ -286,6 +286,20 @@ fn a_dashboard_deleted_or_edited() {
     );
 }
 
+/// The hub, with the alarm whose name contains `name` edited by hand.
+fn with_alarm(name: &str, edit: impl FnOnce(&mut aws_model::resources::Alarm)) -> World {
+    let world = hub::deployed();
+    world.site(|site| {
+        edit(
+            site.alarms
+                .iter_mut()
+                .find(|a| a.name.contains(name))
+                .expect("the stack's alarm"),
+        )
+    });
+    world
+}
+
 #[test]
 fn an_alarm_deleted_or_silenced() {
     let world = hub::deployed();
@@ -300,14 +314,8 @@ fn an_alarm_deleted_or_silenced() {
         "aws cloudwatch put-metric-alarm --region us-east-1 --alarm-name ir-AccessDeniedAlarm",
     );
 
-    let world = hub::deployed();
-    world.site(|site| {
-        let alarm = site
-            .alarms
-            .iter_mut()
-            .find(|a| a.name.contains("LateForwardsAlarm"))
-            .unwrap();
-        alarm.actions_enabled = Some(false);
+    let world = with_alarm("LateForwardsAlarm", |alarm| {
+        alarm.actions_enabled = Some(false)
     });
     let check = only(&world, "alarm:LateForwardsAlarm");
     says(
@@ -317,13 +325,7 @@ fn an_alarm_deleted_or_silenced() {
     );
 
     // Edited to watch another metric: it stands, and watches nothing the router counts.
-    let world = hub::deployed();
-    world.site(|site| {
-        let alarm = site
-            .alarms
-            .iter_mut()
-            .find(|a| a.name.contains("LateForwardsAlarm"))
-            .unwrap();
+    let world = with_alarm("LateForwardsAlarm", |alarm| {
         alarm.metric.as_mut().expect("a metric").metric = "Received".into();
     });
     let check = only(&world, "alarm:LateForwardsAlarm");
@@ -348,13 +350,7 @@ fn an_alarm_deleted_or_silenced() {
     );
 
     // The metrics-missing alarm without its documents' metric: it compares nothing.
-    let world = hub::deployed();
-    world.site(|site| {
-        let alarm = site
-            .alarms
-            .iter_mut()
-            .find(|a| a.name.contains("RouterMetricsMissingAlarm"))
-            .unwrap();
+    let world = with_alarm("RouterMetricsMissingAlarm", |alarm| {
         alarm.metrics.retain(|w| w.namespace == "AWS/Lambda");
     });
     let check = only(&world, "alarm:RouterMetricsMissingAlarm");
