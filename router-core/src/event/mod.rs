@@ -310,25 +310,29 @@ struct Entity<'a> {
     value: Option<Cow<'a, str>>,
 }
 
-/// `affectedEntities` as a list of entities, each a JSON object. serde would read a struct from
-/// an array too (its fields in order); Karpenter's Go decoder refuses that, and so does the
-/// splitter that writes each cluster's copy ([`health_body_for`]), so it is refused here first.
+/// A struct read from `text` only when it is a JSON object. serde would read a struct from an
+/// array too (its fields in order); Karpenter's Go decoder refuses that, and so does the splitter
+/// that writes each cluster's Health copy ([`health_body_for`]).
+fn object<'a, T: Deserialize<'a>>(text: &'a str, what: &str) -> Result<T, String> {
+    if !text.trim_start().starts_with('{') {
+        let start: String = text.trim_start().chars().take(40).collect();
+        return Err(format!("{what} is a JSON object, not {start}…"));
+    }
+    serde_json::from_str(text).map_err(|e| e.to_string())
+}
+
+/// `affectedEntities` as a list of entities, each a JSON object.
 fn entities(raw: &RawValue) -> Result<Vec<Entity<'_>>, String> {
     let listed: Vec<&RawValue> = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
     listed
         .into_iter()
-        .map(|entity| {
-            if !entity.get().trim_start().starts_with('{') {
-                return Err(format!("an entity is a JSON object, not {}", entity.get()));
-            }
-            serde_json::from_str(entity.get()).map_err(|e| e.to_string())
-        })
+        .map(|entity| object(entity.get(), "an entity"))
         .collect()
 }
 
 /// Classifies one EventBridge event given as JSON text.
 pub fn classify(body: &str) -> Result<Classified, Malformed> {
-    let envelope: Envelope<'_> = serde_json::from_str(body).map_err(|e| {
+    let envelope: Envelope<'_> = object(body, "an event").map_err(|e| {
         Malformed::new(format!(
             "not an EventBridge event with string source and detail-type: {e}"
         ))
@@ -375,7 +379,7 @@ pub fn classify(body: &str) -> Result<Classified, Malformed> {
             }
         },
         _ => {
-            let detail: Ec2Detail<'_> = serde_json::from_str(detail.get())
+            let detail: Ec2Detail<'_> = object(detail.get(), "the detail")
                 .map_err(|e| Malformed::new(format!("{kind} detail is not what EC2 sends: {e}")))?;
             if kind == Kind::StateChange {
                 let state = detail.state.as_deref().unwrap_or_default();
@@ -416,7 +420,7 @@ enum HealthInstances {
 }
 
 fn health_instances(detail: &RawValue) -> Result<HealthInstances, Malformed> {
-    let detail: HealthDetail<'_> = serde_json::from_str(detail.get())
+    let detail: HealthDetail<'_> = object(detail.get(), "the detail")
         .map_err(|e| Malformed::new(format!("Health detail is not what AWS Health sends: {e}")))?;
     if detail.service.as_deref() != Some("EC2")
         || detail.category.as_deref() != Some("scheduledChange")

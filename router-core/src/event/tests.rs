@@ -227,6 +227,22 @@ fn a_health_entity_that_is_not_an_object_is_malformed() {
     }
 }
 
+/// serde reads a struct from a JSON array (its fields in order); Karpenter's Go decoder does not.
+/// An event, an EC2 detail or a Health detail written as an array is malformed, not routed.
+#[test]
+fn an_event_or_a_detail_written_as_an_array_is_malformed() {
+    let spot = r#"{"version":"0","id":"e","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"123456789012","time":"2026-01-27T01:43:21Z","region":"us-east-1","resources":[],"detail":["i-0123456789abcdef0","terminate"]}"#;
+    let health = r#"{"version":"0","id":"h","detail-type":"AWS Health Event","source":"aws.health","account":"123456789012","time":"2026-01-27T01:43:21Z","region":"us-east-1","resources":[],"detail":["EC2","scheduledChange",[{"entityValue":"i-0123456789abcdef0"}]]}"#;
+    let envelope = r#"["aws.ec2","EC2 Spot Instance Interruption Warning","0","e","2026-01-27T01:43:21Z","123456789012","us-east-1",[],{"instance-id":"i-0123456789abcdef0"}]"#;
+    for body in [spot, health, envelope] {
+        let error = classify(body).expect_err(body);
+        assert!(
+            error.to_string().contains("a JSON object"),
+            "{body}: {error}"
+        );
+    }
+}
+
 #[test]
 fn ec2_scheduled_change_naming_no_instance_is_ignored() {
     let body =
