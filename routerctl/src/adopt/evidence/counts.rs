@@ -259,6 +259,26 @@ mod tests {
         );
     }
 
+    /// A reader's minutes are the ones something was received or deleted in, not every minute
+    /// that counts.
+    #[test]
+    fn a_reader_is_named_by_the_minutes_it_read_in() {
+        let mut points = Datapoints {
+            received: minutes(36_180..36_360, 0.0),
+            deleted: minutes(36_180..36_360, 0.0),
+        };
+        points.received[1].1 = 3.0;
+        points.deleted[1].1 = 3.0;
+        assert_eq!(
+            judge(&window(), &points),
+            Counted::Read {
+                received: 3.0,
+                deleted: 3.0,
+                minutes: vec![36_240],
+            }
+        );
+    }
+
     #[test]
     fn every_minute_in_and_nothing_received_or_deleted_is_quiet() {
         let points = Datapoints {
