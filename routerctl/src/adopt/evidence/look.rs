@@ -171,6 +171,37 @@ mod tests {
         UNIX_EPOCH + Duration::from_secs(secs)
     }
 
+    /// On the model: the look finds adopt's message among others, deletes it, and leaves every
+    /// other message visible again at once (the old queue's reader must not lose them for the
+    /// look's hide).
+    #[tokio::test(start_paused = true)]
+    async fn a_look_deletes_only_its_own_message_and_gives_the_others_back_at_once() {
+        let world = crate::cloud::model::World::new("123456789012", "us-east-1");
+        let url = world.create_queue("old", &[]);
+        for id in ["before", "probe", "after"] {
+            world
+                .sqs_send(&url, &format!(r#"{{"id":"{id}"}}"#))
+                .expect("sent");
+        }
+        let queue = crate::verify::queues::load_queue(&world, "old")
+            .await
+            .expect("the queue");
+        let looked = look(&world, &queue, "probe", world.clock())
+            .await
+            .expect("a look");
+        assert_eq!(looked, Look::Found { received_before: 0 });
+        let now = world.clock();
+        let (left, visible) = world.read(|_, site| {
+            let messages = &site.queues["old"].messages;
+            (
+                messages.iter().map(|m| m.body.clone()).collect::<Vec<_>>(),
+                messages.iter().all(|m| m.visible_at <= now),
+            )
+        });
+        assert_eq!(left, [r#"{"id":"before"}"#, r#"{"id":"after"}"#]);
+        assert!(visible, "the look hid what it met");
+    }
+
     #[test]
     fn a_message_met_is_found_with_the_receives_before_this_look() {
         let paged = Paged {
