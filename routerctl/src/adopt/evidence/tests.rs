@@ -17,6 +17,11 @@ fn a_round_reads_back_from_its_tag_and_ripens() {
         backlog: None,
     };
     assert_eq!(Round::parse(&round.tag()), Some(round.clone()));
+    // The sentinel's event id derives from the probe's: a later run finds it by the tag alone.
+    assert_eq!(
+        round.sentinel(),
+        "routerctl-adopt-alpha-1700000000000-sentinel"
+    );
     assert!(round.ripe(SystemTime::now()));
     let fresh = Round {
         started: SystemTime::now(),
