@@ -415,3 +415,76 @@ async fn stack_exists(aws: &impl Cloud, stack: &str) -> Result<bool> {
 fn is_missing_stack(e: &CallError) -> bool {
     e.code == missing::STACK && e.message.contains("does not exist")
 }
+
+#[cfg(test)]
+mod tests {
+    use router_core::event::Kind;
+
+    use super::*;
+    use crate::cloud::model::{ModelStack, World};
+
+    fn kinds(chosen: &[Kind], deployed: &[Kind]) -> TenantKinds {
+        TenantKinds {
+            chosen: chosen.iter().copied().collect(),
+            deployed: deployed.iter().copied().collect(),
+        }
+    }
+
+    /// The plan's "next" line for a tenant: nothing said of kinds when the old rules delivered
+    /// every kind; the kinds taken and declined otherwise, and rebalance's temporary addition.
+    #[test]
+    fn a_tenants_kinds_are_said_only_when_the_old_rules_chose_some() {
+        let all: Vec<Kind> = Kinds::ALL.iter().collect();
+        let deploy = |kinds| Change::DeployTenant {
+            stack: "ir-tenant-alpha".into(),
+            karpenter_role: "KarpenterController-alpha".into(),
+            kinds,
+        };
+        assert_eq!(
+            deploy(kinds(&all, &all)).describe(),
+            "deploys tenant stack ir-tenant-alpha (cloudformation/tenant.yaml) granting \
+             KarpenterController-alpha its queue"
+        );
+        let spot = [Kind::SpotInterruption, Kind::StateChange];
+        let with_rebalance = [
+            Kind::SpotInterruption,
+            Kind::StateChange,
+            Kind::RebalanceRecommendation,
+        ];
+        let same = deploy(kinds(&with_rebalance, &with_rebalance)).describe();
+        assert!(same.contains("declining the others ("), "{same}");
+        assert!(!same.contains("is added while adopt needs it"), "{same}");
+        let added = deploy(kinds(&spot, &with_rebalance)).describe();
+        assert!(
+            added.contains("rebalance-recommendation is added while adopt needs it"),
+            "{added}"
+        );
+        for kind in Kinds::ALL.iter().filter(|k| !with_rebalance.contains(k)) {
+            assert!(same.contains(&kind.to_string()), "{kind} declined: {same}");
+        }
+    }
+
+    /// A stack that does not exist, or is deleted, is not there; a refused read is an error.
+    #[tokio::test(start_paused = true)]
+    async fn a_stack_exists_unless_cloudformation_says_it_does_not() {
+        let world = World::new("123456789012", "us-east-1");
+        assert!(!stack_exists(&world, "ir-tenant-alpha").await.unwrap());
+        for (status, exists) in [("CREATE_COMPLETE", true), ("DELETE_COMPLETE", false)] {
+            world.site(|site| {
+                let mut stack = ModelStack::default();
+                stack.stack.name = "ir-tenant-alpha".into();
+                stack.stack.status = status.into();
+                site.stacks.insert("ir-tenant-alpha".into(), stack)
+            });
+            assert_eq!(
+                stack_exists(&world, "ir-tenant-alpha").await.unwrap(),
+                exists,
+                "{status}"
+            );
+        }
+        world.refuse("DescribeStacks");
+        assert!(stack_exists(&world, "ir-tenant-alpha").await.is_err());
+        let other = CallError::new(missing::STACK, "Rate exceeded");
+        assert!(!is_missing_stack(&other));
+    }
+}
