@@ -233,6 +233,14 @@ mod tests {
         range.step_by(60).map(|m| (m, value)).collect()
     }
 
+    /// Every minute of `range` in CloudWatch, nothing received or deleted in any.
+    fn quiet(range: std::ops::Range<u64>) -> Datapoints {
+        Datapoints {
+            received: minutes(range.clone(), 0.0),
+            deleted: minutes(range, 0.0),
+        }
+    }
+
     #[test]
     fn the_window_starts_after_the_round_leaves_out_the_look_and_ends_a_minute_past_it() {
         let w = window();
@@ -263,10 +271,7 @@ mod tests {
     /// that counts.
     #[test]
     fn a_reader_is_named_by_the_minutes_it_read_in() {
-        let mut points = Datapoints {
-            received: minutes(36_180..36_360, 0.0),
-            deleted: minutes(36_180..36_360, 0.0),
-        };
+        let mut points = quiet(36_180..36_360);
         points.received[1].1 = 3.0;
         points.deleted[1].1 = 3.0;
         assert_eq!(
@@ -281,20 +286,14 @@ mod tests {
 
     #[test]
     fn every_minute_in_and_nothing_received_or_deleted_is_quiet() {
-        let points = Datapoints {
-            received: minutes(36_060..36_240, 0.0),
-            deleted: minutes(36_060..36_240, 0.0),
-        };
+        let points = quiet(36_060..36_240);
         assert_eq!(judge(&window(), &points), Counted::Quiet { minutes: 2 });
     }
 
     /// adopt's own look receives (and deletes what it put there): its minutes do not count.
     #[test]
     fn what_adopt_itself_received_while_it_looked_does_not_count() {
-        let mut points = Datapoints {
-            received: minutes(36_060..36_180, 0.0),
-            deleted: minutes(36_060..36_180, 0.0),
-        };
+        let mut points = quiet(36_060..36_180);
         points.received[0].1 = 1000.0;
         points.deleted[0].1 = 1.0;
         assert_eq!(judge(&window(), &points), Counted::Quiet { minutes: 1 });

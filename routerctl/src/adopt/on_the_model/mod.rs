@@ -60,29 +60,36 @@ fn account() -> World {
             &[("KarpenterInterruptionQueueTarget", &old_arn)],
         );
     }
-    world.put_role(
-        "KarpenterController-alpha",
-        vec![json!({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl",
-                "sqs:ReceiveMessage"], "Resource": old_arn},
-            {"Effect": "Allow", "Action": "eks:DescribeCluster",
-             "Resource": "arn:aws:eks:us-east-1:123456789012:cluster/alpha"}]})],
-        json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
-            "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]}),
-    );
-    world.instance(
-        NODE,
-        "running",
-        &[
-            ("eks:eks-cluster-name", CLUSTER),
-            ("karpenter.sh/nodepool", "default"),
-        ],
-    );
+    karpenter_of(&world, CLUSTER, NODE);
     // The function is the router itself: this release's handler, configured and permitted as
     // base.yaml configures and permits it, forwarding into the tenant queue once tenant.yaml
     // made it (and ignoring what it cannot route until then).
     aws_world::router::run_router(&world, &base.outputs["FunctionName"]);
     world
+}
+
+/// `cluster`'s Karpenter as its getting-started set-up makes it: a controller role allowed the
+/// old queue and its cluster's DescribeCluster, and a node of the cluster with id `node`.
+fn karpenter_of(world: &World, cluster: &str, node: &str) {
+    let old_arn = format!("arn:aws:sqs:us-east-1:123456789012:{OLD_QUEUE}");
+    world.put_role(
+        &format!("KarpenterController-{cluster}"),
+        vec![json!({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl",
+                "sqs:ReceiveMessage"], "Resource": old_arn},
+            {"Effect": "Allow", "Action": "eks:DescribeCluster",
+             "Resource": format!("arn:aws:eks:us-east-1:123456789012:cluster/{cluster}")}]})],
+        json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+            "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]}),
+    );
+    world.instance(
+        node,
+        "running",
+        &[
+            ("eks:eks-cluster-name", cluster),
+            ("karpenter.sh/nodepool", "default"),
+        ],
+    );
 }
 
 /// What Karpenter of alpha received of the interruptions the account's bus carried during a

@@ -4,8 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
 use super::{OLD_QUEUE, Reads, World, account, advance, paused};
 
 /// Tags every old rule and the old queue with `tags(logical id)`.
@@ -103,25 +101,7 @@ fn a_set_up_a_tool_made_is_left_to_that_tool_named_once() {
 #[test]
 fn an_old_queue_two_clusters_read_is_not_retired_under_one() {
     let world = account();
-    let old_arn = format!("arn:aws:sqs:us-east-1:123456789012:{OLD_QUEUE}");
-    world.put_role(
-        "KarpenterController-beta",
-        vec![json!({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl",
-                "sqs:ReceiveMessage"], "Resource": old_arn},
-            {"Effect": "Allow", "Action": "eks:DescribeCluster",
-             "Resource": "arn:aws:eks:us-east-1:123456789012:cluster/beta"}]})],
-        json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
-            "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]}),
-    );
-    world.instance(
-        "i-0bbbbbbbbbbbbbbb1",
-        "running",
-        &[
-            ("eks:eks-cluster-name", "beta"),
-            ("karpenter.sh/nodepool", "default"),
-        ],
-    );
+    super::karpenter_of(&world, "beta", "i-0bbbbbbbbbbbbbbb1");
     let report = paused()
         .block_on(super::run(
             &world,
