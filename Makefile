@@ -229,7 +229,7 @@ SEED_BASE ?= 100
 soak: $(VENV)/.installed
 	SIM_SEEDS=$(SEEDS) SIM_SEED_BASE=$(SEED_BASE) $(CARGO) test -p simulation --lib faults::tests::every_seed -- --nocapture
 	$(CARGO) build --workspace --bins
-	FAULT_SCENARIO_EVENTS=3000 $(CARGO) test --workspace --test e2e -- faults:: --nocapture
+	FAULT_SCENARIO_EVENTS=3000 FAULT_SCENARIO_BASELINE=1 $(CARGO) test --workspace --test e2e -- faults:: --nocapture
 
 FUZZ_SECONDS ?= 120
 # cargo-fuzz passes nightly-only -Z flags (sanitizers); RUSTC_BOOTSTRAP lets this stable toolchain

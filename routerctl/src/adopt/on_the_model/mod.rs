@@ -488,11 +488,12 @@ fn a_probe_the_router_does_not_forward_starts_no_round() {
 
 /// `--rollback` after step 5: the old rules enabled again, EventBridge waited for, and the helm
 /// command that points Karpenter back at the old queue; after it, Karpenter on the old queue
-/// misses nothing, and the plan starts the round again.
+/// misses nothing, the plan starts the round again (step 3 says when it was rolled back), and
+/// adopt walks the cluster again to the end: a second round, the old set-up gone.
 #[test]
-fn a_rollback_after_the_rules_were_disabled_puts_the_old_path_back() {
+fn a_rollback_after_the_rules_were_disabled_puts_the_old_path_back_and_adopt_goes_on() {
     let world = account();
-    let (outcome, plan) = paused().block_on(async {
+    let (outcome, plan, again) = paused().block_on(async {
         let mut reads = Reads::Old;
         let mut moves: Vec<String> = Vec::new();
         while !moves.iter().any(|m| m.starts_with("applied step 5")) {
@@ -509,7 +510,15 @@ fn a_rollback_after_the_rules_were_disabled_puts_the_old_path_back() {
             traffic(&world, reads).await;
         }
         let plan = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
-        (outcome, plan)
+        world.site(|site| assert_eq!(old_rules_enabled(site), 5));
+        // Adopted again, to the end.
+        let mut again = Vec::new();
+        while let Some(did) = advance(&world, &mut reads).await.unwrap() {
+            again.push(did);
+            assert!(again.len() < 200, "no end: {again:#?}");
+        }
+        traffic(&world, reads).await;
+        (outcome, plan, again)
     });
     let Outcome::RolledBack {
         enabled,
@@ -522,13 +531,41 @@ fn a_rollback_after_the_rules_were_disabled_puts_the_old_path_back() {
     assert_eq!(enabled.len(), 5, "{enabled:?}");
     assert!(waited >= Duration::from_secs(60), "{waited:?}");
     assert!(helm.contains(OLD_QUEUE), "{helm}");
+    let at = plan.cluster(CLUSTER).unwrap();
+    assert!(at.rolled_back, "{}", plan.render());
+    assert_eq!(at.step(3).state, State::Todo, "{}", plan.render());
+    assert!(
+        at.step(3).detail.contains("rolled back at"),
+        "{}",
+        plan.render()
+    );
+    assert_eq!(at.step(5).state, State::Blocked, "{}", plan.render());
+    // The second walk: the helm command again, a new round, the rules disabled and deleted, the
+    // old queue deleted.
+    let position = |prefix: &str| again.iter().position(|m| m.starts_with(prefix));
+    let (Some(helm), Some(round), Some(disabled), Some(deleted)) = (
+        position("operator: helm upgrade"),
+        position("applied step 3"),
+        position("applied step 5"),
+        position("applied step 6"),
+    ) else {
+        panic!("{again:#?}");
+    };
+    assert!(
+        helm < round && round < disabled && disabled < deleted,
+        "{again:#?}"
+    );
     world.site(|site| {
-        let on = old_rules_enabled(site);
-        assert_eq!(on, 5);
+        assert!(!site.queues.contains_key(OLD_QUEUE), "{again:#?}");
+        assert!(
+            !site
+                .rules
+                .keys()
+                .any(|(_, name)| name.starts_with("Karpenter")),
+            "{again:#?}"
+        );
     });
     assert_nothing_missed();
-    let next = plan.cluster(CLUSTER).and_then(|c| c.next()).unwrap();
-    assert!(next.number <= 4, "{next:?}");
 }
 
 /// After the whole walk there is nothing to roll back to: `--rollback` refuses, and says to keep

@@ -24,11 +24,14 @@ fn member_scene() -> Scene {
     }
 }
 
-/// zeta walked to its old rules disabled while every kind of event flows, rolled back (its helm
-/// command run at once), then walked again to the end: nothing missed, nothing misrouted.
+/// zeta walked to the end while every kind of event flows: the tenant stack deployed in the
+/// member, the probe through the hub's router, the old rules disabled on that evidence, the
+/// guide's stack edited with `--stack-template` and the old queue deleted, all with the member's
+/// credentials: nothing missed, nothing misrouted. A rollback is walked at the hub
+/// ([`super::rollback`], [`super::walk`]); a cluster rolled back and walked again to the end, on
+/// the model (`adopt::on_the_model`).
 #[tokio::test]
-async fn a_member_accounts_cluster_in_another_region_is_adopted_rolled_back_and_adopted_again()
--> Result<()> {
+async fn a_member_accounts_cluster_in_another_region_is_adopted_to_the_end() -> Result<()> {
     let mut estate = Estate::start(None, member_scene()).await?;
 
     // The plan reads the member's account: the guide's stack, its Karpenter's role.
@@ -89,21 +92,28 @@ async fn a_member_accounts_cluster_in_another_region_is_adopted_rolled_back_and_
             .all(|s| *s == RuleState::Disabled)
     );
 
-    // Rolled back, the helm command run at once; then moved again.
-    let rolled = estate.adopt(&estate.rollback("zeta")).await?;
+    // To the end: the guide's stack edited with --stack-template (the operator's step), the old
+    // rules and queue gone from the member.
+    let rest = walk(&mut estate, "zeta", |_| false).await?;
+    assert_eq!(rest.last(), Some(&Move::Finished), "{rest:?}");
     assert!(
-        matches!(rolled.outcome, Outcome::RolledBack { .. }),
-        "{}",
-        rolled.render()
+        rest.iter()
+            .any(|m| matches!(m, Move::Operator { step: 7, did }
+            if did.contains("--stack-template") && did.contains("InterruptionPolicy now grant"))),
+        "{rest:?}"
     );
-    estate.helm("zeta", "zeta").await?;
+    assert_eq!(rule_states(&estate.site, "Karpenter").await?, Vec::new());
     assert!(
-        rule_states(&estate.site, "Karpenter")
-            .await?
-            .iter()
-            .all(|s| *s == RuleState::Enabled)
+        estate
+            .site
+            .sqs
+            .get_queue_url()
+            .queue_name("zeta")
+            .send()
+            .await
+            .is_err(),
+        "the old queue is still in the member"
     );
-    walk(&mut estate, "zeta", |_| false).await?;
 
     let outcome = estate.finish().await?;
     assert!(outcome.published > 0);

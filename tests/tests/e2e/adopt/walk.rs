@@ -1,5 +1,9 @@
-//! The demo's scene walked to the end while every kind of event flows: every kind of set-up
-//! moved, one rolled back and moved again, the hand-made one deleted only when the operator says so.
+//! The demo's scene walked while every kind of event flows: three kinds of set-up moved side by
+//! side through one round of evidence, one rolled back (its Karpenter sent back to its old queue
+//! at once), the other two walked to the end, the hand-made one deleted only when the operator
+//! says so. A rolled-back cluster walked again to the end: `adopt::on_the_model`'s
+//! `a_rollback_after_the_rules_were_disabled_puts_the_old_path_back_and_adopt_goes_on`, and
+//! getting-started's stack edited with `--stack-template` at the end: [`super::member`]'s walk.
 
 use super::*;
 
@@ -138,11 +142,12 @@ async fn adopting_every_kind_of_set_up_while_events_flow_misses_none_and_survive
         vec![RuleState::Disabled]
     );
 
-    // Everyone to the end, side by side (alpha moves again after its rollback).
+    // beta and gamma to the end, side by side; alpha stays rolled back, its Karpenter on its old
+    // queue, which its old rules fill again.
     let mut finished = Vec::new();
     let mut all = Vec::new();
     for _ in 0..1000 {
-        for cluster in ["alpha", "beta", "gamma"] {
+        for cluster in ["beta", "gamma"] {
             if finished.contains(&cluster) {
                 continue;
             }
@@ -152,11 +157,11 @@ async fn adopting_every_kind_of_set_up_while_events_flow_misses_none_and_survive
             }
             all.push((cluster, made));
         }
-        if finished.len() == 3 {
+        if finished.len() == 2 {
             break;
         }
     }
-    assert_eq!(finished.len(), 3, "{all:?}");
+    assert_eq!(finished.len(), 2, "{all:?}");
     let by = |cluster: &str| -> Vec<Move> {
         all.iter()
             .filter(|(c, _)| *c == cluster)
@@ -167,13 +172,7 @@ async fn adopting_every_kind_of_set_up_while_events_flow_misses_none_and_survive
         all.iter()
             .flat_map(|(_, m)| probes(std::slice::from_ref(m))),
     );
-    // The getting-started stack edited with --stack-template, Terraform's set-up removed by
-    // Terraform, the one made by hand deleted by adopt.
-    assert!(
-        by("alpha").iter().any(|m| matches!(m, Move::Operator { step: 7, did } if did.contains("--stack-template") && did.contains("InterruptionPolicy now grant"))),
-        "{:?}",
-        by("alpha")
-    );
+    // Terraform's set-up removed by Terraform, the one made by hand deleted by adopt.
     assert!(
         by("beta").iter().any(
             |m| matches!(m, Move::Operator { step: 6, did } if did.contains("terraform apply"))
@@ -187,23 +186,29 @@ async fn adopting_every_kind_of_set_up_while_events_flow_misses_none_and_survive
         by("gamma")
     );
 
-    // Nothing old is left; each tenant stack grants the controller role; a rollback with no old
-    // rule left is refused.
+    // Nothing old is left of beta's and gamma's; alpha's rules and queue are as the rollback
+    // left them; each tenant stack grants the controller role; a rollback with no old rule left
+    // is refused.
     let rules = estate.aws.events.list_rules().send().await?;
     assert!(
-        rules
-            .rules()
-            .iter()
-            .all(|r| r.name().unwrap_or_default().starts_with(STACK)),
+        rules.rules().iter().all(|r| {
+            let name = r.name().unwrap_or_default();
+            name.starts_with(STACK) || name.starts_with("Karpenter-alpha")
+        }),
         "{:?}",
         rules.rules()
     );
-    for queue in ["alpha", "Karpenter-beta", "Karpenter-gamma"] {
+    assert_eq!(
+        rule_states(&estate.aws, "Karpenter-alpha").await?,
+        vec![RuleState::Enabled; 5]
+    );
+    for queue in ["Karpenter-beta", "Karpenter-gamma"] {
         assert!(
             estate.sandbox.queue_url(queue).await.is_err(),
             "{queue} is still there"
         );
     }
+    assert!(estate.sandbox.queue_url("alpha").await.is_ok());
     for cluster in ["alpha", "gamma"] {
         let stack = estate
             .aws
@@ -229,13 +234,19 @@ async fn adopting_every_kind_of_set_up_while_events_flow_misses_none_and_survive
         .to_string();
     assert!(error.contains("no old rule left"), "{error}");
     let last = estate.adopt(&adopt::Options::plan(STACK)).await?;
-    for cluster in ["alpha", "beta", "gamma"] {
+    for cluster in ["beta", "gamma"] {
         assert!(
             last.cluster(cluster).unwrap().next().is_none(),
             "{}",
             last.render()
         );
     }
+    assert_eq!(
+        last.cluster("alpha").unwrap().next().map(|s| s.number),
+        Some(3),
+        "{}",
+        last.render()
+    );
 
     // Every event reached the queue its cluster's Karpenter was pointed at when it was sent,
     // once; no router queue holds another cluster's event.
@@ -259,10 +270,12 @@ async fn adopting_every_kind_of_set_up_while_events_flow_misses_none_and_survive
             outcome.kinds
         );
     }
-    assert!(outcome.published >= 300, "{}", outcome.published);
+    // The stream ran through the round and both retirements (two events a second, fewer when
+    // the machine is busy: 264 in a run that took 166 s).
+    assert!(outcome.published >= 150, "{}", outcome.published);
     // Each round's probe went through the router to its cluster's new queue, where that
     // cluster's Karpenter read it; no sentinel was read (each Karpenter had left its old queue).
-    assert_eq!(sent.len(), 4, "alpha twice, beta and gamma once: {sent:?}");
+    assert_eq!(sent.len(), 3, "one round each: {sent:?}");
     for probe in &sent {
         let cluster = probe.split('-').nth(2).unwrap();
         assert!(
