@@ -10,7 +10,8 @@
 //! kube-context and a busy account's old queue are played on the model of AWS, in virtual time
 //! (`routerctl/src/adopt/on_the_model/`; docs/testing.md, "Moved onto the model").
 //!
-//! * [`walk`]: every kind of set-up walked to the end, with a rollback;
+//! * [`walk`]: every kind of set-up moved through one round side by side, one rolled back, the
+//!   others walked to the end;
 //! * [`rollback`]: a rollback whose helm command runs the moment it is printed;
 //! * [`expired`]: what SQS deleted after its retention does not hide a fresh message;
 //! * [`locked_down`]: the tenant queue adopt deploys in a locked-down account;
