@@ -267,7 +267,7 @@ impl Organisation {
     }
 }
 
-fn envelope(
+pub(crate) fn envelope(
     id: &str,
     detail_type: &str,
     account: &str,

@@ -258,6 +258,11 @@ async fn a_member_account_that_cannot_be_reached_is_retried_then_dead_lettered()
 /// event). Warm, the router needs one SendMessageBatch per queue per batch and nothing else;
 /// AssumeRole is called once per account for the whole run. `make bench` prints the warm row with
 /// throughput (its cold storm mixes the accounts in every batch, on an otherwise idle machine).
+///
+/// The verdict itself is decided on the model, where no emulator's speed can change it
+/// (`simulation::replay::tests::ten_accounts_of_ten_clusters_cost_one_send_per_queue_warm_and_one_assume_role_per_account`);
+/// what this test adds is that the router binary against moto makes exactly the calls the model
+/// makes, batch for batch: the model's conformance.
 #[tokio::test]
 async fn ten_accounts_of_ten_clusters_cost_at_most_012_calls_per_event_warm() -> Result<()> {
     const NODES: i32 = 10;
