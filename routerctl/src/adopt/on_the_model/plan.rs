@@ -28,6 +28,23 @@ fn a_plan_labels_each_step_and_hands_over_the_helm_command_only_while_step_3_wai
             "{text}"
         );
         let alpha = first.cluster(CLUSTER).unwrap();
+        // What it runs today: the old queue and how it is tied to alpha, the kinds its rules send.
+        assert_eq!(
+            alpha.today[..2],
+            [
+                "old queue Karpenter-alpha, made by hand or a tool that leaves no mark; its \
+                 Karpenter may read it (KarpenterController-alpha, whose policy names the cluster)",
+                "Karpenter-alpha fed by 5 rule(s) made by hand or a tool that leaves no mark (5 \
+                 enabled): capacity-reservation-interruption, rebalance-recommendation, \
+                 scheduled-change, spot-interruption, state-change",
+            ],
+            "{text}"
+        );
+        assert!(!alpha.rolled_back, "never rolled back: {text}");
+        assert!(
+            first.shared.is_empty() && first.unclaimed.is_empty(),
+            "alpha's queue is alpha's alone: {text}"
+        );
         assert_eq!(
             alpha.step(3).snippet,
             None,

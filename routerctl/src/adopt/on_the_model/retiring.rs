@@ -116,4 +116,12 @@ fn an_old_queue_two_clusters_read_is_not_retired_under_one() {
         "{}",
         five.detail
     );
+    // The report names it among the queues several clusters read, and no other.
+    assert_eq!(
+        report.shared,
+        ["Karpenter-alpha read by alpha, beta"],
+        "{}",
+        report.render()
+    );
+    assert!(report.unclaimed.is_empty(), "{}", report.render());
 }
