@@ -198,3 +198,85 @@ fn a_look_alike_queue_with_the_routers_name_stops_step_1() {
     );
     world.site(|site| assert!(!site.stacks.contains_key("ir-tenant-alpha")));
 }
+
+/// What the plan reads as alpha's today, with `change` made to the account first.
+fn today_after(
+    change: impl FnOnce(&crate::cloud::model::World),
+) -> (Vec<String>, crate::adopt::Report) {
+    let world = account();
+    change(&world);
+    let report = paused()
+        .block_on(run(&world, &Options::plan("ir")))
+        .unwrap();
+    (report.cluster(CLUSTER).unwrap().today.clone(), report)
+}
+
+/// Terraform's modules tag only their rules: the queue they feed, with no mark of its own, is
+/// theirs too, never taken for hand-made.
+#[test]
+fn a_queue_whose_rules_alone_carry_terraforms_mark_is_terraforms() {
+    let (today, report) = today_after(|world| {
+        world.site(|site| {
+            let arns: Vec<String> = site
+                .rules
+                .iter()
+                .filter(|((_, name), _)| name.starts_with("Karpenter"))
+                .filter_map(|(_, (rule, _))| rule.arn.clone())
+                .collect();
+            for arn in arns {
+                site.rule_tags
+                    .insert(arn, [("ClusterName".to_owned(), "alpha".to_owned())].into());
+            }
+        });
+    });
+    assert!(
+        today[0].starts_with(
+            "old queue Karpenter-alpha, made by Terraform (its rules' marks: tag ClusterName"
+        ),
+        "{}",
+        report.render()
+    );
+}
+
+/// Rules deleted by hand while Karpenter may still read the queue: it is still alpha's old
+/// set-up, fed by nothing.
+#[test]
+fn an_old_queue_karpenter_may_read_is_found_with_no_rule_left() {
+    let (today, report) = today_after(|world| {
+        world.site(|site| {
+            site.rules
+                .retain(|(_, name), _| !name.starts_with("Karpenter"))
+        });
+    });
+    assert!(
+        today[0].starts_with("old queue Karpenter-alpha, made by hand"),
+        "{}",
+        report.render()
+    );
+    assert!(
+        today.iter().any(|t| t.contains("no rule")),
+        "{}",
+        report.render()
+    );
+}
+
+/// A queue and a rule no cluster's Karpenter is tied to: reported as unclaimed, left alone.
+#[test]
+fn a_set_up_no_cluster_is_tied_to_is_reported_unclaimed() {
+    let (_, report) = today_after(|world| {
+        let arn = "arn:aws:sqs:us-east-1:123456789012:interruptions-2019";
+        world.create_queue("interruptions-2019", &[]);
+        world.put_rule(
+            "OldSpotRule",
+            &json!({"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]}),
+            &[("Old", arn)],
+        );
+    });
+    assert_eq!(report.unclaimed.len(), 1, "{}", report.render());
+    assert!(
+        report.unclaimed[0].starts_with("interruptions-2019 (1 rule(s) made by hand"),
+        "{}",
+        report.render()
+    );
+    assert!(report.shared.is_empty(), "{}", report.render());
+}
