@@ -41,6 +41,7 @@ fn a_plan_labels_each_step_and_hands_over_the_helm_command_only_while_step_3_wai
             "{text}"
         );
         assert!(!alpha.rolled_back, "never rolled back: {text}");
+        assert!(text.contains("\nalpha: 1 Karpenter node(s)\n"), "{text}");
         assert!(
             first.shared.is_empty() && first.unclaimed.is_empty(),
             "alpha's queue is alpha's alone: {text}"

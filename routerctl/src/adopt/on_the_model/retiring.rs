@@ -125,3 +125,71 @@ fn an_old_queue_two_clusters_read_is_not_retired_under_one() {
     );
     assert!(report.unclaimed.is_empty(), "{}", report.render());
 }
+
+/// Once adopt deleted the old rules (step 6) it has marked the old queue, so the queue is still
+/// found, and deleted at step 7, when nothing else ties it to alpha any more: here Karpenter's
+/// role no longer names it (its grant narrowed to the tenant queue once Karpenter read that).
+#[test]
+fn an_old_queue_adopt_marked_is_deleted_after_karpenters_role_stops_naming_it() {
+    let world = account();
+    let moves = paused().block_on(async {
+        let mut reads = Reads::Old;
+        let mut moves: Vec<String> = Vec::new();
+        while !moves.iter().any(|m| m.starts_with("applied step 6")) {
+            moves.push(advance(&world, &mut reads).await.unwrap().unwrap());
+            assert!(moves.len() < 100, "{moves:#?}");
+        }
+        world.put_role(
+            "KarpenterController-alpha",
+            vec![serde_json::json!({"Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl",
+                    "sqs:ReceiveMessage"],
+                 "Resource": "arn:aws:sqs:us-east-1:123456789012:karpenter-alpha"},
+                {"Effect": "Allow", "Action": "eks:DescribeCluster",
+                 "Resource": "arn:aws:eks:us-east-1:123456789012:cluster/alpha"}]})],
+            serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+                "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]}),
+        );
+        while let Some(did) = advance(&world, &mut reads).await.unwrap() {
+            moves.push(did);
+            assert!(moves.len() < 200, "{moves:#?}");
+        }
+        moves
+    });
+    assert!(
+        moves
+            .iter()
+            .any(|m| m.starts_with("applied step 7: deleted")),
+        "{moves:#?}"
+    );
+    world.site(|site| assert!(!site.queues.contains_key(OLD_QUEUE), "{moves:#?}"));
+}
+
+/// After the walk, with the old queue gone, alpha's controller role is one that names alpha and
+/// may read its tenant queue: never a Karpenter-looking role that names no cluster, however much
+/// it may read.
+#[test]
+fn after_the_walk_a_role_naming_no_cluster_is_not_taken_for_alphas_karpenter() {
+    let world = account();
+    let moves = paused().block_on(async {
+        let mut reads = Reads::Old;
+        let mut moves: Vec<String> = Vec::new();
+        while let Some(did) = advance(&world, &mut reads).await.unwrap() {
+            moves.push(did);
+            assert!(moves.len() < 200, "{moves:#?}");
+        }
+        moves
+    });
+    world.put_role(
+        "KarpenterAudit",
+        vec![serde_json::json!({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": "sqs:ReceiveMessage",
+             "Resource": "arn:aws:sqs:us-east-1:123456789012:karpenter-*"}]})],
+        serde_json::json!({"Version": "2012-10-17", "Statement": []}),
+    );
+    let report = paused()
+        .block_on(super::run(&world, &super::Options::plan("ir")))
+        .unwrap();
+    let text = report.render();
+    assert!(!text.contains("KarpenterAudit"), "{moves:#?}\n{text}");
+}
