@@ -500,10 +500,20 @@ fn a_rollback_after_the_rules_were_disabled_puts_the_old_path_back_and_adopt_goe
             moves.push(advance(&world, &mut reads).await.unwrap().unwrap());
             assert!(moves.len() < 100, "{moves:#?}");
         }
-        let outcome = run(&world, &Options::rollback("ir", CLUSTER))
+        let rolled = run(&world, &Options::rollback("ir", CLUSTER))
             .await
-            .unwrap()
-            .outcome;
+            .unwrap();
+        let outcome = rolled.outcome.clone();
+        // One helm command in the report, at its end: the one that goes back.
+        let text = rolled.render();
+        assert_eq!(text.matches("helm upgrade karpenter").count(), 1, "{text}");
+        assert!(
+            text.contains(
+                "next: yours: the helm command at the end of this report, which points \
+                 Karpenter back at its old queue"
+            ),
+            "{text}"
+        );
         // The helm command it prints: Karpenter reads the old queue again.
         reads = Reads::Old;
         for _ in 0..3 {

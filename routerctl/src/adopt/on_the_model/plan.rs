@@ -46,6 +46,14 @@ fn a_plan_labels_each_step_and_hands_over_the_helm_command_only_while_step_3_wai
             first.shared.is_empty() && first.unclaimed.is_empty(),
             "alpha's queue is alpha's alone: {text}"
         );
+        for heading in [
+            "queues several clusters read",
+            "interruption queues no cluster could be tied to",
+            "rules adopt could not evaluate",
+            "next: wait:",
+        ] {
+            assert!(!text.contains(heading), "{heading}: {text}");
+        }
         assert_eq!(
             alpha.step(3).snippet,
             None,
@@ -100,6 +108,12 @@ fn step_1_waits_exactly_as_long_as_the_router_takes_to_learn_the_new_queue() {
         };
         world.advance(learnt.duration_since(world.clock()).unwrap() - Duration::from_secs(1));
         assert_eq!(step_1().await, State::Waiting);
+        let waiting = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
+        assert!(
+            waiting.render().contains("\n  next: wait: "),
+            "{}",
+            waiting.render()
+        );
         world.advance(Duration::from_secs(1));
         assert_eq!(world.clock(), learnt);
         assert_eq!(step_1().await, State::Done);
@@ -152,6 +166,13 @@ fn a_plan_reports_a_pattern_it_cannot_read_and_changes_nothing() {
             .any(|(rule, _)| rule == "KarpenterOdd-alpha"),
         "{:?}",
         report.unreadable
+    );
+    assert!(
+        report
+            .render()
+            .contains("\nrules adopt could not evaluate (left alone):\n  KarpenterOdd-alpha: "),
+        "{}",
+        report.render()
     );
     world.site(|site| {
         let enabled = old_rules_enabled(site);
@@ -261,12 +282,14 @@ fn an_old_queue_karpenter_may_read_is_found_with_no_rule_left() {
     );
 }
 
-/// A queue and a rule no cluster's Karpenter is tied to: reported as unclaimed, left alone.
+/// A queue and a rule no cluster's Karpenter is tied to: reported as unclaimed, left alone. Its
+/// name ends in alpha's, but only Karpenter's naming (`Karpenter-<cluster>`, `<cluster>-karpenter…`)
+/// ties a queue to a cluster by name.
 #[test]
 fn a_set_up_no_cluster_is_tied_to_is_reported_unclaimed() {
     let (_, report) = today_after(|world| {
-        let arn = "arn:aws:sqs:us-east-1:123456789012:interruptions-2019";
-        world.create_queue("interruptions-2019", &[]);
+        let arn = "arn:aws:sqs:us-east-1:123456789012:interruptions-alpha";
+        world.create_queue("interruptions-alpha", &[]);
         world.put_rule(
             "OldSpotRule",
             &json!({"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]}),
@@ -275,7 +298,15 @@ fn a_set_up_no_cluster_is_tied_to_is_reported_unclaimed() {
     });
     assert_eq!(report.unclaimed.len(), 1, "{}", report.render());
     assert!(
-        report.unclaimed[0].starts_with("interruptions-2019 (1 rule(s) made by hand"),
+        report.render().contains(
+            "\ninterruption queues no cluster could be tied to (name one's Karpenter role with \
+             --karpenter-role <cluster>=<role>; adopt leaves them alone):\n  interruptions-alpha ("
+        ),
+        "{}",
+        report.render()
+    );
+    assert!(
+        report.unclaimed[0].starts_with("interruptions-alpha (1 rule(s) made by hand"),
         "{}",
         report.render()
     );

@@ -123,6 +123,14 @@ fn an_old_queue_two_clusters_read_is_not_retired_under_one() {
         "{}",
         report.render()
     );
+    assert!(
+        report.render().contains(
+            "\nqueues several clusters read (each Karpenter deletes the others' messages, so each \
+             cluster misses interruptions):\n  Karpenter-alpha read by alpha, beta\n"
+        ),
+        "{}",
+        report.render()
+    );
     assert!(report.unclaimed.is_empty(), "{}", report.render());
 }
 
@@ -192,4 +200,8 @@ fn after_the_walk_a_role_naming_no_cluster_is_not_taken_for_alphas_karpenter() {
         .unwrap();
     let text = report.render();
     assert!(!text.contains("KarpenterAudit"), "{moves:#?}\n{text}");
+    assert!(
+        text.contains("next: nothing: it is on the router and its old set-up is gone"),
+        "{text}"
+    );
 }
