@@ -312,3 +312,35 @@ fn a_set_up_no_cluster_is_tied_to_is_reported_unclaimed() {
     );
     assert!(report.shared.is_empty(), "{}", report.render());
 }
+
+/// A Karpenter-looking role whose DescribeCluster grant is `cluster/*` names no cluster: the
+/// queue it may read is tied to none (and no cluster called `*` appears).
+#[test]
+fn a_role_describing_every_cluster_ties_its_queue_to_none() {
+    let (_, report) = today_after(|world| {
+        let arn = "arn:aws:sqs:us-east-1:123456789012:interruptions-shared";
+        world.create_queue("interruptions-shared", &[]);
+        world.put_rule(
+            "SharedSpotRule",
+            &json!({"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]}),
+            &[("Shared", arn)],
+        );
+        world.put_role(
+            "KarpenterShared",
+            vec![json!({"Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Action": "sqs:ReceiveMessage", "Resource": arn},
+                {"Effect": "Allow", "Action": "eks:DescribeCluster",
+                 "Resource": "arn:aws:eks:us-east-1:123456789012:cluster/*"}]})],
+            json!({"Version": "2012-10-17", "Statement": []}),
+        );
+    });
+    let text = report.render();
+    assert!(
+        report.unclaimed.len() == 1
+            && report.unclaimed[0].starts_with("interruptions-shared (")
+            && report.unclaimed[0]
+                .ends_with("; readable by KarpenterShared, whose policies name no cluster)"),
+        "{text}"
+    );
+    assert!(report.cluster("*").is_none(), "{text}");
+}
