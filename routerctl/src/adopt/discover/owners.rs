@@ -229,5 +229,10 @@ mod tests {
         );
         assert_eq!(marks("Karpenter-gamma", &tags(&[])), Owner::Unmarked);
         assert_eq!(marks("karpenter-deadbee", &tags(&[])), Owner::Unmarked);
+        // name_prefix's id needs a prefix before it: 26 digits alone are a name someone chose.
+        assert_eq!(
+            marks("20231012123456789000000001", &tags(&[])),
+            Owner::Unmarked
+        );
     }
 }
