@@ -344,3 +344,23 @@ fn a_role_describing_every_cluster_ties_its_queue_to_none() {
     );
     assert!(report.cluster("*").is_none(), "{text}");
 }
+
+/// A rule that sends to a queue of another account, named like alpha's old queue: not this
+/// account's to adopt, and never mistaken for the local queue of that name.
+#[test]
+fn a_rule_targeting_another_accounts_namesake_queue_is_not_this_accounts() {
+    let (today, report) = today_after(|world| {
+        world.put_rule(
+            "KarpenterCentral-alpha",
+            &json!({"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]}),
+            &[("Central", "arn:aws:sqs:us-east-1:999999999999:Karpenter-alpha")],
+        );
+    });
+    let old_queues = today.iter().filter(|t| t.starts_with("old queue")).count();
+    assert_eq!(old_queues, 1, "{}", report.render());
+    assert!(
+        !report.render().contains("KarpenterCentral-alpha"),
+        "{}",
+        report.render()
+    );
+}
