@@ -147,3 +147,56 @@ impl Report {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{
+        ClusterPlan, Outcome, Report,
+        steps::{Action, State, Step},
+    };
+
+    fn with_next(state: State) -> String {
+        let step = |number: u8, state: State| Step {
+            number,
+            title: format!("step {number}"),
+            state,
+            detail: "the detail".into(),
+            action: Action::Nothing,
+            snippet: None,
+        };
+        Report {
+            account: "123456789012".into(),
+            region: "us-east-1".into(),
+            stack: "ir".into(),
+            spoke_stack: None,
+            command: "routerctl adopt".into(),
+            clusters: vec![ClusterPlan {
+                name: "alpha".into(),
+                nodes: 1,
+                today: Vec::new(),
+                steps: vec![step(1, State::Done), step(2, state)],
+                rolled_back: false,
+            }],
+            shared: Vec::new(),
+            unclaimed: Vec::new(),
+            unreadable: Vec::new(),
+            outcome: Outcome::Planned,
+        }
+        .render()
+    }
+
+    /// A next step nobody can move is named blocked; one that waits on time says to wait.
+    #[test]
+    fn a_next_step_with_nothing_to_do_is_blocked_or_waited_for() {
+        let blocked = with_next(State::Blocked);
+        assert!(
+            blocked.contains("\n  next: step 2 is blocked: the detail\n"),
+            "{blocked}"
+        );
+        let waiting = with_next(State::Waiting);
+        assert!(
+            waiting.contains("\n  next: wait: the detail\n"),
+            "{waiting}"
+        );
+    }
+}

@@ -267,6 +267,16 @@ async fn advance(world: &World, reads: &mut Reads) -> anyhow::Result<Option<Stri
     })
 }
 
+/// Moves until adopt has nothing left to do (fewer than 200): the moves made.
+async fn to_the_end(world: &World, reads: &mut Reads) -> Vec<String> {
+    let mut moves = Vec::new();
+    while let Some(did) = advance(world, reads).await.unwrap() {
+        moves.push(did);
+        assert!(moves.len() < 200, "no end: {moves:#?}");
+    }
+    moves
+}
+
 fn paused() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -283,11 +293,7 @@ fn a_hand_made_set_up_is_walked_onto_the_router_to_the_end() {
     let world = account();
     let (moves, ended) = paused().block_on(async {
         let mut reads = Reads::Old;
-        let mut moves = Vec::new();
-        while let Some(did) = advance(&world, &mut reads).await.unwrap() {
-            moves.push(did);
-            assert!(moves.len() < 200, "no end: {moves:#?}");
-        }
+        let moves = to_the_end(&world, &mut reads).await;
         // After the walk the router is the only path: an interruption still reaches Karpenter.
         traffic(&world, reads).await;
         traffic(&world, reads).await;
@@ -522,11 +528,7 @@ fn a_rollback_after_the_rules_were_disabled_puts_the_old_path_back_and_adopt_goe
         let plan = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
         world.site(|site| assert_eq!(old_rules_enabled(site), 5));
         // Adopted again, to the end.
-        let mut again = Vec::new();
-        while let Some(did) = advance(&world, &mut reads).await.unwrap() {
-            again.push(did);
-            assert!(again.len() < 200, "no end: {again:#?}");
-        }
+        let again = to_the_end(&world, &mut reads).await;
         traffic(&world, reads).await;
         (outcome, plan, again)
     });

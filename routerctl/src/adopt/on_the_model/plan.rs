@@ -221,6 +221,19 @@ fn a_look_alike_queue_with_the_routers_name_stops_step_1() {
     world.site(|site| assert!(!site.stacks.contains_key("ir-tenant-alpha")));
 }
 
+/// A queue `queue` in alpha's account and a rule `rule` sending it spot warnings: someone's
+/// interruption set-up. The queue's ARN.
+fn spot_set_up(world: &crate::cloud::model::World, queue: &str, rule: &str) -> String {
+    let arn = format!("arn:aws:sqs:us-east-1:123456789012:{queue}");
+    world.create_queue(queue, &[]);
+    world.put_rule(
+        rule,
+        &json!({"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]}),
+        &[("Target", &arn)],
+    );
+    arn
+}
+
 /// What the plan reads as alpha's today, with `change` made to the account first.
 fn today_after(
     change: impl FnOnce(&crate::cloud::model::World),
@@ -288,13 +301,7 @@ fn an_old_queue_karpenter_may_read_is_found_with_no_rule_left() {
 #[test]
 fn a_set_up_no_cluster_is_tied_to_is_reported_unclaimed() {
     let (_, report) = today_after(|world| {
-        let arn = "arn:aws:sqs:us-east-1:123456789012:interruptions-alpha";
-        world.create_queue("interruptions-alpha", &[]);
-        world.put_rule(
-            "OldSpotRule",
-            &json!({"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]}),
-            &[("Old", arn)],
-        );
+        spot_set_up(world, "interruptions-alpha", "OldSpotRule");
     });
     assert_eq!(report.unclaimed.len(), 1, "{}", report.render());
     assert!(
@@ -318,13 +325,7 @@ fn a_set_up_no_cluster_is_tied_to_is_reported_unclaimed() {
 #[test]
 fn a_role_describing_every_cluster_ties_its_queue_to_none() {
     let (_, report) = today_after(|world| {
-        let arn = "arn:aws:sqs:us-east-1:123456789012:interruptions-shared";
-        world.create_queue("interruptions-shared", &[]);
-        world.put_rule(
-            "SharedSpotRule",
-            &json!({"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]}),
-            &[("Shared", arn)],
-        );
+        let arn = spot_set_up(world, "interruptions-shared", "SharedSpotRule");
         world.put_role(
             "KarpenterShared",
             vec![json!({"Version": "2012-10-17", "Statement": [
