@@ -267,6 +267,16 @@ async fn advance(world: &World, reads: &mut Reads) -> anyhow::Result<Option<Stri
     })
 }
 
+/// Moves until one starts with `prefix` (fewer than 100): the moves made, that one last.
+async fn until(world: &World, reads: &mut Reads, prefix: &str) -> Vec<String> {
+    let mut moves: Vec<String> = Vec::new();
+    while !moves.last().is_some_and(|m| m.starts_with(prefix)) {
+        moves.push(advance(world, reads).await.unwrap().unwrap());
+        assert!(moves.len() < 100, "no {prefix}: {moves:#?}");
+    }
+    moves
+}
+
 /// Moves until adopt has nothing left to do (fewer than 200): the moves made.
 async fn to_the_end(world: &World, reads: &mut Reads) -> Vec<String> {
     let mut moves = Vec::new();
@@ -501,11 +511,7 @@ fn a_rollback_after_the_rules_were_disabled_puts_the_old_path_back_and_adopt_goe
     let world = account();
     let (outcome, plan, again) = paused().block_on(async {
         let mut reads = Reads::Old;
-        let mut moves: Vec<String> = Vec::new();
-        while !moves.iter().any(|m| m.starts_with("applied step 5")) {
-            moves.push(advance(&world, &mut reads).await.unwrap().unwrap());
-            assert!(moves.len() < 100, "{moves:#?}");
-        }
+        until(&world, &mut reads, "applied step 5").await;
         let rolled = run(&world, &Options::rollback("ir", CLUSTER))
             .await
             .unwrap();

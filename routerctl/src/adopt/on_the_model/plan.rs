@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{
     CLUSTER, Options, Outcome, Reads, State, TENANT_QUEUE, account, advance, old_rules_enabled,
-    paused, run,
+    paused, run, until,
 };
 use crate::adopt::steps::ROUTER_LEARNS;
 
@@ -126,11 +126,7 @@ fn once_seen_step_4_says_when_and_what_was_read() {
     let world = account();
     paused().block_on(async {
         let mut reads = Reads::Old;
-        let mut moves: Vec<String> = Vec::new();
-        while !moves.iter().any(|m| m.starts_with("applied step 5")) {
-            moves.push(advance(&world, &mut reads).await.unwrap().unwrap());
-            assert!(moves.len() < 60, "{moves:#?}");
-        }
+        until(&world, &mut reads, "applied step 5").await;
         let report = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
         let four = report.cluster(CLUSTER).unwrap().step(4).clone();
         assert_eq!(four.state, State::Done);

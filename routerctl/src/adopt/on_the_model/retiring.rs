@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{OLD_QUEUE, Reads, World, account, advance, paused, to_the_end};
+use super::{OLD_QUEUE, Reads, World, account, advance, paused, to_the_end, until};
 
 /// Tags every old rule and the old queue with `tags(logical id)`.
 fn mark(world: &World, tags: impl Fn(&str) -> BTreeMap<String, String>) {
@@ -142,11 +142,7 @@ fn an_old_queue_adopt_marked_is_deleted_after_karpenters_role_stops_naming_it() 
     let world = account();
     let moves = paused().block_on(async {
         let mut reads = Reads::Old;
-        let mut moves: Vec<String> = Vec::new();
-        while !moves.iter().any(|m| m.starts_with("applied step 6")) {
-            moves.push(advance(&world, &mut reads).await.unwrap().unwrap());
-            assert!(moves.len() < 100, "{moves:#?}");
-        }
+        let mut moves = until(&world, &mut reads, "applied step 6").await;
         world.put_role(
             "KarpenterController-alpha",
             vec![serde_json::json!({"Version": "2012-10-17", "Statement": [
@@ -224,11 +220,7 @@ fn a_walk_over_a_shared_old_queue_disables_nothing_and_says_why() {
     super::karpenter_of(&world, "beta", "i-0bbbbbbbbbbbbbbb1");
     let moves = paused().block_on(async {
         let mut reads = Reads::Old;
-        let mut moves: Vec<String> = Vec::new();
-        while !moves.iter().any(|m| m.starts_with("applied step 4")) {
-            moves.push(advance(&world, &mut reads).await.unwrap().unwrap());
-            assert!(moves.len() < 100, "{moves:#?}");
-        }
+        let moves = until(&world, &mut reads, "applied step 4").await;
         moves
     });
     assert!(
