@@ -218,11 +218,7 @@ fn after_the_walk_a_role_naming_no_cluster_is_not_taken_for_alphas_karpenter() {
 fn a_walk_over_a_shared_old_queue_disables_nothing_and_says_why() {
     let world = account();
     super::karpenter_of(&world, "beta", "i-0bbbbbbbbbbbbbbb1");
-    let moves = paused().block_on(async {
-        let mut reads = Reads::Old;
-        let moves = until(&world, &mut reads, "applied step 4").await;
-        moves
-    });
+    let moves = paused().block_on(until(&world, &mut Reads::Old, "applied step 4"));
     assert!(
         moves.last().is_some_and(|m| m.contains(
             "step 5 is blocked: Karpenter-alpha is read by alpha and beta: each Karpenter deletes \
