@@ -184,6 +184,9 @@ pub struct State {
     pub profiles: BTreeMap<String, String>,
     /// APIs that answer `AccessDenied`, by (account, API name).
     pub refused: BTreeSet<(String, String)>,
+    /// What another party does just before an account's next call of an API is answered:
+    /// (account, API name, the act), each once ([`World::before_next`]).
+    pub before: Vec<(String, String, Interleaved)>,
     /// What each function answers a synchronous invocation with, by name.
     pub functions: BTreeMap<String, Responder>,
     /// How long after a minute ends CloudWatch has SQS's datapoint of it ([`METRIC_LAG`]
@@ -205,6 +208,16 @@ impl Responder {
 impl std::fmt::Debug for Responder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Responder")
+    }
+}
+
+/// Another party's act between two of a caller's calls ([`World::before_next`]).
+#[derive(Clone)]
+pub struct Interleaved(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for Interleaved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Interleaved")
     }
 }
 
@@ -235,6 +248,7 @@ impl World {
             keys: BTreeMap::new(),
             profiles: BTreeMap::new(),
             refused: BTreeSet::new(),
+            before: Vec::new(),
             functions: BTreeMap::new(),
             metric_lag: METRIC_LAG,
         };
@@ -385,12 +399,35 @@ impl World {
         });
     }
 
-    /// Whether `api` is refused here; its AccessDenied answer.
+    /// Someone else acts (`act`: a colleague, the set-up's own tool, another `adopt`) just
+    /// before this view's account's next `api` call is answered: what a caller meets between
+    /// two of its calls, as a rule listed by ListRules and deleted before ListTargetsByRule.
+    pub fn before_next(&self, api: &str, act: impl Fn() + Send + Sync + 'static) {
+        self.lock().before.push((
+            self.account.clone(),
+            api.to_owned(),
+            Interleaved(Arc::new(act)),
+        ));
+    }
+
+    /// Whether `api` is refused here; its AccessDenied answer. What another party does before
+    /// this call ([`World::before_next`]) is done first.
     pub fn gate(&self, api: &str) -> Result<(), CallError> {
-        let refused = self
-            .lock()
-            .refused
-            .contains(&(self.account.clone(), api.to_owned()));
+        let (refused, before) = {
+            let mut state = self.lock();
+            let refused = state
+                .refused
+                .contains(&(self.account.clone(), api.to_owned()));
+            let at = state
+                .before
+                .iter()
+                .position(|(account, name, _)| *account == self.account && name == api);
+            (refused, at.map(|at| state.before.remove(at).2))
+        };
+        // Outside the lock: the act calls the world itself.
+        if let Some(act) = before {
+            (act.0)();
+        }
         if refused {
             return Err(CallError::new(
                 "AccessDenied",

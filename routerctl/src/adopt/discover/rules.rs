@@ -13,6 +13,7 @@ use crate::cloud::moves::Moves;
 use aws_model::{
     events::Origin,
     patterns::{Matched, matches},
+    resources::missing,
 };
 
 /// An event of each of Karpenter's kinds, from this account and region, to match patterns with.
@@ -87,10 +88,13 @@ pub(super) async fn interruption_rules(
         if kinds.is_empty() {
             continue;
         }
-        let targets = aws
-            .targets(name, None)
-            .await
-            .map_err(|e| anyhow::anyhow!("ListTargetsByRule {name}: {e}"))?;
+        let targets = match aws.targets(name, None).await {
+            Ok(targets) => targets,
+            // Deleted since ListRules (a colleague, its tool, another cluster's adopt): it routes
+            // nothing any more.
+            Err(e) if e.code == missing::RESOURCE => continue,
+            Err(e) => anyhow::bail!("ListTargetsByRule {name}: {e}"),
+        };
         let arns: Vec<&str> = targets.iter().map(|t| t.arn()).collect();
         for target in &targets {
             let queue = target.arn();

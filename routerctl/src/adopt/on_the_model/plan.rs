@@ -361,3 +361,26 @@ fn a_rule_targeting_another_accounts_namesake_queue_is_not_this_accounts() {
         report.render()
     );
 }
+
+/// A rule deleted between adopt's ListRules and its ListTargetsByRule (a colleague's clean-up,
+/// another cluster's adopt, Terraform's apply) routes nothing any more: the plan reads on without
+/// it, instead of failing on EventBridge's ResourceNotFoundException.
+#[test]
+fn a_rule_deleted_while_the_plan_reads_the_rules_is_left_out() {
+    let (today, report) = today_after(|world| {
+        spot_set_up(world, "colleagues-queue", "ColleaguesSpotRule");
+        let other = world.clone();
+        world.before_next("ListTargetsByRule", move || {
+            other.site(|site| {
+                site.rules
+                    .retain(|(_, name), _| name != "ColleaguesSpotRule")
+            });
+        });
+    });
+    let text = report.render();
+    assert!(!text.contains("colleagues-queue"), "{text}");
+    assert!(
+        today[0].starts_with("old queue Karpenter-alpha, made by hand"),
+        "{text}"
+    );
+}
