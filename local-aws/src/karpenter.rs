@@ -37,6 +37,9 @@ use tokio::task::JoinHandle;
 
 use aws_model::aws::{Aws, describe, queue_url};
 
+/// What [`Karpenter::stop`] sends to wake its leader's long poll: deleted, never a read.
+const WAKE: &str = r#"{"stand-in":"stop: wakes the long poll"}"#;
+
 /// One event Karpenter read.
 #[derive(Debug, Clone)]
 pub struct Read {
@@ -65,6 +68,7 @@ impl Default for Behaviour {
 
 struct Reader {
     queue: String,
+    url: String,
     stop: Arc<AtomicBool>,
     task: JoinHandle<Result<()>>,
 }
@@ -136,6 +140,7 @@ impl Karpenter {
             .with_context(|| format!("Karpenter cannot find queue {queue}"))?;
         self.switches.push((Instant::now(), queue.to_owned()));
         let stop = Arc::new(AtomicBool::new(false));
+        let reader_url = url.clone();
         let reader = Leader {
             aws: self.aws.clone(),
             queue: queue.to_owned(),
@@ -152,6 +157,7 @@ impl Karpenter {
         });
         self.current = Some(Reader {
             queue: queue.to_owned(),
+            url: reader_url,
             stop,
             task,
         });
@@ -182,9 +188,23 @@ impl Karpenter {
     }
 
     /// Stops reading once the current queue holds nothing sent before now.
+    ///
+    /// The leader is in a long poll, which on a quiet queue returns only when its 20 s are up.
+    /// A long poll returns once a message is there, so the stop sends one ([`WAKE`]): everything
+    /// sent before it is already there to be read, and it is not recorded as a read. (A helm
+    /// upgrade, [`Karpenter::point_at`], lets the old leader finish its poll, as the pod would.)
     pub async fn stop(&mut self) -> Result<()> {
         if let Some(reader) = self.current.take() {
             reader.stop.store(true, Ordering::SeqCst);
+            // A queue deleted under it ends its reader by itself; else the poll runs its course.
+            let _ = self
+                .aws
+                .sqs
+                .send_message()
+                .queue_url(&reader.url)
+                .message_body(WAKE)
+                .send()
+                .await;
             reader.task.await??;
         }
         Ok(())
@@ -286,6 +306,15 @@ impl Leader {
             }
             let mut entries = Vec::new();
             for (n, message) in mine.iter().enumerate() {
+                entries.push(
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(n.to_string())
+                        .set_receipt_handle(message.receipt_handle().map(str::to_owned))
+                        .build()?,
+                );
+                if message.body() == Some(WAKE) {
+                    continue;
+                }
                 let body: Value =
                     serde_json::from_str(message.body().unwrap_or_default()).unwrap_or(Value::Null);
                 self.reads.lock().unwrap().push(Read {
@@ -293,12 +322,6 @@ impl Leader {
                     queue: self.queue.clone(),
                     instances: instances(&body),
                 });
-                entries.push(
-                    DeleteMessageBatchRequestEntry::builder()
-                        .id(n.to_string())
-                        .set_receipt_handle(message.receipt_handle().map(str::to_owned))
-                        .build()?,
-                );
             }
             self.aws
                 .sqs
