@@ -13,7 +13,9 @@
 //! binary behind the local event source mapping, and behind the local Invoke API for adopt's
 //! probe. [`Estate::advance`] takes one cluster one move further: adopt's `--apply`, or, where
 //! adopt hands the step to the operator, what the operator does (the helm upgrade, the
-//! getting-started stack's update with `--stack-template`, Terraform's apply, a purge).
+//! getting-started stack's update with `--stack-template`, Terraform's apply, a purge);
+//! [`Estate::advance_together`] a move for several clusters at once, as an operator adopting them
+//! in several terminals would.
 //!
 //! [`Estate::finish`] stops the stream and checks every event against the queue its cluster's
 //! Karpenter was pointed at when it was sent.
@@ -441,27 +443,29 @@ pub async fn run(router_bin: Option<PathBuf>) -> Result<bool> {
         .collect();
     let mut done = BTreeSet::new();
     let mut waiting: BTreeMap<String, u8> = BTreeMap::new();
-    // Round-robin, so one cluster's wait overlaps another's moves.
+    // A move for each at once, so one cluster's wait overlaps another's moves and waits.
     for _ in 0..1000 {
-        for cluster in &walking {
-            if done.contains(cluster) {
-                continue;
-            }
-            let step = estate.advance(cluster).await?;
+        let now: Vec<&str> = walking
+            .iter()
+            .filter(|c| !done.contains(*c))
+            .map(String::as_str)
+            .collect();
+        let made = estate.advance_together(&now).await?;
+        for (cluster, step) in now.into_iter().map(str::to_owned).zip(made) {
             // A wait is shown once per step, not once per look.
             match &step {
-                Move::Waited { step: n, .. } if waiting.get(cluster) == Some(n) => {}
+                Move::Waited { step: n, .. } if waiting.get(&cluster) == Some(n) => {}
                 Move::Waited { step: n, .. } => {
                     waiting.insert(cluster.clone(), *n);
                     println!("  {cluster:<6} {step}");
                 }
                 _ => {
-                    waiting.remove(cluster);
+                    waiting.remove(&cluster);
                     println!("  {cluster:<6} {step}");
                 }
             }
             if step == Move::Finished {
-                done.insert(cluster.clone());
+                done.insert(cluster);
             }
         }
         if done.len() == walking.len() {

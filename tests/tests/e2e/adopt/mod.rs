@@ -72,19 +72,19 @@ async fn walk(
 /// A cluster to walk and where its walk stops.
 type Walk<'a> = (&'a str, &'a dyn Fn(&Move) -> bool);
 
-/// Advances several clusters side by side, a move each in turn, each until its own `until` says
-/// stop (or it finishes), so that their rounds of evidence overlap as they would when an operator
-/// adopts several clusters at once; the moves made, per cluster, in the order given.
+/// Advances several clusters side by side, a move each at once ([`Estate::advance_together`]),
+/// each until its own `until` says stop (or it finishes), so that their rounds of evidence and
+/// adopt's waits overlap as they would when an operator adopts several clusters at once; the
+/// moves made, per cluster, in the order given.
 async fn walk_together(estate: &mut Estate, clusters: &[Walk<'_>]) -> Result<Vec<Vec<Move>>> {
     let mut moves = vec![Vec::new(); clusters.len()];
     let mut done = vec![false; clusters.len()];
     for _ in 0..600 {
-        for (i, (cluster, until)) in clusters.iter().enumerate() {
-            if done[i] {
-                continue;
-            }
-            let made = estate.advance(cluster).await?;
-            done[i] = until(&made) || made == Move::Finished;
+        let walking: Vec<usize> = (0..clusters.len()).filter(|i| !done[*i]).collect();
+        let names: Vec<&str> = walking.iter().map(|i| clusters[*i].0).collect();
+        let made = estate.advance_together(&names).await?;
+        for (i, made) in walking.into_iter().zip(made) {
+            done[i] = clusters[i].1(&made) || made == Move::Finished;
             moves[i].push(made);
         }
         if done.iter().all(|d| *d) {

@@ -52,35 +52,44 @@ async fn adopting_every_kind_of_set_up_while_events_flow_misses_none_and_survive
         "a plan deploys nothing"
     );
 
-    // alpha up to the helm command: the plan prints it with its kube-context; --apply before
-    // the operator ran it starts a check, which would fail; no rule is touched until then.
-    let moves = walk(&mut estate, "alpha", |m| {
-        matches!(m, Move::Operator { step: 3, .. })
-    })
-    .await?;
+    // The three side by side up to the helm command: the plan prints it with its kube-context;
+    // --apply before the operator ran it starts a check, which would fail; no rule is touched
+    // until then.
+    let at_helm = |m: &Move| matches!(m, Move::Operator { step: 3, .. });
+    let three = |walked: Vec<Vec<Move>>| {
+        <[Vec<Move>; 3]>::try_from(walked)
+            .map_err(|w| anyhow::anyhow!("three walks, not {}", w.len()))
+    };
+    let [alpha_to_helm, ..] = three(
+        walk_together(
+            &mut estate,
+            &[("alpha", &at_helm), ("gamma", &at_helm), ("beta", &at_helm)],
+        )
+        .await?,
+    )?;
     assert!(
-        matches!(moves[0], Move::Applied { step: 1, .. }),
-        "{moves:?}"
+        matches!(alpha_to_helm[0], Move::Applied { step: 1, .. }),
+        "{alpha_to_helm:?}"
     );
     assert_eq!(
         rule_states(&estate.aws, "Karpenter-alpha").await?,
         vec![RuleState::Enabled; 5]
     );
 
-    // To step 5, with gamma and beta walking beside it (their rounds of evidence overlap
-    // alpha's): the round's probe taken from the new queue, its sentinel untouched in the old.
+    // To step 5, their rounds of evidence overlapping: the round's probe taken from the new
+    // queue, its sentinel untouched in the old.
     let at_step_5 = |m: &Move| matches!(m, Move::Applied { step: 5, .. });
-    let walked = walk_together(
-        &mut estate,
-        &[
-            ("alpha", &at_step_5),
-            ("gamma", &at_step_5),
-            ("beta", &at_step_5),
-        ],
-    )
-    .await?;
-    let [moves, gamma_moves, beta_moves] = <[Vec<Move>; 3]>::try_from(walked)
-        .map_err(|w| anyhow::anyhow!("three walks, not {}", w.len()))?;
+    let [moves, gamma_moves, beta_moves] = three(
+        walk_together(
+            &mut estate,
+            &[
+                ("alpha", &at_step_5),
+                ("gamma", &at_step_5),
+                ("beta", &at_step_5),
+            ],
+        )
+        .await?,
+    )?;
     let mut sent = probes(&moves);
     assert_eq!(sent.len(), 1, "{moves:?}");
     sent.extend(probes(&gamma_moves));
@@ -144,46 +153,30 @@ async fn adopting_every_kind_of_set_up_while_events_flow_misses_none_and_survive
 
     // beta and gamma to the end, side by side; alpha stays rolled back, its Karpenter on its old
     // queue, which its old rules fill again.
-    let mut finished = Vec::new();
-    let mut all = Vec::new();
-    for _ in 0..1000 {
-        for cluster in ["beta", "gamma"] {
-            if finished.contains(&cluster) {
-                continue;
-            }
-            let made = estate.advance(cluster).await?;
-            if made == Move::Finished {
-                finished.push(cluster);
-            }
-            all.push((cluster, made));
-        }
-        if finished.len() == 2 {
-            break;
-        }
+    let to_the_end = |_: &Move| false;
+    let ended = walk_together(
+        &mut estate,
+        &[("beta", &to_the_end), ("gamma", &to_the_end)],
+    )
+    .await?;
+    for moves in &ended {
+        assert_eq!(moves.last(), Some(&Move::Finished), "{ended:?}");
+        sent.extend(probes(moves));
     }
-    assert_eq!(finished.len(), 2, "{all:?}");
-    let by = |cluster: &str| -> Vec<Move> {
-        all.iter()
-            .filter(|(c, _)| *c == cluster)
-            .map(|(_, m)| m.clone())
-            .collect()
-    };
-    sent.extend(
-        all.iter()
-            .flat_map(|(_, m)| probes(std::slice::from_ref(m))),
-    );
+    let [beta_end, gamma_end] = <[Vec<Move>; 2]>::try_from(ended)
+        .map_err(|w| anyhow::anyhow!("two walks, not {}", w.len()))?;
     // Terraform's set-up removed by Terraform, the one made by hand deleted by adopt.
     assert!(
-        by("beta").iter().any(
+        beta_end.iter().any(
             |m| matches!(m, Move::Operator { step: 6, did } if did.contains("terraform apply"))
         ),
         "{:?}",
-        by("beta")
+        beta_end
     );
     assert!(
-        by("gamma").iter().any(|m| matches!(m, Move::Applied { step: 6, did } if did.contains("KarpenterSpotInterrupt-gamma"))),
+        gamma_end.iter().any(|m| matches!(m, Move::Applied { step: 6, did } if did.contains("KarpenterSpotInterrupt-gamma"))),
         "{:?}",
-        by("gamma")
+        gamma_end
     );
 
     // Nothing old is left of beta's and gamma's; alpha's rules and queue are as the rollback
