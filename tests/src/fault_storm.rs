@@ -109,6 +109,10 @@ pub struct Run {
     pub left_in_ingest: Vec<String>,
     pub dead_lettered: BTreeMap<String, usize>,
     pub handed_back_by_cluster: BTreeMap<String, u32>,
+    /// Per cluster, the calls naming it (its queue, or one of its instances) that the emulator
+    /// itself answered late ([`local_aws::proxy::LATE_ANSWER`]): the delays the machine's load
+    /// made, which no fault plan did.
+    pub late_by_cluster: BTreeMap<String, usize>,
 }
 
 impl Storm {
@@ -188,6 +192,7 @@ impl Storm {
         let took = started.elapsed();
         let calls = self.world.proxy.calls();
         let faults = self.world.proxy.faults();
+        let late_by_cluster = self.late_by_cluster();
         self.world.proxy.set_plan(FaultPlan::none());
 
         let (received, misrouted) = self.collect().await?;
@@ -266,9 +271,29 @@ impl Storm {
             left_in_ingest,
             dead_lettered,
             handed_back_by_cluster,
+            late_by_cluster,
         };
         run.print(took, self.events.len());
         Ok(run)
+    }
+
+    /// Per cluster, the late emulator answers naming its queue or one of its instances.
+    fn late_by_cluster(&self) -> BTreeMap<String, usize> {
+        let mut by_cluster = BTreeMap::new();
+        for late in self.world.proxy.late_answers() {
+            for cluster in self.queues.keys() {
+                let queue = format!("karpenter-{cluster}\"");
+                let names_an_instance = || {
+                    self.owner
+                        .iter()
+                        .any(|(id, c)| c == cluster && late.request.contains(id.as_str()))
+                };
+                if late.request.contains(&queue) || names_an_instance() {
+                    *by_cluster.entry(cluster.clone()).or_default() += 1;
+                }
+            }
+        }
+        by_cluster
     }
 
     /// Sends the storm into the ingest queue at [`EVENTS_PER_SECOND`], as EventBridge would.
@@ -342,7 +367,8 @@ impl Run {
              delivery age (ingest queue → cluster queue) {}\n  \
              lost {} (left in the ingest queue {:?}), misrouted {}, duplicates {:?}, \
              dead-lettered {:?}\n  \
-             invocations {}, records handed back {} (by cluster {:?})\n  \
+             invocations {}, records handed back {} (by cluster {:?}); \
+             late emulator answers by cluster {:?}\n  \
              calls: DescribeInstances {}, GetResources {}, SendMessageBatch {}, \
              ChangeMessageVisibilityBatch {}; injected faults {:?}",
             self.name,
@@ -355,6 +381,7 @@ impl Run {
             self.drained.invocations,
             self.drained.retried,
             self.handed_back_by_cluster,
+            self.late_by_cluster,
             calls("DescribeInstances"),
             calls("GetResources"),
             calls("SendMessageBatch"),

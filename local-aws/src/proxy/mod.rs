@@ -11,6 +11,8 @@
 //!   connection resets, slow responses that arrive after the SDK's attempt timeout (the work is
 //!   done upstream first, so the retry produces a real duplicate), and SendMessageBatch answers
 //!   that report some entries failed (those entries are withheld from the emulator, as SQS would);
+//! * records every call the emulator itself answered late ([`LATE_ANSWER`] or more, faults aside),
+//!   so a verdict can tell a delay the emulator caused under load from one a fault plan caused;
 //! * plays outages: every call of an action fails for its next `n` calls, or for a window of time
 //!   (optionally only calls whose request names something, e.g. one cluster's queue or one
 //!   account's role).
@@ -25,7 +27,7 @@ mod tests;
 use std::{
     collections::BTreeMap,
     sync::{Arc, Mutex},
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use anyhow::Result;
@@ -50,6 +52,21 @@ struct Counters {
     /// Calls answered with upstream's response (a slow one once its delay is over).
     answered: BTreeMap<String, u64>,
     log: Vec<Call>,
+    late: Vec<LateAnswer>,
+}
+
+/// How long the emulator may take to answer before the call is recorded as late: a third of the
+/// router's 3-s attempt timeout, so every call the router gave up on is among them.
+pub const LATE_ANSWER: Duration = Duration::from_secs(1);
+
+/// A call the emulator answered [`LATE_ANSWER`] or more after the proxy received it (an injected
+/// [`Fault::Slow`] delay not counted: that one is the plan's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LateAnswer {
+    pub action: String,
+    /// Path, query and body, as text, whole (what it names: a queue, instance ids).
+    pub request: String,
+    pub took: Duration,
 }
 
 /// One call the proxy saw.
@@ -135,6 +152,11 @@ impl AwsProxy {
         self.state.counters.lock().unwrap().log.clone()
     }
 
+    /// Every call the emulator answered late, in the order the answers came.
+    pub fn late_answers(&self) -> Vec<LateAnswer> {
+        self.state.counters.lock().unwrap().late.clone()
+    }
+
     /// Faults injected per action.
     pub fn faults(&self) -> BTreeMap<String, u64> {
         self.state.counters.lock().unwrap().faults.clone()
@@ -162,6 +184,7 @@ impl std::fmt::Display for Reset {
 impl std::error::Error for Reset {}
 
 async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Reset> {
+    let received = Instant::now();
     let (mut parts, body) = req.into_parts();
     let body = body
         .collect()
@@ -318,6 +341,11 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Fu
         .expect("upstream URI");
         parts.headers.remove(header::CONTENT_LENGTH);
         parts.headers.remove(header::HOST);
+        let request = format!(
+            "{} {}",
+            parts.uri.path_and_query().map_or("", |p| p.as_str()),
+            String::from_utf8_lossy(&body)
+        );
         let upstream = Request::from_parts(parts, Full::new(body));
         match state.client.request(upstream).await {
             Ok(response) => {
@@ -327,6 +355,14 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Fu
                     .await
                     .map(|b| b.to_bytes())
                     .unwrap_or_default();
+                let took = received.elapsed();
+                if took >= LATE_ANSWER {
+                    state.counters.lock().unwrap().late.push(LateAnswer {
+                        action: action.clone(),
+                        request,
+                        took,
+                    });
+                }
                 Some((parts, body))
             }
             Err(e) => {

@@ -15,7 +15,8 @@
 //! Scenarios (the issue's names): (a) DescribeInstances down for the first 30 s, 10 % of every
 //! call failing at random; (b) DescribeInstances down for the whole storm, the Tagging API up;
 //! (c) one cluster's queue failing its sends for 30 s: its neighbours' records are never handed
-//! back. `FAULT_SCENARIO_EVENTS` sets the storm size (default 300; `make soak` runs 3,000), and
+//! back for it (only for a call of their own the emulator answered late, which the fault proxy
+//! records: on a loaded machine moto can take longer than the router's attempt timeout). `FAULT_SCENARIO_EVENTS` sets the storm size (default 300; `make soak` runs 3,000), and
 //! `FAULT_SCENARIO_BASELINE=1` (which `make soak` sets) plays (c) first without the fault, so its
 //! neighbours' ages print beside a baseline's: figures to read, not a verdict, so `make test`
 //! does not spend a storm on them.
@@ -125,16 +126,22 @@ async fn c_one_clusters_queue_failing_does_not_delay_its_neighbours() -> Result<
             Ages::of(r.ages_where(|c| c != failing))
         );
     }
+    // A neighbour is handed back only for a delay of its own: a call naming it that the
+    // emulator itself answered late (on a loaded machine it can take longer than the router's
+    // attempt timeout). One handed back with no such call waited on c0's outage.
     let neighbours_handed_back: Vec<&String> = run
         .handed_back_by_cluster
         .iter()
         .filter(|(c, n)| c.as_str() != failing && **n > 0)
+        .filter(|(c, _)| !run.late_by_cluster.contains_key(*c))
         .map(|(c, _)| c)
         .collect();
     assert!(
         neighbours_handed_back.is_empty(),
-        "neighbours were handed back: {:?}",
-        run.handed_back_by_cluster
+        "neighbours were handed back with no late answer of their own: {neighbours_handed_back:?} \
+         (handed back by cluster {:?}, late emulator answers by cluster {:?})",
+        run.handed_back_by_cluster,
+        run.late_by_cluster
     );
     assert!(
         run.handed_back_by_cluster
