@@ -159,7 +159,6 @@ test: clippy-driver fmt-check
 # directory): `cargo test` would wait for the lock the other build holds.
 E2E_BINARY := $(TARGET_DIR)/e2e-binary
 suite-build:
-	@mkdir -p $(TARGET_DIR)
 	$(CARGO) build --workspace --bins --test e2e --message-format=json-render-diagnostics \
 		| $(PYTHON) tools/e2e_binary.py > $(E2E_BINARY)
 
