@@ -81,7 +81,7 @@ endif
 # What a deploy target installs first: the CLI's venv, only when that is the CLI it runs.
 DEPLOY_TOOLS := $(if $(filter $(DEPLOY_VENV)/bin/aws,$(AWS)),$(DEPLOY_VENV)/.installed)
 
-.PHONY: help tools build demo demo-scenes test suite-build e2e-suite fault-suite unit-build clippy-driver unit tests e2e-tests fault-tests unit-tests lint template-lint policy-lint policy-documents clippy fmt-check bench soak fuzz package release deploy-base deploy-spoke deploy-tenant deploy-fis
+.PHONY: help tools build demo demo-scenes test test-build clippy-driver unit tests e2e-tests fault-tests unit-tests lint template-lint policy-lint policy-documents clippy fmt-check bench soak fuzz package release deploy-base deploy-spoke deploy-tenant deploy-fis
 
 help:
 	@echo "make demo        the whole system on a local AWS emulator (no AWS account needed)"
@@ -133,10 +133,10 @@ demo-scenes:
 	$(TARGET_DIR)/debug/lab demo --accounts 3 --regions 2
 
 # What CI runs, ordered to keep the two cores busy: formatting first (it fails in a second); the
-# tests' Python tools install while cargo builds what the end-to-end suite runs (suite-build is
-# named first, so make's two job slots do not both go to pip installs while cargo waits: 38 s
-# measured); then the suite, beside the rest of the build and the unit tests (suite-build), and
-# beside everything that needs no build: cfn-lint and checkov, the policy linters and the demo. checkov's venv (36 s of CPU to install) is not needed until then, and has a venv
+# tests' Python tools install while cargo builds the binaries and the tests (test-build is named
+# first, so make's two job slots do not both go to pip installs while cargo waits: 38 s measured);
+# then the tests, beside everything that needs no build: cfn-lint and checkov, the policy linters
+# and the demo. checkov's venv (36 s of CPU to install) is not needed until then, and has a venv
 # of its own, so it installs beside the tests, niced, in the CPU their waits leave idle, instead
 # of taking it from the build, which keeps both cores busy throughout (cargo --timings). clippy
 # runs inside the build (see "clippy in the build" below), not as a second compile. Incremental
@@ -146,38 +146,21 @@ test: export CARGO_INCREMENTAL = 0
 test: export RUSTC_WORKSPACE_WRAPPER = $(CLIPPY_DRIVER)
 test: export CLIPPY_ARGS = $(CLIPPY_IN_BUILD_ARGS)
 test: clippy-driver fmt-check
-	$(MAKE) -j2 --output-sync=target suite-build $(VENV)/.installed $(VENV)/.lint-installed
-	$(MAKE) -j6 e2e-suite fault-suite unit-build template-lint policy-documents demo-scenes
+	$(MAKE) -j2 --output-sync=target test-build $(VENV)/.installed $(VENV)/.lint-installed
+	$(MAKE) -j5 tests template-lint policy-documents demo-scenes
 
-# make test's build, in two parts. suite-build: what the end-to-end suite runs (every binary, and
-# the suite's test binary, whose path it writes to E2E_BINARY). Cargo builds what a command
-# names first only among the units it can start, so with every target asked for at once the
-# binaries waited behind the unit tests' (the suite's could have started some 30 s before the
-# whole build was done, cargo --timings). unit-build: every other test, bench and example target
-# (--all-targets; clippy lints them as they compile), then the unit, property and doc tests,
-# beside the suite. The suite runs its binary itself, as `cargo test` would (in the package's
-# directory): `cargo test` would wait for the lock the other build holds.
-E2E_BINARY := $(TARGET_DIR)/e2e-binary
-suite-build:
-	$(CARGO) build --workspace --bins --test e2e --message-format=json-render-diagnostics \
-		| $(PYTHON) tools/e2e_binary.py > $(E2E_BINARY)
-
-e2e-suite:
-	cd tests && RUST_TEST_THREADS=$(TEST_THREADS) "$$(cat $(E2E_BINARY))" --skip faults::
-
-fault-suite:
-	cd tests && "$$(cat $(E2E_BINARY))" faults::
-
-unit-build:
+# One cargo invocation builds the binaries and every test, bench and example target (the tests'
+# in the test profile, which `cargo test` then finds fresh), so the test binaries' compile and
+# link steps overlap the tail of the build instead of following it.
+test-build:
 	$(CARGO) build --workspace --all-targets
-	$(MAKE) unit-tests
 
 # clippy in the build. `cargo clippy` is `cargo check` with the workspace's crates handed to
 # clippy-driver through RUSTC_WORKSPACE_WRAPPER; a separate `cargo clippy` therefore compiles the
 # whole AWS SDK a second time, in check mode (measured: 7.5 of make test's 12.8 minutes of wall
 # time, beside the tests). make test hands the same wrapper to its own build instead:
 # clippy-driver is rustc plus clippy's lint passes, so the project's crates are linted as they
-# are compiled (bins, libs, tests, benches and examples: unit-build's --all-targets) and the
+# are compiled (bins, libs, tests, benches and examples: test-build's --all-targets) and the
 # dependencies, which clippy never lints, are built once. CLIPPY_ARGS is how cargo-clippy passes
 # `-- -D warnings` to the driver. Cargo counts the wrapper in the project crates' fingerprints, so
 # a plain `cargo test` after make test recompiles those crates (not the SDK) once.
