@@ -94,10 +94,26 @@ impl MotoServer {
     /// …Deleted, NumberOfEmptyReceives: every caller's, per queue) reach CloudWatch; 150 s unless
     /// set (`moto_fixes.py`).
     pub async fn set_sqs_metric_delay(&self, delay: Duration) -> Result<()> {
-        let body = format!(
+        self.configure(&format!(
             r#"{{"sqs": {{"metric_delay_seconds": {}}}}}"#,
             delay.as_secs()
-        );
+        ))
+        .await
+    }
+
+    /// How long each StackSet operation runs (RUNNING, refusing another unless managed execution
+    /// queues it) before it SUCCEEDS; 3 s unless set (`moto_fixes.py`). CloudFormation's take
+    /// minutes: a test of what a second operation meets sets a time no machine's load outlasts.
+    pub async fn set_stack_set_operation_time(&self, time: Duration) -> Result<()> {
+        self.configure(&format!(
+            r#"{{"cloudformation": {{"stack_set_operation_seconds": {}}}}}"#,
+            time.as_secs()
+        ))
+        .await
+    }
+
+    /// POST /moto-api/config with `body` (the stand-ins' settings among moto's own).
+    async fn configure(&self, body: &str) -> Result<()> {
         let status = http_request(self.addr(), "POST", "/moto-api/config", body.as_bytes()).await?;
         if status != 201 {
             bail!("moto's /moto-api/config answered {status}");
