@@ -57,6 +57,7 @@ fn run_snippet(snippet: &str, list: Option<&str>, manifest: &str) -> (bool, Stri
         .lines()
         .map(str::to_owned)
         .collect();
+    let _ = std::fs::remove_dir_all(&dir);
     (
         output.status.success(),
         String::from_utf8_lossy(&output.stderr).into_owned(),

@@ -95,6 +95,13 @@ impl Cli {
     }
 }
 
+impl Drop for Cli {
+    /// A run leaves nothing in the temp dir (CI machines run the suite many times).
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// A zip holding a `bootstrap` whose ELF header says `machine` (183 aarch64, 62 x86-64).
 pub(crate) fn zip_with_binary_for(dir: &Path, machine: u16) -> PathBuf {
     let zip = dir.join(format!("bootstrap-{machine}.zip"));
