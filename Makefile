@@ -81,7 +81,7 @@ endif
 # What a deploy target installs first: the CLI's venv, only when that is the CLI it runs.
 DEPLOY_TOOLS := $(if $(filter $(DEPLOY_VENV)/bin/aws,$(AWS)),$(DEPLOY_VENV)/.installed)
 
-.PHONY: help tools build demo demo-scenes test test-build clippy-driver unit tests e2e-tests fault-tests unit-tests lint template-lint policy-lint policy-documents clippy fmt-check bench soak fuzz package release deploy-base deploy-spoke deploy-tenant deploy-fis
+.PHONY: help tools build demo demo-scenes test test-build clippy-driver unit tests e2e-tests fault-tests unit-tests lint template-lint cfn-lint checkov policy-lint policy-documents clippy fmt-check bench soak fuzz package release deploy-base deploy-spoke deploy-tenant deploy-fis
 
 help:
 	@echo "make demo        the whole system on a local AWS emulator (no AWS account needed)"
@@ -120,7 +120,7 @@ $(DEPLOY_VENV)/.installed: tools/requirements-deploy.txt
 # checkov pins versions that conflict with the AWS CLI and moto, so it has a venv of its own.
 $(CHECKOV_VENV)/.installed: tools/requirements-checkov.txt
 	$(PYTHON) -m venv $(CHECKOV_VENV)
-	nice -n 10 $(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements-checkov.txt
+	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements-checkov.txt
 	@touch $@
 
 # ------------------------------------------------------------------ the two set-up commands
@@ -136,9 +136,10 @@ demo-scenes:
 # tests' Python tools install while cargo builds the binaries and the tests (test-build is named
 # first, so make's two job slots do not both go to pip installs while cargo waits: 38 s measured);
 # then the tests, beside everything that needs no build: cfn-lint and checkov, the policy linters
-# and the demo. checkov's venv (36 s of CPU to install) is not needed until then, and has a venv
-# of its own, so it installs beside the tests, niced, in the CPU their waits leave idle, instead
-# of taking it from the build, which keeps both cores busy throughout (cargo --timings). clippy
+# and the demo. checkov's venv (30 s of CPU to install) is not needed until then, and has a venv
+# of its own, so it installs beside the tests instead of taking CPU from the build, which keeps
+# both cores busy throughout (cargo --timings). Not niced: niced, it got so little beside the
+# tests that it finished 11 s after the suite, and checkov ran after that (2026-12-01). clippy
 # runs inside the build (see "clippy in the build" below), not as a second compile. Incremental
 # compilation is off: CI runs this on a clean clone, where the incremental caches (~1 GB) are
 # written once and never read.
@@ -147,7 +148,7 @@ test: export RUSTC_WORKSPACE_WRAPPER = $(CLIPPY_DRIVER)
 test: export CLIPPY_ARGS = $(CLIPPY_IN_BUILD_ARGS)
 test: clippy-driver fmt-check
 	$(MAKE) -j2 --output-sync=target test-build $(VENV)/.installed $(VENV)/.lint-installed
-	$(MAKE) -j5 tests template-lint policy-documents demo-scenes
+	$(MAKE) -j6 tests template-lint policy-documents demo-scenes
 
 # One cargo invocation builds the binaries and every test, bench and example target (the tests'
 # in the test profile, which `cargo test` then finds fresh), so the test binaries' compile and
@@ -204,8 +205,13 @@ unit-tests:
 # ------------------------------------------------------------------ static checks
 lint: fmt-check clippy template-lint policy-lint
 
-template-lint: $(VENV)/.installed $(CHECKOV_VENV)/.installed
+# cfn-lint runs as soon as the tools' venv is there; checkov waits for its own.
+template-lint: cfn-lint checkov
+
+cfn-lint: $(VENV)/.installed
 	nice -n 10 $(VENV)/bin/cfn-lint cloudformation/*.yaml
+
+checkov: $(CHECKOV_VENV)/.installed
 	nice -n 10 $(CHECKOV_VENV)/bin/checkov --quiet --compact -d cloudformation --framework cloudformation --skip-download \
 		--config-file cloudformation/.checkov.yaml
 
