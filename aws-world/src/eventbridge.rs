@@ -1,5 +1,6 @@
 //! EventBridge's part of the model: an event put on an account's default bus goes to every
-//! ENABLED rule there whose pattern matches it (aws-model's matcher), and each rule delivers it
+//! ENABLED rule there whose pattern matches it (aws-model's matcher; a rule enabled or disabled
+//! less than [`crate::RULE_CHANGE_DELAY`] ago still by its state before), and each rule delivers it
 //! to its SQS targets, the event itself as the message body, where the queue's policy admits
 //! EventBridge for that rule (`aws:SourceArn`); a refused delivery is lost to the queue, as
 //! EventBridge drops it to the rule's dead-letter queue after its retries.
@@ -16,11 +17,17 @@ use aws_model::{
 impl World {
     /// Puts `event` on this account's default bus: the queues it was delivered to, by name.
     pub fn publish(&self, event: &Value) -> Vec<String> {
+        let now = self.clock();
         let deliveries: Vec<(String, String)> = self.read(|_, site| {
             site.rules
                 .iter()
-                .filter(|((bus, _), (rule, _))| {
-                    bus == "default" && rule.state.as_deref() == Some("ENABLED")
+                .filter(|(key, (rule, _))| {
+                    // A state changed moments ago is not yet what EventBridge delivers by.
+                    let state = match site.rule_lag.get(*key) {
+                        Some((applies, before)) if now < *applies => before.as_deref(),
+                        _ => rule.state.as_deref(),
+                    };
+                    key.0 == "default" && state == Some("ENABLED")
                 })
                 .filter(|(_, (rule, _))| {
                     let pattern = rule

@@ -34,7 +34,7 @@ mod sts;
 #[cfg(test)]
 mod tests;
 
-pub use make::{METRIC_LAG, millis};
+pub use make::{METRIC_LAG, RULE_CHANGE_DELAY, millis};
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -144,6 +144,9 @@ pub struct Site {
     pub parameters: BTreeMap<String, String>,
     /// By (bus name, rule name).
     pub rules: BTreeMap<(String, String), (Rule, Vec<Target>)>,
+    /// A rule whose state changed less than [`RULE_CHANGE_DELAY`] ago: until when EventBridge
+    /// still delivers by its state before (DescribeRule and ListRules show the new one at once).
+    pub rule_lag: BTreeMap<(String, String), (SystemTime, Option<String>)>,
     /// Bus name → its resource policy.
     pub buses: BTreeMap<String, Option<String>>,
     pub functions: BTreeMap<String, Function>,

@@ -15,6 +15,13 @@ use crate::{CallError, ExperimentTemplate, Invoked, LogEvent, Rule, Target};
 /// waits up to 15 minutes for one.
 pub const METRIC_LAG: Duration = Duration::from_secs(150);
 
+/// How long after EnableRule or DisableRule the model's EventBridge still delivers by the rule's
+/// old state: its API reference says a change "might not take effect immediately; allow a short
+/// period of time", with no figure. 5 s, as the emulator's stand-in (`lab`'s `Scene::rule_delay`):
+/// enough that a move counting on the change at once misses events, and well within adopt's
+/// 60-s settle.
+pub const RULE_CHANGE_DELAY: Duration = Duration::from_secs(5);
+
 /// Milliseconds since the epoch.
 pub fn millis(at: SystemTime) -> i64 {
     at.duration_since(UNIX_EPOCH)
@@ -187,14 +194,19 @@ impl World {
 
 impl World {
     /// ENABLE or DISABLE a rule of the default bus.
+    /// EventBridge delivers by the new state [`RULE_CHANGE_DELAY`] later.
     pub fn set_rule_state(&self, name: &str, state: &str) -> Result<(), CallError> {
         let key = ("default".to_owned(), name.to_owned());
+        let applies = self.clock() + RULE_CHANGE_DELAY;
         self.site(|site| {
             let (rule, _) = site
                 .rules
                 .get_mut(&key)
                 .ok_or_else(|| not_found(&format!("Rule {name}")))?;
-            rule.state = Some(state.to_owned());
+            let before = rule.state.replace(state.to_owned());
+            if before.as_deref() != Some(state) {
+                site.rule_lag.insert(key, (applies, before));
+            }
             Ok(())
         })
     }

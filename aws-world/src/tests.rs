@@ -96,3 +96,44 @@ fn a_view_sees_its_own_accounts_queue_and_not_a_namesake_elsewhere() {
     );
     world.sqs_send(&url, "x").expect("the hub's own");
 }
+
+/// EventBridge applies a rule's state change "after a short period": the model delivers by the
+/// old state for [`crate::RULE_CHANGE_DELAY`], then by the new; ListRules shows the new at once.
+#[tokio::test(start_paused = true)]
+async fn a_rule_change_reaches_delivery_only_after_eventbridges_delay() {
+    let delay = crate::RULE_CHANGE_DELAY;
+    let world = World::new(HUB, "us-east-1");
+    let arn = "arn:aws:sqs:us-east-1:111111111111:old";
+    let allow = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"Service": "events.amazonaws.com"}, "Action": "sqs:SendMessage",
+        "Resource": arn}]});
+    world.create_queue("old", &[("Policy", &allow.to_string())]);
+    world.put_rule("Spot", &json!({"source": ["aws.ec2"]}), &[("q", arn)]);
+    let event = json!({"version": "0", "id": "e", "source": "aws.ec2", "detail-type": "x"});
+    assert_eq!(world.publish(&event), ["old"]);
+
+    world.set_rule_state("Spot", "DISABLED").unwrap();
+    let listed = world.read(|_, site| {
+        site.rules[&("default".into(), "Spot".into())]
+            .0
+            .state
+            .clone()
+    });
+    assert_eq!(
+        listed.as_deref(),
+        Some("DISABLED"),
+        "ListRules shows it at once"
+    );
+    tokio::time::advance(delay - Duration::from_millis(1)).await;
+    assert_eq!(world.publish(&event), ["old"], "still delivering");
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert!(world.publish(&event).is_empty(), "disabled for delivery");
+
+    world.set_rule_state("Spot", "ENABLED").unwrap();
+    assert!(
+        world.publish(&event).is_empty(),
+        "not enabled for delivery yet"
+    );
+    tokio::time::advance(delay).await;
+    assert_eq!(world.publish(&event), ["old"]);
+}

@@ -2,7 +2,8 @@
 //! that returns the counts (`local-aws/src/moto_fixes.py`), and servers forked from one zygote
 //! (`local-aws/src/zygote.rs`) are as apart as servers started one by one. And what the emulator
 //! adds to moto answers as AWS does: SQS's per-minute counts in CloudWatch, late; a managed
-//! policy a stack update changes, updated in place.
+//! policy a stack update changes, updated in place; a rule's state change reaching EventBridge's
+//! delivery late (the EventBridge stand-in), as the model of AWS has it too.
 
 use std::collections::HashMap;
 
@@ -327,5 +328,68 @@ async fn a_managed_policy_changed_by_a_stack_update_is_updated_in_place() -> Res
             .any(|p| p.policy_arn() == Some(arn.as_str()));
         assert_eq!(has, attached, "{role}");
     }
+    Ok(())
+}
+
+/// The EventBridge stand-in and the model of AWS agree on a rule change's delay: delivery goes by
+/// the old state until the change applies (the stand-in: `delay` after it first sees it; the
+/// model: `aws_world`'s `RULE_CHANGE_DELAY`, its own test), so a command counting on a change at
+/// once misses events on both, as EventBridge's "allow a short period of time" warns.
+#[tokio::test]
+async fn the_eventbridge_stand_in_delivers_by_a_rules_old_state_until_its_delay_passes()
+-> Result<()> {
+    use std::time::{Duration, Instant};
+
+    let world = World::start().await?;
+    let aws = aws_model::aws::Aws::new(&world.config)?;
+    let url = world.create_queue("old").await?;
+    let arn = "arn:aws:sqs:us-east-1:123456789012:old";
+    let allow = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"Service": "events.amazonaws.com"}, "Action": "sqs:SendMessage",
+        "Resource": arn}]});
+    world
+        .sqs
+        .set_queue_attributes()
+        .queue_url(&url)
+        .attributes(Name::Policy, allow.to_string())
+        .send()
+        .await?;
+    aws.events
+        .put_rule()
+        .name("Spot")
+        .event_pattern(r#"{"source": ["aws.ec2"]}"#)
+        .send()
+        .await?;
+    aws.events
+        .put_targets()
+        .rule("Spot")
+        .targets(
+            aws_sdk_eventbridge::types::Target::builder()
+                .id("q")
+                .arn(arn)
+                .build()?,
+        )
+        .send()
+        .await?;
+    let delay = Duration::from_secs(2);
+    let bus = local_aws::eventbridge::DefaultBus::new(&aws, delay).await?;
+    let event =
+        serde_json::json!({"version": "0", "id": "e", "source": "aws.ec2", "detail-type": "x"});
+    assert_eq!(bus.put(&event).await?, [arn]);
+
+    aws.events.disable_rule().name("Spot").send().await?;
+    let disabled = Instant::now();
+    // It stops delivering, and never sooner than the delay (a slow machine only makes it later).
+    let stopped = loop {
+        if bus.put(&event).await?.is_empty() {
+            break disabled.elapsed();
+        }
+        assert!(
+            disabled.elapsed() < Duration::from_secs(60),
+            "never stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(stopped >= delay, "stopped after {stopped:?}");
     Ok(())
 }

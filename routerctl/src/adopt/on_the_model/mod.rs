@@ -2,7 +2,8 @@
 //! whose interruption set-up was made by hand (a queue, five rules, Karpenter's role) moved onto
 //! the router step by step, the operator's helm command and the waits (the router learning a
 //! new queue, the round's quiet window, EventBridge's settle) played as they happen, and the
-//! hazards that must stop it: Karpenter still reading the old queue when the round is read.
+//! hazards that must stop it: Karpenter still reading the old queue when the round is read, and a
+//! rollback that does not wait for EventBridge (the model applies a rule change 5 s late).
 
 use std::time::Duration;
 
@@ -584,6 +585,39 @@ fn a_rollback_after_the_rules_were_disabled_puts_the_old_path_back_and_adopt_goe
         );
     });
     assert_nothing_missed();
+}
+
+/// The hazard adopt's wait is for, on the model's EventBridge (a rule change applies
+/// [`crate::cloud::model::RULE_CHANGE_DELAY`] later): a rollback that does not wait (`--rule-settle 0`)
+/// returns while the old rules still deliver nothing, so an interruption that comes as its helm
+/// command runs reaches only the router's queue, which Karpenter has just left.
+#[test]
+fn a_rollback_that_does_not_wait_for_eventbridge_loses_what_comes_meanwhile() {
+    let world = account();
+    paused().block_on(async {
+        let mut reads = Reads::Old;
+        until(&world, &mut reads, "applied step 5").await;
+        assert_eq!(missed(), Vec::<String>::new(), "missed before the rollback");
+        let rolled = run(
+            &world,
+            &Options::rollback("ir", CLUSTER).settle(Duration::ZERO),
+        )
+        .await
+        .unwrap();
+        assert!(
+            matches!(rolled.outcome, Outcome::RolledBack { .. }),
+            "{}",
+            rolled.render()
+        );
+        // Its helm command, run at once: Karpenter reads the old queue again.
+        traffic(&world, Reads::Old).await;
+        world.site(|site| assert_eq!(old_rules_enabled(site), 5, "ListRules shows them on"));
+    });
+    assert_eq!(
+        missed().len(),
+        1,
+        "the interruption sent as the helm command ran"
+    );
 }
 
 /// After the whole walk there is nothing to roll back to: `--rollback` refuses, and says to keep

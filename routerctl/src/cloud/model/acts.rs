@@ -277,6 +277,7 @@ impl Moves for World {
             )),
             Some(_) => {
                 site.rules.remove(&key);
+                site.rule_lag.remove(&key);
                 Ok(())
             }
             None => Ok(()),
