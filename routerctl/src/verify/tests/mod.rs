@@ -56,6 +56,19 @@ fn says(check: &Check, detail: &str, fix: &str) {
     assert!(given.contains(fix), "{}'s fix: {given}", check.name);
 }
 
+/// The age a read check's finding gives its oldest message ("holds a message N s old"). The
+/// world's clock runs on in verify's unpaused runtime, so a test asserts at least the age it set:
+/// a loaded machine reads it a second or more older.
+fn oldest_age(check: &Check) -> u64 {
+    check
+        .detail
+        .split("holds a message ")
+        .nth(1)
+        .and_then(|rest| rest.split(" s old").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no age in: {}", check.detail))
+}
+
 /// Changes attribute `key` of queue `queue` (`None` removes it).
 fn queue_attribute(world: &World, queue: &str, key: &str, value: Option<&str>) {
     world.site(|site| {
