@@ -7,8 +7,9 @@
 //!   the account calls during a storm: its Describe* token bucket is the account's.
 //! * [`get_resources`] (Resource Groups Tagging API): up to 100 instance ARNs per call, each
 //!   tagged instance with its tags. Another service with its own limits, so it answers while EC2
-//!   throttles or fails. It lists only resources that carry tags, so an id it leaves out is
-//!   unknown *or* untagged: the resolver does not keep that answer.
+//!   throttles or fails. It lists only resources that carry tags (and may lag a launch), so an
+//!   id it leaves out is unknown, untagged *or* not indexed yet: only EC2 can say which, and
+//!   until it does the resolver takes no answer for that id.
 //!
 //! Both answer with the owner of each instance they found, by the same [`TagRules`].
 

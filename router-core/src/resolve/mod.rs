@@ -436,11 +436,22 @@ impl<A: Aws> Resolver<A> {
                 path: Path::DescribeInstances,
                 unasked: None,
             }),
-            Raced::Hedge { answer, .. } => Ok(Looked {
-                answers: answer,
-                path: Path::GetResources,
-                unasked: None,
-            }),
+            // Complete, or EC2 failed. What the Tagging API did not list (untagged, or not
+            // indexed yet after a launch) only EC2 can tell, and it failed: those ids fail for
+            // now and are retried, as while EC2 is suspected, never taken as not ours.
+            Raced::Hedge { answer, primary } => {
+                let unasked = primary.filter(|_| !every_id(&answer)).map(|ec2_error| {
+                    Arc::new(both_failed(
+                        [Path::DescribeInstances, Path::GetResources],
+                        [ec2_error, not_listed()],
+                    ))
+                });
+                Ok(Looked {
+                    answers: answer,
+                    path: Path::GetResources,
+                    unasked,
+                })
+            }
             Raced::BothFailed { primary, hedge } => Err(both_failed(
                 [Path::DescribeInstances, Path::GetResources],
                 [primary, hedge],
@@ -493,14 +504,13 @@ impl<A: Aws> Resolver<A> {
                         Err(ec2_error) => Some(ec2_error),
                     }
                 };
-                let unlisted = CallError::new("Unlisted", "not listed by the Tagging API");
                 return Ok(Looked {
                     answers,
                     path: Path::GetResources,
                     unasked: unasked.map(|e| {
                         Arc::new(both_failed(
                             [Path::GetResources, Path::DescribeInstances],
-                            [unlisted, e],
+                            [not_listed(), e],
                         ))
                     }),
                 });
@@ -570,6 +580,11 @@ impl<A: Aws> Resolver<A> {
         }
         result
     }
+}
+
+/// Why an id the Tagging API answered without is not resolved by that answer.
+fn not_listed() -> CallError {
+    CallError::new("Unlisted", "not listed by the Tagging API")
 }
 
 fn both_failed(paths: [Path; 2], errors: [CallError; 2]) -> ResolveError {

@@ -347,3 +347,30 @@ async fn a_looked_up_owner_is_kept_for_the_next_event() {
     );
     assert_eq!(aws.bodies(HUB, REGION, "karpenter-alpha").len(), 2);
 }
+
+/// The hedge's half of the rule above: EC2 failing once (not yet suspected), the Tagging API's
+/// answer serves what it lists, and what it leaves out (untagged, or a node launched so lately it
+/// is not indexed yet) is retried until EC2 can say, never ignored as unknown.
+#[tokio::test(start_paused = true)]
+async fn what_the_tagging_api_does_not_list_waits_for_ec2_after_a_hedged_lookup() {
+    let aws = alpha();
+    aws.instance(HUB, REGION, "i-0e000001", &[]);
+    // The lookup, then the scope's sweep.
+    aws.fail("DescribeInstances", 2, Fault::code("Unavailable"));
+    let router = router(&aws, &[]);
+    let answered = invoke(
+        &router,
+        &aws,
+        &[
+            warning("ours", "i-0a000001"),
+            warning("unlisted", "i-0e000001"),
+        ],
+    )
+    .await;
+    assert!(
+        answered.metrics.hedged_lookups > 0,
+        "EC2's failure was not hedged"
+    );
+    assert_eq!(handed_back(&answered), ["unlisted"]);
+    assert_eq!(answered.metrics.forwarded.get("alpha"), Some(&1));
+}

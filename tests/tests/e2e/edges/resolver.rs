@@ -232,7 +232,7 @@ async fn with_hedging_off_the_tagging_api_is_asked_only_once_ec2_failed() -> Res
 }
 
 #[tokio::test]
-async fn an_instance_the_tagging_api_does_not_list_is_unknown_but_not_remembered() -> Result<()> {
+async fn an_instance_the_tagging_api_does_not_list_waits_for_ec2() -> Result<()> {
     let world = World::start().await?;
     let untagged = world.launch(&[]).await?;
     let resolver = resolver(&world).await;
@@ -242,13 +242,17 @@ async fn an_instance_the_tagging_api_does_not_list_is_unknown_but_not_remembered
         &[Fault::Unavailable],
         1,
     ));
+    // Untagged, unknown or launched too lately to be indexed, the Tagging API cannot tell, and
+    // EC2 failed: a failed lookup (its record is retried), not an instance nobody owns.
     let first = resolver.resolve([key(&untagged)]).await;
-    assert_eq!(
-        first.owners[&key(&untagged)],
-        Ok(Owner::NotOurs(IgnoreReason::UnknownInstance))
+    let error = first.owners[&key(&untagged)]
+        .as_ref()
+        .expect_err("an unlisted instance was answered while EC2 failed");
+    assert!(
+        error.to_string().contains("not listed by the Tagging API"),
+        "{error}"
     );
-    // Untagged or unknown, the Tagging API cannot tell: the answer is not cached, so EC2 is asked
-    // again once it answers.
+    // Nothing was cached: EC2 is asked again once it answers, and tells.
     world.proxy.set_plan(FaultPlan::none());
     let second = resolver.resolve([key(&untagged)]).await;
     assert_eq!((second.cache_hits, second.cache_misses), (0, 1));
