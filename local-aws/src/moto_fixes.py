@@ -51,6 +51,17 @@ AWS does. Each fix says what AWS does and where moto differs.
   starts its scan again, one expired message a pass: a queue that holds a few hundred of them
   answers an empty receive for its whole wait while a fresh message sits behind them (adopt's
   sentinel read as taken). Deleted here before each receive, as SQS deletes them.
+* SQS calls on one queue at the same time. SQS keeps every message it accepted until it is
+  deleted or outlives the retention period, and answers a ReceiveMessage with the messages it
+  marked received (SQS Developer Guide, "Amazon SQS visibility timeout"). moto's server answers
+  each request on a thread of its own, and its SQS takes no lock where it changes a queue's
+  messages: a DeleteMessage rebuilds the queue's message list from a copy, so a message a
+  SendMessage appends meanwhile is gone (sent, answered, never received: seen here in a storm's
+  ingest queue, one spot warning of 300); and a ReceiveMessage that meets a handed-back message
+  copies the set of pending messages while another call changes it, fails with a 500 ("Set changed
+  size during iteration") after marking the messages before it received, and those stay hidden
+  for the visibility timeout, received by nobody. Each queue's calls that read or change its
+  messages take the queue's own lock here, one at a time (a long poll still waits without it).
 * An SQS queue of another account, and who sent a message. SQS finds a queue by its URL, which
   names the owning account, so a role of one account reaches another account's queue by URL (if
   the queue's policy admits it: EventBridge's cross-account targets send so); and it gives every
@@ -403,6 +414,35 @@ def _expired_messages_deleted(backend):
 
 if _sqs is not None:
     _expired_messages_deleted(_sqs.SQSBackend)
+
+
+def _queue_calls_one_at_a_time(backend):
+    """Has each of moto's SQS calls that read or change a queue's messages hold that queue's lock.
+
+    The lock is the queue's own `_messages_lock` (a Condition over a re-entrant lock), which
+    moto's SendMessage already takes to append and a long poll waits on: a waiting receive
+    releases it, as Condition.wait does, so a long poll does not hold other callers back.
+    """
+
+    def locked(method):
+        def call(self, queue_name, *args, **kwargs):
+            with self.get_queue(queue_name)._messages_lock:
+                return method(self, queue_name, *args, **kwargs)
+
+        return call
+
+    for name in (
+        "send_message",
+        "receive_message",
+        "delete_message",
+        "change_message_visibility",
+        "purge_queue",
+    ):
+        setattr(backend, name, locked(getattr(backend, name)))
+
+
+if _sqs is not None:
+    _queue_calls_one_at_a_time(_sqs.SQSBackend)
 
 
 def _queues_by_url_and_senders_named():

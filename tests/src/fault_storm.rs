@@ -107,6 +107,9 @@ pub struct Run {
     /// Of the lost, those still in the ingest queue when the drain stopped (not dropped: the
     /// drain stopped before they came back).
     pub left_in_ingest: Vec<String>,
+    /// Per lost event: what the mapping and the routers saw of it, so a loss names its cause
+    /// (the router ignored or forwarded it, or no router ever received it).
+    pub lost_trail: BTreeMap<String, String>,
     pub dead_lettered: BTreeMap<String, usize>,
     pub handed_back_by_cluster: BTreeMap<String, u32>,
     /// Per cluster, the calls naming it (its queue, or one of its instances) that the emulator
@@ -249,6 +252,10 @@ impl Storm {
                 .filter(|id| lost.contains(id))
                 .collect()
         };
+        let lost_trail = lost
+            .iter()
+            .map(|id| (id.clone(), self.trail(id, &drained, &routers)))
+            .collect();
         let mut handed_back_by_cluster: BTreeMap<String, u32> =
             self.queues.keys().map(|c| (c.clone(), 0)).collect();
         for event in &self.events {
@@ -269,12 +276,41 @@ impl Storm {
             misrouted,
             lost,
             left_in_ingest,
+            lost_trail,
             dead_lettered,
             handed_back_by_cluster,
             late_by_cluster,
         };
         run.print(took, self.events.len());
         Ok(run)
+    }
+
+    /// What the mapping and the routers' logs say of event `id`: whether the mapping received it
+    /// (and handed it back), and every outcome a router logged for it.
+    fn trail(&self, id: &str, drained: &Drained, routers: &[Function]) -> String {
+        let body = self
+            .events
+            .iter()
+            .find(|e| e.id == id)
+            .map(Synthetic::body)
+            .unwrap_or_default();
+        let received = drained.arrivals.contains_key(&body);
+        let handed_back = drained.handed_back.get(&body).copied().unwrap_or_default();
+        let outcomes: Vec<String> = routers
+            .iter()
+            .enumerate()
+            .flat_map(|(n, router)| {
+                router
+                    .log_records()
+                    .into_iter()
+                    .filter(|r| r["fields"]["event_id"] == id)
+                    .map(move |r| format!("router {n}: {}", r["fields"]))
+            })
+            .collect();
+        format!(
+            "received by the mapping: {received}, handed back {handed_back} times; \
+             router outcomes: {outcomes:?}"
+        )
     }
 
     /// Per cluster, the late emulator answers naming its queue or one of its instances.
@@ -399,10 +435,11 @@ impl Run {
         );
         assert!(
             self.lost.is_empty(),
-            "{}: lost {:?} (of them left in the ingest queue: {:?})",
+            "{}: lost {:?} (of them left in the ingest queue: {:?}); what was seen of them: {:#?}",
             self.name,
             self.lost,
-            self.left_in_ingest
+            self.left_in_ingest,
+            self.lost_trail
         );
         assert!(
             self.dead_lettered.is_empty(),
