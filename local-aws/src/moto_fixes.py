@@ -55,13 +55,13 @@ AWS does. Each fix says what AWS does and where moto differs.
   deleted or outlives the retention period, and answers a ReceiveMessage with the messages it
   marked received (SQS Developer Guide, "Amazon SQS visibility timeout"). moto's server answers
   each request on a thread of its own, and its SQS takes no lock where it changes a queue's
-  messages: a DeleteMessage rebuilds the queue's message list from a copy, so a message a
-  SendMessage appends meanwhile is gone (sent, answered, never received: seen here in a storm's
-  ingest queue, one spot warning of 300); and a ReceiveMessage that meets a handed-back message
-  copies the set of pending messages while another call changes it, fails with a 500 ("Set changed
-  size during iteration") after marking the messages before it received, and those stay hidden
-  for the visibility timeout, received by nobody. Each queue's calls that read or change its
-  messages take the queue's own lock here, one at a time (a long poll still waits without it).
+  messages: a ReceiveMessage that meets a handed-back message copies the set of pending messages
+  while another call changes it, fails with a 500 ("Set changed size during iteration") after
+  marking the messages before it received, and those stay hidden for the visibility timeout,
+  received by nobody (seen here: a storm's spot warning never reached its router); and, by its
+  code, a DeleteMessage rebuilds the message list from a copy, so a message a SendMessage appends
+  in between is gone. Each queue's calls that read or change its messages take the queue's own
+  lock here, one at a time (a long poll still waits without it).
 * An SQS queue of another account, and who sent a message. SQS finds a queue by its URL, which
   names the owning account, so a role of one account reaches another account's queue by URL (if
   the queue's policy admits it: EventBridge's cross-account targets send so); and it gives every

@@ -201,6 +201,34 @@ impl World {
     }
 }
 
+/// Sends `bodies` into the queue, ten to a SendMessageBatch.
+pub async fn send_all(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    bodies: impl IntoIterator<Item = String>,
+) -> Result<()> {
+    let bodies: Vec<String> = bodies.into_iter().collect();
+    for ten in bodies.chunks(10) {
+        let entries = ten
+            .iter()
+            .enumerate()
+            .map(|(n, body)| {
+                aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                    .id(n.to_string())
+                    .message_body(body)
+                    .build()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        sqs.send_message_batch()
+            .queue_url(queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .with_context(|| format!("SendMessageBatch into {queue_url}"))?;
+    }
+    Ok(())
+}
+
 /// Receives and deletes every message in the queue with `sqs` (a client of the queue's account),
 /// as Karpenter's poller does.
 pub async fn drain(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<Vec<Received>> {

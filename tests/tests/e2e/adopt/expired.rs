@@ -8,7 +8,7 @@ use super::*;
 
 #[tokio::test]
 async fn a_receive_finds_a_fresh_message_behind_messages_past_their_retention() -> Result<()> {
-    use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
+    use aws_sdk_sqs::types::QueueAttributeName;
     use local_aws::moto::MotoServer;
 
     let moto = MotoServer::start().await?;
@@ -24,21 +24,12 @@ async fn a_receive_finds_a_fresh_message_behind_messages_past_their_retention() 
         .context("no queue URL")?
         .to_owned();
     // Enough that moto, scanning one expired message a pass, spends its whole wait on them.
-    for batch in 0..150 {
-        let entries = (0..10)
-            .map(|n| {
-                SendMessageBatchRequestEntry::builder()
-                    .id(n.to_string())
-                    .message_body(format!("unread {batch}-{n}"))
-                    .build()
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        sqs.send_message_batch()
-            .queue_url(&url)
-            .set_entries(Some(entries))
-            .send()
-            .await?;
-    }
+    e2e_tests::send_all(
+        &sqs,
+        &url,
+        (0..1500).map(|n| format!("unread {}-{}", n / 10, n % 10)),
+    )
+    .await?;
     tokio::time::sleep(Duration::from_secs(62)).await;
     sqs.send_message()
         .queue_url(&url)
