@@ -17,6 +17,7 @@ use std::{
 
 use anyhow::{Context, Result};
 use aws_model::events::{Origin, Synthetic};
+use aws_sdk_sqs::types::QueueAttributeName;
 use local_aws::{
     esm::{Drained, EventSourceMapping, Stop},
     function::Function,
@@ -252,10 +253,35 @@ impl Storm {
                 .filter(|id| lost.contains(id))
                 .collect()
         };
-        let lost_trail = lost
+        let mut lost_trail: BTreeMap<String, String> = lost
             .iter()
             .map(|id| (id.clone(), self.trail(id, &drained, &routers)))
             .collect();
+        if !lost.is_empty() {
+            // Messages a receive marked that no reader got (an answer lost on its way) stay
+            // hidden for the visibility timeout: SQS's delay, not the router's loss.
+            let hidden = self
+                .world
+                .sqs
+                .get_queue_attributes()
+                .queue_url(&self.ingest.0)
+                .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+                .send()
+                .await?
+                .attributes()
+                .and_then(|a| {
+                    a.get(&QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+                        .cloned()
+                })
+                .unwrap_or_default();
+            lost_trail.insert(
+                "(the ingest queue)".into(),
+                format!(
+                    "messages in flight after the drain: {hidden} (received, but not by the \
+                     mapping's pollers: hidden until their visibility timeout)"
+                ),
+            );
+        }
         let mut handed_back_by_cluster: BTreeMap<String, u32> =
             self.queues.keys().map(|c| (c.clone(), 0)).collect();
         for event in &self.events {
