@@ -40,7 +40,6 @@ mod kinds;
 mod locked_down;
 mod member;
 mod not_ours;
-mod rollback;
 mod walk;
 
 /// A scene of these clusters, as the demo's otherwise.

@@ -121,6 +121,14 @@ async fn adopting_every_kind_of_set_up_while_events_flow_misses_none_and_survive
     assert_eq!(enabled.len(), 5);
     assert!(*waited >= estate.scene.settle(), "{waited:?}");
     assert!(helm.contains("settings.interruptionQueue=alpha"), "{helm}");
+    // One helm command in the report, the one that goes back.
+    let text = rolled.render();
+    assert_eq!(text.matches("helm upgrade karpenter").count(), 1, "{text}");
+    assert!(
+        !text.contains("interruptionQueue=karpenter-alpha"),
+        "{text}"
+    );
+    // The operator runs it the moment it appears.
     estate.helm("alpha", "alpha").await?;
     assert_eq!(
         rule_states(&estate.aws, "Karpenter-alpha").await?,
