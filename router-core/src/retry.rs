@@ -8,7 +8,7 @@
 //! | # | layer | the failure it is for | its bound | shown by |
 //! |---|---|---|---|---|
 //! | 1 | one attempt per AWS call, [`ATTEMPT_TIMEOUT`] each (the SDK's own retries are off) | a call that hangs or fails: every retry below is the router's, so it is bounded by the budget and can be modelled | 3 s per call | `decisions::timing::a_hanging_send_costs_one_attempt_timeout` |
-//! | 2 | lookup hedge ([`crate::resolve::hedge`]) | DescribeInstances late or failing: GetResources (its own quota) is asked too | the hedge delay, the p95 of recent latencies within 50 ms–1 s | `resolve::hedge::tests`, `decisions::lookups` |
+//! | 2 | lookup hedge ([`crate::resolve::hedge`]) | DescribeInstances late or failing: GetResources (its own quota) is asked too; an id it does not list waits for EC2 (retried below), never taken as nobody's | the hedge delay, the p95 of recent latencies within 50 ms–1 s | `resolve::hedge::tests`, `decisions::lookups` |
 //! | 3 | EC2 suspicion (same module) | a throttled EC2 that every Karpenter of the account needs: the Tagging API is asked first | after 2 consecutive failures, for 30 s | `resolve::hedge::tests`, `decisions::lookups` |
 //! | 4 | stale-if-error ([`crate::resolve`]) | both lookup paths failing for an instance already seen: its owner never changes | owners seen in the last 7 days | `decisions::lookups` |
 //! | 5 | AssumeRole failure memory ([`crate::accounts`]) | a spoke role that cannot be assumed: one attempt per account for the whole batch | one call per account per 500 ms | `decisions::accounts` |
