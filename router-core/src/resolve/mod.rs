@@ -438,9 +438,10 @@ impl<A: Aws> Resolver<A> {
             }),
             // Complete, or EC2 failed. What the Tagging API did not list (untagged, or not
             // indexed yet after a launch) only EC2 can tell, and it failed: those ids fail for
-            // now and are retried, as while EC2 is suspected, never taken as not ours.
+            // now and are retried, as while EC2 is suspected, never taken as not ours (an id it
+            // listed takes its answer first).
             Raced::Hedge { answer, primary } => {
-                let unasked = primary.filter(|_| !every_id(&answer)).map(|ec2_error| {
+                let unasked = primary.map(|ec2_error| {
                     Arc::new(both_failed(
                         [Path::DescribeInstances, Path::GetResources],
                         [ec2_error, not_listed()],
