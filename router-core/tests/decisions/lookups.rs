@@ -281,17 +281,25 @@ async fn what_the_tagging_api_does_not_list_waits_for_ec2_while_it_is_suspected(
     aws.instance(HUB, REGION, "i-0e000001", &[]);
     // Suspected: alpha's node is answered by the Tagging API, the untagged one cannot be, and is
     // retried rather than taken as unknown.
+    unlisted_waits_for_ec2(&router, &aws, "i-0a000003").await;
+}
+
+/// alpha's `ours` and the untagged i-0e000001 in one batch while EC2 fails: the Tagging API
+/// answers for `ours` (forwarded), and the unlisted record is handed back, not ignored.
+async fn unlisted_waits_for_ec2(
+    router: &router_core::handler::Router<super::world::WorldAws>,
+    aws: &super::world::WorldAws,
+    ours: &str,
+) -> router_core::handler::Answered {
     let answered = invoke(
-        &router,
-        &aws,
-        &[
-            warning("ours", "i-0a000003"),
-            warning("unlisted", "i-0e000001"),
-        ],
+        router,
+        aws,
+        &[warning("ours", ours), warning("unlisted", "i-0e000001")],
     )
     .await;
     assert_eq!(handed_back(&answered), ["unlisted"]);
     assert_eq!(answered.metrics.forwarded.get("alpha"), Some(&1));
+    answered
 }
 
 /// A router whose EC2 failed twice in a row (throttled), so it is suspected; alpha has nodes
@@ -358,19 +366,9 @@ async fn what_the_tagging_api_does_not_list_waits_for_ec2_after_a_hedged_lookup(
     // The lookup, then the scope's sweep.
     aws.fail("DescribeInstances", 2, Fault::code("Unavailable"));
     let router = router(&aws, &[]);
-    let answered = invoke(
-        &router,
-        &aws,
-        &[
-            warning("ours", "i-0a000001"),
-            warning("unlisted", "i-0e000001"),
-        ],
-    )
-    .await;
+    let answered = unlisted_waits_for_ec2(&router, &aws, "i-0a000001").await;
     assert!(
         answered.metrics.hedged_lookups > 0,
         "EC2's failure was not hedged"
     );
-    assert_eq!(handed_back(&answered), ["unlisted"]);
-    assert_eq!(answered.metrics.forwarded.get("alpha"), Some(&1));
 }
