@@ -34,6 +34,13 @@ use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemA
 
 /// How long a poller's receive waits on an empty queue for a first record.
 pub const LONG_POLL: Duration = Duration::from_secs(1);
+
+/// How often a poller asks again for more records while its batching window is open and the
+/// queue has none right now. A receive that returns records is followed at once by the next, so
+/// this delays only noticing a full batch, never the window's end (the last wait is what remains
+/// of it). Every 20 ms was some 40 empty receives per batch, each answered by the emulator and
+/// signed by the SDK: 18,000 of the end-to-end suite's 47,000 requests (5,300 at 100 ms).
+pub const WINDOW_POLL: Duration = Duration::from_millis(250);
 use serde_json::{Value, json};
 
 use super::{function::Function, runtime_api::Invocation};
@@ -318,10 +325,8 @@ impl EventSourceMapping {
                 batch.extend(out.messages().iter().cloned());
                 continue;
             }
-            match first {
-                Some(at) if at.elapsed() < self.batching_window => {
-                    tokio::time::sleep(Duration::from_millis(20)).await
-                }
+            match first.and_then(|at| self.batching_window.checked_sub(at.elapsed())) {
+                Some(left) if !left.is_zero() => tokio::time::sleep(WINDOW_POLL.min(left)).await,
                 _ => break,
             }
         }
