@@ -391,3 +391,67 @@ pub fn sqs_event(messages: &[Message], queue_arn: &str) -> Value {
         .collect();
     json!({ "Records": records })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::EventSourceMapping;
+    use crate::moto::MotoServer;
+
+    async fn send(sqs: &aws_sdk_sqs::Client, url: &str, bodies: &[&str]) {
+        for body in bodies {
+            sqs.send_message()
+                .queue_url(url)
+                .message_body(*body)
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+
+    /// A batch holds what arrives while its window is open (the poller asks again, every
+    /// `WINDOW_POLL`, on a queue that had none a moment before), and goes at once when full.
+    #[tokio::test]
+    async fn a_batch_takes_what_arrives_in_its_window_and_goes_when_full() {
+        let moto = MotoServer::start().await.unwrap();
+        let sqs = aws_sdk_sqs::Client::new(&moto.sdk_config().await);
+        let url = sqs
+            .create_queue()
+            .queue_name("ingest")
+            .send()
+            .await
+            .unwrap()
+            .queue_url()
+            .unwrap()
+            .to_owned();
+        let mut mapping = EventSourceMapping {
+            queue_url: url.clone(),
+            queue_arn: "arn:aws:sqs:us-east-1:123456789012:ingest".into(),
+            batch_size: 100,
+            // Long enough that the later sends land inside it on a busy machine.
+            batching_window: Duration::from_secs(5),
+            function_timeout: Duration::from_secs(30),
+        };
+        send(&sqs, &url, &["a", "b"]).await;
+        let later = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            send(&sqs, &url, &["c", "d", "e"]).await;
+        };
+        let (batch, ()) = tokio::join!(mapping.gather(&sqs), later);
+        let batch = batch.unwrap();
+        let mut bodies: Vec<&str> = batch.iter().filter_map(|m| m.body()).collect();
+        bodies.sort();
+        assert_eq!(bodies, ["a", "b", "c", "d", "e"]);
+
+        // A window no test waits out: a full batch must not wait for it.
+        mapping.batch_size = 3;
+        mapping.batching_window = Duration::from_secs(600);
+        send(&sqs, &url, &["f", "g", "h", "i"]).await;
+        let batch = tokio::time::timeout(Duration::from_secs(60), mapping.gather(&sqs))
+            .await
+            .expect("a full batch waits for no window");
+        assert_eq!(batch.unwrap().len(), 3);
+        moto.stop().await;
+    }
+}
