@@ -118,9 +118,13 @@ $(DEPLOY_VENV)/.installed: tools/requirements-deploy.txt
 	@touch $@
 
 # checkov pins versions that conflict with the AWS CLI and moto, so it has a venv of its own.
+# --no-compile: pip would compile every module of checkov and its dependencies to bytecode (31
+# CPU-s of 38 for install and run), where one run compiles only what it imports (18 + 9). make
+# test runs it once; a later run compiles again only where Python may not write bytecode
+# (PYTHONDONTWRITEBYTECODE), some 2 CPU-s.
 $(CHECKOV_VENV)/.installed: tools/requirements-checkov.txt
 	$(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements-checkov.txt
+	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile -r tools/requirements-checkov.txt
 	@touch $@
 
 # ------------------------------------------------------------------ the two set-up commands
@@ -150,18 +154,22 @@ test: clippy-driver fmt-check
 	$(MAKE) -j2 --output-sync=target test-build $(VENV)/.installed $(VENV)/.lint-installed
 	$(MAKE) -j6 tests template-lint policy-documents demo-scenes
 
-# One cargo invocation builds the binaries and every test, bench and example target (the tests'
-# in the test profile, which `cargo test` then finds fresh), so the test binaries' compile and
-# link steps overlap the tail of the build instead of following it.
+# The binaries (the suites run them), then every test target `cargo test` runs (in the test
+# profile, which the suites then find fresh), then the benches (built, so that clippy lints them,
+# not run). Three invocations, not one `--all-targets`: that builds every target with `test =
+# false` as a test harness too (each binary and e2e-tests' library, six that link the whole SDK
+# and that no command runs: 13 CPU-s of the build, cargo --timings).
 test-build:
-	$(CARGO) build --workspace --all-targets
+	$(CARGO) build --workspace --bins
+	$(CARGO) test --workspace --no-run
+	$(CARGO) test --workspace --no-run --bench '*'
 
 # clippy in the build. `cargo clippy` is `cargo check` with the workspace's crates handed to
 # clippy-driver through RUSTC_WORKSPACE_WRAPPER; a separate `cargo clippy` therefore compiles the
 # whole AWS SDK a second time, in check mode (measured: 7.5 of make test's 12.8 minutes of wall
 # time, beside the tests). make test hands the same wrapper to its own build instead:
 # clippy-driver is rustc plus clippy's lint passes, so the project's crates are linted as they
-# are compiled (bins, libs, tests, benches and examples: test-build's --all-targets) and the
+# are compiled (bins, libs, tests and benches: test-build's three invocations) and the
 # dependencies, which clippy never lints, are built once. CLIPPY_ARGS is how cargo-clippy passes
 # `-- -D warnings` to the driver. Cargo counts the wrapper in the project crates' fingerprints, so
 # a plain `cargo test` after make test recompiles those crates (not the SDK) once.

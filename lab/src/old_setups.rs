@@ -153,7 +153,7 @@ async fn getting_started(aws: &Aws, cluster: &str) -> Result<Made> {
 }
 
 /// Terraform's `name_prefix` id: 26 digits (a timestamp and a counter), stable per rule here.
-fn name_prefix_id(cluster: &str, kind: &str) -> String {
+pub fn name_prefix_id(cluster: &str, kind: &str) -> String {
     let seed = cluster
         .bytes()
         .chain(kind.bytes())
@@ -300,17 +300,4 @@ async fn account(aws: &Aws) -> Result<String> {
         .await
         .context("GetCallerIdentity")?;
     me.account().map(str::to_owned).context("no account")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn name_prefix_ids_are_terraforms_26_digits() {
-        let id = name_prefix_id("beta", "SpotInterrupt");
-        assert_eq!(id.len(), 26);
-        assert!(id.bytes().all(|b| b.is_ascii_digit()), "{id}");
-        assert_ne!(id, name_prefix_id("beta", "HealthEvent"));
-    }
 }

@@ -468,7 +468,57 @@ pub async fn sdk_config_as(
 mod tests {
     use std::path::PathBuf;
 
-    use super::install_fixes_in;
+    use super::{install_fixes, install_fixes_in, locate_or_install};
+
+    /// moto_fixes.py parses stack templates with libyaml's parser (for speed): every template the
+    /// project deploys, adopts or upgrades from parses to what moto's own loader makes of it.
+    #[tokio::test]
+    async fn templates_parse_with_libyaml_as_with_motos_own_loader() {
+        let python = locate_or_install().await.unwrap().with_file_name("python");
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut templates: Vec<PathBuf> = ["cloudformation", "tests/fixtures", "releases/0.1.0"]
+            .iter()
+            .flat_map(|dir| std::fs::read_dir(repo.join(dir)).unwrap())
+            .map(|entry| entry.unwrap().path())
+            .flat_map(|path| match std::fs::read_dir(&path) {
+                Ok(inner) => inner.map(|e| e.unwrap().path()).collect(),
+                Err(_) => vec![path],
+            })
+            .filter(|path| {
+                path.extension().is_some_and(|e| e == "yaml")
+                    && std::fs::read_to_string(path).is_ok_and(|t| t.contains("Resources:"))
+            })
+            .collect();
+        templates.sort();
+        assert!(templates.len() >= 15, "{templates:?}");
+        let compared = std::process::Command::new(&python)
+            .env("PYTHONPATH", install_fixes().unwrap())
+            .arg("-c")
+            .arg(
+                "import sys, yaml\n\
+                 from moto.cloudformation import models, utils\n\
+                 assert 'libyaml' in models.Stack.parse_template.__qualname__, \
+                     models.Stack.parse_template.__qualname__\n\
+                 yaml.add_multi_constructor('', utils.yaml_tag_constructor)\n\
+                 for path in sys.argv[1:]:\n\
+                 \x20   text = open(path).read()\n\
+                 \x20   mine, motos = models.Stack.parse_template(text), yaml.load(text, Loader=yaml.Loader)\n\
+                 \x20   assert mine == motos, path\n\
+                 print(len(sys.argv) - 1)\n",
+            )
+            .args(&templates)
+            .output()
+            .unwrap();
+        assert!(
+            compared.status.success(),
+            "{}",
+            String::from_utf8_lossy(&compared.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&compared.stdout).trim(),
+            templates.len().to_string()
+        );
+    }
 
     #[test]
     fn fixes_installed_by_many_tests_at_once_are_whole_and_kept_apart_by_content() {

@@ -106,6 +106,27 @@ no answer changes.
 And one more: to find the method for a request's action, moto lists every function of the
 response class (inspect.getmembers) on every request, though a class's methods do not change
 while the server runs. Listed once per class here.
+
+Three more, counted under `make test` with py-spy over every emulator (`--gil`, 2026-12-02), none
+changing an answer:
+
+* Which of a queue's messages a receive may take. moto reads the clock twice per message a
+  receive or a long poll's wake-up scans (visible? delayed?), each read building two datetimes:
+  8 % of the emulators' CPU. Read once per scan here, with moto's own clock; a message is
+  judged as moto judges it, at one instant instead of two a few microseconds apart.
+* The image of an instance RunInstances launches. moto looks it up with DescribeImages' generic
+  filter, a pattern match against every image it knows (hundreds of stock AMIs), per instance:
+  5 % of the CPU. A filter on one exact image id (no wildcard) is the image of that id, or none:
+  looked up by id here.
+* A stack's template. moto parses it with PyYAML's pure-Python loader on every CreateStack and
+  UpdateStack: 6 % of the CPU. Parsed here by the same loader built on libyaml's parser (PyYAML's
+  CLoader, the same constructors and resolver, moto's tag constructor registered on it), falling
+  back as moto does; a PyYAML without libyaml keeps moto's loader.
+
+And the regions each service's backends serve: moto asks botocore for them for every account
+backend it creates (each server's first one parsing botocore's endpoint data and the service's
+whole model: 3 % of the CPU). They are botocore's data files, which do not change while the
+server runs: listed once per service here, and by the zygote (`moto_zygote.py`) before it forks.
 """
 
 import json
@@ -879,3 +900,95 @@ def _stack_set_operations_take_time():
 
 if _cfn is not None:
     _stack_set_operations_take_time()
+
+
+def _visible_messages_at_one_instant(queue):
+    """Reads the clock once per scan of a queue's messages, not twice per message."""
+    from moto.core.utils import unix_time_millis
+
+    def messages(self):
+        now = unix_time_millis()
+        # Message.visible and Message.delayed, at one instant.
+        return [m for m in self._messages if now > m.visible_at and not now < m.delayed_until]
+
+    queue.messages = property(messages)
+
+
+if _sqs is not None:
+    _visible_messages_at_one_instant(_sqs.Queue)
+
+
+def _image_looked_up_by_id():
+    """Answers DescribeImages filtered on one exact image id (RunInstances' lookup) by that id."""
+    from moto.ec2.models.amis import AmiBackend
+
+    describe = AmiBackend.describe_images
+
+    def describe_images(self, ami_ids=None, filters=None, exec_users=None, owners=None):
+        wanted = (filters or {}).get("image-id")
+        if (
+            isinstance(wanted, str)
+            and len(filters) == 1
+            and not ami_ids
+            and not exec_users
+            and not owners
+            and not any(c in wanted for c in "*?[")
+        ):
+            image = self.amis.get(wanted)
+            return [image] if image is not None else []
+        return describe(self, ami_ids, filters, exec_users, owners)
+
+    AmiBackend.describe_images = describe_images
+
+
+if _cfn is not None:
+    _image_looked_up_by_id()
+
+
+def _templates_parsed_by_libyaml():
+    """Parses stack templates with libyaml's parser under moto's constructors, when PyYAML has it."""
+    import yaml
+    from moto.cloudformation import models, utils
+    from yaml.parser import ParserError
+    from yaml.scanner import ScannerError
+
+    if not getattr(yaml, "__with_libyaml__", False):
+        return
+
+    class Loader(yaml.CLoader):
+        """yaml.Loader's constructor and resolver over libyaml's parser (PyYAML's CLoader)."""
+
+    Loader.add_multi_constructor("", utils.yaml_tag_constructor)
+
+    def parse_template(template):
+        try:
+            return yaml.load(template, Loader=Loader)
+        except (ParserError, ScannerError):
+            return json.loads(template)
+
+    models.Stack.parse_template = staticmethod(parse_template)
+
+
+if _cfn is not None:
+    _templates_parsed_by_libyaml()
+
+
+def _regions_listed_once():
+    """Lists the regions of each service once per process (botocore's data files do not change)."""
+    from moto.core.base_backend import AccountSpecificBackend
+
+    generate = AccountSpecificBackend._generate_regions
+    listed = {}
+    lock = threading.Lock()
+
+    def _generate_regions(self, service_name):
+        with lock:
+            if service_name not in listed:
+                listed[service_name] = tuple(generate(self, service_name))
+            return list(listed[service_name])
+
+    AccountSpecificBackend._generate_regions = _generate_regions
+
+
+if _sqs is not None:
+    _regions_listed_once()

@@ -5,7 +5,8 @@ and Lambda requests load their data; the tests start some seventy servers, besid
 two cores. This process does that work once, with the fixes (`moto_fixes.py`, as sitecustomize)
 applied, and forks: a child is a fresh server on its own port, sharing the loaded modules and no
 state (nothing here creates a backend). It also loads, once, what every server would load for
-itself: each service's API model (a JSON parse per service, which its responses serialize with).
+itself: each service's API model (a JSON parse per service, which its responses serialize with),
+and the regions its backends serve (botocore's endpoint data and, again, the model).
 Then it freezes what it holds out of the collector (`gc.freeze`), so a child's collections do not
 walk the modules and models it shares.
 
@@ -27,6 +28,8 @@ import threading
 
 import moto.cloudformation.parsing  # noqa: F401  (imports every service's models)
 import moto.server
+from moto.backends import get_backend
+from moto.core.base_backend import AccountSpecificBackend
 from moto.core.utils import get_service_model
 from moto.moto_api._internal import mock_random
 from moto.moto_server.werkzeug_app import create_backend_app
@@ -70,6 +73,8 @@ def main():
     for service in SERVICES:
         create_backend_app(service)
         get_service_model(service)
+        # The regions its account backends serve, listed once (moto_fixes.py).
+        AccountSpecificBackend._generate_regions(None, get_backend(service).service_name)
     gc.freeze()
     # fork() copies only the calling thread: with another running, a lock it held would stay held
     # in every child.

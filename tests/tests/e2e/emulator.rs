@@ -1,6 +1,9 @@
 //! The emulator's own speed-ups change no answer: moto counts a queue's messages only for a call
-//! that returns the counts (`local-aws/src/moto_fixes.py`), and servers forked from one zygote
-//! (`local-aws/src/zygote.rs`) are as apart as servers started one by one. And what the emulator
+//! that returns the counts and judges which it may hand out at one instant per scan
+//! (`local-aws/src/moto_fixes.py`), an instance still takes its image's architecture now that
+//! the image is looked up by id (templates parsed by libyaml: `local_aws::moto`'s unit test),
+//! and servers forked from one zygote (`local-aws/src/zygote.rs`) are as apart as servers
+//! started one by one. And what the emulator
 //! adds to moto answers as AWS does: SQS's per-minute counts in CloudWatch, late; a managed
 //! policy a stack update changes, updated in place; a rule's state change reaching EventBridge's
 //! delivery late (the EventBridge stand-in), as the model of AWS has it too; one queue called by
@@ -541,5 +544,93 @@ async fn a_queue_sent_received_handed_back_and_deleted_at_once_loses_nothing() -
         missing.is_empty(),
         "sent, answered, never received: {missing:?}"
     );
+    Ok(())
+}
+
+/// moto_fixes.py judges which of a queue's messages a receive may take at one instant per scan
+/// (moto read the clock twice per message): a message handed back is received again, one held
+/// is not, and a delayed one arrives once its delay passes, within a long poll that wakes for it.
+#[tokio::test]
+async fn handed_back_held_and_delayed_messages_are_received_as_sqs_receives_them() -> Result<()> {
+    let world = World::start().await?;
+    let (sqs, url) = (&world.sqs, world.create_queue("judged").await?);
+    let receive = |visibility: i32, wait: i32| {
+        sqs.receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .visibility_timeout(visibility)
+            .wait_time_seconds(wait)
+            .send()
+    };
+    for body in ["handed back", "held"] {
+        sqs.send_message()
+            .queue_url(&url)
+            .message_body(body)
+            .send()
+            .await?;
+    }
+    let first = receive(600, 0).await?;
+    assert_eq!(first.messages().len(), 2, "{first:?}");
+    for message in first.messages() {
+        if message.body() == Some("handed back") {
+            sqs.change_message_visibility()
+                .queue_url(&url)
+                .receipt_handle(message.receipt_handle().context("receipt")?)
+                .visibility_timeout(0)
+                .send()
+                .await?;
+        }
+    }
+    let bodies = |out: &aws_sdk_sqs::operation::receive_message::ReceiveMessageOutput| {
+        out.messages()
+            .iter()
+            .filter_map(|m| m.body().map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bodies(&receive(600, 0).await?), ["handed back"]);
+
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body("delayed")
+        .delay_seconds(1)
+        .send()
+        .await?;
+    // The long poll returns as soon as the delay passes (20 s is SQS's longest wait).
+    assert_eq!(bodies(&receive(600, 20).await?), ["delayed"]);
+    Ok(())
+}
+
+/// moto_fixes.py looks the image RunInstances launches up by its id (moto matched a filter
+/// against every image it knows): an instance still takes its image's architecture.
+#[tokio::test]
+async fn an_instance_takes_the_architecture_of_the_image_it_launches() -> Result<()> {
+    let world = World::start().await?;
+    let ec2 = &world.ec2;
+    for architecture in ["arm64", "x86_64"] {
+        let images = ec2
+            .describe_images()
+            .filters(
+                aws_sdk_ec2::types::Filter::builder()
+                    .name("architecture")
+                    .values(architecture)
+                    .build(),
+            )
+            .send()
+            .await?;
+        let image = images.images().first().context("no image")?;
+        let launched = ec2
+            .run_instances()
+            .image_id(image.image_id().context("image id")?)
+            .min_count(1)
+            .max_count(1)
+            .send()
+            .await?;
+        let instance = launched.instances().first().context("no instance")?;
+        assert_eq!(
+            instance.architecture().map(|a| a.as_str()),
+            Some(architecture),
+            "{instance:?}"
+        );
+    }
     Ok(())
 }

@@ -3,6 +3,16 @@
 
 use super::*;
 
+/// The rules lab makes as Terraform's module does carry `name_prefix`'s id (26 digits: a timestamp
+/// and a counter), the mark adopt reads as "made by Terraform" below; one per rule.
+#[test]
+fn labs_terraform_rules_carry_name_prefix_ids_of_26_digits() {
+    let id = lab::old_setups::name_prefix_id("beta", "SpotInterrupt");
+    assert_eq!(id.len(), 26);
+    assert!(id.bytes().all(|b| b.is_ascii_digit()), "{id}");
+    assert_ne!(id, lab::old_setups::name_prefix_id("beta", "HealthEvent"));
+}
+
 /// EKS Blueprints names its Karpenter queue `karpenter-<cluster>`, the router's default name, and
 /// feeds it with its own rules. The router writes nothing into it (its Karpenter reads each event
 /// once); adopt shows it as an old set-up made by Terraform, and plans the tenant queue around
