@@ -81,7 +81,7 @@ endif
 # What a deploy target installs first: the CLI's venv, only when that is the CLI it runs.
 DEPLOY_TOOLS := $(if $(filter $(DEPLOY_VENV)/bin/aws,$(AWS)),$(DEPLOY_VENV)/.installed)
 
-.PHONY: help tools build demo demo-scenes test test-build clippy-driver unit tests e2e-tests walk-test fault-tests unit-tests lint template-lint cfn-lint checkov policy-lint policy-documents clippy fmt-check bench soak fuzz package release deploy-base deploy-spoke deploy-tenant deploy-fis
+.PHONY: help tools build demo demo-scenes test test-build clippy-driver unit tests e2e-tests fault-tests unit-tests lint template-lint cfn-lint checkov policy-lint policy-documents clippy fmt-check bench soak fuzz package release deploy-base deploy-spoke deploy-tenant deploy-fis
 
 help:
 	@echo "make demo        the whole system on a local AWS emulator (no AWS account needed)"
@@ -196,17 +196,12 @@ unit: build
 # at a time under their own lock, 35 s each): a second process of the same test binary
 # (`cargo test` holds no lock while tests run). In the suite's own process they sort after a
 # hundred other tests, so they started some 100 s in and ended it (207 s measured; split, the
-# suite ends with adoption's walk, 174 s). The walk, the suite's longest test (mostly waiting
-# out AWS's timing), has a process of its own too, started first: in the suite's it started
-# some 13 s in, behind the tests that sort before it, and ended the suite 16 s after the rest.
+# suite ends with adoption's walk, 174 s).
 TEST_THREADS ?= 8
-tests: walk-test e2e-tests fault-tests unit-tests
+tests: e2e-tests fault-tests unit-tests
 
 e2e-tests:
-	RUST_TEST_THREADS=$(TEST_THREADS) $(CARGO) test --workspace --test e2e -- --skip faults:: --skip adopt::walk::
-
-walk-test:
-	$(CARGO) test --workspace --test e2e -- adopt::walk::
+	RUST_TEST_THREADS=$(TEST_THREADS) $(CARGO) test --workspace --test e2e -- --skip faults::
 
 fault-tests:
 	$(CARGO) test --workspace --test e2e -- faults::
