@@ -3,9 +3,13 @@
 //! helm upgrade, the getting-started stack's update with `--stack-template`, Terraform's apply,
 //! a purge); a [`Move`] says which. [`Estate::advance_together`] makes one move for each of
 //! several clusters at once, as an operator adopting them in several terminals would: their
-//! waits, adopt's settles and its deploys overlap instead of following one another.
+//! waits, adopt's settles and its deploys overlap instead of following one another. Where every
+//! one of them waits, it sleeps until the first wait ends, as the plan names it.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::BTreeMap,
+    time::{Duration, SystemTime},
+};
 
 use anyhow::{Context, Result, bail};
 use futures_util::future::try_join_all;
@@ -17,8 +21,8 @@ use super::{Estate, Move, STACK};
 use crate::old_setups::Flavour;
 use routerctl::adopt::{self, Outcome as Adopted, steps::State};
 
-/// How long a waiting step is left before the next look. Each look is a whole plan (a second of
-/// emulator calls), and the waits are 5 s (a new queue) or 25 to 65 s (a round of evidence):
+/// How long a waiting step is left before the next look where the plan names no end to its wait
+/// (CloudWatch's minutes arriving). Each look is a whole plan (a second of emulator calls):
 /// looking every second only took CPU from the tests running beside this one.
 const LOOK_AGAIN_AFTER: Duration = Duration::from_secs(5);
 
@@ -27,14 +31,32 @@ enum Next {
     /// The helm command the plan prints (step 3), pointing Karpenter at this queue; `--apply`
     /// then starts the check.
     Helm(String),
-    /// A step that waits on time: look again later.
-    Wait { step: u8, why: String },
+    /// A step that waits on time: look again when it ends (`until`, the account's clock), or
+    /// after [`LOOK_AGAIN_AFTER`] where the plan cannot say.
+    Wait {
+        step: u8,
+        why: String,
+        until: Option<SystemTime>,
+    },
     /// Step 7 waits for the old queue to be empty: the operator purges it.
     Purge,
     /// The tool that made the set-up retires step 6 (its rules) or 7 (its queue).
     Retire(u8),
     /// `adopt --apply`.
     Apply,
+}
+
+impl Next {
+    /// How long from now a wait lasts; none for a move.
+    fn waits_for(&self) -> Option<Duration> {
+        let Next::Wait { until, .. } = self else {
+            return None;
+        };
+        // The plan read the account's clock, which for the SDK is this machine's.
+        Some(until.map_or(LOOK_AGAIN_AFTER, |at| {
+            at.duration_since(SystemTime::now()).unwrap_or_default()
+        }))
+    }
 }
 
 impl Estate {
@@ -46,9 +68,14 @@ impl Estate {
 
     /// One move further for each of `clusters` at once; the moves, in the order given. The
     /// helm upgrades come first (each waits for its old leader to stop), then every other move
-    /// side by side.
+    /// side by side. A wait beside another cluster's move is only reported; where all of them
+    /// wait, this sleeps until the first wait ends.
     pub async fn advance_together(&mut self, clusters: &[&str]) -> Result<Vec<Move>> {
         let nexts = try_join_all(clusters.iter().map(|c| self.next(c))).await?;
+        let waits: Option<Vec<Duration>> = nexts.iter().map(Next::waits_for).collect();
+        if let Some(first) = waits.and_then(|w| w.into_iter().min()) {
+            tokio::time::sleep(first).await;
+        }
         let helms: BTreeMap<&str, &str> = clusters
             .iter()
             .zip(&nexts)
@@ -104,11 +131,12 @@ impl Estate {
             .and_then(|k| k.reading().map(str::to_owned));
         Ok(match (next.number, &next.state) {
             (3, State::Todo) if reading.as_deref() != Some(queue.as_str()) => Next::Helm(queue),
-            (1 | 4, State::Waiting) => Next::Wait {
+            (1 | 4, State::Waiting { until }) => Next::Wait {
                 step: next.number,
                 why: next.detail.clone(),
+                until: *until,
             },
-            (7, State::Waiting) => Next::Purge,
+            (7, State::Waiting { .. }) => Next::Purge,
             (6 | 7, State::Todo) if flavour != Some(Flavour::ByHand) => Next::Retire(next.number),
             _ => Next::Apply,
         })
@@ -118,10 +146,8 @@ impl Estate {
     async fn act(&self, cluster: &str, next: Next) -> Result<Move> {
         match next {
             Next::Helm(_) => bail!("{cluster}: a helm upgrade needs the estate to itself"),
-            Next::Wait { step, why } => {
-                tokio::time::sleep(LOOK_AGAIN_AFTER).await;
-                Ok(Move::Waited { step, why })
-            }
+            // Reported only: `advance_together` slept, if every cluster waits.
+            Next::Wait { step, why, .. } => Ok(Move::Waited { step, why }),
             Next::Purge => {
                 let old = self.clusters[cluster].old_queue.clone().unwrap_or_default();
                 let url = self.site_queue_url(&old).await?;

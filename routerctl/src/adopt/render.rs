@@ -1,9 +1,13 @@
 //! The report of `routerctl adopt` as the operator reads it: per cluster, what it runs today, its
 //! seven steps with their states, the next command, and the outcome of this run.
 
-use std::fmt::Write;
+use std::{
+    fmt::Write,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
 
 use super::{Action, Outcome, Report, State};
+use aws_model::events::rfc3339;
 
 impl Report {
     pub fn render(&self) -> String {
@@ -62,10 +66,17 @@ impl Report {
                         change.describe()
                     ),
                     Action::Operator(what) => format!("yours: {what}"),
-                    Action::Nothing if step.state == State::Waiting => {
-                        format!("wait: {}", step.detail)
-                    }
-                    Action::Nothing => format!("step {} is blocked: {}", step.number, step.detail),
+                    Action::Nothing => match step.state {
+                        State::Waiting { until: Some(at) } => {
+                            format!(
+                                "wait until {}: {}",
+                                rfc3339(whole_second_after(at)),
+                                step.detail
+                            )
+                        }
+                        State::Waiting { until: None } => format!("wait: {}", step.detail),
+                        _ => format!("step {} is blocked: {}", step.number, step.detail),
+                    },
                 },
             };
             let _ = writeln!(out, "  next: {line}");
@@ -148,8 +159,18 @@ impl Report {
     }
 }
 
+/// `at` rounded up to its second: the plan prints whole seconds, and an operator who runs adopt
+/// at the second it names must find the wait over, not a fraction short of it.
+fn whole_second_after(at: SystemTime) -> SystemTime {
+    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let up = since.as_secs() + u64::from(since.subsec_nanos() > 0);
+    UNIX_EPOCH + Duration::from_secs(up)
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
     use super::super::{
         ClusterPlan, Outcome, Report,
         steps::{Action, State, Step},
@@ -185,7 +206,8 @@ mod tests {
         .render()
     }
 
-    /// A next step nobody can move is named blocked; one that waits on time says to wait.
+    /// A next step nobody can move is named blocked; one that waits on time says to wait, and
+    /// until when where the plan knows.
     #[test]
     fn a_next_step_with_nothing_to_do_is_blocked_or_waited_for() {
         let blocked = with_next(State::Blocked);
@@ -193,10 +215,23 @@ mod tests {
             blocked.contains("\n  next: step 2 is blocked: the detail\n"),
             "{blocked}"
         );
-        let waiting = with_next(State::Waiting);
+        let waiting = with_next(State::Waiting { until: None });
         assert!(
             waiting.contains("\n  next: wait: the detail\n"),
             "{waiting}"
+        );
+        // A wait that ends at a known instant names it, rounded up to the second it prints.
+        let at = UNIX_EPOCH + Duration::from_millis(1_795_824_000_250);
+        let timed = with_next(State::Waiting { until: Some(at) });
+        assert!(
+            timed.contains("\n  next: wait until 2026-11-28T00:00:01Z: the detail\n"),
+            "{timed}"
+        );
+        let whole = UNIX_EPOCH + Duration::from_secs(1_795_824_000);
+        let timed = with_next(State::Waiting { until: Some(whole) });
+        assert!(
+            timed.contains("\n  next: wait until 2026-11-28T00:00:00Z: the detail\n"),
+            "{timed}"
         );
     }
 }

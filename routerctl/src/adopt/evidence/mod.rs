@@ -132,13 +132,18 @@ impl Round {
         self.backlog.map(|looked| Window::of(self.started, looked))
     }
 
-    /// Old enough to read: the round's quiet window, or, with a backlog, its counts' window
-    /// ended (whether CloudWatch has them yet is read, not assumed).
-    pub fn ripe(&self, now: SystemTime) -> bool {
+    /// When it is old enough to read: once its quiet window has passed, or, with a backlog, once
+    /// its counts' window has ended (whether CloudWatch has them yet is read, not assumed).
+    pub fn ripe_at(&self) -> SystemTime {
         match self.window() {
-            None => self.age(now) >= QUIET_WINDOW,
-            Some(window) => now >= window.closes(),
+            None => self.started + QUIET_WINDOW,
+            Some(window) => window.closes(),
         }
+    }
+
+    /// Old enough to read at `now` ([`Round::ripe_at`]).
+    pub fn ripe(&self, now: SystemTime) -> bool {
+        now >= self.ripe_at()
     }
 
     /// Too old to read: its messages may have expired from `queues` (their retention). A round

@@ -7,21 +7,56 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{OLD_QUEUE, Reads, World, account, advance, assert_nothing_missed, paused, traffic};
+use super::{
+    CLUSTER, OLD_QUEUE, Options, Reads, State, TENANT_QUEUE, World, account, advance,
+    assert_nothing_missed, paused, run, traffic,
+};
+use crate::adopt::evidence::{EVIDENCE_TAG, Round, counts::Window};
 
 /// After the helm command, the old queue fills with the account's other interruptions (its rules
 /// have no cluster filter) past what a look can search: the round's first read cannot reach the
 /// sentinel, so SQS's own per-minute counts of the old queue decide it, minutes later.
 fn busy(reader_comes_back: bool) -> Vec<String> {
-    busy_in(account(), reader_comes_back)
+    busy_in(account(), reader_comes_back).0
 }
 
-fn busy_in(world: World, reader_comes_back: bool) -> Vec<String> {
+/// How step 4 waited on the counts, look by look: until the window's close while it was open,
+/// then with no instant while CloudWatch lacked its minutes.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct CountWaits {
+    until_closed: usize,
+    for_cloudwatch: usize,
+}
+
+/// The moves, and how step 4 waited on the counts ([`CountWaits`]; any other wait while the
+/// counts decide fails the test).
+fn busy_in(world: World, reader_comes_back: bool) -> (Vec<String>, CountWaits) {
+    let mut waits = CountWaits::default();
     let moves = paused().block_on(async {
         let mut reads = Reads::Old;
         let mut moves: Vec<String> = Vec::new();
         let mut filled = false;
         loop {
+            if let Some(window) = counts_window(&world) {
+                let plan = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
+                let four = plan.cluster(CLUSTER).unwrap().step(4).state.clone();
+                match four {
+                    State::Waiting { until: Some(at) } if at == window.closes() => {
+                        assert!(
+                            world.clock() < at,
+                            "waiting past the close: {}",
+                            plan.render()
+                        );
+                        waits.until_closed += 1;
+                    }
+                    State::Waiting { until: None } => {
+                        assert!(world.clock() >= window.closes(), "{}", plan.render());
+                        waits.for_cloudwatch += 1;
+                    }
+                    State::Waiting { .. } => panic!("another wait: {}", plan.render()),
+                    _ => {}
+                }
+            }
             // The account's other interruptions keep arriving through the old rules.
             if filled {
                 for n in 0..3 {
@@ -62,18 +97,30 @@ fn busy_in(world: World, reader_comes_back: bool) -> Vec<String> {
         moves
     });
     assert_nothing_missed();
-    moves
+    (moves, waits)
+}
+
+/// The counts' window of the round under way, once its look met the backlog.
+fn counts_window(world: &World) -> Option<Window> {
+    let tag = world.site(|site| {
+        site.queues
+            .get(TENANT_QUEUE)
+            .and_then(|q| q.tags.get(EVIDENCE_TAG).cloned())
+    })?;
+    Round::parse(&tag)?.window()
 }
 
 #[test]
 fn a_backlog_nobody_reads_is_decided_by_sqs_counts_and_adoption_goes_on() {
-    let moves = busy(false);
+    let (moves, waits) = busy_in(account(), false);
     assert!(
         moves
             .iter()
             .any(|m| m.contains("SQS's own counts of Karpenter-alpha decide")),
         "{moves:#?}"
     );
+    // The window's minutes were waited for, named by their close.
+    assert!(waits.until_closed > 0, "{waits:?}: {moves:#?}");
     let step5 = moves.iter().find(|m| m.starts_with("applied step 5"));
     assert!(step5.is_some_and(|m| m.contains("received")), "{moves:#?}");
 }
@@ -102,10 +149,15 @@ fn a_reader_back_on_a_busy_old_queue_keeps_the_old_rules_on() {
 fn counts_that_never_come_disable_nothing() {
     let world = account();
     world.edit(|state, _, _| state.metric_lag = Duration::from_secs(24 * 3600));
-    let moves = busy_in(world, false);
+    let (moves, waits) = busy_in(world, false);
     assert!(
         !moves.iter().any(|m| m.starts_with("applied step 5")),
         "{moves:#?}"
+    );
+    // Past the window's close, no instant: CloudWatch's minutes come when they come.
+    assert!(
+        waits.until_closed > 0 && waits.for_cloudwatch >= 170,
+        "{waits:?}: {moves:#?}"
     );
     let refused = moves
         .iter()

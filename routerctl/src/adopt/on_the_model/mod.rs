@@ -248,11 +248,13 @@ async fn advance(world: &World, reads: &mut Reads) -> anyhow::Result<Option<Stri
                     "operator: helm upgrade (Karpenter reads the tenant queue)".into(),
                 ));
             }
-            (1 | 4, State::Waiting) => {
+            // An operator who looks every 5 s, whatever the plan says to wait until: each look
+            // lets an interruption come, and the hazards below play between looks.
+            (1 | 4, State::Waiting { .. }) => {
                 tokio::time::sleep(Duration::from_secs(5)).await;
                 return Ok(Some(format!("waited at step {}", next.number)));
             }
-            (7, State::Waiting) => {
+            (7, State::Waiting { .. }) => {
                 world.site(|site| site.queues.get_mut(OLD_QUEUE).map(|q| q.messages.clear()));
                 return Ok(Some("operator: aws sqs purge-queue".into()));
             }

@@ -1,7 +1,8 @@
 //! adopt's plan on the model: what it reports before and between moves (each step's state as the
 //! operator reads it, the helm command handed over only while step 3 waits for it, step 1 waiting
-//! exactly as long as the router takes to learn a new queue, step 4 saying when Karpenter was
-//! seen), and what it refuses to guess (an unreadable pattern, a look-alike queue).
+//! exactly as long as the router takes to learn a new queue and step 4 for the round's quiet
+//! window, each naming when its wait ends, step 4 saying when Karpenter was seen), and what it
+//! refuses to guess (an unreadable pattern, a look-alike queue).
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -11,7 +12,11 @@ use super::{
     CLUSTER, Options, Outcome, Reads, State, TENANT_QUEUE, account, advance, old_rules_enabled,
     paused, run, until,
 };
-use crate::adopt::steps::ROUTER_LEARNS;
+use crate::adopt::{
+    evidence::{EVIDENCE_TAG, QUIET_WINDOW, Round},
+    steps::ROUTER_LEARNS,
+};
+use aws_model::events::rfc3339;
 
 #[test]
 fn a_plan_labels_each_step_and_hands_over_the_helm_command_only_while_step_3_waits_for_it() {
@@ -50,7 +55,7 @@ fn a_plan_labels_each_step_and_hands_over_the_helm_command_only_while_step_3_wai
             "queues several clusters read",
             "interruption queues no cluster could be tied to",
             "rules adopt could not evaluate",
-            "next: wait:",
+            "next: wait",
         ] {
             assert!(!text.contains(heading), "{heading}: {text}");
         }
@@ -107,16 +112,48 @@ fn step_1_waits_exactly_as_long_as_the_router_takes_to_learn_the_new_queue() {
             report.cluster(CLUSTER).unwrap().step(1).state.clone()
         };
         world.advance(learnt.duration_since(world.clock()).unwrap() - Duration::from_secs(1));
-        assert_eq!(step_1().await, State::Waiting);
+        // It names that instant: the operator (or a script) looks again then, not sooner.
+        assert_eq!(
+            step_1().await,
+            State::Waiting {
+                until: Some(learnt)
+            }
+        );
         let waiting = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
+        let said = format!(
+            "\n  next: wait until {}: karpenter-alpha was created ",
+            rfc3339(learnt)
+        );
         assert!(
-            waiting.render().contains("\n  next: wait: "),
-            "{}",
+            waiting.render().contains(&said),
+            "{said}: {}",
             waiting.render()
         );
         world.advance(Duration::from_secs(1));
         assert_eq!(world.clock(), learnt);
         assert_eq!(step_1().await, State::Done);
+    });
+}
+
+/// Step 4 waits out the round's quiet window and names when it ends: [`QUIET_WINDOW`] after the
+/// round started, when the round can be read and not a second before.
+#[test]
+fn step_4_waits_until_the_rounds_quiet_window_has_passed() {
+    let world = account();
+    paused().block_on(async {
+        let mut reads = Reads::Old;
+        until(&world, &mut reads, "applied step 3").await;
+        let tag = world.site(|site| site.queues[TENANT_QUEUE].tags[EVIDENCE_TAG].clone());
+        let ripe = Round::parse(&tag).unwrap().started + QUIET_WINDOW;
+        let step_4 = || async {
+            let report = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
+            report.cluster(CLUSTER).unwrap().step(4).state.clone()
+        };
+        assert_eq!(step_4().await, State::Waiting { until: Some(ripe) });
+        world.advance(ripe.duration_since(world.clock()).unwrap() - Duration::from_secs(1));
+        assert_eq!(step_4().await, State::Waiting { until: Some(ripe) });
+        world.advance(Duration::from_secs(1));
+        assert_eq!(step_4().await, State::Todo);
     });
 }
 

@@ -43,8 +43,14 @@ pub enum State {
     Done,
     /// Not done; `Action` moves it forward.
     Todo,
-    /// Waiting on something that takes time (a new queue's propagation, a round of evidence).
-    Waiting,
+    /// Waiting on something that takes time (a new queue's propagation, a round of evidence,
+    /// CloudWatch's minutes, a queue emptying).
+    Waiting {
+        /// The account's instant this wait ends by time alone; none where it ends on something
+        /// adopt cannot time (CloudWatch's minutes arriving, a queue emptying). Looking before
+        /// it only reads the same plan again.
+        until: Option<SystemTime>,
+    },
     /// Waiting on an earlier step, or on something adopt must not decide.
     Blocked,
     /// Nothing to do: the cluster has no old set-up.
@@ -56,7 +62,7 @@ impl State {
         match self {
             State::Done => "done",
             State::Todo => "to do",
-            State::Waiting => "waiting",
+            State::Waiting { .. } => "waiting",
             State::Blocked => "blocked",
             State::NotNeeded => "-",
         }

@@ -54,7 +54,9 @@ pub(super) fn tenant_stack(f: &Facts<'_>) -> Judged {
     match (&tenant_ok, &view.controller, &view.name_taken) {
         (None, _, Some((queue, why))) => name_taken(land, cluster, queue, why),
         (Some((true, _)), _, _) if age.is_some_and(|age| age < ROUTER_LEARNS) => (
-            State::Waiting,
+            State::Waiting {
+                until: age.map(|age| f.now + (ROUTER_LEARNS - age)),
+            },
             format!(
                 "{queue_name} was created {}s ago; every router instance learns of a new queue \
                  within {}s (it remembers a missing queue that long)",
@@ -248,7 +250,9 @@ pub(super) fn karpenter_seen(f: &Facts<'_>, evidence: Evidence) -> Judged {
         ),
         (false, Some(round)) => match round.window() {
             None if !round.ripe(f.now) => (
-                State::Waiting,
+                State::Waiting {
+                    until: Some(round.ripe_at()),
+                },
                 format!(
                     "probe and sentinel sent {} s ago: --apply reads them once {} s old",
                     round.age(f.now).as_secs(),
@@ -286,7 +290,9 @@ fn counts_awaited(f: &Facts<'_>, window: &Window) -> Judged {
     let now = f.now;
     if now < window.closes() {
         return (
-            State::Waiting,
+            State::Waiting {
+                until: Some(window.closes()),
+            },
             format!(
                 "the look met a backlog it could not search: SQS's own counts of {olds} decide, \
                  over {}; the last of those minutes ends at {}",
@@ -317,7 +323,8 @@ fn counts_awaited(f: &Facts<'_>, window: &Window) -> Judged {
         .any(|(_, c)| matches!(c, Some(Counted::Read { .. })));
     if !read && !missing.is_empty() && now < window.gives_up() {
         return (
-            State::Waiting,
+            // CloudWatch's minutes come when they come: adopt cannot time them.
+            State::Waiting { until: None },
             format!(
                 "CloudWatch does not have SQS's counts of {} yet (each minute comes minutes after \
                  it ends); adopt waits for them until {}",

@@ -146,7 +146,8 @@ pub(super) fn old_queue_deleted(f: &Facts<'_>, done_6: bool) -> Judged {
         (State::Blocked, "after step 6".to_owned(), Action::Nothing)
     } else if let Some(full) = setups.iter().find(|s| s.depth() > 0) {
         (
-            State::Waiting,
+            // Until a purge, or the messages' retention, empties it: no one instant.
+            State::Waiting { until: None },
             format!(
                 "{} holds {} message(s), copies of what {queue_name} received too: they expire \
                  with its retention ({} s), or purge them: aws sqs purge-queue --region {} \
