@@ -31,14 +31,39 @@ struct CountWaits {
 /// The moves, and how step 4 waited on the counts ([`CountWaits`]; any other wait while the
 /// counts decide fails the test).
 fn busy_in(world: World, reader_comes_back: bool) -> (Vec<String>, CountWaits) {
+    let (moves, waits) = paused().block_on(async {
+        let (moves, reads, waits) = play(&world, reader_comes_back, decided).await;
+        traffic(&world, reads).await;
+        (moves, waits)
+    });
+    assert_nothing_missed();
+    (moves, waits)
+}
+
+/// The counts disabled the old rules, or refused to.
+fn decided(moves: &[String]) -> bool {
+    moves.iter().any(|m| {
+        m.starts_with("applied step 5")
+            || (m.starts_with("refused")
+                && (m.contains("SQS counted") || m.contains("CloudWatch still lacks")))
+    })
+}
+
+/// Plays the busy account until `stop` holds for the moves so far (or 400 moves): the moves, what
+/// Karpenter reads then, and how step 4 waited on the counts.
+async fn play(
+    world: &World,
+    reader_comes_back: bool,
+    stop: impl Fn(&[String]) -> bool,
+) -> (Vec<String>, Reads, CountWaits) {
     let mut waits = CountWaits::default();
-    let moves = paused().block_on(async {
+    {
         let mut reads = Reads::Old;
         let mut moves: Vec<String> = Vec::new();
         let mut filled = false;
         loop {
-            if let Some(window) = counts_window(&world) {
-                let plan = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
+            if let Some(window) = counts_window(world) {
+                let plan = run(world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
                 let four = plan.cluster(CLUSTER).unwrap().step(4).state.clone();
                 match four {
                     State::Waiting { until: Some(at) } if at == window.closes() => {
@@ -65,7 +90,7 @@ fn busy_in(world: World, reader_comes_back: bool) -> (Vec<String>, CountWaits) {
                     world.deliver(OLD_QUEUE, &body.to_string());
                 }
             }
-            let did = advance(&world, &mut reads).await.unwrap();
+            let did = advance(world, &mut reads).await.unwrap();
             let Some(did) = did else { break };
             if did.starts_with("operator: helm") && !filled {
                 let backlog = crate::adopt::evidence::look::MAX_LOOK_RECEIVES * 10 + 100;
@@ -84,20 +109,47 @@ fn busy_in(world: World, reader_comes_back: bool) -> (Vec<String>, CountWaits) {
                 // A Karpenter back on the old queue (a second replica, a revert): it reads.
                 reads = Reads::Old;
             }
-            let decided = moves.iter().any(|m| {
-                m.starts_with("applied step 5")
-                    || (m.starts_with("refused")
-                        && (m.contains("SQS counted") || m.contains("CloudWatch still lacks")))
-            });
-            if decided || moves.len() > 400 {
+            if stop(&moves) || moves.len() > 400 {
                 break;
             }
         }
-        traffic(&world, reads).await;
-        moves
+        (moves, reads, waits)
+    }
+}
+
+/// The counts' two instants, landed on exactly: step 4 waits until the window closes, and at its
+/// close no longer; it then waits for CloudWatch's minutes, with no instant, until adopt's
+/// patience ends, and at that second the round can be read (and refused).
+#[test]
+fn step_4_waits_on_the_counts_to_the_second() {
+    let world = account();
+    world.edit(|state, _, _| state.metric_lag = Duration::from_secs(24 * 3600));
+    paused().block_on(async {
+        let (moves, _, _) = play(&world, false, |moves| {
+            moves.iter().any(|m| m.contains("SQS's own counts"))
+        })
+        .await;
+        let window = counts_window(&world).unwrap_or_else(|| panic!("no window: {moves:#?}"));
+        let step_4 = || async {
+            let plan = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
+            plan.cluster(CLUSTER).unwrap().step(4).state.clone()
+        };
+        let second = Duration::from_secs(1);
+        for (at, expected) in [
+            (
+                window.closes() - second,
+                State::Waiting {
+                    until: Some(window.closes()),
+                },
+            ),
+            (window.closes(), State::Waiting { until: None }),
+            (window.gives_up() - second, State::Waiting { until: None }),
+            (window.gives_up(), State::Todo),
+        ] {
+            world.advance(at.duration_since(world.clock()).unwrap());
+            assert_eq!(step_4().await, expected, "at {at:?}");
+        }
     });
-    assert_nothing_missed();
-    (moves, waits)
 }
 
 /// The counts' window of the round under way, once its look met the backlog.
