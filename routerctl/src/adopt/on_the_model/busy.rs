@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{
     CLUSTER, OLD_QUEUE, Options, Reads, State, TENANT_QUEUE, World, account, advance,
-    assert_nothing_missed, paused, run, traffic,
+    assert_nothing_missed, paused, run, step_state, traffic,
 };
 use crate::adopt::evidence::{EVIDENCE_TAG, Round, counts::Window};
 
@@ -130,10 +130,6 @@ fn step_4_waits_on_the_counts_to_the_second() {
         })
         .await;
         let window = counts_window(&world).unwrap_or_else(|| panic!("no window: {moves:#?}"));
-        let step_4 = || async {
-            let plan = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
-            plan.cluster(CLUSTER).unwrap().step(4).state.clone()
-        };
         let second = Duration::from_secs(1);
         for (at, expected) in [
             (
@@ -147,7 +143,7 @@ fn step_4_waits_on_the_counts_to_the_second() {
             (window.gives_up(), State::Todo),
         ] {
             world.advance(at.duration_since(world.clock()).unwrap());
-            assert_eq!(step_4().await, expected, "at {at:?}");
+            assert_eq!(step_state(&world, 4).await, expected, "at {at:?}");
         }
     });
 }

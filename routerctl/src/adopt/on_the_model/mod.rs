@@ -270,6 +270,12 @@ async fn advance(world: &World, reads: &mut Reads) -> anyhow::Result<Option<Stri
     })
 }
 
+/// Step `n`'s state in a plan of alpha made now.
+async fn step_state(world: &World, n: u8) -> State {
+    let report = run(world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
+    report.cluster(CLUSTER).unwrap().step(n).state.clone()
+}
+
 /// Moves until one starts with `prefix` (fewer than 100): the moves made, that one last.
 async fn until(world: &World, reads: &mut Reads, prefix: &str) -> Vec<String> {
     let mut moves: Vec<String> = Vec::new();

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{
     CLUSTER, Options, Outcome, Reads, State, TENANT_QUEUE, account, advance, old_rules_enabled,
-    paused, run, until,
+    paused, run, step_state, until,
 };
 use crate::adopt::{
     evidence::{EVIDENCE_TAG, QUIET_WINDOW, Round},
@@ -107,14 +107,10 @@ fn step_1_waits_exactly_as_long_as_the_router_takes_to_learn_the_new_queue() {
                 .unwrap()
         });
         let learnt = UNIX_EPOCH + Duration::from_secs(created) + ROUTER_LEARNS;
-        let step_1 = || async {
-            let report = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
-            report.cluster(CLUSTER).unwrap().step(1).state.clone()
-        };
         world.advance(learnt.duration_since(world.clock()).unwrap() - Duration::from_secs(1));
         // It names that instant: the operator (or a script) looks again then, not sooner.
         assert_eq!(
-            step_1().await,
+            step_state(&world, 1).await,
             State::Waiting {
                 until: Some(learnt)
             }
@@ -131,7 +127,7 @@ fn step_1_waits_exactly_as_long_as_the_router_takes_to_learn_the_new_queue() {
         );
         world.advance(Duration::from_secs(1));
         assert_eq!(world.clock(), learnt);
-        assert_eq!(step_1().await, State::Done);
+        assert_eq!(step_state(&world, 1).await, State::Done);
     });
 }
 
@@ -145,15 +141,17 @@ fn step_4_waits_until_the_rounds_quiet_window_has_passed() {
         until(&world, &mut reads, "applied step 3").await;
         let tag = world.site(|site| site.queues[TENANT_QUEUE].tags[EVIDENCE_TAG].clone());
         let ripe = Round::parse(&tag).unwrap().started + QUIET_WINDOW;
-        let step_4 = || async {
-            let report = run(&world, &Options::plan_of("ir", CLUSTER)).await.unwrap();
-            report.cluster(CLUSTER).unwrap().step(4).state.clone()
-        };
-        assert_eq!(step_4().await, State::Waiting { until: Some(ripe) });
+        assert_eq!(
+            step_state(&world, 4).await,
+            State::Waiting { until: Some(ripe) }
+        );
         world.advance(ripe.duration_since(world.clock()).unwrap() - Duration::from_secs(1));
-        assert_eq!(step_4().await, State::Waiting { until: Some(ripe) });
+        assert_eq!(
+            step_state(&world, 4).await,
+            State::Waiting { until: Some(ripe) }
+        );
         world.advance(Duration::from_secs(1));
-        assert_eq!(step_4().await, State::Todo);
+        assert_eq!(step_state(&world, 4).await, State::Todo);
     });
 }
 
