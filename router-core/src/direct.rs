@@ -24,10 +24,15 @@
 //! * an account with no direct role (`NoSuchEntity`): its events come through the central bus.
 //!
 //! A role's id is read once per account and execution environment and kept: it changes only when
-//! the role is deleted and made again, and then a sender that does not match is read again, at
-//! most once a [`REREAD_AFTER`] per account, before it is refused. A GetRole that fails
-//! otherwise leaves the record unrouted and handed back (denied: like a send denied, retried
-//! for the grace IAM needs to propagate), never routed unchecked.
+//! the role is deleted and made again (a spoke stack replaced). So a sender that does not match
+//! what is kept is not refused from memory: the role is read again first, and only a mismatch
+//! with a read made for that sender (a *fresh* read) is `foreign-sender`. A re-created role's
+//! first send is therefore read for and forwarded, not lost. Reads are rate-limited per sender:
+//! one sender id makes the router read an account's role at most once a [`REREAD_AFTER`], so a
+//! stranger cannot make it ask each time; a record whose sender was read for less than that ago,
+//! and was not the role then, is handed back (retried), not refused, until a read made for it
+//! decides. A GetRole that fails otherwise leaves the record unrouted and handed back (denied:
+//! like a send denied, retried for the grace IAM needs to propagate), never routed unchecked.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -42,7 +47,8 @@ use crate::{
     aws::{Aws, CallError},
 };
 
-/// A sender that does not match a known role id re-reads it once this old.
+/// How often one sender that does not match an account's known direct role may make the router
+/// read that role again.
 pub const REREAD_AFTER: Duration = Duration::from_secs(60);
 
 /// The check for records of the direct queue.
@@ -52,15 +58,27 @@ pub struct Direct<A> {
     queue_arn: String,
     /// The direct role's name in every member account.
     role_name: String,
-    /// Per account: its direct role's id, and when it was read.
+    /// Per account: its direct role's id as last read.
     known: Mutex<HashMap<Arc<str>, Known>>,
+    /// Per (account, sender role id) that did not match: when the role was last read for it.
+    asked: Mutex<HashMap<Asked, Instant>>,
 }
 
-/// A direct role's id, and when it was read.
+/// An account, and a sender's role id.
+type Asked = (Arc<str>, Arc<str>);
+
+/// What the last read of an account's direct role found: its id, or no such role.
 #[derive(Debug, Clone)]
 struct Known {
-    role_id: Arc<str>,
-    read: Instant,
+    role_id: Option<Arc<str>>,
+}
+
+/// An account's direct role as the check sees it: its id (`None`: no such role), and whether it
+/// was read for this check (fresh) or kept from an earlier one.
+#[derive(Debug, Clone)]
+struct Read {
+    role_id: Option<Arc<str>>,
+    fresh: bool,
 }
 
 /// Why a record of the direct queue is not routed, for good.
@@ -98,6 +116,17 @@ pub enum Unchecked {
         role: String,
         error: CallError,
     },
+    /// The sender matched no read of the role, and the role was read for this sender less than
+    /// [`REREAD_AFTER`] ago: retried until a read made for it decides.
+    #[error(
+        "sent by {sender}, which was not account {account}'s direct role {role} when it was last read; read again for this sender at most once every {} s: retried",
+        REREAD_AFTER.as_secs()
+    )]
+    NotReadAgain {
+        sender: String,
+        account: String,
+        role: String,
+    },
 }
 
 impl Unchecked {
@@ -123,6 +152,7 @@ impl<A: Aws> Direct<A> {
             queue_arn,
             role_name,
             known: Mutex::default(),
+            asked: Mutex::default(),
         }
     }
 
@@ -149,8 +179,7 @@ impl<A: Aws> Direct<A> {
                 .map(|(place, ids)| async move { (*place, self.role_id(place, ids).await) }),
         )
         .await;
-        let roles: BTreeMap<&Place, Result<Option<Arc<str>>, Unchecked>> =
-            read.into_iter().collect();
+        let roles: BTreeMap<&Place, Result<Read, Unchecked>> = read.into_iter().collect();
         records
             .iter()
             .map(|(place, sender)| {
@@ -164,12 +193,21 @@ impl<A: Aws> Direct<A> {
                     return Ok(Err(Foreign::NoSender));
                 };
                 let account = place.scope.account.to_string();
-                match roles.get(place).cloned().unwrap_or(Ok(None))? {
+                let read = roles.get(place).cloned().unwrap_or(Ok(Read {
+                    role_id: None,
+                    fresh: true,
+                }))?;
+                match read.role_id {
+                    Some(id) if *id == *role_id_of(sender) => Ok(Ok(())),
+                    _ if !read.fresh => Err(Unchecked::NotReadAgain {
+                        sender: (*sender).to_owned(),
+                        account,
+                        role: self.role_name.clone(),
+                    }),
                     None => Ok(Err(Foreign::NoRole {
                         account,
                         role: self.role_name.clone(),
                     })),
-                    Some(id) if *id == *role_id_of(sender) => Ok(Ok(())),
                     Some(id) => Ok(Err(Foreign::NotTheRole {
                         sender: (*sender).to_owned(),
                         account,
@@ -181,41 +219,67 @@ impl<A: Aws> Direct<A> {
             .collect()
     }
 
-    /// The direct role's id in `place`'s account (`None`: no such role), read if not known, or
-    /// known but matching none of `senders` and older than [`REREAD_AFTER`].
-    async fn role_id(
-        &self,
-        place: &Place,
-        senders: &[&str],
-    ) -> Result<Option<Arc<str>>, Unchecked> {
+    /// The direct role in `place`'s account as `senders` need it: kept while every sender
+    /// matches it; read now when nothing is kept, or when a sender that does not match has not
+    /// had a read made for it in the last [`REREAD_AFTER`].
+    async fn role_id(&self, place: &Place, senders: &[&str]) -> Result<Read, Unchecked> {
         let account = place.scope.account.clone();
-        if let Some(known) = self.known.lock().unwrap().get(&account).cloned()
-            && (senders.iter().all(|s| **s == *known.role_id)
-                || known.read.elapsed() < REREAD_AFTER)
+        let known = self.known.lock().unwrap().get(&account).cloned();
+        let now = Instant::now();
+        let due: Vec<Arc<str>> = {
+            let asked = self.asked.lock().unwrap();
+            senders
+                .iter()
+                .filter(|s| {
+                    known
+                        .as_ref()
+                        .is_none_or(|k| k.role_id.as_deref() != Some(**s))
+                })
+                .filter(|s| {
+                    asked
+                        .get(&(account.clone(), Arc::from(**s)))
+                        .is_none_or(|at| now.duration_since(*at) >= REREAD_AFTER)
+                })
+                .map(|s| Arc::from(*s))
+                .collect()
+        };
+        if let Some(known) = &known
+            && due.is_empty()
         {
-            return Ok(Some(known.role_id));
+            return Ok(Read {
+                role_id: known.role_id.clone(),
+                fresh: false,
+            });
         }
         let session = self.accounts.session(place).await?;
-        match self.aws.get_role_id(&session, &self.role_name).await {
-            Ok(id) => {
-                let id: Arc<str> = Arc::from(id);
-                let known = Known {
-                    role_id: id.clone(),
-                    read: Instant::now(),
-                };
-                self.known.lock().unwrap().insert(account, known);
-                Ok(Some(id))
+        let role_id = match self.aws.get_role_id(&session, &self.role_name).await {
+            Ok(id) => Some(Arc::from(id)),
+            Err(error) if error.code == "NoSuchEntity" => None,
+            Err(error) => {
+                return Err(Unchecked::Call {
+                    account: account.to_string(),
+                    role: self.role_name.clone(),
+                    error,
+                });
             }
-            Err(error) if error.code == "NoSuchEntity" => {
-                self.known.lock().unwrap().remove(&account);
-                Ok(None)
-            }
-            Err(error) => Err(Unchecked::Call {
-                account: account.to_string(),
-                role: self.role_name.clone(),
-                error,
-            }),
+        };
+        // Only a read that answered counts against its senders: a failed one is tried again on
+        // the record's next receive.
+        {
+            let mut asked = self.asked.lock().unwrap();
+            asked.retain(|_, at| now.duration_since(*at) < REREAD_AFTER);
+            asked.extend(due.into_iter().map(|s| ((account.clone(), s), now)));
         }
+        self.known.lock().unwrap().insert(
+            account,
+            Known {
+                role_id: role_id.clone(),
+            },
+        );
+        Ok(Read {
+            role_id,
+            fresh: true,
+        })
     }
 }
 

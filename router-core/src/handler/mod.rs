@@ -38,6 +38,7 @@ use serde_json::{Value, value::RawValue};
 use tokio::time::Instant;
 
 pub use self::outcome::{Cause, DeadLetterReason, Failure, Finished, Outcome};
+pub use self::records::{INVOKED, SENDER_ATTRIBUTE, SOURCE_ATTRIBUTE};
 pub use crate::retry::Budget;
 use crate::{
     accounts::{Accounts, Home},
@@ -120,6 +121,18 @@ pub struct Record<'a> {
     pub origin: Option<SqsOrigin<'a>>,
     /// Who sent it (SQS's `SenderId`), which a record of the direct queue is judged by.
     pub sender_id: Option<&'a str>,
+    /// A record handed to the function directly (no event source mapping) that replays a dead
+    /// letter: the queue that dead letter came from (its `source` message attribute, which the
+    /// router writes on every dead letter). A replay of the direct queue's gets the direct
+    /// queue's sender check, with the dead letter's `sender` as its `SenderId`.
+    pub replay_of: Option<&'a str>,
+}
+
+impl Record<'_> {
+    /// The queue the record came from: the mapping's, or for a replay the dead letter's.
+    pub fn source_queue(&self) -> Option<&str> {
+        self.origin.map(|o| o.queue_arn).or(self.replay_of)
+    }
 }
 
 impl<A: Aws> Router<A> {
@@ -289,11 +302,19 @@ fn sqs_record(i: usize, r: &SqsMessage) -> Result<Record<'_>, HandlerError> {
         }),
         _ => None,
     };
+    let replay_of = match origin {
+        Some(_) => None,
+        None => r
+            .message_attributes
+            .get(records::SOURCE_ATTRIBUTE)
+            .and_then(|a| a.string_value.as_deref()),
+    };
     Ok(Record {
         id,
         body: r.body.as_deref().unwrap_or_default(),
         origin,
         sender_id: r.attributes.get("SenderId").map(String::as_str),
+        replay_of,
     })
 }
 

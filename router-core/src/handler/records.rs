@@ -307,11 +307,27 @@ impl Admitted {
 }
 
 /// The original payload, bound for the dead-letter queue with its reason.
+/// The dead letter's attribute naming the queue its record came from: the ingest or the direct
+/// queue's ARN, or [`INVOKED`] for a record handed to the function directly. A replay carries it
+/// back ([`Record::replay_of`]), so a replayed direct delivery is judged by its sender again.
+pub const SOURCE_ATTRIBUTE: &str = "source";
+/// The dead letter's attribute holding its record's `SenderId`, when SQS named one.
+pub const SENDER_ATTRIBUTE: &str = "sender";
+/// The `source` of a dead letter whose record was handed to the function directly.
+pub const INVOKED: &str = "invoke";
+
 pub(super) fn dead_letter_message(record: &Record<'_>, d: &DeadLetter, home: &Place) -> Message {
     let mut attributes = vec![
         ("reason", d.reason.label().to_owned()),
         ("detail", truncate(&d.detail, MAX_DETAIL).to_owned()),
+        (
+            SOURCE_ATTRIBUTE,
+            record.source_queue().unwrap_or(INVOKED).to_owned(),
+        ),
     ];
+    if let Some(sender) = record.sender_id {
+        attributes.push((SENDER_ATTRIBUTE, sender.to_owned()));
+    }
     if let Some(clusters) = &d.clusters {
         attributes.push(("clusters", clusters.clone()));
     }

@@ -137,8 +137,8 @@ impl<A: Aws> Router<A> {
             .collect()
     }
 
-    /// Step 1b: a record of the direct queue is routed only if its sender is the direct role of
-    /// the account it names ([`crate::direct`]).
+    /// Step 1b: a record of the direct queue, or a replay of one of its dead letters, is routed
+    /// only if its sender is the direct role of the account it names ([`crate::direct`]).
     async fn vouch(&self, entries: &mut [Entry<'_, Admitted>], home: &Home) {
         let Some(direct) = &self.direct else {
             return;
@@ -146,7 +146,7 @@ impl<A: Aws> Router<A> {
         let direct_records: Vec<usize> = (0..entries.len())
             .filter(|&r| {
                 matches!(entries[r].state, Admitted::Routing(_))
-                    && direct.is_direct(entries[r].record.origin.map(|o| o.queue_arn))
+                    && direct.is_direct(entries[r].record.source_queue())
             })
             .collect();
         if direct_records.is_empty() {

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use super::{
-    DIRECT_ARN, Msg, aws, dead_letter_reasons, handed_back, invoke, router, spot,
+    DIRECT_ARN, DLQ, Msg, aws, dead_letter_reasons, handed_back, invoke, invoke_directly,
+    replay_batch, router, spot,
     world::{Fault, HUB, MEMBER, OTHER_REGION, REGION, WorldAws},
 };
 use router_core::{direct::REREAD_AFTER, handler::Router, retry::DENIAL_GRACE};
@@ -143,7 +144,7 @@ async fn the_ingest_queues_records_are_not_asked_for_a_sender() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_role_made_again_is_read_again_but_a_stranger_cannot_make_the_router_ask_each_time() {
+async fn a_role_made_again_is_read_again_at_once_and_its_first_send_goes_through() {
     let aws = estate();
     let router = direct_router(&aws);
     invoke(
@@ -153,24 +154,78 @@ async fn a_role_made_again_is_read_again_but_a_stranger_cannot_make_the_router_a
     )
     .await;
     assert_eq!(aws.count("GetRole"), 1);
-    // The spoke stack deleted and deployed again: a new role, a new id.
+    // The spoke stack deleted and deployed again: a new role, a new id. Its first send, a second
+    // after the last read, is read again before anything is refused: a real interruption.
     aws.direct_role(MEMBER, "AROAMEMBERDIRECT00002");
     let renewed = session("AROAMEMBERDIRECT00002");
-    // Within a minute of the last read, a sender that does not match is refused from memory.
-    invoke(&router, &aws, &[members_warning("2", Some(&renewed))]).await;
-    assert_eq!(aws.count("GetRole"), 1);
-    assert_eq!(dead_letter_reasons(&aws), ["foreign-sender"]);
-    // Later, the mismatch is read again once, and the new role's sends go through.
-    tokio::time::advance(REREAD_AFTER).await;
+    tokio::time::advance(std::time::Duration::from_secs(1)).await;
+    let answered = invoke(&router, &aws, &[members_warning("2", Some(&renewed))]).await;
+    assert!(handed_back(&answered).is_empty(), "{:?}", answered.response);
+    assert!(dead_letter_reasons(&aws).is_empty());
+    assert_eq!(aws.count("GetRole"), 2);
+    // The new id is known now: no more reads.
     invoke(&router, &aws, &[members_warning("3", Some(&renewed))]).await;
-    invoke(&router, &aws, &[members_warning("4", Some(&renewed))]).await;
     assert_eq!(aws.count("GetRole"), 2);
     assert_eq!(
         aws.bodies(MEMBER, REGION, "karpenter-alpha").len(),
         3,
-        "1, 3 and 4"
+        "1, 2 and 3"
     );
-    assert_eq!(dead_letter_reasons(&aws).len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stranger_is_refused_only_after_a_fresh_read_and_cannot_make_the_router_ask_each_time() {
+    let aws = estate();
+    let router = direct_router(&aws);
+    invoke(
+        &router,
+        &aws,
+        &[members_warning("1", Some(&session(MEMBER_ROLE)))],
+    )
+    .await;
+    assert_eq!(aws.count("GetRole"), 1);
+    // NEIGHBOUR's direct role names MEMBER's instance: MEMBER's role is read again (it might
+    // have been made again), and the fresh read's mismatch is foreign-sender. Ten of them in one
+    // batch cost one read.
+    let stranger = session(NEIGHBOUR_ROLE);
+    let forged: Vec<Msg> = (0..10)
+        .map(|i| members_warning(&format!("f{i}"), Some(&stranger)))
+        .collect();
+    let answered = invoke(&router, &aws, &forged).await;
+    assert!(handed_back(&answered).is_empty());
+    assert_eq!(aws.count("GetRole"), 2);
+    assert_eq!(dead_letter_reasons(&aws), ["foreign-sender"; 10]);
+    // The same stranger again within a minute: no read (at most one a minute per sender), and
+    // no refusal either, since no read made for it is fresh: handed back, nothing sent.
+    tokio::time::advance(std::time::Duration::from_secs(5)).await;
+    let answered = invoke(&router, &aws, &[members_warning("g", Some(&stranger))]).await;
+    assert_eq!(handed_back(&answered), ["g"]);
+    assert_eq!(aws.count("GetRole"), 2);
+    assert_eq!(dead_letter_reasons(&aws).len(), 10);
+    // MEMBER's own role still goes through from memory meanwhile.
+    invoke(
+        &router,
+        &aws,
+        &[members_warning("2", Some(&session(MEMBER_ROLE)))],
+    )
+    .await;
+    assert_eq!(aws.count("GetRole"), 2);
+    // A minute on, the stranger's record is read for once more, and refused.
+    tokio::time::advance(REREAD_AFTER).await;
+    let answered = invoke(
+        &router,
+        &aws,
+        &[members_warning("g", Some(&stranger)).receive(2)],
+    )
+    .await;
+    assert!(handed_back(&answered).is_empty());
+    assert_eq!(aws.count("GetRole"), 3);
+    assert_eq!(dead_letter_reasons(&aws).len(), 11);
+    assert_eq!(
+        aws.bodies(MEMBER, REGION, "karpenter-alpha").len(),
+        2,
+        "1 and 2, none of the stranger's"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -206,4 +261,61 @@ async fn a_role_that_cannot_be_read_routes_nothing_unchecked() {
     assert!(handed_back(&answered).is_empty());
     assert_eq!(dead_letter_reasons(&aws), ["access-denied"]);
     assert!(aws.bodies(MEMBER, REGION, "karpenter-alpha").is_empty());
+}
+
+/// A direct delivery forged by NEIGHBOUR naming MEMBER's instance, dead-lettered `access-denied`
+/// while MEMBER's spoke role could not read its direct role (GetRole denied past IAM's grace: a
+/// 0.1.0 spoke, a boundary or an SCP), then replayed exactly as docs/operating.md's loop builds
+/// the batch: refused `foreign-sender` on replay, and MEMBER's queue stays empty.
+#[tokio::test(start_paused = true)]
+async fn a_forged_direct_delivery_replayed_from_the_dead_letter_queue_is_judged_by_its_sender() {
+    let aws = estate();
+    let router = direct_router(&aws);
+    aws.fail("GetRole", 2, Fault::code("AccessDenied"));
+    let forged = members_warning("f", Some(&session(NEIGHBOUR_ROLE)));
+    let answered = invoke(&router, &aws, std::slice::from_ref(&forged)).await;
+    assert_eq!(handed_back(&answered), ["f"]);
+    tokio::time::advance(DENIAL_GRACE).await;
+    invoke(&router, &aws, &[forged.receive(2)]).await;
+    assert_eq!(dead_letter_reasons(&aws), ["access-denied"]);
+    let dead = aws.held(HUB, REGION, DLQ).remove(0);
+    let attribute = |name: &str| {
+        dead.attributes
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(attribute("source").as_deref(), Some(DIRECT_ARN));
+    assert_eq!(attribute("sender"), Some(session(NEIGHBOUR_ROLE)));
+
+    // The fix (GetRole granted), then the documented replay.
+    let answered = invoke_directly(&router, &aws, &replay_batch(&dead, "f")).await;
+    let response = answered.response.expect("an answer");
+    assert_eq!(response["outcomes"]["f"], "dead-lettered", "{response}");
+    assert!(aws.bodies(MEMBER, REGION, "karpenter-alpha").is_empty());
+    assert_eq!(
+        dead_letter_reasons(&aws),
+        ["access-denied", "foreign-sender"]
+    );
+    // The new dead letter keeps where the record first came from, so replaying it again is
+    // judged the same way.
+    let again = aws.held(HUB, REGION, DLQ).remove(1);
+    assert!(
+        again
+            .attributes
+            .contains(&("source".into(), DIRECT_ARN.into()))
+    );
+
+    // MEMBER's own role's delivery, dead-lettered the same way, is forwarded when replayed.
+    let aws = estate();
+    let router = direct_router(&aws);
+    aws.fail("GetRole", 2, Fault::code("AccessDenied"));
+    let real = members_warning("r", Some(&session(MEMBER_ROLE)));
+    invoke(&router, &aws, std::slice::from_ref(&real)).await;
+    tokio::time::advance(DENIAL_GRACE).await;
+    invoke(&router, &aws, &[real.receive(2)]).await;
+    let dead = aws.held(HUB, REGION, DLQ).remove(0);
+    let answered = invoke_directly(&router, &aws, &replay_batch(&dead, "r")).await;
+    assert_eq!(answered.response.unwrap()["outcomes"]["r"], "forwarded");
+    assert_eq!(aws.bodies(MEMBER, REGION, "karpenter-alpha").len(), 1);
 }

@@ -226,6 +226,76 @@ pub async fn invoke_with(
     answered
 }
 
+/// One invocation with `payload` handed to the function directly (an operator's invoke or a
+/// replay: no event source mapping, so no receipt handle and each record's outcome answered).
+pub async fn invoke_directly(
+    router: &Router<WorldAws>,
+    aws: &WorldAws,
+    payload: &RawValue,
+) -> Answered {
+    use router_core::aws::Aws;
+    let now_ms = aws
+        .now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let invocation = Invocation {
+        request_id: "replay",
+        function_arn: FUNCTION_ARN,
+        deadline_ms: now_ms + TIMEOUT.as_millis() as u64,
+    };
+    router.invoke(payload, invocation).await
+}
+
+/// The `SenderId` SQS gives the router's own sends (its role's id and session).
+pub const ROUTER_SENDER: &str = "AROAROUTERROLE000001:interruption-router";
+
+/// What the replay loop of docs/operating.md ("Replaying the DLQ") hands the function for one
+/// dead letter: the loop's own jq program, read from the doc and run by jq on the message as
+/// `aws sqs receive-message --attribute-names SenderId --message-attribute-names All` prints it.
+pub fn replay_batch(held: &aws_world::router::Held, id: &str) -> Box<RawValue> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operating.md"))
+        .expect("docs/operating.md");
+    let open = "  jq -c '.Messages[0] | .MessageAttributes as $a";
+    let start = doc
+        .find(open)
+        .expect("the replay loop's jq program in docs/operating.md")
+        + "  jq -c '".len();
+    let end = start
+        + doc[start..]
+            .find("' \\\n")
+            .expect("the program's closing quote");
+    let program = &doc[start..end];
+    let attributes: serde_json::Map<String, Value> = held
+        .attributes
+        .iter()
+        .map(|(k, v)| (k.clone(), json!({"StringValue": v, "DataType": "String"})))
+        .collect();
+    let received = json!({"Messages": [{
+        "MessageId": id, "ReceiptHandle": format!("rh-{id}"), "Body": held.body,
+        "Attributes": {"SenderId": ROUTER_SENDER}, "MessageAttributes": attributes,
+    }]});
+    let mut jq = std::process::Command::new("jq")
+        .args(["-c", program])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("jq runs (the replay loop is a jq program; install jq)");
+    use std::io::Write;
+    jq.stdin
+        .take()
+        .unwrap()
+        .write_all(received.to_string().as_bytes())
+        .unwrap();
+    let out = jq.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "jq: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    RawValue::from_string(String::from_utf8(out.stdout).unwrap().trim().to_owned()).unwrap()
+}
+
 /// The message ids the invocation handed back.
 pub fn handed_back(answered: &Answered) -> Vec<String> {
     let response = answered.response.as_ref().expect("an SQS batch response");
