@@ -9,6 +9,10 @@
     <out>/<prefix>/<version>/SHA256SUMS                 every file above (`sha256sum -c` reads it)
     <out>/<prefix>/latest/{base,tenant,spoke,fis,deployer}.yaml, VERSION, SHA256SUMS
 
+`assets` makes what the GitHub release publishes from such a directory: its archive
+(interruption-router-<version>.tar.gz), every file of <version>/ beside it, and a SHA256SUMS of
+its own that lists them all, the archive included (the workflow attests each of them).
+
 base.yaml's function takes its code from <prefix>/<version>/bootstrap-<Architecture>.zip when
 CodeS3Key is empty (its Release mapping's CodePrefix, written here), so `latest/base.yaml` is the
 same file as `<version>/base.yaml` and always names versioned code. Its `Architecture` default is
@@ -19,6 +23,12 @@ Reproducible: the zips hold one file with fixed metadata (the commit's time, mod
 binary is built with the checkout's and cargo's paths remapped, and the SBOM's absolute paths and
 time are the same for every run of one commit. `build` ends with `verify`, which the tests run
 on a release made from a stand-in binary (`--binary`).
+
+What goes in is checked first (`--cargo-deny`): licences, duplicate versions, sources and
+advisories of the router, routerctl and every crate they link. Where the RustSec advisory database
+cannot be fetched or read, `--advisories required` (the release workflow's) stops the release and
+`--advisories best-effort` (make release's default) goes on, saying ADVISORIES NOT CHECKED in its
+output and in CHECKS.
 """
 
 from __future__ import annotations
@@ -131,40 +141,102 @@ def installed_targets() -> set[str]:
 # ------------------------------------------------------------------ what goes in is checked
 
 
-def deny(cargo_deny: str) -> list[str]:
-    """Licences, duplicate versions and sources of what the router links (deny.toml says what is
-    allowed and why); then the advisories, which need the RustSec database."""
+# What the release ships: the router's zip and routerctl. cargo-deny checks the crates they link.
+SHIPPED = (PACKAGE, "routerctl")
+# --advisories: what a release does when the RustSec advisory database cannot be fetched or read.
+ADVISORIES = ("best-effort", "required")
+
+
+def deny_graph() -> tuple[list[str], list[str]]:
+    """cargo-deny's arguments for one crate graph of everything shipped: the workspace's members
+    as roots, but for those neither shipped nor linked by what is (the lab, the emulator, the
+    tests, ...), excluded; and the workspace members the shipped crates link (their path
+    dependencies, followed), for CHECKS to name."""
+    out = run(["cargo", "metadata", "--format-version", "1", "--no-deps", "--locked"],
+              cwd=ROOT, capture_output=True)
+    if out.returncode != 0:
+        raise ReleaseError(f"cargo metadata failed: {out.stderr.strip()}")
+    members = {p["name"]: p for p in json.loads(out.stdout)["packages"]}
+    linked, pending = set(), list(SHIPPED)
+    while pending:
+        name = pending.pop()
+        if name in linked:
+            continue
+        if name not in members:
+            raise ReleaseError(f"no package {name} in the workspace")
+        linked.add(name)
+        # Normal and build dependencies ship (the latter run at build time); dev ones do not.
+        pending += [d["name"] for d in members[name]["dependencies"]
+                    if d.get("path") and d.get("kind") != "dev"]
+    args = ["--manifest-path", str(ROOT / "Cargo.toml"), "--workspace"]
+    for name in sorted(set(members) - linked):
+        args += ["--exclude", name]
+    return args, sorted(linked - set(SHIPPED))
+
+
+# cargo-deny 0.20's errors when it cannot get at the database (src/advisories/helpers/db.rs):
+# "failed to fetch advisory database <url> with cli" (no network, as here), "failed to load
+# advisory database", "failed to acquire advisory database lock", "failed to create advisory
+# database directory", "failed to load any advisories in the database".
+DATABASE_UNREADABLE = re.compile(
+    r"failed to (fetch|load|acquire|create) (any advisories in the database|advisory database)", re.I)
+# What it says of what it found: a diagnostic, `error[vulnerability]`, `error[yanked]` and the like.
+ADVISORY_FOUND = re.compile(r"^\s*error\[[\w-]+\]", re.M)
+
+
+def database_unreadable(said: str) -> bool:
+    """cargo-deny's advisory check failed because it could not fetch or read the database, not
+    because it found an advisory (an advisory's own text may well mention a database)."""
+    return bool(DATABASE_UNREADABLE.search(said)) and not ADVISORY_FOUND.search(said)
+
+
+def deny(cargo_deny: str, advisories: str = "best-effort") -> list[str]:
+    """Licences, duplicate versions and sources of what the release ships (the router and
+    routerctl, and every crate they link; deny.toml says what is allowed and why); then the
+    advisories, which need the RustSec database: where it cannot be fetched or read, `required`
+    stops the release, `best-effort` goes on and says so."""
     # cargo-deny reads `cargo metadata` offline, which needs every platform's crates in cargo's
     # cache (windows-sys among them), not only those this machine builds: fetch them first.
     fetched = run(["cargo", "fetch", "--locked"], cwd=ROOT)
     if fetched.returncode != 0:
         raise ReleaseError("cargo fetch --locked failed (above): cargo-deny needs every crate of "
                            "Cargo.lock in cargo's cache")
-    common = [cargo_deny, "--manifest-path", str(ROOT / "router/Cargo.toml"), "--locked",
-              "--exclude-dev", "--config", str(ROOT / "deny.toml")]
+    graph, linked = deny_graph()
+    over = (f"{', '.join(SHIPPED)} and every crate they link (of the workspace: "
+            f"{', '.join(linked)})")
+    say(f"cargo-deny over {over}")
+    common = [cargo_deny] + graph + ["--locked", "--exclude-dev", "--config", str(ROOT / "deny.toml")]
     checked = run(common + ["--offline", "check", "licenses", "bans", "sources"], cwd=ROOT)
     if checked.returncode != 0:
         raise ReleaseError("cargo-deny refused the dependencies (above): fix them, or change "
                            "deny.toml with the reason")
     version = run([cargo_deny, "--version"], capture_output=True).stdout.strip()
-    lines = [f"licences, duplicate versions, sources: passed ({version}, deny.toml)"]
-    advisories = run(common + ["check", "advisories"], cwd=ROOT, capture_output=True)
-    if advisories.returncode == 0:
-        lines.append(f"advisories: passed ({version})")
-    else:
-        said = (advisories.stderr or advisories.stdout).strip().splitlines()
-        fetch_failed = any(w in " ".join(said).lower() for w in ("fetch", "clone", "database", "network"))
-        if not fetch_failed:
-            print("\n".join(said), file=sys.stderr)
-            raise ReleaseError("cargo-deny found advisories against the dependencies (above)")
-        say("ADVISORIES NOT CHECKED: cargo-deny could not fetch the RustSec advisory database "
-            "from this machine:")
-        for line in said[-3:]:
-            print(f"    {line}", flush=True)
-        say("run `cargo deny check advisories` where the database can be fetched before "
-            "publishing this release")
-        lines.append("advisories: NOT CHECKED (the RustSec advisory database could not be fetched "
-                     "where this release was built)")
+    lines = [f"licences, duplicate versions, sources: passed ({version}, deny.toml, over {over})"]
+    found = run(common + ["check", "advisories"], cwd=ROOT, capture_output=True)
+    if found.returncode == 0:
+        lines.append(f"advisories: passed ({version}, the RustSec advisory database)")
+        return lines
+    said = (found.stderr + found.stdout).strip().splitlines()
+    if not database_unreadable("\n".join(said)):
+        print("\n".join(said), file=sys.stderr)
+        raise ReleaseError("cargo-deny found advisories against the dependencies (above)")
+    if advisories == "required":
+        print("\n".join(said), file=sys.stderr)
+        raise ReleaseError(
+            "ADVISORIES NOT CHECKED: cargo-deny could not fetch or read the RustSec advisory "
+            "database (above), and this release requires them (--advisories required, as "
+            "make release ADVISORIES=required and the release workflow run it): nothing was "
+            "built; run it again where the database can be fetched")
+    say("ADVISORIES NOT CHECKED: cargo-deny could not fetch or read the RustSec advisory "
+        "database from this machine:")
+    for line in said[-3:]:
+        print(f"    {line}", flush=True)
+    say("going on without them (--advisories best-effort, make release's default; the release "
+        "workflow runs ADVISORIES=required, which stops here): run `cargo deny check advisories` "
+        "where the database can be fetched before publishing this release")
+    lines.append("advisories: NOT CHECKED (the RustSec advisory database could not be fetched "
+                 "or read where this release was built; --advisories best-effort went on "
+                 "without them)")
     return lines
 
 
@@ -308,7 +380,10 @@ def build(args: argparse.Namespace) -> int:
 
     checks = [f"interruption-router {version}, commit time {when}"]
     if args.cargo_deny:
-        checks += deny(args.cargo_deny)
+        checks += deny(args.cargo_deny, args.advisories)
+    elif args.advisories == "required":
+        raise ReleaseError("--advisories required: the advisory check needs --cargo-deny "
+                           "(make release gives it)")
     else:
         checks.append("licences, duplicate versions, sources, advisories: NOT CHECKED "
                       "(a development build: --cargo-deny not given)")
@@ -398,6 +473,73 @@ def build(args: argparse.Namespace) -> int:
     say(f"{out}/{prefix}: {version} ({', '.join(built)}) and latest/; "
         f"upload with: aws s3 sync {out}/ s3://<bucket of each region>/")
     return 0
+
+
+# ------------------------------------------------------------------ the GitHub release's assets
+
+
+def archive_name(version: str) -> str:
+    return f"{PACKAGE}-{version}.tar.gz"
+
+
+def write_archive(dist: Path, prefix: str, version: str, path: Path, when: int) -> None:
+    """`<prefix>/<version>/` and `<prefix>/latest/` as one tar.gz, for `aws s3 sync` after
+    extracting: sorted entries, every time the commit's, owner root, mode 0755 for executables
+    and directories and 0644 for the rest, so one release directory gives the same bytes."""
+    import gzip
+    import tarfile
+    parts = prefix.split("/")
+    dirs = ["/".join(parts[:i + 1]) for i in range(len(parts))] + [f"{prefix}/{version}",
+                                                                   f"{prefix}/latest"]
+
+    def info(name: str, mode: int) -> tarfile.TarInfo:
+        entry = tarfile.TarInfo(name)
+        entry.mode, entry.mtime, entry.uid, entry.gid, entry.uname, entry.gname = (
+            mode, when, 0, 0, "root", "root")
+        return entry
+
+    with open(path, "wb") as raw, \
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=when) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for d in dirs:
+            entry = info(d, 0o755)
+            entry.type = tarfile.DIRTYPE
+            tar.addfile(entry)
+        for sub in (version, "latest"):
+            for f in sorted((dist / prefix / sub).iterdir()):
+                if not f.is_file():
+                    raise ReleaseError(f"{f}: not a file (a release directory holds files only)")
+                entry = info(f"{prefix}/{sub}/{f.name}",
+                             0o755 if f.stat().st_mode & 0o111 else 0o644)
+                entry.size = f.stat().st_size
+                with open(f, "rb") as content:
+                    tar.addfile(entry, content)
+
+
+def assets(dist: Path, out: Path, prefix: str, version: str, sbom_required: bool = True) -> None:
+    """What the GitHub release publishes, into `out` (emptied first): the release directory as
+    one archive, every file of `<prefix>/<version>/` beside it, and a SHA256SUMS of its own
+    listing all of them, the archive included: the version directory's SHA256SUMS lives inside
+    the archive it would check. The workflow attests every file here, so a download is verified
+    (`gh attestation verify`) before its sums are read (`sha256sum --check`)."""
+    problems = verify(dist, prefix, version, sbom_required)
+    if problems:
+        raise ReleaseError(f"{dist} does not verify:\n  " + "\n  ".join(problems))
+    version_dir = dist / prefix / version
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    when = commit_time()
+    write_archive(dist, prefix, version, out / archive_name(version), when)
+    for f in sorted(version_dir.iterdir()):
+        if f.name != "SHA256SUMS":
+            shutil.copy2(f, out / f.name)
+    write_sums(out)
+    problems = check_sums(out)
+    if problems:
+        raise ReleaseError("the assets do not verify:\n  " + "\n  ".join(problems))
+    say(f"{out}: {archive_name(version)}, SHA256SUMS and {len(list(out.iterdir())) - 2} files "
+        f"of {prefix}/{version}/")
 
 
 # ------------------------------------------------------------------ verifying
@@ -534,6 +676,18 @@ def main() -> int:
     b.add_argument("--cargo-lambda", help="cargo-lambda, to build each installed target")
     b.add_argument("--cyclonedx", help="cargo-cyclonedx, to make each zip's SBOM")
     b.add_argument("--cargo-deny", help="cargo-deny, to check what goes in (deny.toml)")
+    b.add_argument("--advisories", choices=ADVISORIES, default="best-effort",
+                   help="where the RustSec advisory database cannot be fetched or read: "
+                        "required stops the release (the release workflow's), best-effort "
+                        "(the default) goes on and says ADVISORIES NOT CHECKED in its output "
+                        "and in CHECKS")
+    a = sub.add_parser("assets", help="the GitHub release's assets of a release directory: "
+                       "its archive, its version's files and a SHA256SUMS of all of them")
+    a.add_argument("out", help="the release directory (make release's RELEASE_DIR)")
+    a.add_argument("--to", required=True, help="the directory of the assets (emptied first)")
+    a.add_argument("--prefix", default=DEFAULT_PREFIX)
+    a.add_argument("--version", help="default: the workspace's")
+    a.add_argument("--no-sbom", action="store_true", help="a development build made without SBOMs")
     sub.add_parser("version", help="print the workspace's version")
     sub.add_parser("notes", help="print the CHANGELOG section of the workspace's version")
     v = sub.add_parser("verify", help="check a release directory")
@@ -556,6 +710,10 @@ def main() -> int:
             print(section.strip())
             return 0
         version = args.version or workspace_version()
+        if args.command == "assets":
+            assets(Path(args.out).resolve(), Path(args.to).resolve(), args.prefix.strip("/"),
+                   version, sbom_required=not args.no_sbom)
+            return 0
         problems = verify(Path(args.out).resolve(), args.prefix.strip("/"), version,
                           sbom_required=not args.no_sbom)
         for p in problems:

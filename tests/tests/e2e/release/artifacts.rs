@@ -9,6 +9,7 @@
 
 use std::{
     collections::BTreeSet,
+    os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
     process::{Command, Output},
 };
@@ -515,4 +516,313 @@ fn router_dependencies() -> Result<Vec<(String, String)>> {
     deps.sort();
     deps.dedup();
     Ok(deps)
+}
+
+/// A stand-in for cargo-deny that writes each command line it is given to `deny-args` beside it
+/// and answers as `CARGO_DENY_ADVISORIES` says: `unreadable`, as cargo-deny 0.20.2 failed here
+/// where the RustSec advisory database cannot be fetched (its own words, from a run on this
+/// machine), or `found`, an advisory whose text mentions a database; licences, bans and sources
+/// pass.
+fn stand_in_cargo_deny(dir: &Path) -> Result<PathBuf> {
+    let path = dir.join("cargo-deny");
+    std::fs::write(
+        &path,
+        r#"#!/bin/sh
+echo "$@" >> "$(dirname "$0")/deny-args"
+case "$*" in --version) echo "cargo-deny 0.20.2-stand-in"; exit 0;; esac
+case "$*" in *"check advisories"*)
+  case "$CARGO_DENY_ADVISORIES" in
+    unreadable)
+      echo '2026-12-03 13:04:13 [ERROR] failed to fetch advisory database https://github.com/RustSec/advisory-db with cli: failed to clone: ["clone", "--depth=1", "--branch", "main", "https://github.com/RustSec/advisory-db", "/root/.cargo/advisory-dbs/advisory-db-3157b0e258782691"]' >&2
+      echo "fatal: unable to access 'https://github.com/RustSec/advisory-db/': Could not resolve host: github.com" >&2
+      exit 1;;
+    found)
+      echo 'error[vulnerability]: failed to load advisory database entries it should not have: SQL injection' >&2
+      echo '   ├ ID: RUSTSEC-2099-0001' >&2
+      echo 'advisories FAILED' >&2
+      exit 1;;
+  esac;;
+esac
+exit 0
+"#,
+    )?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    Ok(path)
+}
+
+/// A release of a stand-in router and routerctl for x86_64 into `out`, checked by `cargo_deny`
+/// answering advisories as `advisories` says, with `extra` arguments.
+fn build_checked(out: &Path, cargo_deny: &Path, advisories: &str, extra: &[&str]) -> Output {
+    let binary = stand_in_router(out);
+    std::fs::create_dir_all(binary.parent().unwrap()).unwrap();
+    elf_stand_in(&binary, 62).unwrap();
+    let given = format!("x86_64={}", binary.display());
+    Command::new("python3")
+        .arg(repo().join("tools/release.py"))
+        .args(["build", "--out", out.to_str().unwrap(), "--arch", "x86_64"])
+        .args(["--binary", &given, "--routerctl", &given])
+        .arg("--cargo-deny")
+        .arg(cargo_deny)
+        .args(extra)
+        .env("CARGO_DENY_ADVISORIES", advisories)
+        .output()
+        .expect("python3 runs tools/release.py")
+}
+
+/// The licence, bans, sources and advisory gate runs over everything the release ships: one
+/// crate graph rooted at the router and routerctl (and the workspace crates they link), the
+/// lab, the emulator and the tests left out; dev-dependencies too.
+#[test]
+fn the_gate_covers_routerctl_as_well_as_the_router() -> Result<()> {
+    let scratch = Scratch::new("gate");
+    let deny = stand_in_cargo_deny(scratch.path())?;
+    let made = build_checked(&scratch.path().join("dist"), &deny, "pass", &[]);
+    assert!(made.status.success(), "{}", text(&made));
+    let recorded = std::fs::read_to_string(scratch.path().join("deny-args"))?;
+    let checks: Vec<&str> = recorded.lines().filter(|l| l.contains(" check ")).collect();
+    assert_eq!(checks.len(), 2, "{recorded}");
+    assert!(checks[0].ends_with("--offline check licenses bans sources"));
+    assert!(checks[1].ends_with(" check advisories"));
+    // The workspace's members not excluded are the graph's roots.
+    let members: BTreeSet<String> = {
+        let out = Command::new("cargo")
+            .args([
+                "metadata",
+                "--format-version",
+                "1",
+                "--no-deps",
+                "--offline",
+            ])
+            .current_dir(repo())
+            .output()?;
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        doc["packages"]
+            .as_array()
+            .context("packages")?
+            .iter()
+            .filter_map(|p| p["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    for check in &checks {
+        let words: Vec<&str> = check.split_whitespace().collect();
+        let manifest = repo().join("Cargo.toml");
+        assert!(
+            check.starts_with(&format!(
+                "--manifest-path {} --workspace ",
+                manifest.display()
+            )),
+            "{check}"
+        );
+        assert!(words.contains(&"--exclude-dev"), "{check}");
+        let excluded: BTreeSet<String> = words
+            .windows(2)
+            .filter(|w| w[0] == "--exclude")
+            .map(|w| w[1].to_owned())
+            .collect();
+        let roots: BTreeSet<&str> = members
+            .iter()
+            .filter(|m| !excluded.contains(*m))
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            roots,
+            BTreeSet::from([
+                "aws-model",
+                "interruption-router",
+                "router-core",
+                "routerctl"
+            ]),
+            "{check}"
+        );
+        assert!(
+            excluded.contains("lab") && excluded.contains("local-aws"),
+            "{check}"
+        );
+    }
+    let checks_file = std::fs::read_to_string(
+        scratch
+            .path()
+            .join("dist/interruption-router")
+            .join(VERSION)
+            .join("CHECKS"),
+    )?;
+    assert!(
+        checks_file.contains(
+            "licences, duplicate versions, sources: passed (cargo-deny 0.20.2-stand-in, \
+             deny.toml, over interruption-router, routerctl and every crate they link"
+        ),
+        "{checks_file}"
+    );
+    assert!(
+        checks_file.contains("advisories: passed (cargo-deny 0.20.2-stand-in"),
+        "{checks_file}"
+    );
+    Ok(())
+}
+
+/// Where the advisory database cannot be fetched or read, `--advisories required` (what the
+/// release workflow runs) stops the release before anything is built; make release's default,
+/// best-effort, goes on and says so in its output and in CHECKS. An advisory found stops both,
+/// whatever its text says (this one mentions a database).
+#[test]
+fn advisories_required_stop_a_release_whose_database_cannot_be_read() -> Result<()> {
+    let scratch = Scratch::new("advisories");
+    let deny = stand_in_cargo_deny(scratch.path())?;
+    let out = scratch.path().join("dist");
+
+    let required = build_checked(&out, &deny, "unreadable", &["--advisories", "required"]);
+    assert!(!required.status.success(), "{}", text(&required));
+    assert!(
+        text(&required).contains(
+            "error: ADVISORIES NOT CHECKED: cargo-deny could not fetch or read the RustSec \
+             advisory database (above), and this release requires them"
+        ),
+        "{}",
+        text(&required)
+    );
+    assert!(
+        text(&required).contains("Could not resolve host: github.com"),
+        "{}",
+        text(&required)
+    );
+    assert!(
+        !out.join("interruption-router").exists(),
+        "a release was written"
+    );
+
+    let best_effort = build_checked(&out, &deny, "unreadable", &[]);
+    assert!(best_effort.status.success(), "{}", text(&best_effort));
+    assert!(
+        text(&best_effort).contains(
+            "release: ADVISORIES NOT CHECKED: cargo-deny could not fetch or read the RustSec \
+             advisory database from this machine"
+        ),
+        "{}",
+        text(&best_effort)
+    );
+    let checks =
+        std::fs::read_to_string(out.join("interruption-router").join(VERSION).join("CHECKS"))?;
+    assert!(
+        checks.contains(
+            "advisories: NOT CHECKED (the RustSec advisory database could not be fetched or read \
+             where this release was built; --advisories best-effort went on without them)"
+        ),
+        "{checks}"
+    );
+
+    for mode in ["best-effort", "required"] {
+        let found = build_checked(&out, &deny, "found", &["--advisories", mode]);
+        assert!(!found.status.success(), "{mode}: {}", text(&found));
+        assert!(
+            text(&found).contains("cargo-deny found advisories against the dependencies"),
+            "{mode}: {}",
+            text(&found)
+        );
+    }
+    // Required advisories need cargo-deny to check them.
+    let binary = stand_in_router(&out);
+    let unchecked = release(&[
+        "build",
+        "--out",
+        out.to_str().context("path")?,
+        "--arch",
+        "x86_64",
+        "--binary",
+        &format!("x86_64={}", binary.display()),
+        "--advisories",
+        "required",
+    ]);
+    assert!(!unchecked.status.success());
+    assert!(
+        text(&unchecked).contains("--advisories required: the advisory check needs --cargo-deny"),
+        "{}",
+        text(&unchecked)
+    );
+    Ok(())
+}
+
+/// What the GitHub release publishes (`release.py assets`): the release directory as one
+/// archive, every file of the version beside it, and a SHA256SUMS of its own that lists them all,
+/// the archive included (the one inside the archive cannot vouch for the archive). The same
+/// directory gives the same archive; one that does not verify gives none.
+#[test]
+fn the_published_assets_hold_sums_beside_the_archive() -> Result<()> {
+    let scratch = Scratch::new("assets");
+    let dist = scratch.path().join("dist");
+    build(&dist, "interruption-router")?;
+    let version_dir = dist.join("interruption-router").join(VERSION);
+    let assets = |to: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "assets",
+            dist.to_str().unwrap(),
+            "--to",
+            to.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        release(&args)
+    };
+    let published = scratch.path().join("assets");
+    let made = assets(&published, &["--no-sbom"]);
+    assert!(made.status.success(), "{}", text(&made));
+    let archive = format!("interruption-router-{VERSION}.tar.gz");
+    let mut expected = files(&version_dir)?;
+    expected.insert(archive.clone());
+    assert_eq!(files(&published)?, expected);
+    let checked = sha256sum_check(&published);
+    assert!(checked.status.success(), "{}", text(&checked));
+    let sums = std::fs::read_to_string(published.join("SHA256SUMS"))?;
+    assert!(
+        sums.lines().any(|l| l.ends_with(&format!("  {archive}"))),
+        "{sums}"
+    );
+    assert_eq!(sums.lines().count(), expected.len() - 1, "{sums}");
+    // Each file beside the archive is the release's own, and its line the version's.
+    let inner = std::fs::read_to_string(version_dir.join("SHA256SUMS"))?;
+    for line in inner.lines() {
+        assert!(sums.lines().any(|l| l == line), "{line} not in {sums}");
+    }
+    // What a platform team extracts: the version and latest/, their own sums checking.
+    let extracted = scratch.path().join("extracted");
+    std::fs::create_dir_all(&extracted)?;
+    let untar = Command::new("tar")
+        .arg("-xzf")
+        .arg(published.join(&archive))
+        .current_dir(&extracted)
+        .output()?;
+    assert!(untar.status.success(), "{}", text(&untar));
+    assert_eq!(
+        files(&extracted.join("interruption-router"))?,
+        BTreeSet::from([VERSION.to_owned(), "latest".to_owned()])
+    );
+    for dir in [VERSION, "latest"] {
+        let checked = sha256sum_check(&extracted.join("interruption-router").join(dir));
+        assert!(checked.status.success(), "{dir}: {}", text(&checked));
+    }
+    let cli = extracted
+        .join("interruption-router")
+        .join(VERSION)
+        .join("routerctl-linux-x86_64");
+    assert_ne!(
+        std::fs::metadata(&cli)?.permissions().mode() & 0o111,
+        0,
+        "routerctl extracted not executable"
+    );
+    // Reproducible: the same directory, the same archive.
+    let again = scratch.path().join("again");
+    assert!(assets(&again, &["--no-sbom"]).status.success());
+    assert!(
+        std::fs::read(again.join(&archive))? == std::fs::read(published.join(&archive))?,
+        "two archives of one directory differ"
+    );
+    // A directory that is not a release (no SBOMs) gives no assets.
+    let refused = scratch.path().join("refused");
+    let unreleased = assets(&refused, &[]);
+    assert!(!unreleased.status.success());
+    assert!(
+        text(&unreleased).contains("bootstrap-x86_64.cdx.json: missing"),
+        "{}",
+        text(&unreleased)
+    );
+    assert!(!refused.join(&archive).exists());
+    Ok(())
 }

@@ -75,7 +75,8 @@ fn the_core_links_neither_the_sdk_nor_the_lambda_runtime() {
 /// The release workflow (`.github/workflows/release.yml`) builds what the README tells a platform
 /// team to download: on a version tag that must equal the workspace's version, `make release`
 /// with every Rust target the release script builds installed, the directory verified with both
-/// architectures' zips and routerctl in it, and every file of it published.
+/// architectures' zips and routerctl in it, and its assets (the archive, every file of the
+/// version, their sums) published.
 #[test]
 fn the_release_workflow_builds_both_architectures_and_publishes_the_directory() {
     let repo = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
@@ -107,7 +108,8 @@ fn the_release_workflow_builds_both_architectures_and_publishes_the_directory() 
         "python3 tools/release.py verify target/release-dist",
         "for arch in x86_64 arm64; do",
         "test -f \"target/release-dist/interruption-router/$version/routerctl-linux-$arch\"",
-        "target/release-dist/interruption-router/\"$version\"/*",
+        "python3 tools/release.py assets target/release-dist --to target/release-assets",
+        "gh release upload \"$tag\" --clobber target/release-assets/*",
         "version=$(python3 tools/release.py version)",
         "python3 tools/release.py notes > target/release-notes.md",
     ] {
@@ -132,4 +134,265 @@ fn the_release_workflow_builds_both_architectures_and_publishes_the_directory() 
             "{out:?}"
         );
     }
+}
+
+/// The release workflow, as YAML.
+fn workflow() -> (String, serde_norway::Value) {
+    let path = super::repo().join(".github/workflows/release.yml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let doc = serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (text, doc)
+}
+
+fn jobs(doc: &serde_norway::Value) -> Vec<(&str, &serde_norway::Value)> {
+    doc["jobs"]
+        .as_mapping()
+        .expect("jobs")
+        .iter()
+        .map(|(name, job)| (name.as_str().expect("a job's name"), job))
+        .collect()
+}
+
+fn steps(job: &serde_norway::Value) -> &[serde_norway::Value] {
+    job["steps"].as_sequence().expect("steps")
+}
+
+/// The shell lines of a job's `run:` steps, in order.
+fn run_lines(job: &serde_norway::Value) -> Vec<String> {
+    steps(job)
+        .iter()
+        .filter_map(|s| s["run"].as_str())
+        .flat_map(|run| run.lines().map(|l| l.trim().to_owned()))
+        .collect()
+}
+
+/// A release a reviewer can trust is built by code nobody could change under it: every action
+/// the workflow uses is pinned by a full commit SHA (the version in a comment), no checkout
+/// leaves the token in `.git/config` for the build's crates to read, nothing holds more than
+/// its job needs, and only the publishing step is handed a token.
+#[test]
+fn the_release_workflow_pins_every_action_and_hands_no_credentials_to_the_build() {
+    let (text, doc) = workflow();
+    let mut uses = 0;
+    for (name, job) in jobs(&doc) {
+        for step in steps(job) {
+            let Some(action) = step["uses"].as_str() else {
+                continue;
+            };
+            uses += 1;
+            let (repo, rev) = action.split_once('@').expect("an action@ref");
+            assert!(
+                rev.len() == 40 && rev.bytes().all(|b| b.is_ascii_hexdigit()),
+                "{name}: {action} is not pinned by a full commit SHA"
+            );
+            assert!(
+                text.lines()
+                    .any(|l| l.contains(&format!("uses: {action} # v"))),
+                "{name}: {action} says not which version it is"
+            );
+            if repo == "actions/checkout" {
+                assert_eq!(
+                    step["with"]["persist-credentials"].as_bool(),
+                    Some(false),
+                    "{name}: a checkout that keeps the token"
+                );
+            }
+        }
+        let run = run_lines(job).join("\n");
+        assert!(
+            !run.contains("github.token") && !run.contains("GITHUB_TOKEN"),
+            "{name}: a token in a script"
+        );
+    }
+    assert!(uses >= 5, "{uses} actions found");
+    assert!(!text.contains("write-all"), "permissions: write-all");
+    // Nothing by default: each job names what it needs.
+    assert_eq!(
+        doc["permissions"].as_mapping().map(|m| m.len()),
+        Some(0),
+        "the workflow's default permissions: {:?}",
+        doc["permissions"]
+    );
+    let permissions = |job: &str| -> Vec<(String, String)> {
+        doc["jobs"][job]["permissions"]
+            .as_mapping()
+            .unwrap_or_else(|| panic!("{job}: no permissions of its own"))
+            .iter()
+            .map(|(k, v)| (k.as_str().unwrap().into(), v.as_str().unwrap().into()))
+            .collect()
+    };
+    assert_eq!(permissions("test"), [("contents".into(), "read".into())]);
+    assert_eq!(
+        permissions("release"),
+        [
+            ("contents".into(), "write".into()),
+            ("id-token".into(), "write".into()),
+            ("attestations".into(), "write".into())
+        ]
+    );
+    // The token goes to the one step that publishes, through its environment.
+    let with_token: Vec<&str> = jobs(&doc)
+        .iter()
+        .flat_map(|(_, job)| steps(job))
+        .filter(|s| {
+            s["env"].as_mapping().is_some_and(|env| {
+                env.values()
+                    .any(|v| v.as_str() == Some("${{ github.token }}"))
+            })
+        })
+        .map(|s| s["name"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(with_token, ["Upload into a draft release, then publish it"]);
+    for (name, job) in jobs(&doc) {
+        assert!(
+            job["env"].is_null(),
+            "{name}: an environment for every step"
+        );
+    }
+}
+
+/// Nothing is published that did not pass `make test` (what .ci/run runs), and nothing is
+/// published half-made: the release is created as a draft, its assets uploaded (a re-run
+/// replaces a draft's), and only then published. Every asset, the archive and SHA256SUMS among
+/// them, has its build provenance attested, so `gh attestation verify` answers for each download.
+#[test]
+fn the_release_is_tested_first_drafted_attested_and_published_last() {
+    let (_, doc) = workflow();
+    let repo = super::repo();
+    assert!(
+        std::fs::read_to_string(repo.join(".ci/run"))
+            .unwrap()
+            .lines()
+            .any(|l| l.trim() == "make test")
+    );
+    let test = &doc["jobs"]["test"];
+    assert!(
+        run_lines(test).iter().any(|l| l == "make test"),
+        "the test job runs no make test"
+    );
+    let release = &doc["jobs"]["release"];
+    let needs: Vec<&str> = match &release["needs"] {
+        serde_norway::Value::String(one) => vec![one.as_str()],
+        many => many
+            .as_sequence()
+            .expect("needs")
+            .iter()
+            .filter_map(|n| n.as_str())
+            .collect(),
+    };
+    assert!(needs.contains(&"test"), "the release needs not the tests");
+    // The release job builds with the advisories required.
+    let lines = run_lines(release);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "make release ADVISORIES=required"),
+        "{lines:#?}"
+    );
+    // Made, attested, then uploaded into a draft that is published last.
+    let position = |name: &str| {
+        steps(release)
+            .iter()
+            .position(|s| {
+                s["run"].as_str().is_some_and(|r| r.contains(name))
+                    || s["uses"].as_str().is_some_and(|u| u.starts_with(name))
+            })
+            .unwrap_or_else(|| panic!("no step {name}"))
+    };
+    let made =
+        position("python3 tools/release.py assets target/release-dist --to target/release-assets");
+    let attested = position("actions/attest-build-provenance@");
+    let published = position("gh release edit");
+    assert!(made < attested && attested < published);
+    assert_eq!(
+        steps(release)[attested]["with"]["subject-path"].as_str(),
+        Some("target/release-assets/*"),
+        "the attestation covers not every asset"
+    );
+    let script = steps(release)[published]["run"].as_str().unwrap();
+    let at = |needle: &str| {
+        script
+            .find(needle)
+            .unwrap_or_else(|| panic!("the publishing step lacks {needle:?}"))
+    };
+    let creates: Vec<&str> = script
+        .lines()
+        .filter(|l| l.contains("gh release create"))
+        .collect();
+    assert!(
+        !creates.is_empty() && creates.iter().all(|l| l.contains("--draft")),
+        "{creates:?}"
+    );
+    assert!(
+        at("gh release create")
+            < at("gh release upload \"$tag\" --clobber target/release-assets/*")
+    );
+    assert!(at("--clobber") < at("gh release edit \"$tag\" --draft=false"));
+    // A published release is never replaced; a draft's stale assets are.
+    assert!(script.contains("--json isDraft"), "{script}");
+    assert!(script.contains("gh release delete-asset"), "{script}");
+    assert!(!script.contains("gh release delete "), "{script}");
+}
+
+/// One compiler for the tests, the release and the workflow: rust-toolchain.toml pins it, with
+/// the components make test runs (clippy, rustfmt) and no target (rustup would download each on
+/// the first cargo command of every checkout; the workflow adds the Lambda targets), and the
+/// workspace's rust-version is no newer.
+#[test]
+fn the_toolchain_is_pinned_for_every_build() {
+    let repo = super::repo();
+    let pinned = std::fs::read_to_string(repo.join("rust-toolchain.toml")).unwrap();
+    let value = |key: &str| -> String {
+        pinned
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key} = ")))
+            .unwrap_or_else(|| panic!("rust-toolchain.toml: no {key}"))
+            .to_owned()
+    };
+    let channel = value("channel");
+    let channel = channel.trim_matches('"');
+    assert!(
+        semver_of(channel).len() == 3,
+        "a channel that moves: {channel}"
+    );
+    assert_eq!(value("components"), r#"["clippy", "rustfmt"]"#);
+    assert!(
+        !pinned.lines().any(|l| l.starts_with("targets")),
+        "{pinned}"
+    );
+    let manifest = std::fs::read_to_string(repo.join("Cargo.toml")).unwrap();
+    let rust_version = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .expect("the workspace's rust-version")
+        .trim_matches('"');
+    assert!(semver_of(rust_version) <= semver_of(channel));
+    // The compiler cargo runs here is the pinned one.
+    let out = Command::new("rustc")
+        .arg("--version")
+        .current_dir(&repo)
+        // What cargo's rustup proxy set for this test: the file's choice is what is asked.
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with(&format!("rustc {channel} ")),
+        "{out:?}"
+    );
+    // The workflow installs it in each job before building.
+    let (_, doc) = workflow();
+    for (name, job) in jobs(&doc) {
+        assert!(
+            run_lines(job)
+                .iter()
+                .any(|l| l.starts_with("rustup toolchain install")),
+            "{name}: the pinned toolchain is not installed"
+        );
+    }
+}
+
+fn semver_of(v: &str) -> Vec<u64> {
+    v.split('.')
+        .map(|n| n.parse().unwrap_or(u64::MAX))
+        .collect()
 }
