@@ -59,18 +59,31 @@ SPOKE_ROLE_PATH ?=
 # More stack parameters, as Key=Value pairs.
 PARAMS ?=
 # Deploy a release (make release; its directory copied into BUCKET with aws s3 sync) instead of
-# this checkout: the deploy targets take the templates from the release directory, and
-# deploy-base runs the release's zip for ARCH from BUCKET (CodeS3Key empty).
+# this checkout: every deploy target deploys the release's template from its own URL in BUCKET
+# (tools/deploy_stack.py: what `aws cloudformation deploy` does, for a template already in S3),
+# and deploy-base runs the release's zip for ARCH from BUCKET (CodeS3Key empty). deployer.yaml's
+# DeployerPolicy admits no other template (cloudformation:TemplateUrl).
 RELEASE ?=
 RELEASE_DIR ?= $(TARGET_DIR)/release-dist
-# The key prefix in BUCKET of the releases and of what deploy-base uploads (a build of your own,
-# the template): deployer.yaml's ArtifactPrefix, which the deployer may write under.
+# The key prefix in BUCKET of the releases (deployer.yaml's ArtifactPrefix, which the publisher
+# writes and the deployer reads) and of what deploy-base uploads for a build of your own.
 RELEASE_PREFIX ?= interruption-router
-TEMPLATES := $(if $(RELEASE),$(RELEASE_DIR)/$(RELEASE_PREFIX)/$(RELEASE),cloudformation)
+RELEASE_URL = https://$(BUCKET).s3.$(REGION).amazonaws.com/$(RELEASE_PREFIX)/$(RELEASE)
 # CFN_ROLE: the role CloudFormation deploys as (deployer.yaml's CloudFormationRoleArn output), for
-# a deployer whose own policy allows changes only through it (docs/operating.md).
+# a deployer whose own policy allows changes only through it, from a release (docs/operating.md).
 CFN_ROLE ?=
 role_arn = $(if $(CFN_ROLE),--role-arn $(CFN_ROLE))
+# `$(call cfn_deploy,<template>,<file-only options>)`: a release's template from its URL, or this
+# checkout's from its file (the options only a file takes: where to upload it).
+cfn_deploy = $(if $(RELEASE),$(PYTHON) tools/deploy_stack.py --aws '$(AWS)' --template-url $(RELEASE_URL)/$(1),$(AWS) cloudformation deploy --template-file cloudformation/$(1) $(2))
+# Before a deploy: CFN_ROLE needs a release (DeployerPolicy admits only the release's templates),
+# and a release needs BUCKET, holding `<template>` (`$(call release_ready,<template>)`).
+define release_ready
+	$(if $(and $(CFN_ROLE),$(if $(RELEASE),,x)),$(error CFN_ROLE deploys a release only: deployer.yaml's DeployerPolicy admits no template but the release's own, from its URL in the artifact bucket. Give RELEASE=<version> BUCKET=<the bucket it is copied into>, or deploy a build of your own without CFN_ROLE as an administrator))
+	$(if $(RELEASE),$(call require,BUCKET,the S3 bucket of REGION that holds the release (aws s3 sync $(RELEASE_DIR)/ s3://<bucket>/): RELEASE deploys its templates from there))
+	@$(if $(RELEASE),$(AWS) s3api head-object --region $(REGION) --bucket $(BUCKET) --key $(RELEASE_PREFIX)/$(RELEASE)/$(1) >/dev/null 2>&1 || { \
+		echo "error: s3://$(BUCKET)/$(RELEASE_PREFIX)/$(RELEASE)/$(1) not found: RELEASE=$(RELEASE) deploys the release's templates from the bucket; copy the release into it (make release, then aws s3 sync $(RELEASE_DIR)/ s3://$(BUCKET)/)"; exit 1; },true)
+endef
 # The AWS CLI the deploy targets run: the operator's own `aws` when one is on PATH, else one
 # installed into a venv of its own (tools/requirements-deploy.txt: the CLI alone, no emulator or
 # linter). The tests substitute a recording stand-in.
@@ -95,7 +108,7 @@ help:
 	@echo "make deploy-spoke REGION=… HUB_BUS=… ROUTER_ROLE=… [DIRECT_QUEUE=<hub's DirectQueueArn, hub's region only>] [CREATE_SPOKE_ROLE=true|false] [ALARM_TOPIC=<sns arn>] [KMS_KEY=<key arns>] [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…] [SPOKE_ROLE_PATH=…] (member account)"
 	@echo "make deploy-tenant CLUSTER=… REGION=… KARPENTER_ROLE=<role name>|none (first deploy) [ALARM_TOPIC=<sns arn>] [KMS_KEY=Create|<key arn>] [EVENT_KINDS=<kinds, comma-separated; default all five>]"
 	@echo "make deploy-fis  CLUSTER=… REGION=… [PERMISSIONS_BOUNDARY=…] [ROLE_PATH=…]"
-	@echo "  every deploy target: [RELEASE=<version> [RELEASE_DIR=…]] (templates from a release) [CFN_ROLE=<arn>] (CloudFormation deploys as that role)"
+	@echo "  every deploy target: [RELEASE=<version> BUCKET=<bucket holding it>] (the release's templates, from their URLs) [CFN_ROLE=<arn>] (CloudFormation deploys as that role; a release only)"
 
 # ------------------------------------------------------------------ tools
 tools: $(VENV)/.installed $(VENV)/.lint-installed $(CHECKOV_VENV)/.installed
@@ -344,11 +357,13 @@ release: $(VENV)/.package-installed $(TOOLS_DIR)/bin/cargo-cyclonedx $(TOOLS_DIR
 deploy-base: $(DEPLOY_TOOLS)
 	$(call require,BUCKET,the S3 bucket (same region) to upload bootstrap.zip and the template to)
 	$(call require,REGION,the AWS region to deploy to)
+	$(call release_ready,base.yaml)
 	@if [ -n "$(RELEASE)" ]; then \
-		test -f $(TEMPLATES)/base.yaml || { echo "error: $(TEMPLATES)/base.yaml not found: RELEASE=$(RELEASE) needs that release's directory (make release, or RELEASE_DIR=<where it is>)"; exit 1; }; \
 		arch="$(ARCH)"; \
-		if [ -z "$$arch" ]; then for a in arm64 x86_64; do test -f $(TEMPLATES)/bootstrap-$$a.zip && { arch=$$a; break; }; done; fi; \
-		[ -n "$$arch" ] || { echo "error: $(TEMPLATES) holds no bootstrap-<arch>.zip: give ARCH=arm64|x86_64"; exit 1; }; \
+		if [ -z "$$arch" ]; then for a in arm64 x86_64; do \
+			$(AWS) s3api head-object --region $(REGION) --bucket $(BUCKET) --key $(RELEASE_PREFIX)/$(RELEASE)/bootstrap-$$a.zip >/dev/null 2>&1 && { arch=$$a; break; }; \
+		done; fi; \
+		[ -n "$$arch" ] || { echo "error: s3://$(BUCKET)/$(RELEASE_PREFIX)/$(RELEASE)/ holds no bootstrap-<arch>.zip: copy the whole release into the bucket (aws s3 sync $(RELEASE_DIR)/ s3://$(BUCKET)/)"; exit 1; }; \
 		key=$(RELEASE_PREFIX)/$(RELEASE)/bootstrap-$$arch.zip; \
 		$(AWS) s3api head-object --region $(REGION) --bucket $(BUCKET) --key $$key >/dev/null 2>&1 || { \
 			echo "error: s3://$(BUCKET)/$$key not found: copy the release into the bucket (aws s3 sync $(RELEASE_DIR)/ s3://$(BUCKET)/), or give the ARCH it was built for"; exit 1; }; \
@@ -363,8 +378,7 @@ deploy-base: $(DEPLOY_TOOLS)
 		$(AWS) s3 cp --region $(REGION) $(ZIP) s3://$(BUCKET)/$$key; \
 		code="CodeS3Key=$$key Architecture=$$arch"; \
 	fi; \
-	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(STACK_NAME) \
-		--template-file $(TEMPLATES)/base.yaml --s3-bucket $(BUCKET) --s3-prefix $(RELEASE_PREFIX)/templates \
+	$(call cfn_deploy,base.yaml,--s3-bucket $(BUCKET) --s3-prefix $(RELEASE_PREFIX)/templates) --region $(REGION) --stack-name $(STACK_NAME) \
 		--capabilities CAPABILITY_IAM --no-fail-on-empty-changeset $(role_arn) \
 		--parameter-overrides CodeS3Bucket=$(BUCKET) $$code \
 		$(call if_set,LOG_LEVEL,LogLevel) \
@@ -384,13 +398,14 @@ say_alarm_topic = topic=$$($(AWS) cloudformation describe-stacks --region $(REGI
 # (the router assumes it by name), so CloudFormation needs CAPABILITY_NAMED_IAM.
 deploy-spoke: $(DEPLOY_TOOLS)
 	$(call require,REGION,the AWS region of this account to forward events from)
+	$(call release_ready,spoke.yaml)
 	@exists=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(SPOKE_STACK) \
 		--query "Stacks[0].StackName" --output text 2>/dev/null || true); \
 	if [ -z "$$exists" ] && { [ -z "$(HUB_BUS)" ] || [ -z "$(ROUTER_ROLE)" ]; }; then \
 		echo "error: a new spoke stack needs HUB_BUS and ROUTER_ROLE: the hub stack's HubEventBusArn and RouterRoleArn outputs"; exit 1; \
 	fi; \
-	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(SPOKE_STACK) \
-		--template-file $(TEMPLATES)/spoke.yaml --capabilities CAPABILITY_NAMED_IAM --no-fail-on-empty-changeset $(role_arn) \
+	$(call cfn_deploy,spoke.yaml) --region $(REGION) --stack-name $(SPOKE_STACK) \
+		--capabilities CAPABILITY_NAMED_IAM --no-fail-on-empty-changeset $(role_arn) \
 		$(call parameter_overrides,$(call if_set,HUB_BUS,HubEventBusArn) $(call if_set,DIRECT_QUEUE,HubDirectQueueArn) $(call if_set,ROUTER_ROLE,RouterRoleArn) $(call if_set,CREATE_SPOKE_ROLE,CreateSpokeRole) \
 			$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) \
 			$(call if_set,SPOKE_ROLE_PATH,SpokeRolePath) $(call if_set,ALARM_TOPIC,AlarmTopicArn) \
@@ -414,6 +429,7 @@ tenant_given_KmsKey = $(KMS_KEY)
 deploy-tenant: $(DEPLOY_TOOLS)
 	$(call require,CLUSTER,the EKS cluster name this queue is for)
 	$(call require,REGION,the AWS region of the cluster)
+	$(call release_ready,tenant.yaml)
 	@existing=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(TENANT_STACK) \
 		--query "Stacks[0].Parameters[?ParameterKey=='ClusterName'].ParameterValue" --output text 2>/dev/null || true); \
 	if [ -n "$$existing" ] && [ "$$existing" != "$(CLUSTER)" ]; then \
@@ -443,8 +459,8 @@ deploy-tenant: $(DEPLOY_TOOLS)
 			if [ -n "$$value" ] && [ "$$value" != None ]; then inherited="$$inherited $$key=$$value"; fi; \
 		done; \
 	fi; \
-	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(TENANT_STACK) \
-		--template-file $(TEMPLATES)/tenant.yaml --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset $(role_arn) \
+	$(call cfn_deploy,tenant.yaml) --region $(REGION) --stack-name $(TENANT_STACK) \
+		--capabilities CAPABILITY_IAM --no-fail-on-empty-changeset $(role_arn) \
 		--parameter-overrides ClusterName=$(CLUSTER) $$role $$inherited $(call if_set,ALARM_TOPIC,AlarmTopicArn) \
 		$(call if_set,KMS_KEY,KmsKey) $(call if_set,EVENT_KINDS,EventKinds) $(PARAMS)
 	@queue=$$($(AWS) cloudformation describe-stacks --region $(REGION) --stack-name $(TENANT_STACK) \
@@ -456,7 +472,8 @@ deploy-tenant: $(DEPLOY_TOOLS)
 deploy-fis: $(DEPLOY_TOOLS)
 	$(call require,CLUSTER,the EKS cluster whose spot nodes the experiment interrupts)
 	$(call require,REGION,the AWS region of the cluster)
-	$(AWS) cloudformation deploy --region $(REGION) --stack-name $(FIS_STACK) \
-		--template-file $(TEMPLATES)/fis.yaml --capabilities CAPABILITY_IAM --no-fail-on-empty-changeset $(role_arn) \
+	$(call release_ready,fis.yaml)
+	$(call cfn_deploy,fis.yaml) --region $(REGION) --stack-name $(FIS_STACK) \
+		--capabilities CAPABILITY_IAM --no-fail-on-empty-changeset $(role_arn) \
 		--parameter-overrides ClusterName=$(CLUSTER) \
 		$(call if_set,PERMISSIONS_BOUNDARY,PermissionsBoundary) $(call if_set,ROLE_PATH,RolePath) $(PARAMS)

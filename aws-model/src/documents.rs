@@ -211,6 +211,9 @@ fn keyed_statements(
         .context("a key policy has statements")?
         .iter()
         .filter(|s| s["Sid"] != "AccountAdministersTheKey")
+        // For the alarm topic the stack encrypts only with a key of its own: a given key's topic
+        // stays unencrypted, so its policy needs no statement for CloudWatch.
+        .filter(|s| s["Sid"] != "CloudWatchAlarmsOfThisAccountPublish")
         .cloned()
         .collect())
 }

@@ -108,6 +108,8 @@ pub struct Alarm {
     pub metrics: Vec<Watched>,
     pub actions_enabled: Option<bool>,
     pub alarm_actions: Vec<String>,
+    /// Its state (`OK`, `ALARM` or `INSUFFICIENT_DATA`), when known.
+    pub state: Option<String>,
 }
 
 // FIS and CloudWatch Logs (what `routerctl fis` reads).

@@ -239,7 +239,7 @@ pub async fn update(
                 .unwrap_or(StackStatus::UpdateComplete);
             wait(cfn, name, status).await
         }
-        Err(e) => Err(anyhow::Error::new(e).context(format!("UpdateStack {name}"))),
+        Err(e) => bail!("UpdateStack {name}: {}", crate::aws::describe(&e)),
     }
 }
 

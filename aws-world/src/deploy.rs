@@ -360,6 +360,8 @@ impl World {
                         .flatten()
                         .map(text)
                         .collect(),
+                    // A new alarm has seen no datapoint yet.
+                    state: Some("INSUFFICIENT_DATA".into()),
                 };
                 self.site(|site| {
                     site.alarms.retain(|a| a.name != name);

@@ -15,9 +15,10 @@
 //!   every other caller's: the emulator reports that itself (`moto_fixes.py`,
 //!   [`crate::moto::MotoServer::set_sqs_metric_delay`]).
 //!
-//! * [`Karpenter::start_as`] reads as its controller role: from a queue under a KMS key it reads
-//!   only what KMS lets that role decrypt ([`crate::sse`]); a refused receive reads nothing, is
-//!   kept in [`Karpenter::refusals`] (Karpenter logs the error) and is tried again a second later.
+//! * [`Karpenter::start_as`] reads as its controller role: from a queue whose policy admits that
+//!   role as a reader, and under a KMS key only what KMS lets that role decrypt
+//!   ([`crate::reader`]); a refused receive reads nothing, is kept in [`Karpenter::refusals`]
+//!   (Karpenter logs the error) and is tried again a second later.
 //!
 //! [`Karpenter::reading_at`] says which queue it was pointed at when an event was sent, so a test
 //! can tell whether each event reached the queue Karpenter was reading.
@@ -239,10 +240,11 @@ impl Leader {
             } else {
                 self.wait
             };
-            // SQS decrypts for the caller, or refuses the receive; Karpenter logs the error and
-            // tries again.
+            // SQS lets the caller receive and decrypts for it, or refuses the receive; Karpenter
+            // logs the error and tries again.
             if let Some(role) = &self.role
-                && let Some(refused) = crate::sse::receive_refused(&self.aws, &self.url, role).await
+                && let Some(refused) =
+                    crate::reader::receive_refused(&self.aws, &self.url, role).await
             {
                 self.refusals.lock().unwrap().push(refused);
                 if stopped_at.is_some() {

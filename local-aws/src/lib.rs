@@ -28,6 +28,7 @@ pub mod lambda_logs;
 pub mod moto;
 pub mod ports;
 pub mod proxy;
+pub mod reader;
 pub mod runtime_api;
 pub mod sse;
 mod zygote;

@@ -16,9 +16,10 @@ AWS does. Each fix says what AWS does and where moto differs.
   resource property"; in a list, the element); moto leaves a null in the list, which IAM and KMS
   then refuse or store as written. Dropped here, wherever moto resolves a template.
 * AWS::IAM::ManagedPolicy changed by a stack update (tenant.yaml's Karpenter grant when its
-  statements change). CloudFormation updates it in place (a new default version of the same
-  policy, its attachments as the template lists them); moto has no update for it, so the stack
-  loses the resource and the role its grant. Updated in place here.
+  statements or its path change). CloudFormation updates it in place (a new default version of
+  the same policy, its attachments as the template lists them), or replaces it when its Path
+  changes; moto has no update for it, so the stack loses the resource and the role its grant.
+  Updated in place, or replaced, here.
 * AWS::KMS::Key with its KeyPolicy as an object (CloudFormation's Json type, the way
   base.yaml and tenant.yaml write it). moto stores the object as the key's policy where its KMS
   API expects a JSON string, so DescribeKey and GetKeyPolicy on the key fail with a 500. Stored
@@ -75,7 +76,9 @@ AWS does. Each fix says what AWS does and where moto differs.
   CommaDelimitedList); moto splits only given values, so `!Join` of a defaulted list fails the
   stack, and DescribeStacks gives any list parameter as a Python list (`['a', 'b']`), which an
   update that keeps its previous value passes back as one item. Split here, and described as
-  CloudFormation describes it (`a,b`).
+  CloudFormation describes it (`a,b`); a change set that keeps its previous value
+  (UsePreviousValue) is handed it already split, which moto's parameter loading cannot split
+  again (a 500): joined back here first.
 * AWS::SQS::Queue's Tags changed by a stack update (tenant.yaml's kinds tag). CloudFormation
   updates them in place ("Update requires: No interruption", AWS::SQS::Queue Tags); moto's
   update applies only VisibilityTimeout and ReceiveMessageWaitTimeSeconds, so the queue keeps its
@@ -122,6 +125,21 @@ changing an answer:
   UpdateStack: 6 % of the CPU. Parsed here by the same loader built on libyaml's parser (PyYAML's
   CLoader, the same constructors and resolver, moto's tag constructor registered on it), falling
   back as moto does; a PyYAML without libyaml keeps moto's loader.
+
+* AWS::IAM::Role whose RoleName or Path a stack update changes (spoke.yaml's forwarding role,
+  named since the security review). Both are create-only: CloudFormation makes the new role,
+  points what refers to it at the new one, and deletes the old (resource type schema,
+  createOnlyProperties); moto updates the role of the new name in place, which does not exist
+  ("NoSuchEntity"), and the update fails. Replaced here: the new role made as a create makes it,
+  the old one deleted.
+* A stack's exports when a change set creates or updates it (make's deploy of a release from its
+  URL, tools/deploy_stack.py, and `aws cloudformation deploy` alike). CloudFormation publishes a
+  stack's exports however the stack was made, and other stacks import them (tenant.yaml imports
+  the base stack's `<RouterName>:QueuePrefix`); moto registers them for CreateStack only, so a
+  tenant deployed after a base stack made by a change set fails "No export named …" (and a
+  stack a CREATE change set makes imports nothing: moto gives it no other stack's exports), and
+  the stack's outputs are those of the template it had before. The executed template's outputs are
+  the stack's here, its exports registered and those it no longer exports withdrawn.
 
 And the regions each service's backends serve: moto asks botocore for them for every account
 backend it creates (each server's first one parsing botocore's endpoint data and the service's
@@ -226,14 +244,28 @@ if _kms is not None:
 def _managed_policy_updated_in_place(model):
     """Has moto's CloudFormation update a managed policy as CloudFormation does: a new default
     version (IAM keeps five: the oldest other one goes first) and its role, group and user
-    attachments as listed. (A new ManagedPolicyName or Path would replace it; the project's
-    templates set neither.)"""
+    attachments as listed; or, when its Path changes (create-only: tenant.yaml's grant names its
+    queue and key in it), a new policy under the new path, attached as listed, and the old one
+    detached and deleted."""
 
     def update(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
         properties = cloudformation_json.get("Properties") or {}
         _policy_document_as_iam_keeps_it(properties)
         policy = original_resource
         backend = policy.backend
+        if properties.get("Path", "/") != policy.path:
+            replacement = cls.create_from_cloudformation_json(
+                new_resource_name, cloudformation_json, account_id, region_name
+            )
+            for holders, detach, argument in [
+                (backend.roles.values(), backend.detach_role_policy, "role_name"),
+                (backend.groups.values(), backend.detach_group_policy, "group_name"),
+                (backend.users.values(), backend.detach_user_policy, "user_name"),
+            ]:
+                for holder in [h for h in holders if policy.arn in h.managed_policies]:
+                    detach(policy_arn=policy.arn, **{argument: holder.name})
+            backend.delete_policy(policy.arn)
+            return replacement
         document = json.dumps(properties.get("PolicyDocument"))
         default = next(v for v in policy.versions if v.version_id == policy.default_version_id)
         if json.loads(document) != json.loads(default.document):
@@ -538,10 +570,15 @@ if _sqs is not None:
 
 
 def _list_defaults_split(resource_map):
-    """Has moto's CloudFormation split a list parameter's default, as it splits a given value."""
+    """Has moto's CloudFormation split a list parameter's default, as it splits a given value; and
+    take a list parameter's previous value (UsePreviousValue, which moto answers with the value
+    already split) as the comma-separated string CloudFormation keeps."""
     load = resource_map.load_parameters
 
     def load_parameters(self):
+        for name, value in list(self.input_parameters.items()):
+            if isinstance(value, list):
+                self.input_parameters[name] = ",".join(value)
         load(self)
         for name, slot in self._template.get("Parameters", {}).items():
             kind = slot.get("Type", "String")
@@ -992,3 +1029,67 @@ def _regions_listed_once():
 
 if _sqs is not None:
     _regions_listed_once()
+
+
+def _change_set_exports_registered():
+    """Has moto publish a stack's exports when a change set creates or updates it."""
+    from moto.cloudformation import models
+
+    execute = models.CloudFormationBackend.execute_change_set
+
+    def execute_change_set(self, change_set_name, stack_name=None):
+        change_set = self.change_sets.get(change_set_name) or next(
+            (c for c in self.change_sets.values() if c.change_set_name == change_set_name), None)
+        stack = self.stacks.get(change_set.stack_id) if change_set is not None else None
+        if stack is not None:
+            # A stack a CREATE change set made knows no other stack's exports in moto: its
+            # imports would find none.
+            stack.cross_stack_resources = self.exports
+            stack.resource_map.cross_stack_resources = self.exports
+        execute(self, change_set_name, stack_name)
+        if stack is None:
+            return
+        # The outputs of the template just executed (moto keeps those of the stack it made when
+        # the change set was created, before any resource existed).
+        stack._parse_template()
+        stack.output_map = stack._create_output_map()
+        exported = {e.name for e in stack.exports}
+        for name, export in list(self.exports.items()):
+            if export.exporting_stack_id == stack.stack_id and name not in exported:
+                del self.exports[name]
+        for export in stack.exports:
+            self.exports[export.name] = export
+
+    models.CloudFormationBackend.execute_change_set = execute_change_set
+
+
+if _cfn is not None:
+    _change_set_exports_registered()
+
+
+def _role_replaced_when_named_anew(model):
+    """Has moto's CloudFormation replace a role whose RoleName or Path an update changes."""
+    update = model.update_from_cloudformation_json.__func__
+
+    def update_or_replace(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+        properties = cloudformation_json.get("Properties") or {}
+        name = properties.get("RoleName", original_resource.name)
+        path = properties.get("Path", "/")
+        if name == original_resource.name and path == original_resource.path:
+            return _update_by_name(
+                update, cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name
+            )
+        replacement = cls.create_from_cloudformation_json(
+            new_resource_name, cloudformation_json, account_id, region_name
+        )
+        backend = _iam.iam_backends[account_id][_iam.get_partition(region_name)]
+        for policy_name in list(original_resource.policies):
+            backend.delete_role_policy(original_resource.name, policy_name)
+        backend.delete_role(original_resource.name)
+        return replacement
+
+    model.update_from_cloudformation_json = classmethod(update_or_replace)
+
+
+if _iam is not None:
+    _role_replaced_when_named_anew(_iam.Role)

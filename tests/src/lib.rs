@@ -417,13 +417,30 @@ pub fn cfn_schemas() -> Result<PathBuf> {
 }
 
 /// What of an update's replacements ([`aws_model::template::replacements::replacements`]) loses
-/// state: every one but a CloudWatch dashboard's, whose body is the template's (replaced, it
-/// loses nothing but its old name; base.yaml's is named `<stack>-<region>` since 0.2.0, because
-/// dashboards are global to an account, and the CHANGELOG says so).
+/// state: every one but
+///
+/// * a CloudWatch dashboard's, whose body is the template's (replaced, it loses nothing but its
+///   old name; base.yaml's is named `<stack>-<region>` since 0.2.0, because dashboards are global
+///   to an account, and the CHANGELOG says so);
+/// * spoke.yaml's forwarding role taking its name (`<SpokeRoleName>-forward-<region>`, which the
+///   hub bus admits since the security review): a role holds no state, and CloudFormation makes
+///   the new one and points the rules at it before it deletes the old (the CHANGELOG says to
+///   update the spoke stacks before the base stack);
+/// * tenant.yaml's Karpenter grant, a managed policy, replaced when its path (which names the
+///   queue and key its document depends on) changes: it holds no state, and CloudFormation
+///   attaches the new one before it detaches and deletes the old.
 pub fn losing_state(replaced: Vec<String>) -> Vec<String> {
     replaced
         .into_iter()
         .filter(|r| !r.contains("(AWS::CloudWatch::Dashboard) is replaced"))
+        .filter(|r| {
+            !r.starts_with("ForwardToHubRole (AWS::IAM::Role) is replaced: RoleName changes")
+        })
+        .filter(|r| {
+            !r.starts_with(
+                "KarpenterQueueAccess (AWS::IAM::ManagedPolicy) is replaced: Path changes",
+            )
+        })
         .collect()
 }
 

@@ -81,16 +81,50 @@ pub(super) fn arn_like(pattern: &str, arn: &str) -> bool {
     p.len() == a.len() && p.iter().zip(&a).all(|(p, a)| glob(p, a))
 }
 
-/// `*` matches any run of characters, `?` one character.
+/// One element of a pattern: a character, `?` (any one) or `*` (any run).
+#[derive(Clone, Copy, PartialEq)]
+enum Token {
+    Char(char),
+    One,
+    Run,
+}
+
+/// A pattern's elements: `*` and `?` are wildcards, and IAM's special policy variables `${*}`,
+/// `${?}` and `${$}` stand for the literal character (IAM user guide, "IAM policy elements:
+/// Variables and tags", special characters).
+fn tokens(pattern: &str) -> Vec<Token> {
+    let mut out = Vec::new();
+    let mut rest = pattern;
+    while let Some(c) = rest.chars().next() {
+        if let Some(literal) = ["${*}", "${?}", "${$}"]
+            .iter()
+            .find(|v| rest.starts_with(**v))
+        {
+            out.push(Token::Char(literal.as_bytes()[2] as char));
+            rest = &rest[literal.len()..];
+            continue;
+        }
+        out.push(match c {
+            '*' => Token::Run,
+            '?' => Token::One,
+            c => Token::Char(c),
+        });
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// `*` matches any run of characters, `?` one character; `${*}`, `${?}` and `${$}` match
+/// themselves as one character.
 pub fn glob(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (p, t): (Vec<Token>, Vec<char>) = (tokens(pattern), text.chars().collect());
     let (mut pi, mut ti) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+        if pi < p.len() && (p[pi] == Token::One || p[pi] == Token::Char(t[ti])) {
             pi += 1;
             ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
+        } else if pi < p.len() && p[pi] == Token::Run {
             star = Some((pi, ti));
             pi += 1;
         } else if let Some((sp, st)) = star {
@@ -101,7 +135,7 @@ pub fn glob(pattern: &str, text: &str) -> bool {
             return false;
         }
     }
-    p[pi..].iter().all(|c| *c == '*')
+    p[pi..].iter().all(|c| *c == Token::Run)
 }
 
 /// A policy element that may be a string, a list, or a scalar.

@@ -255,6 +255,12 @@ fn glob_and_arn_like() {
     assert!(glob("a?c*", "abcdef"));
     assert!(!glob("karpenter-*", "ir-ingest"));
     assert!(!glob("a*b", "acbx"));
+    // IAM's special variables are the literal character, not a wildcard.
+    assert!(glob("*${?}*", "https://b/k?x=1"));
+    assert!(!glob("*${?}*", "https://b/k"));
+    assert!(glob("a${*}b", "a*b"));
+    assert!(!glob("a${*}b", "axxb"));
+    assert!(glob("${$}{x}", "${x}"));
     assert!(arn_like(
         "arn:aws:events:*:123456789012:rule/*",
         "arn:aws:events:us-east-1:123456789012:rule/x"

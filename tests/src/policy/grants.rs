@@ -46,7 +46,17 @@ pub const KEY_SOURCE_ARN_EXCEPTION: (&str, &str) = (
      checks before it asks KMS, pin the stack's rules by ARN",
 );
 
-/// Whether `s` is [`KEY_SOURCE_ARN_EXCEPTION`]: a KMS key's policy granting `service` exactly
+/// The third, its twin for the alarm topic: CloudWatch's use of the topic's key.
+pub const TOPIC_KEY_SOURCE_ARN_EXCEPTION: (&str, &str) = (
+    "cloudwatch.amazonaws.com",
+    "a key policy statement for CloudWatch's alarm notifications to the topic under the key: SNS \
+     calls KMS for them, and no AWS document says that call carries the alarm's aws:SourceArn, \
+     so a positive condition on it could refuse every notification (and page nobody); it is \
+     pinned by aws:SourceAccount to this account, with aws:SourceArn only as ...IfExists",
+);
+
+/// Whether `s` is [`KEY_SOURCE_ARN_EXCEPTION`] or [`TOPIC_KEY_SOURCE_ARN_EXCEPTION`]: a KMS key's
+/// policy granting `service` exactly
 /// kms:GenerateDataKey and kms:Decrypt, with aws:SourceAccount equal to this account and any
 /// aws:SourceArn condition an `...IfExists` naming no wildcard.
 fn key_statement_excepted(t: &Template, s: &Statement, service: &str) -> bool {
@@ -62,7 +72,7 @@ fn key_statement_excepted(t: &Template, s: &Statement, service: &str) -> bool {
     });
     let mut actions = s.actions();
     actions.sort();
-    service == KEY_SOURCE_ARN_EXCEPTION.0
+    [KEY_SOURCE_ARN_EXCEPTION.0, TOPIC_KEY_SOURCE_ARN_EXCEPTION.0].contains(&service)
         && t.is_a(&s.holder, "AWS::KMS::Key")
         && actions == ["kms:Decrypt", "kms:GenerateDataKey"]
         && pinned_to_account

@@ -28,7 +28,7 @@ mod spoke;
 mod statements;
 mod values;
 
-pub use grants::{KEY_SOURCE_ARN_EXCEPTION, SOURCE_ARN_EXCEPTION};
+pub use grants::{KEY_SOURCE_ARN_EXCEPTION, SOURCE_ARN_EXCEPTION, TOPIC_KEY_SOURCE_ARN_EXCEPTION};
 pub use router::{path_pattern_admits_no_wildcard, pattern_admits_only_names};
 pub use statements::{
     PolicyKind, Principal, Statement, assumable_roles, dead_letter_queues, direct_queues,

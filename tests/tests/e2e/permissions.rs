@@ -374,14 +374,14 @@ fn the_router_may_assume_the_spoke_role_only_in_accounts_it_serves() -> Result<(
     let bus = document(&regions, "HubEventBus", &["Policy"]);
     let bus_arn = regions.output("HubEventBusArn")?.context("the bus")?;
     let put = |account: &str| {
-        let role = format!("arn:aws:iam::{account}:role/forward");
+        let role = format!("arn:aws:iam::{account}:role/{DEFAULT_SPOKE_ROLE_NAME}-forward-{OTHER}");
         evaluate(
             std::slice::from_ref(&bus),
             &Request {
                 principal: Principal::Aws(&role),
                 action: "events:PutEvents",
                 resource: &bus_arn,
-                context: &[],
+                context: &[("aws:PrincipalArn", role.as_str())],
             },
         )
     };
@@ -510,5 +510,350 @@ fn rendered_stacks_import_what_the_other_stacks_export() -> Result<()> {
         error.to_string().contains("not-deployed-QueuePrefix"),
         "{error}"
     );
+    Ok(())
+}
+
+/// `action` on `queue` as `principal` (of the queue's account), holding `identity`, against the
+/// queue's policy.
+fn on_queue(
+    identity: &[Policy],
+    queue_policy: &Policy,
+    principal: &str,
+    action: &str,
+    queue: &str,
+) -> Decision {
+    let context = [
+        ("aws:SecureTransport", "true"),
+        ("aws:PrincipalArn", principal),
+    ];
+    authorize(
+        identity,
+        std::slice::from_ref(queue_policy),
+        principal,
+        HUB,
+        &Request {
+            principal: Principal::Attached,
+            action,
+            resource: queue,
+            context: &context,
+        },
+    )
+}
+
+fn everything() -> Policy {
+    Policy::parse(
+        "admin",
+        r#"{"Statement":{"Effect":"Allow","Action":"*","Resource":"*"}}"#,
+    )
+    .unwrap()
+}
+
+/// The documented replay hands the DLQ's messages back to the function, so whoever may write it
+/// could have a body of theirs routed: only the router role and the stack's rules may.
+#[test]
+fn the_dead_letter_queue_refuses_every_sender_but_the_router_and_the_stacks_rules() -> Result<()> {
+    let base = template("base.yaml", BASE_TEMPLATE);
+    for (stage, hub_bus) in [(hub_stage("", ""), false), (hub_stage(MEMBER, ""), true)] {
+        let d = base.deploy(&stage)?;
+        let queue = resolved(&d, json!({"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}));
+        let policy = document(&d, "DeadLetterQueuePolicy", &["PolicyDocument"]);
+        let router_role = resolved(&d, json!({"Fn::GetAtt": ["RouterRole", "Arn"]}));
+
+        // An administrator or CI role with sqs:SendMessage on "*": refused.
+        let admin = format!("arn:aws:iam::{HUB}:role/admin");
+        let decision = on_queue(&[everything()], &policy, &admin, "sqs:SendMessage", &queue);
+        assert!(
+            matches!(decision, Decision::Denied { .. }),
+            "{admin} must be refused (central bus {hub_bus}): {decision}"
+        );
+        // The router's own dead letters.
+        let decision = on_queue(
+            &role_policies(&d, "RouterRole"),
+            &policy,
+            &router_role,
+            "sqs:SendMessage",
+            &queue,
+        );
+        assert!(decision.is_allowed(), "the router role: {decision}");
+        // Each of the stack's rules' undeliverable events, as EventBridge sends them.
+        let rules: Vec<String> = RULES
+            .iter()
+            .chain(HUB_RULES.iter().filter(|_| hub_bus))
+            .map(|(logical, _)| resolved(&d, json!({"Fn::GetAtt": [logical, "Arn"]})))
+            .collect();
+        assert_eq!(rules.len(), if hub_bus { 10 } else { 5 });
+        let foreign = format!("arn:aws:events:{HOME}:{UNSERVED}:rule/theirs");
+        for (rule, admitted) in rules
+            .iter()
+            .map(|r| (r.as_str(), true))
+            .chain([(foreign.as_str(), false)])
+        {
+            let context = [("aws:SourceArn", rule), ("aws:SecureTransport", "true")];
+            let decision = evaluate(
+                std::slice::from_ref(&policy),
+                &Request {
+                    principal: Principal::Service("events.amazonaws.com"),
+                    action: "sqs:SendMessage",
+                    resource: &queue,
+                    context: &context,
+                },
+            );
+            assert_eq!(decision.is_allowed(), admitted, "{rule}: {decision}");
+        }
+    }
+    Ok(())
+}
+
+/// What takes a cluster's interruptions out of its queue (receive, delete, change visibility,
+/// purge) is its Karpenter's controller role alone: an administrator or another workload whose
+/// identity policy allows sqs:* is refused, so "the probe was taken" means Karpenter took it.
+#[test]
+fn each_tenant_queue_is_read_only_by_its_clusters_karpenter_role() -> Result<()> {
+    const READS: [&str; 4] = [
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:PurgeQueue",
+    ];
+    let base = template("base.yaml", BASE_TEMPLATE);
+    let hub_stage = hub_stage("", "");
+    let hub = base.deploy(&hub_stage)?;
+    let tenant = template("tenant.yaml", TENANT_TEMPLATE);
+    let karpenter = format!("arn:aws:iam::{HUB}:role/alpha-karpenter");
+    let under_path = format!("arn:aws:iam::{HUB}:role/eks/alpha-karpenter");
+    let reader = format!("arn:aws:iam::{HUB}:role/platform/karpenter-reader");
+    // (what the stack is given, the role that reads, whether the stack's grant is its policy)
+    let cases = [
+        (
+            "KarpenterRoleName",
+            "alpha-karpenter",
+            karpenter.clone(),
+            true,
+        ),
+        (
+            "KarpenterRoleName",
+            "alpha-karpenter",
+            under_path.clone(),
+            true,
+        ),
+        ("ReaderRoleArn", reader.as_str(), reader.clone(), false),
+    ];
+    for (parameter, value, role, granted) in cases {
+        let mut stage = Stage::new("alpha-tenant", HUB, HOME)
+            .parameter("ClusterName", "alpha")
+            .parameter(parameter, value);
+        stage.exports = hub.exports()?;
+        let d = tenant.deploy(&stage)?;
+        let queue = resolved(&d, json!({"Fn::GetAtt": ["InterruptionQueue", "Arn"]}));
+        let policy = document(&d, "InterruptionQueuePolicy", &["PolicyDocument"]);
+        let identity = if granted {
+            vec![document(&d, "KarpenterQueueAccess", &["PolicyDocument"])]
+        } else {
+            vec![everything()]
+        };
+        for action in ["sqs:ReceiveMessage", "sqs:DeleteMessage"] {
+            let decision = on_queue(&identity, &policy, &role, action, &queue);
+            assert!(
+                decision.is_allowed(),
+                "{parameter}={value}: {role} {action}: {decision}"
+            );
+        }
+        for intruder in [
+            format!("arn:aws:iam::{HUB}:role/admin"),
+            format!("arn:aws:iam::{HUB}:role/beta-karpenter"),
+            format!("arn:aws:iam::{HUB}:role/xalpha-karpenter"),
+            resolved(&hub, json!({"Fn::GetAtt": ["RouterRole", "Arn"]})),
+        ] {
+            for action in READS {
+                let decision = on_queue(&[everything()], &policy, &intruder, action, &queue);
+                assert!(
+                    matches!(decision, Decision::Denied { .. }),
+                    "{parameter}={value}: {intruder} {action} must be refused: {decision}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The hub bus takes events only from the forwarding roles spoke.yaml creates (in the served
+/// accounts, or the organisation's), not from every principal there: an administrator or a
+/// workload of a member account puts nothing on it.
+#[test]
+fn the_hub_bus_admits_only_the_spoke_stacks_forwarding_roles() -> Result<()> {
+    let base = template("base.yaml", BASE_TEMPLATE);
+    let spoke = template("spoke.yaml", SPOKE_TEMPLATE);
+    for (served, org) in [(MEMBER, ""), ("*", ORG)] {
+        let stage = hub_stage(served, org);
+        let hub = base.deploy(&stage)?;
+        let bus = document(&hub, "HubEventBus", &["Policy"]);
+        let bus_arn = hub.output("HubEventBusArn")?.context("the bus")?;
+        let router_role = resolved(&hub, json!({"Fn::GetAtt": ["RouterRole", "Arn"]}));
+        let put = |principal: &str| {
+            let mut context = vec![
+                ("aws:PrincipalArn", principal),
+                ("aws:PrincipalAccount", MEMBER),
+            ];
+            if !org.is_empty() {
+                context.push(("aws:PrincipalOrgID", org));
+            }
+            evaluate(
+                std::slice::from_ref(&bus),
+                &Request {
+                    principal: Principal::Aws(principal),
+                    action: "events:PutEvents",
+                    resource: &bus_arn,
+                    context: &context,
+                },
+            )
+        };
+        // The forwarding role of a member's spoke stack, in each region and with a RolePath.
+        for (region, path) in [(OTHER, ""), (HOME, "/platform/")] {
+            let mut stage = Stage::new(SPOKE_STACK, MEMBER, region)
+                .parameter("HubEventBusArn", &bus_arn)
+                .parameter("RouterRoleArn", &router_role);
+            if !path.is_empty() {
+                stage = stage.parameter("RolePath", path);
+            }
+            let d = spoke.deploy(&stage)?;
+            let forwarder = resolved(&d, json!({"Fn::GetAtt": ["ForwardToHubRole", "Arn"]}));
+            let decision = put(&forwarder);
+            assert!(
+                decision.is_allowed(),
+                "{forwarder} (served {served}): {decision}"
+            );
+        }
+        for intruder in [
+            format!("arn:aws:iam::{MEMBER}:role/admin"),
+            format!("arn:aws:iam::{MEMBER}:user/ci"),
+            format!("arn:aws:iam::{MEMBER}:role/{DEFAULT_SPOKE_ROLE_NAME}"),
+        ] {
+            let decision = put(&intruder);
+            assert!(
+                !decision.is_allowed(),
+                "{intruder} (served {served}): {decision}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What only an SCP can stop: a batch handed to the function directly is trusted as its invoker
+/// is (simulate, adopt's probe and the DLQ replay go that way), so whoever may invoke it can have
+/// any node drained. `policies/router-invoke-scp.json` leaves that to the operators' role alone,
+/// whatever anyone's identity policy says; the event source mapping's invocations are Lambda's
+/// own, which no SCP governs.
+#[test]
+fn the_invoke_scp_leaves_the_router_to_its_operators_alone() -> Result<()> {
+    let scp = Policy::parse(
+        "router-invoke-scp.json",
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../policies/router-invoke-scp.json"
+        ))?,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let base = template("base.yaml", BASE_TEMPLATE);
+    let stage = hub_stage("", "");
+    let d = base.deploy(&stage)?;
+    let function = resolved(&d, json!({"Fn::GetAtt": ["RouterFunction", "Arn"]}));
+    let invoke = |principal: &str, action: &str| {
+        evaluate(
+            &[everything(), scp.clone()],
+            &Request {
+                principal: Principal::Attached,
+                action,
+                resource: &function,
+                context: &[("aws:PrincipalArn", principal)],
+            },
+        )
+    };
+    for principal in [
+        format!("arn:aws:iam::{HUB}:role/admin"),
+        format!("arn:aws:iam::{HUB}:role/ci-deployer"),
+        format!("arn:aws:iam::{HUB}:role/x-interruption-router-operator"),
+        format!("arn:aws:iam::{HUB}:user/someone"),
+    ] {
+        for action in ["lambda:InvokeFunction", "lambda:InvokeAsync"] {
+            let decision = invoke(&principal, action);
+            assert!(
+                matches!(decision, Decision::Denied { .. }),
+                "{principal} {action}: {decision}"
+            );
+        }
+    }
+    for operator in [
+        format!("arn:aws:iam::{HUB}:role/interruption-router-operator"),
+        format!("arn:aws:iam::{HUB}:role/platform/interruption-router-operator"),
+    ] {
+        let decision = invoke(&operator, "lambda:InvokeFunction");
+        assert!(decision.is_allowed(), "{operator}: {decision}");
+    }
+    // The SCP names the function base.yaml makes, and no other.
+    assert!(
+        function.contains(":function:interruption-router-RouterFunction-"),
+        "{function}"
+    );
+    let other = format!("arn:aws:lambda:{HOME}:{HUB}:function:payments");
+    let decision = evaluate(
+        &[everything(), scp],
+        &Request {
+            principal: Principal::Attached,
+            action: "lambda:InvokeFunction",
+            resource: &other,
+            context: &[(
+                "aws:PrincipalArn",
+                &format!("arn:aws:iam::{HUB}:role/admin"),
+            )],
+        },
+    );
+    assert!(decision.is_allowed(), "{decision}");
+    Ok(())
+}
+
+/// The alarm topic base.yaml creates is encrypted with the stack's own key when it creates one
+/// (KmsKey=Create), and that key lets CloudWatch's alarms of this account, and no other's,
+/// publish to it: an alarm that cannot publish pages nobody.
+#[test]
+fn the_alarm_topic_is_encrypted_with_the_stacks_key_which_cloudwatch_may_publish_with() -> Result<()>
+{
+    let base = template("base.yaml", BASE_TEMPLATE);
+    let stage = hub_stage("", "").parameter("KmsKey", "Create");
+    let d = base.deploy(&stage)?;
+    let key = resolved(&d, json!({"Fn::GetAtt": ["QueueKey", "Arn"]}));
+    let topic = d.properties("AlarmTopic")?.context("the stack's topic")?;
+    assert_eq!(topic["KmsMasterKeyId"], json!(key), "{topic}");
+    let key_policy = document(&d, "QueueKey", &["KeyPolicy"]);
+    for (account, admitted) in [(HUB, true), (UNSERVED, false)] {
+        for action in ["kms:GenerateDataKey", "kms:Decrypt"] {
+            let decision = evaluate(
+                std::slice::from_ref(&key_policy),
+                &Request {
+                    principal: Principal::Service("cloudwatch.amazonaws.com"),
+                    action,
+                    resource: &key,
+                    context: &[("aws:SourceAccount", account)],
+                },
+            );
+            assert_eq!(
+                decision.is_allowed(),
+                admitted,
+                "CloudWatch of {account} {action}: {decision}"
+            );
+        }
+    }
+    // Without a key of its own the topic stays as it was (a given key's policy is its owner's).
+    for kms in [
+        "",
+        &format!("arn:aws:kms:{HOME}:{HUB}:key/1234abcd-12ab-34cd-56ef-1234567890ab"),
+    ] {
+        let stage = hub_stage("", "").parameter("KmsKey", kms);
+        let d = base.deploy(&stage)?;
+        let topic = d.properties("AlarmTopic")?.context("the stack's topic")?;
+        assert!(
+            topic.get("KmsMasterKeyId").is_none(),
+            "KmsKey={kms}: {topic}"
+        );
+    }
     Ok(())
 }

@@ -103,6 +103,7 @@ fn alarm(a: &MetricAlarm) -> Alarm {
         metrics,
         actions_enabled: a.actions_enabled(),
         alarm_actions: a.alarm_actions().to_vec(),
+        state: a.state_value().map(|s| s.as_str().to_owned()),
     }
 }
 

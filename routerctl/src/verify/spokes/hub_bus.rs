@@ -1,5 +1,5 @@
-//! `spoke:<account>:hub-bus-policy`: the hub bus's resource policy admits the account and no
-//! stranger.
+//! `spoke:<account>:hub-bus-policy`: the hub bus's resource policy admits the account's forwarding
+//! role and no stranger.
 
 use super::{Hub, Member};
 use crate::check::{self, Expect};
@@ -118,8 +118,13 @@ pub(super) fn judge_bus_policy(
             },
         )
     };
-    let root = format!("arn:{}:iam::{account}:root", base.partition);
-    let principal = forwarder.unwrap_or(&root);
+    // Without a rule's target to read it from (a member whose rules write the hub's direct queue,
+    // or one not reached), the forwarding role spoke.yaml makes: the bus admits only those.
+    let named = format!(
+        "arn:{}:iam::{account}:role/{}-forward-{}",
+        base.partition, hub.spoke_role_name, hub.region
+    );
+    let principal = forwarder.unwrap_or(&named);
     let admits_member = match decide(principal, account, member.org_id) {
         d @ Decision::Allowed { .. } => Expect::found(format!(
             "{account} may events:PutEvents on {} ({d})",
@@ -152,8 +157,12 @@ pub(super) fn judge_bus_policy(
             },
         ),
     };
-    // The member account cannot be its own stranger.
-    let stranger = format!("arn:{}:iam::{STRANGER}:root", base.partition);
+    // The member account cannot be its own stranger. A stranger's role named as a forwarding
+    // role: the bus must refuse it for its account, not only for its name.
+    let stranger = format!(
+        "arn:{}:iam::{STRANGER}:role/{}-forward-{}",
+        base.partition, hub.spoke_role_name, hub.region
+    );
     let admits_strangers =
         (account != STRANGER).then(|| match decide(&stranger, STRANGER, Some(STRANGER_ORG)) {
             Decision::Allowed { by } => Expect::problem(

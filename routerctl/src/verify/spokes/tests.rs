@@ -15,17 +15,26 @@ fn account_and_organisation_ids_are_validated() {
     assert!(parse_org_id("abcd123456").is_err());
 }
 
+/// `account`'s forwarding role (spoke.yaml's ForwardToHubRole) putting events on the bus.
 fn bus_decision(policy: &Value, account: &str, org: Option<&str>) -> Decision {
+    let principal =
+        format!("arn:aws:iam::{account}:role/interruption-router-spoke-forward-us-east-1");
+    put_as(policy, &principal, account, org)
+}
+
+fn put_as(policy: &Value, principal: &str, account: &str, org: Option<&str>) -> Decision {
     let policy = Policy::parse("bus policy", &policy.to_string()).unwrap();
-    let principal = format!("arn:aws:iam::{account}:root");
-    let mut context = vec![("aws:PrincipalAccount", account)];
+    let mut context = vec![
+        ("aws:PrincipalAccount", account),
+        ("aws:PrincipalArn", principal),
+    ];
     if let Some(org) = org {
         context.push(("aws:PrincipalOrgID", org));
     }
     evaluate(
         &[policy],
         &Request {
-            principal: Principal::Aws(&principal),
+            principal: Principal::Aws(principal),
             action: "events:PutEvents",
             resource: "arn:aws:events:us-east-1:123456789012:event-bus/ir-hub",
             context: &context,
@@ -39,6 +48,16 @@ fn the_hub_bus_policy_admits_listed_accounts_or_the_organisation() {
     let listed =
         aws_model::documents::hub_bus_policy(bus, "111111111111,222222222222", None).unwrap();
     assert!(bus_decision(&listed, "222222222222", None).is_allowed());
+    // Only the forwarding roles: the account's administrator or its root puts nothing there.
+    for other in [
+        "arn:aws:iam::222222222222:root",
+        "arn:aws:iam::222222222222:role/admin",
+    ] {
+        assert!(
+            !put_as(&listed, other, "222222222222", None).is_allowed(),
+            "{other}"
+        );
+    }
     assert_eq!(
         bus_decision(&listed, "333333333333", None),
         Decision::NotAllowed

@@ -124,6 +124,10 @@ pub(crate) async fn check_read(
     let name = format!("{prefix}:read");
     let messages = match aws.peek(&queue.url).await {
         Ok(messages) => messages,
+        // The queue's policy lets Karpenter's role alone receive (tenant.yaml's
+        // DenyReadersOtherThanKarpenter): the tenant stack's own alarm on the queue's oldest
+        // message says instead whether anyone reads it.
+        Err(e) if e.is_denial() => return read_by_its_alarm(aws, queue, cluster, &name, &e).await,
         Err(e) => {
             return fail(
                 &name,
@@ -172,5 +176,74 @@ pub(crate) async fn check_read(
             ),
         ),
         None => pass(&name, "empty: nothing waits unread"),
+    }
+}
+
+/// `<prefix>:read` for a queue whose policy refuses this caller's receive: the tenant stack's
+/// QueueAgeAlarm (ApproximateAgeOfOldestMessage of [`UNREAD_AFTER`] or more, evaluated by
+/// CloudWatch each minute, a few minutes late at worst) in ALARM means nobody reads it.
+async fn read_by_its_alarm(
+    aws: &impl Cloud,
+    queue: &Queue,
+    cluster: &str,
+    name: &str,
+    refused: &router_core::aws::CallError,
+) -> Check {
+    let alarm = match aws.stack_of(&queue.url).await {
+        Some(stack) => match aws.alarms_named(&format!("{stack}-QueueAgeAlarm")).await {
+            Ok(alarms) => alarms.into_iter().next(),
+            Err(e) => {
+                return fail(
+                    name,
+                    format!(
+                        "{} refuses this caller's receive ({refused}), and DescribeAlarms failed: {e}",
+                        queue.name
+                    ),
+                    "run verify with cloudwatch:DescribeAlarms",
+                );
+            }
+        },
+        None => None,
+    };
+    let Some(alarm) = alarm else {
+        return fail(
+            name,
+            format!(
+                "{} refuses this caller's receive ({refused}), and no tenant stack's age alarm \
+                 watches it: whether anyone reads it cannot be told",
+                queue.name
+            ),
+            format!(
+                "deploy {cluster}'s tenant stack (make deploy-tenant), which alarms on the queue's oldest message"
+            ),
+        );
+    };
+    match alarm.state.as_deref() {
+        Some("ALARM") => fail(
+            name,
+            format!(
+                "{}'s age alarm {} is in ALARM: a message has waited {} s or more unread, and \
+                 {cluster}'s Karpenter gets no interruption from the router",
+                queue.name,
+                alarm.name,
+                UNREAD_AFTER.as_secs()
+            ),
+            format!(
+                "check Karpenter's settings.interruptionQueue in cluster {cluster} (helm get \
+                 values karpenter), that its pods run, and that its role may still receive from \
+                 and delete in {} (tenant:{cluster}:karpenter-role)",
+                queue.name
+            ),
+        ),
+        state => pass(
+            name,
+            format!(
+                "only Karpenter's role may receive from {} (this caller is refused: {refused}); \
+                 its age alarm {} is {}",
+                queue.name,
+                alarm.name,
+                state.unwrap_or("of unknown state")
+            ),
+        ),
     }
 }

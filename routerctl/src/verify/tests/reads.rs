@@ -2,6 +2,7 @@
 //! the check that needs it, with what to do.
 
 use super::{failed, hub, only, queue_name, says, verify};
+use aws_world::World;
 
 #[test]
 fn a_queue_deleted_outside_cloudformation() {
@@ -82,7 +83,6 @@ fn each_refused_read_fails_its_check_with_the_permission_it_needs() {
             "event-source-mapping",
             "lambda:ListEventSourceMappings",
         ),
-        ("ReceiveMessage", "tenant:alpha:read", "sqs:ReceiveMessage"),
         ("ListQueueTags", "tenant:alpha:queue", "sqs:ListQueueTags"),
         (
             "DescribeAlarms",
@@ -107,6 +107,58 @@ fn each_refused_read_fails_its_check_with_the_permission_it_needs() {
         assert!(!found.passed, "{api}: {found:?}");
         says(found, "AccessDenied", permission);
     }
+}
+
+/// A tenant queue lets Karpenter's role alone receive (tenant.yaml's DenyReadersOtherThanKarpenter),
+/// so verify's look is refused: the tenant stack's own alarm on the queue's oldest message then
+/// says whether anyone reads it.
+#[test]
+fn a_tenant_queue_that_refuses_verifys_look_is_judged_by_its_age_alarm() {
+    let world = hub::deployed();
+    world.refuse("ReceiveMessage");
+    let read = |world: &World| {
+        verify(world)
+            .checks
+            .into_iter()
+            .find(|c| c.name == "tenant:alpha:read")
+            .expect("the read check")
+    };
+    let check = read(&world);
+    assert!(check.passed, "{check:?}");
+    says(
+        &check,
+        "only Karpenter's role may receive from karpenter-alpha",
+        "",
+    );
+    says(&check, "QueueAgeAlarm", "");
+
+    let age_alarm = |world: &World, state: &str| {
+        world.site(|site| {
+            for alarm in site
+                .alarms
+                .iter_mut()
+                .filter(|a| a.name.contains("QueueAgeAlarm"))
+            {
+                alarm.state = Some(state.into());
+            }
+        })
+    };
+    age_alarm(&world, "ALARM");
+    let check = only(&world, "tenant:alpha:read");
+    assert!(!check.passed, "{check:?}");
+    says(&check, "is in ALARM", "settings.interruptionQueue");
+
+    age_alarm(&world, "OK");
+    assert!(read(&world).passed);
+
+    world.site(|site| site.alarms.retain(|a| !a.name.contains("QueueAgeAlarm")));
+    let check = only(&world, "tenant:alpha:read");
+    assert!(!check.passed, "{check:?}");
+    says(
+        &check,
+        "no tenant stack's age alarm watches it",
+        "make deploy-tenant",
+    );
 }
 
 #[test]

@@ -76,11 +76,16 @@ impl Cli {
             .collect()
     }
 
-    /// Every `cloudformation deploy` recorded so far: (stack, the whole argument list).
+    /// Every stack deploy recorded so far, a `cloudformation deploy` of a file or the
+    /// `create-change-set` of a release's template from its URL (tools/deploy_stack.py): (stack,
+    /// the whole argument list).
     pub(crate) fn deploys(&self) -> Vec<(String, Vec<String>)> {
         self.calls()
             .into_iter()
-            .filter(|a| a.starts_with(&["cloudformation".into(), "deploy".into()]))
+            .filter(|a| {
+                a.starts_with(&["cloudformation".into(), "deploy".into()])
+                    || a.starts_with(&["cloudformation".into(), "create-change-set".into()])
+            })
             .map(|a| {
                 let stack = a[a.iter().position(|x| x == "--stack-name").unwrap() + 1].clone();
                 (stack, a)
@@ -128,8 +133,23 @@ fn helm_snippet(out: &str) -> String {
     rest[..end].to_owned()
 }
 
-/// The `--parameter-overrides` of a recorded `cloudformation deploy`, by key.
-fn overrides(args: &[String]) -> BTreeMap<String, String> {
+/// The parameters a recorded deploy gives, by key: a `cloudformation deploy`'s
+/// `--parameter-overrides`, or a change set's `--parameters` other than those it keeps
+/// (UsePreviousValue).
+pub(crate) fn overrides(args: &[String]) -> BTreeMap<String, String> {
+    if let Some(i) = args.iter().position(|a| a == "--parameters") {
+        let given: Vec<Value> = serde_json::from_str(&args[i + 1]).unwrap();
+        return given
+            .iter()
+            .filter(|p| p["UsePreviousValue"] != true)
+            .map(|p| {
+                (
+                    p["ParameterKey"].as_str().unwrap().to_owned(),
+                    p["ParameterValue"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+    }
     args.iter()
         .skip_while(|a| *a != "--parameter-overrides")
         .skip(1)

@@ -17,8 +17,9 @@ use routerctl::cli::Cli;
 use super::repo_file;
 
 /// The Markdown files whose shell blocks a reader pastes.
-pub(super) const DOCS: [&str; 8] = [
+pub(super) const DOCS: [&str; 9] = [
     "README.md",
+    "docs/security.md",
     "docs/operating.md",
     "docs/adopting.md",
     "docs/many-accounts.md",

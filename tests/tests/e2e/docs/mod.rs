@@ -401,3 +401,54 @@ fn the_metrics_the_docs_list_are_the_ones_the_router_writes() {
         .collect();
     assert_eq!(listed, written);
 }
+
+/// Every `fn` of the test sources: where docs/security.md's tests must be.
+fn test_functions() -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let root = std::path::PathBuf::from(format!("{}/..", env!("CARGO_MANIFEST_DIR")));
+    let mut pending = vec![root.join("tests/tests"), root.join("router-core/tests")];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for line in text.lines() {
+                    let line = line.trim_start();
+                    let rest = line
+                        .strip_prefix("async fn ")
+                        .or_else(|| line.strip_prefix("fn "));
+                    if let Some(name) = rest.and_then(|r| r.split(['(', '<']).next()) {
+                        found.insert(name.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// docs/security.md's threat model names, in every row, a test that exists: a control without
+/// its proof, or a proof renamed away, fails here.
+#[test]
+fn every_row_of_the_threat_model_names_a_test_that_exists() {
+    let doc = repo_file("docs/security.md");
+    let rows = table(&doc, "principal");
+    assert!(rows.len() >= 15, "{} rows", rows.len());
+    let functions = test_functions();
+    for row in &rows {
+        let proof = row.last().expect("a proof cell");
+        let named: Vec<&str> = proof
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|span| span.contains("::"))
+            .collect();
+        assert!(!named.is_empty(), "no test named in {row:?}");
+        for path in named {
+            let name = path.rsplit("::").next().unwrap();
+            assert!(functions.contains(name), "{path}: no such test ({row:?})");
+        }
+    }
+}

@@ -266,6 +266,21 @@ async fn existing_keys_serve_both_stacks_once_their_owner_adds_what_verify_print
         receive_wait: Duration::from_secs(1),
         ..Behaviour::default()
     };
+    // Another role, whatever its own policies allow (another cluster's Karpenter, an
+    // administrator's), takes nothing: the queue's policy admits Karpenter's role alone as a
+    // reader (DenyReadersOtherThanKarpenter), and the interruption stays for it.
+    let stranger = format!("arn:aws:iam::{ACCOUNT}:role/another-cluster-karpenter");
+    let mut other = Karpenter::start_as(&aws, &queue, fast, &stranger).await?;
+    other.stop().await?;
+    assert!(other.reads().is_empty(), "{:?}", other.reads());
+    assert!(
+        other
+            .refusals()
+            .iter()
+            .any(|r| r.starts_with("AccessDenied") && r.contains("explicit deny")),
+        "{:?}",
+        other.refusals()
+    );
     let mut karpenter = Karpenter::start_as(&aws, &queue, fast, &karpenter_arn).await?;
     karpenter.stop().await?;
     // EventBridge gives the event its own id: Karpenter knows it by its instance.

@@ -51,11 +51,54 @@ fn deployed() -> Vec<(&'static str, &'static str, Stage)> {
 /// removal; the mapping's `MaximumConcurrency`, which bounds a storm's AssumeRole and EC2 calls;
 /// each cluster's event kinds: the queue's kinds tag and the dashboard's declined widget; alarms
 /// that page by default: their actions; a hub's direct queue: the router's variable and role
-/// statements, and the spoke role's read of the direct role's id),
+/// statements, and the spoke role's read of the direct role's id; the security review: the
+/// DLQ's deny of other senders, a tenant queue's deny of other readers, the hub bus's admitting
+/// only the forwarding roles, which takes their name, and the Karpenter grant's path),
 /// taken out of a
 /// resource's properties before the comparison below, which is about the locked-down parameters.
 fn without_later_changes(logical: &str, properties: Option<Value>) -> Option<Value> {
     let mut properties = properties?;
+    if let Some(statements) = properties
+        .pointer_mut("/PolicyDocument/Statement")
+        .and_then(Value::as_array_mut)
+    {
+        statements.retain(|s| {
+            s["Sid"] != "DenySendersOtherThanTheRouterAndTheseRules"
+                && s["Sid"] != "DenyReadersOtherThanKarpenter"
+        });
+    }
+    if logical == "HubEventBus"
+        && let Some(statements) = properties
+            .pointer_mut("/Policy/Statement")
+            .and_then(Value::as_array_mut)
+    {
+        for s in statements.iter_mut().filter_map(Value::as_object_mut) {
+            if let Some(condition) = s.get_mut("Condition").and_then(Value::as_object_mut) {
+                condition.remove("ArnLike");
+                if condition.is_empty() {
+                    s.remove("Condition");
+                }
+            }
+        }
+    }
+    // The spoke rules' targets name the forwarding role, which has a name of its own now.
+    if let Some(targets) = properties.get_mut("Targets").and_then(Value::as_array_mut) {
+        for target in targets.iter_mut().filter_map(Value::as_object_mut) {
+            let forwarder = target
+                .get("RoleArn")
+                .and_then(Value::as_str)
+                .is_some_and(|arn| arn.contains("-ForwardToHubRole-") || arn.contains("-forward-"));
+            if forwarder {
+                target.insert("RoleArn".into(), Value::from("the forwarding role"));
+            }
+        }
+    }
+    if matches!(logical, "ForwardToHubRole" | "KarpenterQueueAccess")
+        && let Some(resource) = properties.as_object_mut()
+    {
+        resource.remove("RoleName");
+        resource.remove("Path");
+    }
     if let Some(policies) = properties["Policies"].as_array_mut() {
         for policy in policies {
             if let Some(statements) = policy["PolicyDocument"]["Statement"].as_array_mut() {

@@ -266,8 +266,9 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
         })
     };
 
-    // The update, as the CHANGELOG says: the base stack with CodeS3Key empty (the release's
-    // zip), then the tenants and the member's spoke.
+    // The update, as the CHANGELOG says: the member's spoke first (its forwarding role takes the
+    // name the new hub bus policy admits), then the base stack with CodeS3Key empty (the
+    // release's zip), then the tenants.
     let updater = {
         let (cfn, member_cfn, tenants) = (aws.cfn.clone(), member.cfn.clone(), tenants.clone());
         let (updated, base_updated, rounds, stopped) = (
@@ -287,15 +288,6 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
             };
             let update = async {
                 after_two_more_rounds(1).await?;
-                stacks::update(&cfn, BASE, BASE_TEMPLATE, &[("CodeS3Key", "")]).await?;
-                base_updated.store(true, Ordering::SeqCst);
-                println!("upgrade: {BASE} updated");
-                for (n, tenant) in tenants.iter().enumerate() {
-                    after_two_more_rounds(2 + n).await?;
-                    stacks::update(&cfn, tenant, TENANT_TEMPLATE, &[]).await?;
-                    println!("upgrade: {tenant} updated");
-                }
-                after_two_more_rounds(2 + tenants.len()).await?;
                 stacks::update(
                     &member_cfn,
                     "interruption-router-spoke",
@@ -304,6 +296,15 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
                 )
                 .await?;
                 println!("upgrade: the member's spoke stack updated");
+                after_two_more_rounds(2).await?;
+                stacks::update(&cfn, BASE, BASE_TEMPLATE, &[("CodeS3Key", "")]).await?;
+                base_updated.store(true, Ordering::SeqCst);
+                println!("upgrade: {BASE} updated");
+                for (n, tenant) in tenants.iter().enumerate() {
+                    after_two_more_rounds(3 + n).await?;
+                    stacks::update(&cfn, tenant, TENANT_TEMPLATE, &[]).await?;
+                    println!("upgrade: {tenant} updated");
+                }
                 anyhow::Ok(())
             };
             let result = update.await;
@@ -413,13 +414,23 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
             if logical == "RouterDashboard" {
                 continue;
             }
+            // Karpenter's grant takes the path that names its queue and key: a new policy,
+            // attached before the old one goes (e2e_tests::losing_state). The events say
+            // Karpenter's role kept its grant.
+            if logical == "KarpenterQueueAccess" {
+                continue;
+            }
             assert_eq!(after.get(logical), Some(id), "{stack} {logical}");
         }
     }
+    // The spoke role is the same; the forwarding role is replaced by one of the name the hub bus
+    // admits (it holds no state: e2e_tests::losing_state), and the spoke's events kept flowing.
     let spoke_after = physical(&member, "interruption-router-spoke").await?;
-    for role in ["SpokeRole", "ForwardToHubRole"] {
-        assert_eq!(spoke_after.get(role), spoke_before.get(role), "{role}");
-    }
+    assert_eq!(spoke_after.get("SpokeRole"), spoke_before.get("SpokeRole"));
+    assert_eq!(
+        spoke_after.get("ForwardToHubRole").map(String::as_str),
+        Some("interruption-router-spoke-forward-us-east-1")
+    );
 
     // The upgraded deployment says which release it is, and runs the release's zip.
     let described = aws.cfn.describe_stacks().stack_name(BASE).send().await?;

@@ -144,10 +144,14 @@ fn updating_deployed_stacks_to_these_templates_replaces_and_deletes_nothing() ->
     )?;
     let stage = update_scenarios().remove(4).2;
     let replaced = replacements(&old.deploy(&stage)?, &renamed.deploy(&stage)?, &schemas)?;
-    // The queue, and the tenant record named after it.
-    assert_eq!(replaced.len(), 2, "{replaced:?}");
+    // The queue, the tenant record named after it, and Karpenter's grant, whose path names the
+    // queue (a new policy for the new queue, never a new version of the old one's).
+    assert_eq!(replaced.len(), 3, "{replaced:?}");
     assert!(replaced[0].starts_with("InterruptionQueue (AWS::SQS::Queue) is replaced: QueueName"));
     assert!(replaced[1].starts_with("TenantRecord (AWS::SSM::Parameter) is replaced: Name"));
+    assert!(
+        replaced[2].starts_with("KarpenterQueueAccess (AWS::IAM::ManagedPolicy) is replaced: Path")
+    );
     Ok(())
 }
 

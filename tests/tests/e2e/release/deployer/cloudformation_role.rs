@@ -105,6 +105,12 @@ const NOT_USED: &[(&str, &[&str], &str)] = &[
     ),
     (
         "AWS::IAM::ManagedPolicy",
+        &["iam:CreatePolicyVersion"],
+        "tenant.yaml's grant is never given a new version: its Path names what its document \
+         depends on, so a change replaces it (deployer.yaml, KarpenterQueueGrants)",
+    ),
+    (
+        "AWS::IAM::ManagedPolicy",
         &[
             "iam:AttachGroupPolicy",
             "iam:DetachGroupPolicy",
@@ -201,7 +207,10 @@ fn targets(d: &Deployment<'_>, logical: &str, ty: &str) -> Result<Vec<(String, C
             vec![],
         )],
         "AWS::IAM::ManagedPolicy" => vec![(
-            format!("arn:aws:iam::{ACCOUNT}:policy/{stack}-{logical}-GENERATED"),
+            format!(
+                "arn:aws:iam::{ACCOUNT}:policy{}{stack}-{logical}-GENERATED",
+                props["Path"].as_str().unwrap_or("/")
+            ),
             vec![],
         )],
         "AWS::Lambda::EventSourceMapping" => vec![(

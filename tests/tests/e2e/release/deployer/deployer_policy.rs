@@ -1,5 +1,6 @@
-//! DeployerPolicy: every AWS call the make deploy targets make (recorded by the AWS CLI stand-in,
-//! CFN_ROLE set) and the spoke StackSet's are allowed, and nothing else.
+//! DeployerPolicy: every AWS call the make deploy targets make for a release (recorded by the AWS
+//! CLI stand-in, RELEASE and CFN_ROLE set) and the spoke StackSet's are allowed, and nothing
+//! else; publishing the release (aws s3 sync) is PublisherPolicy's.
 
 use anyhow::Result;
 use interruption_router::VERSION;
@@ -53,32 +54,22 @@ fn requests(call: &[String]) -> Vec<(String, String, Conditions)> {
             stack_arn(&arg("--stack-name").unwrap()),
             vec![],
         )],
-        ["cloudformation", "deploy"] => {
+        // A release's template, read before its stack is changed: no stack to name.
+        ["cloudformation", "get-template-summary"] => vec![(
+            "cloudformation:GetTemplateSummary".into(),
+            "*".into(),
+            vec![],
+        )],
+        ["cloudformation", "create-change-set"] => {
             let stack = stack_arn(&arg("--stack-name").unwrap());
             let role = arg("--role-arn").unwrap_or_default();
-            let mut out = vec![
-                (
-                    "cloudformation:DescribeStacks".into(),
-                    stack.clone(),
-                    vec![],
-                ),
-                (
-                    "cloudformation:CreateChangeSet".into(),
-                    stack.clone(),
-                    if role.is_empty() {
-                        vec![]
-                    } else {
-                        vec![("cloudformation:RoleArn".into(), role.clone())]
-                    },
-                ),
-                (
-                    "cloudformation:DescribeChangeSet".into(),
-                    stack.clone(),
-                    vec![],
-                ),
-                ("cloudformation:ExecuteChangeSet".into(), stack, vec![]),
-            ];
+            let mut context = vec![(
+                "cloudformation:TemplateUrl".to_owned(),
+                arg("--template-url").unwrap(),
+            )];
+            let mut out = Vec::new();
             if !role.is_empty() {
+                context.push(("cloudformation:RoleArn".into(), role.clone()));
                 out.push((
                     "iam:PassRole".into(),
                     role,
@@ -88,16 +79,34 @@ fn requests(call: &[String]) -> Vec<(String, String, Conditions)> {
                     )],
                 ));
             }
-            // --s3-bucket: the template is uploaded under --s3-prefix.
-            if let (Some(bucket), Some(prefix)) = (arg("--s3-bucket"), arg("--s3-prefix")) {
-                out.push((
-                    "s3:PutObject".into(),
-                    format!("arn:aws:s3:::{bucket}/{prefix}/0123456789abcdef.template"),
-                    vec![],
-                ));
-            }
+            out.push(("cloudformation:CreateChangeSet".into(), stack, context));
             out
         }
+        [
+            "cloudformation",
+            "describe-change-set" | "delete-change-set" | "execute-change-set",
+        ] => {
+            let action = match words[1] {
+                "describe-change-set" => "cloudformation:DescribeChangeSet",
+                "delete-change-set" => "cloudformation:DeleteChangeSet",
+                _ => "cloudformation:ExecuteChangeSet",
+            };
+            vec![(
+                action.into(),
+                stack_arn(&arg("--stack-name").unwrap()),
+                vec![],
+            )]
+        }
+        ["cloudformation", "wait"] => vec![(
+            if call[2].starts_with("change-set") {
+                "cloudformation:DescribeChangeSet"
+            } else {
+                "cloudformation:DescribeStacks"
+            }
+            .into(),
+            stack_arn(&arg("--stack-name").unwrap()),
+            vec![],
+        )],
         other => panic!("no requests known for {other:?}"),
     }
 }
@@ -113,6 +122,7 @@ fn the_deployer_runs_the_deploy_targets_only_through_cloudformation_as_its_role(
         format!("RELEASE={VERSION}"),
         format!("RELEASE_DIR={}", dist.display()),
         format!("CFN_ROLE={}", deployer.role_arn),
+        "BUCKET=artifacts".to_owned(),
     ];
     let release: Vec<&str> = release.iter().map(String::as_str).collect();
     let (ok, out) = cli.aws(&[
@@ -122,13 +132,36 @@ fn the_deployer_runs_the_deploy_targets_only_through_cloudformation_as_its_role(
         "s3://artifacts/interruption-router/",
     ]);
     assert!(ok, "{out}");
+    // Publishing the release is the publisher's, never the deployer's: a key the deployer could
+    // write would be a template it could deploy.
+    let publishing = cli.calls();
+    let published = requests(&publishing[0]);
+    assert!(published.len() >= 2, "{published:?}");
+    for (action, resource, context) in &published {
+        let context: Vec<(&str, &str)> = context
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert!(
+            allowed(&deployer.publisher, action, resource, &context),
+            "{action} {resource}"
+        );
+        if action == "s3:PutObject" {
+            assert!(
+                !allowed(&deployer.policy, action, resource, &context),
+                "{action} {resource}"
+            );
+        }
+    }
     for target in [
-        &["deploy-base", "BUCKET=artifacts", "REGION=eu-west-1"][..],
+        &["deploy-base", "REGION=eu-west-1"][..],
+        // A member account's spoke, in the region of its artifact bucket (deployer.yaml is
+        // deployed once per bucket's region; its template URLs name that region).
         &[
             "deploy-spoke",
-            "REGION=eu-west-2",
-            "HUB_BUS=arn:aws:events:eu-west-1:123456789012:event-bus/interruption-router-hub",
-            "ROUTER_ROLE=arn:aws:iam::123456789012:role/r",
+            "REGION=eu-west-1",
+            "HUB_BUS=arn:aws:events:eu-west-1:999999999999:event-bus/interruption-router-hub",
+            "ROUTER_ROLE=arn:aws:iam::999999999999:role/r",
         ],
         &[
             "deploy-tenant",
@@ -141,7 +174,7 @@ fn the_deployer_runs_the_deploy_targets_only_through_cloudformation_as_its_role(
         let (ok, out) = cli.make(&[target, &release[..]].concat());
         assert!(ok, "{target:?}: {out}");
     }
-    let calls = cli.calls();
+    let calls = cli.calls()[publishing.len()..].to_vec();
     assert_eq!(cli.deploys().len(), 4);
     let mut checked = 0;
     for call in &calls {
@@ -157,16 +190,14 @@ fn the_deployer_runs_the_deploy_targets_only_through_cloudformation_as_its_role(
             checked += 1;
         }
     }
-    assert!(checked > 20, "{checked} requests");
+    assert!(checked > 30, "{checked} requests");
 
     // The spoke StackSet over an organisation (docs/many-accounts.md).
     let stackset = format!(
         "arn:aws:cloudformation:{REGION}:{ACCOUNT}:stackset/interruption-router-spoke:5d2a6e1c-0000-0000-0000-000000000000"
     );
     // CreateStackSet takes no resource: only the release's spoke.yaml may be its template.
-    let url = format!(
-        "https://artifacts.s3.eu-west-1.amazonaws.com/interruption-router/{VERSION}/spoke.yaml"
-    );
+    let url = super::release_url(VERSION, "spoke.yaml");
     let from_release = [("cloudformation:TemplateUrl", url.as_str())];
     assert!(allowed(
         &deployer.policy,
@@ -219,7 +250,11 @@ fn the_deployer_runs_the_deploy_targets_only_through_cloudformation_as_its_role(
     // Nothing else: a change without the deploy role, as another role, to another stack, a
     // StackSet of another name, an object outside the release's prefix.
     let ours = stack_arn("interruption-router");
-    let as_role = [("cloudformation:RoleArn", deployer.role_arn.as_str())];
+    let base_url = super::release_url(VERSION, "base.yaml");
+    let as_role = [
+        ("cloudformation:RoleArn", deployer.role_arn.as_str()),
+        ("cloudformation:TemplateUrl", base_url.as_str()),
+    ];
     assert!(allowed(
         &deployer.policy,
         "cloudformation:CreateChangeSet",
@@ -236,10 +271,13 @@ fn the_deployer_runs_the_deploy_targets_only_through_cloudformation_as_its_role(
         &deployer.policy,
         "cloudformation:CreateChangeSet",
         &ours,
-        &[(
-            "cloudformation:RoleArn",
-            "arn:aws:iam::123456789012:role/Admin"
-        )]
+        &[
+            (
+                "cloudformation:RoleArn",
+                "arn:aws:iam::123456789012:role/Admin"
+            ),
+            ("cloudformation:TemplateUrl", base_url.as_str()),
+        ]
     ));
     assert!(!allowed(
         &deployer.policy,
@@ -263,6 +301,12 @@ fn the_deployer_runs_the_deploy_targets_only_through_cloudformation_as_its_role(
         &deployer.policy,
         "s3:PutObject",
         "arn:aws:s3:::artifacts/other/x",
+        &[]
+    ));
+    assert!(!allowed(
+        &deployer.policy,
+        "s3:PutObject",
+        &format!("arn:aws:s3:::artifacts/interruption-router/{VERSION}/base.yaml"),
         &[]
     ));
     for (action, resource) in [

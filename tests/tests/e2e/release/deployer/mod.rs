@@ -11,10 +11,13 @@
 //! The linters (tools/lint_policies.py, `make policy-lint`) check the same documents against
 //! AWS's action, resource and condition-key database.
 //!
-//! [`deployer_policy`] holds the first, [`cloudformation_role`] the second.
+//! [`deployer_policy`] holds the first, [`cloudformation_role`] the second, and [`escalation`]
+//! every way a principal holding DeployerPolicy could have become an administrator, each seen
+//! allowed by the deployer.yaml before it.
 
 mod cloudformation_role;
 mod deployer_policy;
+mod escalation;
 
 use anyhow::{Context, Result};
 use aws_model::{
@@ -29,23 +32,35 @@ pub(super) const REGION: &str = "eu-west-1";
 /// The spoke stacks' (and the deployer's) SpokeRoleName.
 pub(super) const SPOKE_ROLE_NAME: &str = "platform-router-spoke";
 
-/// The deployer stack's two documents and its role's ARN.
+/// The deployer stack's documents and its role's ARN.
 pub(super) struct Deployer {
     pub(super) policy: Vec<Policy>,
+    /// PublisherPolicy: who writes the releases into the bucket.
+    pub(super) publisher: Vec<Policy>,
     /// The role's inline policies.
     pub(super) role: Vec<Policy>,
     pub(super) role_arn: String,
 }
 
-pub(super) fn deployer() -> Result<Deployer> {
-    let template = Template::parse("deployer.yaml", DEPLOYER_TEMPLATE)?;
-    // A spoke role whose name does not start with the spoke stack's: the grants on the stack's
-    // generated names must not be what lets the spoke's named roles through.
-    let stage = Stage::new("interruption-router-deployer", ACCOUNT, REGION)
+/// The deployer stack as the tests deploy it: artifacts in bucket `artifacts`, a spoke role
+/// whose name does not start with the spoke stack's (the grants on the stack's generated names
+/// must not be what lets the spoke's named roles through).
+pub(super) fn stage() -> Stage {
+    Stage::new("interruption-router-deployer", ACCOUNT, REGION)
         .parameter("ArtifactBucket", "artifacts")
-        .parameter("SpokeRoleName", SPOKE_ROLE_NAME);
-    let d = template.deploy(&stage)?;
+        .parameter("SpokeRoleName", SPOKE_ROLE_NAME)
+}
+
+pub(super) fn deployer() -> Result<Deployer> {
+    deployed(&stage())
+}
+
+pub(super) fn deployed(stage: &Stage) -> Result<Deployer> {
+    let template = Template::parse("deployer.yaml", DEPLOYER_TEMPLATE)?;
+    let d = template.deploy(stage)?;
     let policy = d.properties("DeployerPolicy")?.context("DeployerPolicy")?;
+    // None before deployer.yaml had one: the escalation tests then fail on what they check.
+    let publisher = d.properties("PublisherPolicy").ok().flatten();
     let role = d
         .properties("CloudFormationRole")?
         .context("CloudFormationRole")?;
@@ -70,6 +85,12 @@ pub(super) fn deployer() -> Result<Deployer> {
             Policy::parse("DeployerPolicy", &policy["PolicyDocument"].to_string())
                 .map_err(anyhow::Error::msg)?,
         ],
+        publisher: publisher
+            .map(|p| Policy::parse("PublisherPolicy", &p["PolicyDocument"].to_string()))
+            .transpose()
+            .map_err(anyhow::Error::msg)?
+            .into_iter()
+            .collect(),
         role: role_policies,
         role_arn,
     })
@@ -91,6 +112,12 @@ pub(super) fn allowed(
         },
     )
     .is_allowed()
+}
+
+/// The URL of a release's template in bucket `artifacts`, as the make targets and the README name
+/// it.
+pub(super) fn release_url(version: &str, template: &str) -> String {
+    format!("https://artifacts.s3.{REGION}.amazonaws.com/interruption-router/{version}/{template}")
 }
 
 pub(super) fn stack_arn(stack: &str) -> String {
