@@ -389,10 +389,12 @@ pub async fn delete_rule(events: &aws_sdk_eventbridge::Client, rule: &str) -> Re
     Ok(())
 }
 
-/// The Karpenter controller role the sandbox gives `cluster` (Karpenter's getting-started stack
-/// names it `KarpenterControllerRole-<cluster>`).
+/// The Karpenter controller role the sandbox gives `cluster`, as Karpenter's getting-started
+/// guide makes it: eksctl's Pod Identity association names it `<cluster>-karpenter`
+/// (`step02-create-cluster.sh`; the guide's CloudFormation stack makes only the policies).
+/// `KarpenterControllerRole-<cluster>` is the migration guide's name, not this one.
 pub fn karpenter_role_name(cluster: &str) -> String {
-    format!("KarpenterControllerRole-{cluster}")
+    format!("{cluster}-karpenter")
 }
 
 /// A role as Karpenter's getting-started guide creates it for the controller (trusting EKS Pod

@@ -34,8 +34,24 @@ pub(super) async fn controller_roles(
     let mut controllers = Vec::new();
     for name in names {
         let arn = format!("arn:{partition}:iam::{account}:role/{name}");
-        let Ok(role) = aws.role(&arn).await else {
-            continue;
+        let role = match aws.role(&arn).await {
+            Ok(role) => role,
+            // A role the operator names that the account does not have: the tenant stack could
+            // not attach its grant to it (it would end in ROLLBACK_COMPLETE). Refused before
+            // anything is made.
+            Err((e, _)) if e.starts_with("GetRole") && e.contains("NoSuchEntity") => {
+                if let Some((cluster, _)) = given.iter().find(|(_, r)| *r == name) {
+                    anyhow::bail!(
+                        "--karpenter-role {cluster}={name}: account {account} has no such role \
+                         ({e}); nothing was changed. Karpenter's getting-started guide names the \
+                         controller role {cluster}-karpenter (eksctl, Pod Identity); read yours \
+                         from the cluster: aws eks list-pod-identity-associations --cluster-name \
+                         {cluster} --namespace kube-system --service-account karpenter"
+                    );
+                }
+                continue;
+            }
+            Err(_) => continue,
         };
         let clusters = role
             .allowed_resources("eks:DescribeCluster")

@@ -11,8 +11,10 @@
 //!
 //! The price is time: the datapoints come minute by minute and minutes late. And a minute in
 //! which adopt looked counts adopt's own receives (and its delete of what it put there), so the
-//! [`Window`] leaves those minutes out and asks for a whole minute after the look, which shows a
-//! reader present at the end of the round. A reader that arrives after the last minute CloudWatch
+//! [`Window`] leaves those minutes out, and asks for whole minutes on both sides of the look:
+//! one before it (a round is read no sooner than its first whole minute has ended:
+//! [`first_read_after`]), which shows the round's own span, and one after, which shows a reader
+//! present at its end. One minute alone is never the evidence. A reader that arrives after the last minute CloudWatch
 //! has is not seen, as a reader that arrives after step 5 is not: the tenant queue's
 //! unread-message alarm pages for it (its Karpenter has left the tenant queue).
 
@@ -61,16 +63,26 @@ pub fn clock(minute: u64) -> String {
     rfc3339(UNIX_EPOCH + Duration::from_secs(minute))[11..16].to_owned()
 }
 
+/// When a round started at `started` may first be looked at, so that a whole minute of it lies
+/// before the look: the end of its first whole minute.
+pub fn first_read_after(started: SystemTime) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(ceil_minute(secs(started)) + 60)
+}
+
 impl Window {
     /// The window of a round started at `started` whose first read looked during `looked`.
     pub fn of(started: SystemTime, looked: Looked) -> Self {
         // A look that straddles a second boundary touches the minute of its last instant.
         let until = secs(looked.until) + 1;
         let looked = (floor_minute(secs(looked.from)), ceil_minute(until));
+        let first = ceil_minute(secs(started));
+        // A whole minute before the look and one after; a look read too early (no whole minute
+        // of the round before it) asks for two after instead, never one minute alone.
+        let after = if looked.0 > first { 60 } else { 120 };
         Self {
-            first: ceil_minute(secs(started)),
+            first,
             looked,
-            end: looked.1 + 60,
+            end: looked.1 + after,
         }
     }
 
@@ -218,7 +230,8 @@ mod tests {
         UNIX_EPOCH + Duration::from_secs(secs)
     }
 
-    /// Started at 10:00:30, looked from 10:01:35 to 10:01:50.
+    /// Started at 10:00:30, looked from 10:01:35 to 10:01:50 (before its first whole minute
+    /// ended: two whole minutes after the look are required).
     fn window() -> Window {
         Window::of(
             at(36_030),
@@ -241,15 +254,36 @@ mod tests {
         }
     }
 
+    /// A round read as soon as it may be ([`first_read_after`]): a whole minute of it before the
+    /// look, the look's minutes left out, a whole minute after.
     #[test]
-    fn the_window_starts_after_the_round_leaves_out_the_look_and_ends_a_minute_past_it() {
+    fn the_window_covers_a_whole_minute_before_the_look_and_one_after() {
+        assert_eq!(first_read_after(at(36_030)), at(36_120));
+        assert_eq!(first_read_after(at(36_060)), at(36_120));
+        let w = Window::of(
+            at(36_030),
+            Looked {
+                from: at(36_120),
+                until: at(36_135),
+            },
+        );
+        assert_eq!(w.first, 36_060);
+        assert_eq!(w.looked, (36_120, 36_180));
+        assert_eq!(w.required().collect::<Vec<_>>(), vec![36_060, 36_180]);
+        assert_eq!(w.closes(), at(36_240));
+    }
+
+    #[test]
+    fn the_window_starts_after_the_round_leaves_out_the_look_and_never_rests_on_one_minute() {
+        // Looked before its first whole minute ended (a round of an older routerctl): two whole
+        // minutes after the look, not one.
         let w = window();
         assert_eq!(w.first, 36_060);
         assert_eq!(w.looked, (36_060, 36_120));
-        assert_eq!(w.end, 36_180);
-        assert_eq!(w.required().collect::<Vec<_>>(), vec![36_120]);
-        assert_eq!(w.closes(), at(36_180));
-        assert_eq!(w.gives_up(), at(36_180) + PATIENCE);
+        assert_eq!(w.end, 36_240);
+        assert_eq!(w.required().collect::<Vec<_>>(), vec![36_120, 36_180]);
+        assert_eq!(w.closes(), at(36_240));
+        assert_eq!(w.gives_up(), at(36_240) + PATIENCE);
         // A look that ends on a minute's first second touches that minute.
         let edge = Window::of(
             at(36_000),
@@ -261,7 +295,7 @@ mod tests {
         assert_eq!(edge.looked, (36_060, 36_180));
         assert_eq!(edge.required().collect::<Vec<_>>(), vec![36_000, 36_180]);
         assert!(
-            w.describe().contains("1 minute(s) from 10:01 to 10:03 UTC"),
+            w.describe().contains("2 minute(s) from 10:01 to 10:04 UTC"),
             "{}",
             w.describe()
         );
@@ -293,10 +327,10 @@ mod tests {
     /// adopt's own look receives (and deletes what it put there): its minutes do not count.
     #[test]
     fn what_adopt_itself_received_while_it_looked_does_not_count() {
-        let mut points = quiet(36_060..36_180);
+        let mut points = quiet(36_060..36_240);
         points.received[0].1 = 1000.0;
         points.deleted[0].1 = 1.0;
-        assert_eq!(judge(&window(), &points), Counted::Quiet { minutes: 1 });
+        assert_eq!(judge(&window(), &points), Counted::Quiet { minutes: 2 });
     }
 
     #[test]
@@ -317,10 +351,10 @@ mod tests {
         }
         // Before the round: not counted.
         let before = Datapoints {
-            received: vec![(36_000, 5.0), (36_120, 0.0)],
-            deleted: vec![(36_000, 5.0), (36_120, 0.0)],
+            received: vec![(36_000, 5.0), (36_120, 0.0), (36_180, 0.0)],
+            deleted: vec![(36_000, 5.0), (36_120, 0.0), (36_180, 0.0)],
         };
-        assert_eq!(judge(&window(), &before), Counted::Quiet { minutes: 1 });
+        assert_eq!(judge(&window(), &before), Counted::Quiet { minutes: 2 });
     }
 
     /// A reader seen in a later minute than the window needs still counts: more coverage.
@@ -349,13 +383,13 @@ mod tests {
         assert_eq!(
             judge(&window(), &points),
             Counted::Incomplete {
-                missing: vec![36_120]
+                missing: vec![36_120, 36_180]
             }
         );
         assert_eq!(
             judge(&window(), &Datapoints::default()),
             Counted::Incomplete {
-                missing: vec![36_120]
+                missing: vec![36_120, 36_180]
             }
         );
     }

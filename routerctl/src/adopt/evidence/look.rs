@@ -9,6 +9,13 @@
 //! met nothing older than the message (everything before it was taken, so it was too). A look that
 //! had to stop among older messages has not reached it: it cannot tell "taken" from "still
 //! there", and says so ([`Look::Backlog`]).
+//!
+//! A look that *finds* its message says only that it was still there when the look reached it.
+//! If the look paged through older messages to get there ([`Look::FoundBehind`]), that is not
+//! "nothing reads this queue": a reader that came back during the round (a GitOps controller
+//! reverting Karpenter to the old queue) starts on the oldest, ten messages a receive, and the
+//! look, receiving up to a thousand at once, overtakes it. Only a message found with nothing
+//! older met on the way ([`Look::Found`]) says nobody read the queue in front of it.
 
 use std::{
     collections::HashSet,
@@ -34,8 +41,13 @@ pub const MAX_LOOK_RECEIVES: usize = 100;
 /// What a look found of the message adopt put in a queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Look {
-    /// Still there; received this many times before this look.
+    /// Still there, and the look met nothing sent before it: received this many times before
+    /// this look.
     Found { received_before: u32 },
+    /// Still there, but behind `older` messages sent at or before it, which the look paged
+    /// through ahead of any reader: it proves nothing by itself (a reader on the oldest may be
+    /// on its way). Received this many times before this look.
+    FoundBehind { received_before: u32, older: usize },
     /// The queue gave everything it held and the message was not in it: a reader took it (or,
     /// if the round is too old, it expired).
     Gone,
@@ -52,6 +64,8 @@ pub enum Look {
 pub struct Paged {
     /// The message looked for was met: SQS's receive count of it, this look's receive included.
     pub found: Option<u32>,
+    /// When SQS says the message looked for was sent, if it was met.
+    pub found_sent: Option<SystemTime>,
     /// A receive came back empty: the queue gave everything it held.
     pub exhausted: bool,
     /// A message met before showed again (its hide ran out): the look stopped there.
@@ -62,15 +76,23 @@ pub struct Paged {
 
 /// What `paged` means for a message sent at `sent_at`.
 pub fn judge(queue: &str, paged: &Paged, sent_at: SystemTime) -> Look {
+    // Found, the message's own SentTimestamp is the measure: SQS's clock, as the others' are (the
+    // round's start is adopt's, to the second).
+    let reference = paged.found_sent.unwrap_or(sent_at);
+    let older = paged.sent.iter().filter(|at| **at <= reference).count();
     if let Some(receives) = paged.found {
-        return Look::Found {
-            received_before: receives.saturating_sub(1),
+        let received_before = receives.saturating_sub(1);
+        return match older {
+            0 => Look::Found { received_before },
+            older => Look::FoundBehind {
+                received_before,
+                older,
+            },
         };
     }
     if paged.exhausted {
         return Look::Gone;
     }
-    let older = paged.sent.iter().filter(|at| **at <= sent_at).count();
     if older == 0 {
         return Look::Overtaken {
             met: paged.sent.len(),
@@ -89,6 +111,15 @@ pub fn judge(queue: &str, paged: &Paged, sent_at: SystemTime) -> Look {
     ))
 }
 
+/// What a look found, and what it left hidden.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Looked {
+    pub look: Look,
+    /// Messages the look received and could not make visible again: hidden from every reader,
+    /// Karpenter included, until [`LOOK_HIDE_SECS`] pass. In a sentence, for the report.
+    pub hidden: Option<String>,
+}
+
 /// Receives through `queue` until the message with event id `id` (sent at `sent_at`) turns up,
 /// the queue has nothing more to give, or the look must stop; makes every other message visible
 /// again at once, deletes adopt's.
@@ -97,7 +128,7 @@ pub(crate) async fn look(
     queue: &Queue,
     id: &str,
     sent_at: SystemTime,
-) -> Result<Look> {
+) -> Result<Looked> {
     let mut met: Vec<String> = Vec::new();
     let mut ids: HashSet<String> = HashSet::new();
     let mut paged = Paged::default();
@@ -137,30 +168,45 @@ pub(crate) async fn look(
             break;
         }
     }
-    release(aws, queue, &met).await;
+    let hidden = release(aws, queue, &met).await;
     if let Some(message) = found {
         paged.found = Some(
             message
                 .receive_count
                 .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX)),
         );
+        paged.found_sent = message
+            .sent_ms
+            .map(|at| UNIX_EPOCH + Duration::from_millis(at));
         if !message.receipt_handle.is_empty() {
             aws.delete_message(&queue.url, &message.receipt_handle)
                 .await
                 .map_err(|e| anyhow::anyhow!("DeleteMessage on {}: {e}", queue.name))?;
         }
     }
-    Ok(judge(&queue.name, &paged, sent_at))
+    Ok(Looked {
+        look: judge(&queue.name, &paged, sent_at),
+        hidden,
+    })
 }
 
-/// Makes what a look received visible again, ten at a time.
-async fn release(aws: &impl Moves, queue: &Queue, handles: &[String]) {
+/// Makes what a look received visible again, ten at a time; what it could not, in a sentence.
+async fn release(aws: &impl Moves, queue: &Queue, handles: &[String]) -> Option<String> {
+    let (mut stuck, mut error) = (0, None);
     for chunk in handles.chunks(10) {
         // On failure they return after LOOK_HIDE_SECS on their own.
         if let Err(e) = aws.release(&queue.url, chunk).await {
-            tracing::warn!(queue = %queue.name, error = %e, "could not make messages visible again; they return in {LOOK_HIDE_SECS} s");
+            stuck += chunk.len();
+            error.get_or_insert(e.to_string());
         }
     }
+    let error = error?;
+    Some(format!(
+        "{stuck} message(s) adopt's look received from {} stay hidden from every reader, Karpenter \
+         included, for up to {LOOK_HIDE_SECS} s after the look: making them visible again failed \
+         ({error}; adopt needs sqs:ChangeMessageVisibility on {})",
+        queue.name, queue.name
+    ))
 }
 
 #[cfg(test)]
@@ -189,7 +235,16 @@ mod tests {
         let looked = look(&world, &queue, "probe", world.clock())
             .await
             .expect("a look");
-        assert_eq!(looked, Look::Found { received_before: 0 });
+        // All three sent in one instant of the paused clock: "at or before" the probe, so it is
+        // found behind the two it was received with.
+        assert_eq!(
+            looked.look,
+            Look::FoundBehind {
+                received_before: 0,
+                older: 2
+            }
+        );
+        assert_eq!(looked.hidden, None);
         let now = world.clock();
         let (left, visible) = world.read(|_, site| {
             let messages = &site.queues["old"].messages;
@@ -200,6 +255,36 @@ mod tests {
         });
         assert_eq!(left, [r#"{"id":"before"}"#, r#"{"id":"after"}"#]);
         assert!(visible, "the look hid what it met");
+    }
+
+    /// What the look received and could not make visible again stays hidden from Karpenter for
+    /// the look's hide: the look says so, naming the queue and for how long.
+    #[tokio::test(start_paused = true)]
+    async fn a_look_that_cannot_give_back_what_it_hid_says_so() {
+        let world = crate::cloud::model::World::new("123456789012", "us-east-1");
+        let url = world.create_queue("old", &[]);
+        for id in ["one", "two", "probe"] {
+            world
+                .sqs_send(&url, &format!(r#"{{"id":"{id}"}}"#))
+                .expect("sent");
+        }
+        world.refuse("ChangeMessageVisibility");
+        let queue = crate::verify::queues::load_queue(&world, "old")
+            .await
+            .expect("the queue");
+        let looked = look(&world, &queue, "probe", world.clock())
+            .await
+            .expect("a look");
+        let hidden = looked.hidden.expect("the hidden messages named");
+        assert!(
+            hidden.starts_with("2 message(s) adopt's look received from old stay hidden"),
+            "{hidden}"
+        );
+        assert!(
+            hidden.contains(&format!("for up to {LOOK_HIDE_SECS} s")),
+            "{hidden}"
+        );
+        assert!(hidden.contains("sqs:ChangeMessageVisibility"), "{hidden}");
     }
 
     #[test]
@@ -219,6 +304,34 @@ mod tests {
         };
         assert_eq!(
             judge("q", &once, at(100)),
+            Look::Found { received_before: 0 }
+        );
+    }
+
+    /// Found behind messages sent at or before it (issue 59): a reader that came back starts on
+    /// the oldest, and the look may have overtaken it. Newer messages met on the way do not
+    /// count.
+    #[test]
+    fn a_message_found_behind_older_ones_proves_nothing_by_itself() {
+        let behind = Paged {
+            found: Some(1),
+            sent: vec![at(40), at(100), at(101)],
+            ..Paged::default()
+        };
+        assert_eq!(
+            judge("q", &behind, at(100)),
+            Look::FoundBehind {
+                received_before: 0,
+                older: 2
+            }
+        );
+        let newer_only = Paged {
+            found: Some(1),
+            sent: vec![at(101), at(130)],
+            ..Paged::default()
+        };
+        assert_eq!(
+            judge("q", &newer_only, at(100)),
             Look::Found { received_before: 0 }
         );
     }

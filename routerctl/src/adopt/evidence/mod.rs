@@ -25,6 +25,12 @@
 //! put there is deleted. Plans never look: a look receives the sentinel itself, and only the one
 //! `--apply` that decides may do that.
 //!
+//! **A look that finds the sentinel** proves nothing read the old queue only if it met nothing
+//! sent before the sentinel on the way. Found behind older messages ([`look::Look::FoundBehind`]),
+//! it proves nothing by itself: a reader that came back during the round (a GitOps revert) starts
+//! on the oldest, ten messages a receive, and the look, receiving up to a thousand, gets there
+//! first. Such a round is a backlog, decided by SQS's counts like the one below.
+//!
 //! **A look that does not find the sentinel.** The queue gave everything it held: the sentinel was
 //! taken. The look met only messages newer than the sentinel before it had to stop: everything
 //! older, the sentinel with it, was taken (the cluster's own Karpenter draining its old queue
@@ -34,8 +40,8 @@
 //! of the account, up to its retention), and also what a reader that came back during the round
 //! leaves behind (it starts on the oldest). A look cannot tell those apart, so a round with a
 //! backlog is decided by SQS's own counts of the old queue ([`counts`]): no message received or
-//! deleted by anyone, in every whole minute of the round but those adopt looked in, and one whole
-//! minute past its look. That waits minutes for CloudWatch; while a minute is missing nothing is
+//! deleted by anyone, in every whole minute of the round but those adopt looked in, a whole
+//! minute before its look (a round is read no sooner: [`Round::ripe_at`]) and one past it. That waits minutes for CloudWatch; while a minute is missing nothing is
 //! disabled, and past [`counts::PATIENCE`] adopt says it cannot tell and prints the command for
 //! the operator who can.
 
@@ -132,11 +138,13 @@ impl Round {
         self.backlog.map(|looked| Window::of(self.started, looked))
     }
 
-    /// When it is old enough to read: once its quiet window has passed, or, with a backlog, once
-    /// its counts' window has ended (whether CloudWatch has them yet is read, not assumed).
+    /// When it is old enough to read: once its quiet window has passed and its first whole
+    /// minute has ended (so that, should the look meet a backlog, SQS's counts have a minute of
+    /// the round before it: [`counts::first_read_after`]), or, with a backlog, once its counts'
+    /// window has ended (whether CloudWatch has them yet is read, not assumed).
     pub fn ripe_at(&self) -> SystemTime {
         match self.window() {
-            None => self.started + QUIET_WINDOW,
+            None => (self.started + QUIET_WINDOW).max(counts::first_read_after(self.started)),
             Some(window) => window.closes(),
         }
     }
@@ -341,13 +349,15 @@ async fn first_read(
     let mut reading = Reading::default();
     let since = format!("sent {} s ago", round.age(aws.now()).as_secs());
     let looked_from = aws.now();
-    match look(aws, tenant, &round.probe, round.started).await? {
+    let probe = look(aws, tenant, &round.probe, round.started).await?;
+    reading.facts.extend(probe.hidden);
+    match probe.look {
         Look::Gone | Look::Overtaken { .. } => reading.facts.push(format!(
             "the probe {since} was taken from {}: something reads it, and of the Karpenter roles \
              adopt sees only {cluster}'s may (step 2)",
             tenant.name
         )),
-        Look::Found { .. } => reading.problems.push(format!(
+        Look::Found { .. } | Look::FoundBehind { .. } => reading.problems.push(format!(
             "the probe {since} is still in {}: nothing reads it. Check cluster {cluster}'s \
              Karpenter: settings.interruptionQueue (helm get values karpenter, or the Git \
              repository Argo CD or Flux applies), its pods and logs, and step 2's grant",
@@ -361,12 +371,28 @@ async fn first_read(
     }
     let mut backlog = Vec::new();
     for queue in s.old {
-        match look(aws, queue, &round.sentinel(), round.started).await? {
+        let sentinel = look(aws, queue, &round.sentinel(), round.started).await?;
+        reading.facts.extend(sentinel.hidden);
+        match sentinel.look {
             Look::Found { received_before: 0 } => reading.facts.push(format!(
-                "the sentinel {since} is still in {}, received by nobody: nothing reads it",
+                "the sentinel {since} is still in {}, received by nobody, and nothing older than \
+                 it was met: nothing reads it",
                 queue.name
             )),
-            Look::Found { received_before } => reading.problems.push(format!(
+            // A reader that came back starts on the oldest: it may not have reached the
+            // sentinel yet. The backlog is judged by SQS's counts, as one a look cannot search.
+            Look::FoundBehind {
+                received_before: 0,
+                older,
+            } => backlog.push(format!(
+                "the sentinel {since} is still in {}, received by nobody, but behind {older} \
+                 message(s) sent before the sentinel, which a reader on the queue would read first",
+                queue.name
+            )),
+            Look::Found { received_before }
+            | Look::FoundBehind {
+                received_before, ..
+            } => reading.problems.push(format!(
                 "the sentinel {since} in {} was received {received_before} time(s) and not \
                  deleted: something still reads {} and fails to delete (a Karpenter whose role \
                  lost sqs:DeleteMessage?)",
@@ -403,7 +429,7 @@ async fn first_read(
     tag(aws, &tenant.url, EVIDENCE_TAG, &counted.tag()).await?;
     let window = Window::of(round.started, looked);
     reading.facts.push(format!(
-        "{}: the look cannot tell whether the sentinel is still behind what it met",
+        "{}: what the look met cannot say whether anything reads it",
         backlog.join("; ")
     ));
     reading.pending = Some(format!(

@@ -202,7 +202,9 @@ async fn existing_keys_serve_both_stacks_once_their_owner_adds_what_verify_print
         tenant_check
             .detail
             .contains(&format!("{router_role} may not kms:GenerateDataKey"))
-            && !tenant_check.detail.contains("Karpenter's controller role arn:aws:iam::123456789012:role/KarpenterControllerRole-alpha may not"),
+            && !tenant_check.detail.contains(
+                "Karpenter's controller role arn:aws:iam::123456789012:role/alpha-karpenter may not"
+            ),
         "{}",
         before.render()
     );
