@@ -141,6 +141,15 @@ changing an answer:
   the stack's outputs are those of the template it had before. The executed template's outputs are
   the stack's here, its exports registered and those it no longer exports withdrawn.
 
+* EKS Pod Identity associations (CreatePodIdentityAssociation, ListPodIdentityAssociations,
+  DescribePodIdentityAssociation, DeletePodIdentityAssociation). The getting-started guide's
+  eksctl gives Karpenter's service account its role this way, and the README's quick path reads
+  the role back from it. moto 5.2.5 has no such API (a 404 for any path under the cluster).
+  Answered here as the EKS API Reference says: the cluster must exist (ResourceNotFoundException),
+  one association per namespace and service account (ResourceInUseException), the role must
+  exist (InvalidParameterException); List filters by namespace and service account and answers
+  summaries without the role; Describe answers the role.
+
 And the regions each service's backends serve: moto asks botocore for them for every account
 backend it creates (each server's first one parsing botocore's endpoint data and the service's
 whole model: 3 % of the CPU). They are botocore's data files, which do not change while the
@@ -155,6 +164,8 @@ import time
 try:
     from moto.awslambda import models as _lambda
     from moto.cloudformation import parsing as _cfn
+    from moto.eks import responses as _eks_responses
+    from moto.eks import urls as _eks_urls
     from moto.events import models as _events
     from moto.iam import models as _iam
     from moto.kms import models as _kms
@@ -162,6 +173,8 @@ try:
 except Exception:  # not the moto server (sitecustomize runs in every interpreter on the path)
     _lambda = None
     _cfn = None
+    _eks_responses = None
+    _eks_urls = None
     _events = None
     _iam = None
     _kms = None
@@ -1093,3 +1106,101 @@ def _role_replaced_when_named_anew(model):
 
 if _iam is not None:
     _role_replaced_when_named_anew(_iam.Role)
+
+
+def _pod_identity_associations(responses, urls):
+    """Gives moto's EKS the Pod Identity association API (see the module's docs)."""
+    import uuid
+    from datetime import datetime, timezone
+
+    from moto.core.responses import ActionResult
+    from moto.eks import exceptions as errors
+    from moto.eks.models import eks_backends
+
+    # (account, region, cluster) -> association id -> association.
+    associations = {}
+    lock = threading.Lock()
+
+    def not_found(message):
+        return errors.ResourceNotFoundException(
+            clusterName=None, nodegroupName=None, fargateProfileName=None, addonName=None, message=message
+        )
+
+    def of_cluster(self):
+        # moto's EKS names the URI's {name} as the URI does, not as the member (clusterName).
+        name = self._get_param("name")
+        if name not in eks_backends[self.current_account][self.region].clusters:
+            raise not_found(f"No cluster found for name: {name}.")
+        return name, associations.setdefault((self.current_account, self.region, name), {})
+
+    def summary(association):
+        keys = ("clusterName", "namespace", "serviceAccount", "associationArn", "associationId", "ownerArn")
+        return {k: association[k] for k in keys if k in association}
+
+    def create_pod_identity_association(self):
+        name, known = of_cluster(self)
+        namespace = self._get_param("namespace")
+        account = self._get_param("serviceAccount")
+        role_arn = self._get_param("roleArn")
+        role_name = role_arn.rsplit("/", 1)[-1]
+        iam = _iam.iam_backends[self.current_account][_iam.get_partition(self.region)]
+        if not any(r.name == role_name and r.arn == role_arn for r in iam.roles.values()):
+            raise errors.InvalidParameterException(
+                clusterName=name, nodegroupName=None, fargateProfileName=None, addonName=None,
+                message=f"Role {role_arn} does not exist",
+            )
+        with lock:
+            if any(a["namespace"] == namespace and a["serviceAccount"] == account for a in known.values()):
+                raise errors.ResourceInUseException(
+                    clusterName=name, nodegroupName=None, fargateProfileName=None, addonName=None,
+                    message="Association already exists",
+                )
+            association_id = "a-" + uuid.uuid4().hex[:17]
+            now = datetime.now(timezone.utc).timestamp()
+            association = {
+                "clusterName": name,
+                "namespace": namespace,
+                "serviceAccount": account,
+                "roleArn": role_arn,
+                "associationArn": f"arn:{_iam.get_partition(self.region)}:eks:{self.region}:"
+                f"{self.current_account}:podidentityassociation/{name}/{association_id}",
+                "associationId": association_id,
+                "tags": self._get_param("tags") or {},
+                "createdAt": now,
+                "modifiedAt": now,
+                "disableSessionTags": bool(self._get_param("disableSessionTags")),
+            }
+            known[association_id] = association
+        return ActionResult({"association": association})
+
+    def list_pod_identity_associations(self):
+        _, known = of_cluster(self)
+        namespace = self._get_param("namespace")
+        account = self._get_param("serviceAccount")
+        found = [
+            summary(a)
+            for a in known.values()
+            if namespace in (None, a["namespace"]) and account in (None, a["serviceAccount"])
+        ]
+        return ActionResult({"associations": found})
+
+    def described(self, delete):
+        name, known = of_cluster(self)
+        association_id = self._get_param("associationId")
+        with lock:
+            association = known.pop(association_id, None) if delete else known.get(association_id)
+        if association is None:
+            raise not_found(f"No Pod Identity Association found for id: {association_id} in cluster {name}")
+        return ActionResult({"association": association})
+
+    responses.EKSResponse.create_pod_identity_association = create_pod_identity_association
+    responses.EKSResponse.list_pod_identity_associations = list_pod_identity_associations
+    responses.EKSResponse.describe_pod_identity_association = lambda self: described(self, False)
+    responses.EKSResponse.delete_pod_identity_association = lambda self: described(self, True)
+    dispatch = urls.response.dispatch
+    urls.url_paths["{0}/clusters/(?P<name>[^/]+)/pod-identity-associations$"] = dispatch
+    urls.url_paths["{0}/clusters/(?P<name>[^/]+)/pod-identity-associations/(?P<associationId>[^/]+)$"] = dispatch
+
+
+if _eks_responses is not None and _iam is not None:
+    _pod_identity_associations(_eks_responses, _eks_urls)

@@ -29,7 +29,7 @@ use router_core::{
 };
 
 pub(crate) use self::controllers::Controller;
-pub use self::owners::Owner;
+pub use self::owners::{Owner, Tool};
 use self::{
     controllers::controller_roles,
     owners::StackOwners,
@@ -304,7 +304,7 @@ pub async fn read(
                 .find(|o| matches!(o, Owner::Tool { .. }))
         {
             owner = Owner::Tool {
-                tool: tool.clone(),
+                tool: *tool,
                 marks: format!("its rules' marks: {marks}"),
             };
         }

@@ -7,9 +7,11 @@
 //! Terraform tags nothing by itself, so a tag naming it is not how to know. What the tools do
 //! leave:
 //!
-//! * Terraform's `name_prefix` appends a 26-digit unique id (EKS Blueprints' and
-//!   terraform-aws-eks's karpenter rules are named that way), and both of those modules tag their
-//!   rules `ClusterName`; teams' `default_tags` often name Terraform;
+//! * Terraform's `name_prefix` appends a 26-digit unique id, and teams' `default_tags` often
+//!   name Terraform. Two modules make Karpenter's rules that way and tag them `ClusterName`:
+//!   terraform-aws-eks's karpenter module names them `<rule_name_prefix><Kind>-<id>`
+//!   (`KarpenterSpotInterrupt-…` by default), EKS Blueprints addons `Karpenter-<Kind>-<id>`.
+//!   Which one made them decides the one variable that retires them;
 //! * Crossplane's AWS providers tag `crossplane-kind`, `crossplane-name`,
 //!   `crossplane-providerconfig`; AWS Controllers for Kubernetes tag `services.k8s.aws/*`;
 //! * Pulumi's auto-naming appends `-` and seven hex digits; its stacks may tag `pulumi*`;
@@ -28,7 +30,7 @@ pub enum Owner {
     /// A CloudFormation stack (its name, and the resource's logical id there).
     Stack { stack: String, logical: String },
     /// Another tool, told by its marks: the tool, and the marks.
-    Tool { tool: String, marks: String },
+    Tool { tool: Tool, marks: String },
     /// No tool's mark: made by hand, or by a tool that leaves none.
     Unmarked,
 }
@@ -40,6 +42,72 @@ impl std::fmt::Display for Owner {
             Owner::Tool { tool, marks } => write!(f, "{tool} ({marks})"),
             Owner::Unmarked => f.write_str("hand or a tool that leaves no mark"),
         }
+    }
+}
+
+/// A tool other than CloudFormation, as far as its marks tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// terraform-aws-modules/terraform-aws-eks `modules/karpenter`.
+    TerraformEksKarpenter,
+    /// aws-ia/terraform-aws-eks-blueprints-addons' Karpenter addon.
+    EksBlueprints,
+    /// Terraform, module unknown.
+    Terraform,
+    Crossplane,
+    /// AWS Controllers for Kubernetes.
+    Ack,
+    Pulumi,
+}
+
+impl Tool {
+    /// Terraform, whichever module.
+    pub fn is_terraform(self) -> bool {
+        matches!(
+            self,
+            Tool::TerraformEksKarpenter | Tool::EksBlueprints | Tool::Terraform
+        )
+    }
+}
+
+impl std::fmt::Display for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Tool::TerraformEksKarpenter => "Terraform, terraform-aws-eks's karpenter module",
+            Tool::EksBlueprints => "Terraform, EKS Blueprints addons",
+            Tool::Terraform => "Terraform",
+            Tool::Crossplane => "Crossplane",
+            Tool::Ack => "AWS Controllers for Kubernetes",
+            Tool::Pulumi => "Pulumi",
+        })
+    }
+}
+
+/// The names terraform-aws-eks's karpenter module (v19 to v21) and EKS Blueprints addons give
+/// their rules' kinds, before name_prefix's id.
+const MODULE_RULE_KINDS: [&str; 5] = [
+    "HealthEvent",
+    "SpotInterrupt",
+    "InstanceRebalance",
+    "InstanceStateChange",
+    "CRInterruption",
+];
+
+/// Which Karpenter module's rule `name` is, if its name is one (`<prefix><Kind>-<26 digits>`).
+fn karpenter_module(name: &str) -> Option<Tool> {
+    if !terraform_unique_suffix(name) {
+        return None;
+    }
+    let head = name[..name.len() - 26].strip_suffix('-')?;
+    let kind = MODULE_RULE_KINDS.iter().find(|k| head.ends_with(*k))?;
+    let prefix = &head[..head.len() - kind.len()];
+    if prefix == "Karpenter-" {
+        Some(Tool::EksBlueprints)
+    } else if !prefix.ends_with('-') {
+        // The module's rule_name_prefix, "Karpenter" unless the caller set another.
+        Some(Tool::TerraformEksKarpenter)
+    } else {
+        None
     }
 }
 
@@ -88,38 +156,55 @@ pub fn marks(name: &str, tags: &BTreeMap<String, String>) -> Owner {
                 .unwrap_or_default(),
         };
     }
-    let mut found: Vec<(&str, String)> = Vec::new();
+    let mut found: Vec<(Tool, String)> = Vec::new();
     for (k, v) in tags {
         let (lk, lv) = (k.to_ascii_lowercase(), v.to_ascii_lowercase());
         if lk.starts_with("crossplane-") {
-            found.push(("Crossplane", format!("tag {k}")));
+            found.push((Tool::Crossplane, format!("tag {k}")));
         } else if lk.starts_with("services.k8s.aws/") {
-            found.push(("AWS Controllers for Kubernetes", format!("tag {k}")));
+            found.push((Tool::Ack, format!("tag {k}")));
         } else if lk.starts_with("pulumi") {
-            found.push(("Pulumi", format!("tag {k}")));
+            found.push((Tool::Pulumi, format!("tag {k}")));
         } else if lk.contains("terraform") || lv.contains("terraform") {
-            found.push(("Terraform", format!("tag {k}={v}")));
+            found.push((Tool::Terraform, format!("tag {k}={v}")));
         } else if k == "ClusterName" {
             found.push((
-                "Terraform",
+                Tool::Terraform,
                 "tag ClusterName, as EKS Blueprints addons and terraform-aws-eks's karpenter \
                  module tag their rules"
                     .to_owned(),
             ));
         }
     }
-    if terraform_unique_suffix(name) {
+    if let Some(module) = karpenter_module(name) {
+        // The module's name is the surest mark: it names the tool the other marks only say is
+        // Terraform.
+        found.retain(|(tool, _)| *tool != Tool::Terraform);
+        found.insert(
+            0,
+            (
+                module,
+                "rule named <prefix><Kind>-<name_prefix's id>".to_owned(),
+            ),
+        );
+        if tags.contains_key("ClusterName") {
+            found.push((module, "tag ClusterName".to_owned()));
+        }
+    } else if terraform_unique_suffix(name) {
         found.push((
-            "Terraform",
+            Tool::Terraform,
             "name ending in name_prefix's 26-digit id".to_owned(),
         ));
     } else if pulumi_suffix(name) {
-        found.push(("Pulumi", "name ending in auto-naming's -<7 hex>".to_owned()));
+        found.push((
+            Tool::Pulumi,
+            "name ending in auto-naming's -<7 hex>".to_owned(),
+        ));
     }
     match found.first() {
         None => Owner::Unmarked,
         Some((tool, _)) => Owner::Tool {
-            tool: (*tool).to_owned(),
+            tool: *tool,
             marks: found
                 .iter()
                 .filter(|(t, _)| t == tool)
@@ -197,8 +282,8 @@ mod tests {
     #[test]
     fn each_tools_marks_name_it() {
         let tool = |name: &str, pairs: &[(&str, &str)]| match marks(name, &tags(pairs)) {
-            Owner::Tool { tool, .. } => tool,
-            other => format!("{other:?}"),
+            Owner::Tool { tool, .. } => Some(tool),
+            _ => None,
         };
         // EKS Blueprints' rules: name_prefix "Karpenter-SpotInterrupt-", tag ClusterName.
         assert_eq!(
@@ -206,19 +291,43 @@ mod tests {
                 "Karpenter-SpotInterrupt-20231012123456789000000001",
                 &[("ClusterName", "beta")]
             ),
-            "Terraform"
+            Some(Tool::EksBlueprints)
+        );
+        // terraform-aws-eks's karpenter module: "<rule_name_prefix><Kind>-", the prefix
+        // "Karpenter" by default or the caller's.
+        for name in [
+            "KarpenterSpotInterrupt-20231012123456789000000001",
+            "KarpenterCRInterruption-20231012123456789000000001",
+            "prodHealthEvent-20231012123456789000000001",
+        ] {
+            assert_eq!(
+                tool(name, &[("ClusterName", "beta"), ("ManagedBy", "terraform")]),
+                Some(Tool::TerraformEksKarpenter),
+                "{name}"
+            );
+        }
+        // name_prefix's id on a name no module gives: Terraform, module unknown.
+        assert_eq!(
+            tool("Karpenter-Spot-20231012123456789000000001", &[]),
+            Some(Tool::Terraform)
         );
         assert_eq!(
-            tool("KarpenterSpotInterrupt-20231012123456789000000001", &[]),
-            "Terraform"
+            tool("prod-SpotInterrupt-20231012123456789000000001", &[]),
+            Some(Tool::Terraform)
         );
-        assert_eq!(tool("q", &[("ManagedBy", "terraform")]), "Terraform");
-        assert_eq!(tool("q", &[("crossplane-kind", "queue")]), "Crossplane");
+        assert_eq!(
+            tool("q", &[("ManagedBy", "terraform")]),
+            Some(Tool::Terraform)
+        );
+        assert_eq!(
+            tool("q", &[("crossplane-kind", "queue")]),
+            Some(Tool::Crossplane)
+        );
         assert_eq!(
             tool("q", &[("services.k8s.aws/namespace", "karpenter")]),
-            "AWS Controllers for Kubernetes"
+            Some(Tool::Ack)
         );
-        assert_eq!(tool("interruptions-4f3a2b1", &[]), "Pulumi");
+        assert_eq!(tool("interruptions-4f3a2b1", &[]), Some(Tool::Pulumi));
         // Nothing a tool leaves: a name and a team tag.
         assert_eq!(
             marks(

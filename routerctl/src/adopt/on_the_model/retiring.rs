@@ -241,3 +241,133 @@ fn a_walk_over_a_shared_old_queue_disables_nothing_and_says_why() {
     );
     world.site(|site| assert_eq!(super::old_rules_enabled(site), 5, "{moves:#?}"));
 }
+
+/// alpha's set-up as terraform-aws-eks's karpenter module makes it: rules
+/// `Karpenter<Kind>-<name_prefix id>` tagged `ClusterName`, the queue `Karpenter-alpha` with no
+/// mark of its own. Step 6 hands over the module's one variable, once; the apply it names (the
+/// module's queue, rules and its policy's statement on that queue gone; the role and the tenant
+/// stack's grant kept) finishes the walk with nothing missed.
+#[test]
+fn a_set_up_terraform_aws_eks_made_is_retired_by_its_one_variable() {
+    let world = account();
+    world.site(|site| {
+        let old: Vec<(String, String)> = site.rules.keys().cloned().collect();
+        for (bus, name) in old.into_iter().filter(|(_, n)| n.ends_with("-alpha")) {
+            let (mut rule, targets) = site.rules.remove(&(bus.clone(), name.clone())).unwrap();
+            let short = match name
+                .trim_start_matches("Karpenter")
+                .trim_end_matches("-alpha")
+            {
+                "spotinterruption" => "SpotInterrupt",
+                "rebalancerecommendation" => "InstanceRebalance",
+                "statechange" => "InstanceStateChange",
+                "scheduledchange" => "HealthEvent",
+                "capacityreservationinterruption" => "CRInterruption",
+                other => panic!("no module name for {other}"),
+            };
+            let module = format!("Karpenter{short}-20261118120000000000000001");
+            let arn = format!("arn:aws:events:us-east-1:123456789012:rule/{module}");
+            rule.arn = Some(arn.clone());
+            site.rules.insert((bus, module), (rule, targets));
+            site.rule_tags.insert(
+                arn,
+                BTreeMap::from([("ClusterName".into(), "alpha".into())]),
+            );
+        }
+    });
+    // Steps 1 and 3 name the Terraform way: the tenant module, the helm_release's values.
+    let plan = paused()
+        .block_on(super::run(
+            &world,
+            &super::Options::plan_of("ir", super::CLUSTER),
+        ))
+        .unwrap();
+    let alpha = plan.cluster(super::CLUSTER).unwrap();
+    assert!(
+        alpha.today[0].contains("made by Terraform, terraform-aws-eks's karpenter module"),
+        "{}",
+        plan.render()
+    );
+    assert!(
+        alpha.step(1).detail.contains("terraform/modules/tenant")
+            && alpha.step(1).detail.contains("ir-tenant-alpha"),
+        "{}",
+        plan.render()
+    );
+    let step_3 = paused().block_on(async {
+        let mut reads = Reads::Old;
+        for _ in 0..50 {
+            let plan = super::run(&world, &super::Options::plan_of("ir", super::CLUSTER))
+                .await
+                .unwrap();
+            let next = plan
+                .cluster(super::CLUSTER)
+                .unwrap()
+                .next()
+                .cloned()
+                .unwrap();
+            if next.number == 3 {
+                return next.detail;
+            }
+            advance(&world, &mut reads).await.unwrap();
+        }
+        panic!("never at step 3")
+    });
+    assert!(
+        step_3.contains("settings.interruptionQueue = \"karpenter-alpha\" in its values"),
+        "{step_3}"
+    );
+    let (moves, refused) = to_step_6(&world);
+    assert!(
+        moves
+            .iter()
+            .any(|m| m.starts_with("operator: helm upgrade")),
+        "{moves:#?}"
+    );
+    assert!(
+        refused.contains("made by Terraform, terraform-aws-eks's karpenter module (")
+            && refused.contains("set enable_spot_termination = false on that module and apply")
+            && refused.contains("settings.interruptionQueue must name karpenter-alpha"),
+        "{refused}"
+    );
+    assert_eq!(
+        refused.matches("karpenter module (").count(),
+        1,
+        "the module named once for its five rules: {refused}"
+    );
+    // The operator's apply: the module's rules, queue and statement on that queue go at once.
+    let rules = world.site(|site| {
+        site.rules
+            .retain(|(_, name), _| !name.starts_with("Karpenter"));
+        site.queues.remove(OLD_QUEUE).is_some()
+    });
+    assert!(rules, "the old queue was there until the apply");
+    {
+        let mut state = world.lock();
+        let role = state
+            .roles
+            .get_mut("arn:aws:iam::123456789012:role/KarpenterController-alpha")
+            .unwrap();
+        for (_, doc) in &mut role.inline {
+            let statements = doc["Statement"].as_array_mut().unwrap();
+            statements.retain(|s| !s["Resource"].to_string().contains(OLD_QUEUE));
+        }
+    }
+    let (moves, finished) = paused().block_on(async {
+        let moves = to_the_end(&world, &mut Reads::Tenant).await;
+        let finished = super::run(&world, &super::Options::plan("ir"))
+            .await
+            .unwrap();
+        (moves, finished)
+    });
+    assert!(
+        !moves.iter().any(|m| m.starts_with("applied")),
+        "nothing left for adopt: {moves:#?}"
+    );
+    let done = finished.render();
+    assert!(
+        done.contains("next: nothing: it is on the router and its old set-up is gone"),
+        "{done}"
+    );
+    super::assert_nothing_missed();
+}

@@ -10,7 +10,7 @@ use crate::cloud::Cloud;
 use crate::{
     adopt::{
         connect::Place,
-        discover::Landscape,
+        discover::{Landscape, Owner, Tool},
         evidence::{
             QUIET_WINDOW,
             counts::{self, Counted, Window},
@@ -77,7 +77,16 @@ pub(super) fn tenant_stack(f: &Facts<'_>) -> Judged {
         ),
         (None, Some(role), None) => (
             State::Todo,
-            format!("no queue {queue_name}"),
+            match terraform(f) {
+                Some(tool) => format!(
+                    "no queue {queue_name}. {tool} made the old set-up: to keep the tenant stack \
+                     in Terraform too, apply the router's terraform/modules/tenant \
+                     (karpenter_role_name = the role Karpenter runs as, e.g. \
+                     module.karpenter.iam_role_name) instead of --apply; it deploys the same \
+                     stack, {tenant_stack}, and adopt reads it the same"
+                ),
+                None => format!("no queue {queue_name}"),
+            },
             Action::Apply(Change::DeployTenant {
                 stack: tenant_stack.clone(),
                 karpenter_role: role.clone(),
@@ -185,6 +194,15 @@ pub(super) fn karpenter_pointed(f: &Facts<'_>, done_2: bool) -> Judged {
         let mut detail = "run the helm command below (routerctl never edits a cluster), then \
                           --apply, which checks it (step 4)"
             .to_owned();
+        if let Some(tool) = terraform(f) {
+            detail = format!(
+                "{detail}. {tool} made the old set-up: where Terraform's helm_release installs \
+                 Karpenter, set settings.interruptionQueue = \"{}\" in its values and apply \
+                 instead of the helm command (its next apply would revert a helm upgrade); keep \
+                 it off the karpenter module's queue_name output, which step 6 empties",
+                f.queue_name
+            );
+        }
         if let Some(at) = rolled_back {
             detail = format!(
                 "rolled back at {}: Karpenter was to go back to its old queue; to move again, {detail}",
@@ -201,6 +219,19 @@ pub(super) fn karpenter_pointed(f: &Facts<'_>, done_2: bool) -> Judged {
         };
         (State::Todo, detail, action)
     }
+}
+
+/// The Terraform tool that made the cluster's old set-up, if one did: its owner then writes the
+/// tenant stack and the helm values in Terraform, not adopt and helm.
+fn terraform(f: &Facts<'_>) -> Option<Tool> {
+    f.old_rules
+        .iter()
+        .map(|r| &r.owner)
+        .chain(f.setups.iter().map(|s| &s.owner))
+        .find_map(|owner| match owner {
+            Owner::Tool { tool, .. } if tool.is_terraform() => Some(*tool),
+            _ => None,
+        })
 }
 
 /// Step 4's title: the new queue read, and nothing reading the old ones.

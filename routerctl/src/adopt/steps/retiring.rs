@@ -5,7 +5,7 @@
 use super::{Action, Change, Facts, Judged, State};
 use crate::adopt::{
     Options,
-    discover::{Landscape, Owner},
+    discover::{Landscape, Owner, Tool},
 };
 
 /// Step 5: the old rules disabled: by the `--apply` that read step 4's evidence, and only then;
@@ -190,7 +190,7 @@ fn retire_elsewhere<'a>(
     step: u8,
 ) -> Option<String> {
     let mut stacks: Vec<(String, Vec<String>)> = Vec::new();
-    let mut tools: Vec<String> = Vec::new();
+    let mut tools: Vec<(Tool, String)> = Vec::new();
     let mut unmarked = false;
     for owner in owners {
         match owner {
@@ -200,8 +200,8 @@ fn retire_elsewhere<'a>(
             },
             Owner::Tool { tool, marks } => {
                 let line = format!("{tool} ({marks})");
-                if !tools.contains(&line) {
-                    tools.push(line);
+                if !tools.iter().any(|(_, l)| *l == line) {
+                    tools.push((*tool, line));
                 }
             }
             Owner::Unmarked => unmarked = true,
@@ -230,13 +230,37 @@ fn retire_elsewhere<'a>(
         ));
     }
     if !tools.is_empty() {
-        return Some(format!(
-            "made by {}: remove them from that configuration and apply it (adopt deletes no \
-             tool's resources: its next apply would re-create them). EKS Blueprints addons: \
-             karpenter_enable_spot_termination = false removes its queue and rules; keep \
-             Karpenter's settings.interruptionQueue on the router's queue in its values",
-            tools.join("; ")
-        ));
+        let tenant = land.queue_names.queue_name(cluster).unwrap_or_default();
+        let made_by = tools
+            .iter()
+            .map(|(_, line)| line.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Some(match tools[0].0 {
+            // One variable gates the module's queue, its rules and its controller policy's
+            // statement on that queue; its queue_name output turns null with them.
+            Tool::TerraformEksKarpenter => format!(
+                "made by {made_by}: set enable_spot_termination = false on that module and \
+                 apply: that one apply deletes its queue, its rules and its controller policy's \
+                 statement on its queue (the role stays; the router's tenant stack grants it \
+                 {tenant}). The messages left in its queue are copies of what {tenant} \
+                 received. First check that nothing still reads the module's queue_name \
+                 output: the helm_release's settings.interruptionQueue must name {tenant} \
+                 (your tenant module's queue_name output), or that apply leaves Karpenter \
+                 with none. adopt deletes no tool's resources: its next apply would re-create \
+                 them"
+            ),
+            Tool::EksBlueprints => format!(
+                "made by {made_by}: set karpenter_enable_spot_termination = false and apply: it \
+                 removes the addon's queue and rules. Keep Karpenter's settings.interruptionQueue \
+                 on {tenant} in the addon's values. adopt deletes no tool's resources: its next \
+                 apply would re-create them"
+            ),
+            _ => format!(
+                "made by {made_by}: remove them from that configuration and apply it (adopt \
+                 deletes no tool's resources: its next apply would re-create them)"
+            ),
+        });
     }
     (unmarked && !options.delete_hand_made).then(|| {
         format!(

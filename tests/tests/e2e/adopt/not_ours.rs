@@ -4,7 +4,8 @@
 use super::*;
 
 /// The rules lab makes as Terraform's module does carry `name_prefix`'s id (26 digits: a timestamp
-/// and a counter), the mark adopt reads as "made by Terraform" below; one per rule.
+/// and a counter), the mark adopt reads as "made by Terraform, EKS Blueprints addons" below; one
+/// per rule.
 #[test]
 fn labs_terraform_rules_carry_name_prefix_ids_of_26_digits() {
     let id = lab::old_setups::name_prefix_id("beta", "SpotInterrupt");
@@ -15,7 +16,7 @@ fn labs_terraform_rules_carry_name_prefix_ids_of_26_digits() {
 
 /// EKS Blueprints names its Karpenter queue `karpenter-<cluster>`, the router's default name, and
 /// feeds it with its own rules. The router writes nothing into it (its Karpenter reads each event
-/// once); adopt shows it as an old set-up made by Terraform, and plans the tenant queue around
+/// once); adopt shows it as an old set-up made by EKS Blueprints, and plans the tenant queue around
 /// the name; verify says why the cluster is not onboarded.
 #[tokio::test]
 async fn a_blueprints_queue_with_the_routers_name_is_an_old_set_up_not_a_tenant() -> Result<()> {
@@ -25,11 +26,13 @@ async fn a_blueprints_queue_with_the_routers_name_is_an_old_set_up_not_a_tenant(
     let bp = plan.cluster("bp").context("bp")?;
     let today = bp.today.join("\n");
     assert!(
-        today.contains("old queue karpenter-bp, made by Terraform (its rules' marks"),
+        today.contains(
+            "old queue karpenter-bp, made by Terraform, EKS Blueprints addons (its rules' marks"
+        ),
         "{text}"
     );
     assert!(
-        today.contains("4 rule(s) made by Terraform (tag ClusterName"),
+        today.contains("4 rule(s) made by Terraform, EKS Blueprints addons (rule named"),
         "{text}"
     );
     assert!(

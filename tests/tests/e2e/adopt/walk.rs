@@ -24,7 +24,8 @@ async fn adopting_every_kind_of_set_up_while_events_flow_misses_none_and_survive
         "{text}"
     );
     assert!(
-        today("beta").contains("made by Terraform (tag ClusterName"),
+        today("beta")
+            .contains("made by Terraform, terraform-aws-eks's karpenter module (rule named"),
         "{text}"
     );
     assert!(

@@ -38,6 +38,21 @@ pub(super) fn stand_in_release(out: &Path) {
     );
 }
 
+/// The release directory `dist` copied into the emulator's bucket `artifacts`, as the README's
+/// `aws s3 sync` puts it.
+pub(super) async fn release_into(moto: &local_aws::moto::MotoServer, dist: &Path) -> Result<()> {
+    let version_dir = dist.join("interruption-router").join(VERSION);
+    for entry in std::fs::read_dir(&version_dir)?.flatten() {
+        let key = format!(
+            "interruption-router/{VERSION}/{}",
+            entry.file_name().to_string_lossy()
+        );
+        moto.put_object("artifacts", &key, &std::fs::read(entry.path())?)
+            .await?;
+    }
+    Ok(())
+}
+
 #[test]
 fn a_release_deploys_from_its_directory_and_runs_the_zip_the_bucket_holds() -> Result<()> {
     let scratch = Scratch::new("deploying");
@@ -131,6 +146,7 @@ fn a_release_deploys_from_its_directory_and_runs_the_zip_the_bucket_holds() -> R
         &release,
         &release_dir,
     ];
+    cli.role("alpha-karpenter");
     let (ok, out) = cli.make(&[&tenant[..], &["KARPENTER_ROLE=alpha-karpenter"]].concat());
     assert!(ok, "{out}");
     let (_, args) = cli.deploys().pop().unwrap();
@@ -192,15 +208,7 @@ async fn a_release_deploys_from_its_urls_with_the_make_targets_on_the_emulator()
     stand_in_release(scratch.path());
     let dist = scratch.path().join("dist");
     let moto = MotoServer::start().await?;
-    let version_dir = dist.join("interruption-router").join(VERSION);
-    for entry in std::fs::read_dir(&version_dir)?.flatten() {
-        let key = format!(
-            "interruption-router/{VERSION}/{}",
-            entry.file_name().to_string_lossy()
-        );
-        moto.put_object("artifacts", &key, &std::fs::read(entry.path())?)
-            .await?;
-    }
+    release_into(&moto, &dist).await?;
     let path = format!(
         "{}/.venv/bin:{}",
         repo().display(),

@@ -1,6 +1,7 @@
 //! Releases: the version everywhere ([`version`]), the release directory `make release` builds,
 //! made here by the same script from a stand-in binary ([`artifacts`]), deploying it with the make
-//! targets ([`deploying`]) or from its URLs alone ([`from_release`]), the upgrade from the previous release's stacks while events flow
+//! targets ([`deploying`]), from its URLs alone ([`from_release`]) or with the README's quick path
+//! for a getting-started guide's cluster ([`quick_path`]), the upgrade from the previous release's stacks while events flow
 //! ([`upgrade`]), the deployer's least-privilege policy ([`deployer`]), and the spoke as a
 //! StackSet deploys it in every member account ([`organisation`]), and what ships linking no lab
 //! ([`shipped`]).
@@ -10,6 +11,7 @@ mod deployer;
 mod deploying;
 mod from_release;
 mod organisation;
+mod quick_path;
 mod shipped;
 
 mod upgrade;
