@@ -440,7 +440,12 @@ deploy-tenant: $(DEPLOY_TOOLS)
 			echo "error: KARPENTER_ROLE is not set: give the name of Karpenter's controller role, which the stack grants this queue (Karpenter's getting-started policy allows only its own queue), or KARPENTER_ROLE=none if its policies already allow karpenter-$(CLUSTER)"; exit 1; \
 		fi; role="" ;; \
 		none) role="KarpenterRoleName=" ;; \
-		*) role="KarpenterRoleName=$(KARPENTER_ROLE)" ;; \
+		*) if ! said=$$($(AWS) iam get-role --role-name "$(KARPENTER_ROLE)" --query Role.RoleName --output text 2>&1); then \
+			case "$$said" in *NoSuchEntity*) \
+				echo "error: KARPENTER_ROLE=$(KARPENTER_ROLE): this account has no such IAM role, and the tenant stack could not attach its grant to it (the stack would end in ROLLBACK_COMPLETE, to be deleted before a retry). Nothing was created. Karpenter's getting-started guide names the role $(CLUSTER)-karpenter (eksctl, Pod Identity); read yours from the cluster: aws eks list-pod-identity-associations --region $(REGION) --cluster-name $(CLUSTER) --namespace kube-system --service-account karpenter (README, Karpenter's controller role)" ;; \
+			*) echo "error: KARPENTER_ROLE=$(KARPENTER_ROLE): the role could not be read ($$said); nothing was created: the deployer needs iam:GetRole to check it" ;; \
+			esac; exit 1; \
+		fi; role="KarpenterRoleName=$(KARPENTER_ROLE)" ;; \
 	esac; \
 	inherited=""; \
 	if [ -z "$$existing" ]; then \

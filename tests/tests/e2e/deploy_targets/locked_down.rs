@@ -131,17 +131,18 @@ fn a_tenant_takes_the_base_stacks_key_topic_and_router_name_as_adopt_does() {
     assert!(ok, "{out}");
     let base = cli.parameters("interruption-router");
 
+    cli.role("alpha-karpenter");
     let (ok, out) = cli.make(&[
         "deploy-tenant",
         "CLUSTER=alpha",
         "REGION=eu-west-1",
-        "KARPENTER_ROLE=KarpenterControllerRole-alpha",
+        "KARPENTER_ROLE=alpha-karpenter",
     ]);
     assert!(ok, "{out}");
     let (_, args) = cli.deploys().pop().unwrap();
     let made = overrides(&args);
     let adopt: BTreeMap<String, String> =
-        tenant_parameters(&base, "alpha", "KarpenterControllerRole-alpha", Kinds::ALL)
+        tenant_parameters(&base, "alpha", "alpha-karpenter", Kinds::ALL)
             .into_iter()
             .collect();
     assert_eq!(made, adopt, "make deploy-tenant and routerctl adopt differ");

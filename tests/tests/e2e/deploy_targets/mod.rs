@@ -66,6 +66,12 @@ impl Cli {
         (output.status.success(), text)
     }
 
+    /// An IAM role the stand-in then knows (`aws iam create-role`), as the account has it.
+    pub(crate) fn role(&self, name: &str) {
+        let (ok, out) = self.aws(&["iam", "create-role", "--role-name", name]);
+        assert!(ok, "{out}");
+    }
+
     /// Every call recorded so far, each as its argument list.
     pub(crate) fn calls(&self) -> Vec<Vec<String>> {
         let Ok(text) = std::fs::read_to_string(self.dir.join("calls.jsonl")) else {
@@ -166,6 +172,7 @@ pub(crate) fn has(args: &[String], pair: &str) -> bool {
 #[test]
 fn tenant_stacks_get_valid_names_and_keep_what_a_re_run_does_not_pass() {
     let cli = Cli::new("tenant");
+    cli.role("KarpenterControllerRole-my_cluster");
     // EKS allows "_" in cluster names; CloudFormation does not allow it in stack names.
     let (ok, out) = cli.make(&[
         "deploy-tenant",
@@ -231,6 +238,7 @@ fn tenant_stacks_get_valid_names_and_keep_what_a_re_run_does_not_pass() {
     );
 
     // Another cluster whose name maps to the same stack name is refused, not deployed over.
+    cli.role("x");
     let (ok, out) = cli.make(&[
         "deploy-tenant",
         "CLUSTER=my-cluster",
@@ -240,6 +248,40 @@ fn tenant_stacks_get_valid_names_and_keep_what_a_re_run_does_not_pass() {
     assert!(!ok);
     assert!(out.contains("is cluster my_cluster's queue"), "{out}");
     assert_eq!(cli.deploys().len(), 3);
+}
+
+/// A KARPENTER_ROLE the account does not have (the migration guide's
+/// KarpenterControllerRole-<cluster> where the getting-started guide made <cluster>-karpenter) is
+/// refused before anything is created: the tenant stack would fail to attach its grant and end in
+/// ROLLBACK_COMPLETE, which must be deleted before a retry.
+#[test]
+fn a_karpenter_role_that_does_not_exist_is_refused_before_anything_is_created() {
+    let cli = Cli::new("tenant-missing-role");
+    cli.role("alpha-karpenter");
+    let (ok, out) = cli.make(&[
+        "deploy-tenant",
+        "CLUSTER=alpha",
+        "REGION=eu-west-1",
+        "KARPENTER_ROLE=KarpenterControllerRole-alpha",
+    ]);
+    assert!(!ok);
+    assert!(
+        out.contains(
+            "KARPENTER_ROLE=KarpenterControllerRole-alpha: this account has no such IAM role"
+        ) && out.contains("Nothing was created")
+            && out.contains("names the role alpha-karpenter")
+            && out.contains("aws eks list-pod-identity-associations"),
+        "{out}"
+    );
+    assert!(cli.deploys().is_empty());
+    let (ok, out) = cli.make(&[
+        "deploy-tenant",
+        "CLUSTER=alpha",
+        "REGION=eu-west-1",
+        "KARPENTER_ROLE=alpha-karpenter",
+    ]);
+    assert!(ok, "{out}");
+    assert_eq!(cli.deploys().len(), 1);
 }
 
 #[test]
