@@ -4,10 +4,18 @@
     <out>/<prefix>/<version>/bootstrap-<arch>.cdx.json  its CycloneDX SBOM (cargo-cyclonedx)
     <out>/<prefix>/<version>/routerctl-linux-<arch>     the operator CLI for Linux on <arch>
     <out>/<prefix>/<version>/routerctl-linux-<arch>.cdx.json  its SBOM
+    <out>/<prefix>/<version>/routerctl-darwin-<arch>    the operator CLI for macOS on <arch>, and
+    <out>/<prefix>/<version>/routerctl-darwin-<arch>.cdx.json  its SBOM: built on a Mac
+                                                     (`build-darwin`), then put in (`add`)
     <out>/<prefix>/<version>/{base,tenant,spoke,fis,deployer}.yaml
     <out>/<prefix>/<version>/CHANGELOG.md, CHECKS      what changed; what was checked, and what not
     <out>/<prefix>/<version>/SHA256SUMS                 every file above (`sha256sum -c` reads it)
     <out>/<prefix>/latest/{base,tenant,spoke,fis,deployer}.yaml, VERSION, SHA256SUMS
+
+routerctl for macOS cannot be linked here (it needs Apple's linker and SDK): the release
+workflow's macOS jobs run `build-darwin` on a Mac of each architecture (the binary, its SBOM, a
+CHECKS line and the SHA256SUMS of what they hand over), and its release job runs `add`, which puts
+them into the directory `build` wrote, executable, in its CHECKS and SHA256SUMS, and verifies it.
 
 `assets` makes what the GitHub release publishes from such a directory: its archive
 (interruption-router-<version>.tar.gz), every file of <version>/ beside it, and a SHA256SUMS of
@@ -34,6 +42,7 @@ output and in CHECKS.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -51,6 +60,13 @@ from zip_arch import MACHINES  # noqa: E402
 
 TEMPLATES = ["base.yaml", "tenant.yaml", "spoke.yaml", "fis.yaml", "deployer.yaml"]
 TRIPLES = {"x86_64": "x86_64-unknown-linux-gnu", "arm64": "aarch64-unknown-linux-gnu"}
+# routerctl for macOS, named routerctl-darwin-<arch>: `uname -s` says Darwin, as Rust's and
+# Apple's own target names do, so an install line reads the asset's name off the machine.
+DARWIN_TRIPLES = {"x86_64": "x86_64-apple-darwin", "arm64": "aarch64-apple-darwin"}
+# <mach-o/loader.h>, <mach/machine.h>: a 64-bit Mach-O's magic, an executable's file type, and
+# the CPU types of the two Macs (CPU_ARCH_ABI64 | CPU_TYPE_X86, | CPU_TYPE_ARM).
+MH_MAGIC_64, MH_EXECUTE = 0xFEEDFACF, 2
+MACHO_CPUS = {0x01000007: "x86_64", 0x0100000C: "arm64"}
 DEFAULT_PREFIX = "interruption-router"
 PACKAGE = "interruption-router"
 
@@ -288,6 +304,30 @@ def elf_arch(path: Path) -> str | None:
     return MACHINES.get(int.from_bytes(header[18:20], order))
 
 
+def macho_cpu(path: Path) -> int | None:
+    """The CPU type of a 64-bit Mach-O executable (a Mac's `mach_header_64`, little-endian on
+    both Macs), or None for anything else: a universal binary, a library, an ELF, ..."""
+    with open(path, "rb") as f:
+        header = f.read(16)
+    if len(header) < 16:
+        return None
+    magic, cpu, _, filetype = (int.from_bytes(header[i:i + 4], "little") for i in (0, 4, 8, 12))
+    return cpu if (magic, filetype) == (MH_MAGIC_64, MH_EXECUTE) else None
+
+
+def macho_arch(path: Path) -> str | None:
+    cpu = macho_cpu(path)
+    return None if cpu is None else MACHO_CPUS.get(cpu)
+
+
+def macho_kind(path: Path) -> str:
+    """What a file is, as a Mac would load it: `an arm64 Mach-O executable`, ..."""
+    cpu = macho_cpu(path)
+    if cpu is None:
+        return "not a 64-bit Mach-O executable"
+    return f"an {MACHO_CPUS.get(cpu, f'unknown CPU type {cpu:#x}')} Mach-O executable"
+
+
 def write_zip(binary: Path, zip_path: Path, when: int) -> None:
     """One file, `bootstrap`, with fixed metadata: the same binary gives the same bytes."""
     import time
@@ -300,25 +340,35 @@ def write_zip(binary: Path, zip_path: Path, when: int) -> None:
         z.writestr(info, binary.read_bytes(), compresslevel=6)
 
 
-def sbom(arch: str, cyclonedx: str, out: Path, when: int, artifact: str,
+def member_sbom_files() -> list[Path]:
+    """Where cargo-cyclonedx writes an SBOM for each binary of the workspace: `<name>_bin.cdx.json`
+    beside its package's Cargo.toml (the lab's and the simulation's among them)."""
+    out = run(["cargo", "metadata", "--format-version", "1", "--no-deps", "--locked"],
+              cwd=ROOT, capture_output=True)
+    if out.returncode != 0:
+        raise ReleaseError(f"cargo metadata failed: {out.stderr.strip()}")
+    return [Path(p["manifest_path"]).parent / f"{t['name']}_bin.cdx.json"
+            for p in json.loads(out.stdout)["packages"] for t in p["targets"]
+            if "bin" in t["kind"]]
+
+
+def sbom(triple: str, cyclonedx: str, out: Path, when: int, artifact: str,
          package: str = PACKAGE) -> None:
-    """cargo-cyclonedx's SBOM of `package`'s binary dependencies for `arch`'s target (build
-    scripts' dependencies, which do not ship, left out), with the checkout's path made relative
-    so the document does not depend on where the checkout is."""
-    member_files = [ROOT / d / f for d, f in [("router", "interruption-router_bin.cdx.json"),
-                                             ("routerctl", "routerctl_bin.cdx.json"),
-                                             ("tests", "policy-documents_bin.cdx.json")]]
+    """cargo-cyclonedx's SBOM of `package`'s binary dependencies for `triple` (build scripts'
+    dependencies, which do not ship, left out), with the checkout's path made relative so the
+    document does not depend on where the checkout is."""
+    member_files = member_sbom_files()
     existed = {p for p in member_files if p.exists()}
     env = dict(os.environ, SOURCE_DATE_EPOCH=str(when))
     manifest_dir = {PACKAGE: "router", "routerctl": "routerctl"}[package]
     done = run([cyclonedx, "cyclonedx", "--manifest-path", str(ROOT / manifest_dir / "Cargo.toml"),
                 "--format", "json", "--spec-version", "1.5", "--describe", "binaries",
-                "--target", TRIPLES[arch], "--no-build-deps"], cwd=ROOT, env=env,
+                "--target", triple, "--no-build-deps"], cwd=ROOT, env=env,
                capture_output=True)
     produced = ROOT / manifest_dir / f"{package}_bin.cdx.json"
     try:
         if done.returncode != 0 or not produced.exists():
-            raise ReleaseError(f"{arch}: cargo-cyclonedx failed: {done.stderr.strip()}")
+            raise ReleaseError(f"{triple}: cargo-cyclonedx failed: {done.stderr.strip()}")
         text = produced.read_text().replace(f"file://{ROOT}", "file://.")
     finally:
         # cargo-cyclonedx writes one file per workspace binary next to its Cargo.toml.
@@ -420,7 +470,8 @@ def build(args: argparse.Namespace) -> int:
         zip_name = f"bootstrap-{arch}.zip"
         write_zip(binary, version_dir / zip_name, when)
         if args.cyclonedx:
-            sbom(arch, args.cyclonedx, version_dir / f"bootstrap-{arch}.cdx.json", when, zip_name)
+            sbom(triple, args.cyclonedx, version_dir / f"bootstrap-{arch}.cdx.json", when,
+                 zip_name)
         built.append(arch)
         say(f"{arch}: {prefix}/{version}/{zip_name}")
         # routerctl for an operator's Linux machine of the same architecture.
@@ -439,7 +490,7 @@ def build(args: argparse.Namespace) -> int:
         cli_name = f"routerctl-linux-{arch}"
         write_executable(cli, version_dir / cli_name, when)
         if args.cyclonedx:
-            sbom(arch, args.cyclonedx, version_dir / f"{cli_name}.cdx.json", when, cli_name,
+            sbom(triple, args.cyclonedx, version_dir / f"{cli_name}.cdx.json", when, cli_name,
                  "routerctl")
         say(f"{arch}: {prefix}/{version}/{cli_name}")
     if not built:
@@ -447,6 +498,8 @@ def build(args: argparse.Namespace) -> int:
                            f"({', '.join(TRIPLES.values())})")
     if not args.cyclonedx:
         checks.append("SBOM: NOT MADE (a development build: --cyclonedx not given)")
+    for arch in DARWIN_TRIPLES:
+        checks.append(f"{darwin_name(arch)}: {NOT_BUILT_HERE}")
 
     # The template's own default architecture must name a zip the release holds.
     default_arch = "arm64" if "arm64" in built else "x86_64"
@@ -473,6 +526,144 @@ def build(args: argparse.Namespace) -> int:
     say(f"{out}/{prefix}: {version} ({', '.join(built)}) and latest/; "
         f"upload with: aws s3 sync {out}/ s3://<bucket of each region>/")
     return 0
+
+
+# ------------------------------------------------------------------ routerctl for macOS
+
+
+def darwin_name(arch: str) -> str:
+    return f"routerctl-darwin-{arch}"
+
+
+# make release's CHECKS line for each Mac until `add` replaces it with the line of the job that
+# built its binary.
+NOT_BUILT_HERE = ("not built here (routerctl for macOS is built on a Mac: the release workflow's "
+                  "macOS jobs, then tools/release.py add)")
+
+
+def build_darwin_binary(arch: str) -> Path:
+    """A release build of routerctl for macOS on `arch`, with cargo on this Mac (Apple's linker
+    and SDK: nothing else links a Mach-O), the checkout's and cargo's paths remapped as `build`
+    does, in the workspace's release profile."""
+    if sys.platform != "darwin":
+        raise ReleaseError(f"{darwin_name(arch)}: routerctl for macOS is linked on a Mac (the "
+                           "release workflow's macOS jobs); give a binary with --routerctl here")
+    triple = DARWIN_TRIPLES[arch]
+    cargo_home = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo"))
+    flags = [f"--remap-path-prefix={ROOT}=/build", f"--remap-path-prefix={cargo_home}=/cargo"]
+    env = dict(os.environ, CARGO_ENCODED_RUSTFLAGS="\x1f".join(flags))
+    env.pop("RUSTFLAGS", None)
+    say(f"{darwin_name(arch)}: cargo build --release --locked --target {triple} "
+        "--package routerctl")
+    out = run(["cargo", "build", "--release", "--locked", "--target", triple,
+               "--package", "routerctl"], cwd=ROOT, env=env)
+    if out.returncode != 0:
+        raise ReleaseError(f"{darwin_name(arch)}: the build of routerctl failed (above)")
+    return ROOT / "target" / triple / "release" / "routerctl"
+
+
+def host_arch() -> str:
+    import platform
+    return {"aarch64": "arm64"}.get(platform.machine(), platform.machine())
+
+
+def build_darwin(args: argparse.Namespace) -> int:
+    """What one macOS job hands the release job: `<to>/routerctl-darwin-<arch>` (mode 0755, the
+    commit's time), its SBOM, CHECKS (how it was made, whether it ran) and SHA256SUMS of them."""
+    version = workspace_version()
+    when = commit_time()
+    arch, name = args.arch, darwin_name(args.arch)
+    to = Path(args.to).resolve()
+    if args.routerctl:
+        binary = Path(args.routerctl)
+        checks = [f"{name}: the binary given ({binary.name}), not built here"]
+    else:
+        binary = build_darwin_binary(arch)
+        checks = [f"{name}: built (cargo build --release --locked --target "
+                  f"{DARWIN_TRIPLES[arch]} --package routerctl, on macOS "
+                  f"{mac_version()} {host_arch()})"]
+    kind = macho_kind(binary)
+    if kind != f"an {arch} Mach-O executable":
+        raise ReleaseError(f"{binary} is {kind}, not {arch}")
+    if to.exists():
+        shutil.rmtree(to)
+    to.mkdir(parents=True)
+    write_executable(binary, to / name, when)
+    # Run where it was built: a Mac of its own CPU loads it (a code signature broken by strip,
+    # a missing library or a wrong deployment target show here, not on an operator's laptop).
+    if sys.platform == "darwin" and host_arch() == arch:
+        ran = run([str(to / name), "--version"], capture_output=True)
+        if ran.returncode != 0 or ran.stdout != f"routerctl {version}\n":
+            raise ReleaseError(f"{name} --version said {ran.stdout!r} {ran.stderr.strip()!r} "
+                               f"(exit {ran.returncode}), not routerctl {version}")
+        checks.append(f"{name}: ran here (routerctl --version: routerctl {version})")
+    else:
+        checks.append(f"{name}: not run here (not a Mac of its CPU)")
+    if args.cyclonedx:
+        sbom(DARWIN_TRIPLES[arch], args.cyclonedx, to / f"{name}.cdx.json", when, name,
+             "routerctl")
+        problems = check_sbom(to / f"{name}.cdx.json", DARWIN_TRIPLES[arch], version, "routerctl")
+        if problems:
+            raise ReleaseError("the SBOM does not verify:\n  " + "\n  ".join(problems))
+    else:
+        checks.append(f"{name}: SBOM NOT MADE (a development build: --cyclonedx not given)")
+    (to / "CHECKS").write_text("".join(f"{c}\n" for c in checks))
+    write_sums(to)
+    say(f"{to}: {', '.join(sorted(p.name for p in to.iterdir()))}")
+    return 0
+
+
+def mac_version() -> str:
+    out = run(["sw_vers", "-productVersion"], capture_output=True)
+    return out.stdout.strip() if out.returncode == 0 else "?"
+
+
+def add(dist: Path, prefix: str, version: str, handed: list[Path],
+        sbom_required: bool = True) -> None:
+    """Put what macOS jobs handed over (each a `build-darwin` directory, as a workflow artifact
+    gives it back: the same bytes, no file mode) into the release directory `build` wrote:
+    each binary executable again and its SBOM beside it, each CHECKS line in place of make
+    release's `not built here`, the version's SHA256SUMS written again; then `verify`. Each
+    handover is checked first (its own SHA256SUMS, nothing but a macOS routerctl, its SBOM,
+    CHECKS and SHA256SUMS), and nothing is added unless every one passes."""
+    version_dir = dist / prefix / version
+    if not (version_dir / "CHECKS").exists():
+        raise ReleaseError(f"{version_dir}: not a release directory (make release writes one)")
+    problems, taken = [], []
+    for d in handed:
+        problems += check_sums(d)
+        names = {p.name for p in d.iterdir()} if d.is_dir() else set()
+        archs = [a for a in DARWIN_TRIPLES if darwin_name(a) in names]
+        if len(archs) != 1:
+            problems.append(f"{d}: holds no routerctl-darwin-<arch> of {sorted(DARWIN_TRIPLES)}, "
+                            "or more than one")
+            continue
+        arch = archs[0]
+        name = darwin_name(arch)
+        for stray in sorted(names - {name, f"{name}.cdx.json", "CHECKS", "SHA256SUMS"}):
+            problems.append(f"{d / stray}: not something a macOS job hands over")
+        if "CHECKS" not in names:
+            problems.append(f"{d}: no CHECKS (build-darwin writes one)")
+        taken.append((d, arch))
+    if problems:
+        raise ReleaseError("what the macOS jobs handed over does not verify; nothing was added:"
+                           "\n  " + "\n  ".join(problems))
+    when = commit_time()
+    checks = (version_dir / "CHECKS").read_text().splitlines()
+    for d, arch in taken:
+        name = darwin_name(arch)
+        write_executable(d / name, version_dir / name, when)
+        if (d / f"{name}.cdx.json").exists():
+            shutil.copyfile(d / f"{name}.cdx.json", version_dir / f"{name}.cdx.json")
+            os.utime(version_dir / f"{name}.cdx.json", (when, when))
+        handed_lines = (d / "CHECKS").read_text().splitlines()
+        checks = [c for c in checks if not c.startswith(f"{name}: ")] + handed_lines
+        say(f"{name}: {prefix}/{version}/{name}")
+    (version_dir / "CHECKS").write_text("".join(f"{c}\n" for c in checks))
+    write_sums(version_dir)
+    problems = verify(dist, prefix, version, sbom_required)
+    if problems:
+        raise ReleaseError("the release does not verify:\n  " + "\n  ".join(problems))
 
 
 # ------------------------------------------------------------------ the GitHub release's assets
@@ -545,7 +736,8 @@ def assets(dist: Path, out: Path, prefix: str, version: str, sbom_required: bool
 # ------------------------------------------------------------------ verifying
 
 
-def dependencies(triple: str, package: str = PACKAGE) -> set[str]:
+@functools.lru_cache(maxsize=None)
+def dependencies(triple: str, package: str = PACKAGE) -> frozenset[str]:
     """`name@version` of every crate `package`'s binary links for `triple`, as cargo resolves it
     (normal dependencies; build scripts' and dev-dependencies do not ship)."""
     out = run(["cargo", "tree", "--locked", "--package", package, "--edges", "normal",
@@ -558,7 +750,7 @@ def dependencies(triple: str, package: str = PACKAGE) -> set[str]:
         parts = line.split()
         if len(parts) >= 2 and parts[1].startswith("v") and parts[0] != package:
             deps.add(f"{parts[0]}@{parts[1][1:]}")
-    return deps
+    return frozenset(deps)
 
 
 def check_sums(directory: Path) -> list[str]:
@@ -580,7 +772,7 @@ def check_sums(directory: Path) -> list[str]:
     return problems
 
 
-def check_sbom(path: Path, arch: str, version: str, package: str = PACKAGE) -> list[str]:
+def check_sbom(path: Path, triple: str, version: str, package: str = PACKAGE) -> list[str]:
     if not path.exists():
         return [f"{path}: missing (every artifact has its SBOM)"]
     doc = json.loads(path.read_text())
@@ -593,10 +785,10 @@ def check_sbom(path: Path, arch: str, version: str, package: str = PACKAGE) -> l
                         f"not {package} {version}")
     triples = {p.get("value") for p in doc.get("metadata", {}).get("properties", [])
                if p.get("name") == "cdx:rustc:sbom:target:triple"}
-    if triples != {TRIPLES[arch]}:
-        problems.append(f"{path}: made for {sorted(triples)}, not {TRIPLES[arch]}")
+    if triples != {triple}:
+        problems.append(f"{path}: made for {sorted(triples)}, not {triple}")
     listed = {f"{c.get('name')}@{c.get('version')}" for c in doc.get("components", [])}
-    missing = sorted(dependencies(TRIPLES[arch], package) - listed)
+    missing = sorted(dependencies(triple, package) - listed)
     if missing:
         problems.append(f"{path}: lacks {len(missing)} of {package}'s dependencies: "
                         + ", ".join(missing[:10]) + (" …" if len(missing) > 10 else ""))
@@ -625,18 +817,27 @@ def verify(out: Path, prefix: str, version: str, sbom_required: bool = True) -> 
                 if elf_arch(Path(tmp.name)) != arch:
                     problems.append(f"{z}: bootstrap is not an {arch} binary")
         if sbom_required:
-            problems += check_sbom(version_dir / f"bootstrap-{arch}.cdx.json", arch, version)
-    for cli in sorted(version_dir.glob("routerctl-linux-*")):
-        if cli.name.endswith(".cdx.json"):
-            continue
-        arch = cli.name[len("routerctl-linux-"):]
-        if elf_arch(cli) != arch:
-            problems.append(f"{cli}: not an {arch} binary")
-        if cli.stat().st_mode & 0o111 == 0:
-            problems.append(f"{cli}: not executable")
-        if sbom_required:
-            problems += check_sbom(version_dir / f"{cli.name}.cdx.json", arch, version,
-                                   "routerctl")
+            problems += check_sbom(version_dir / f"bootstrap-{arch}.cdx.json", TRIPLES[arch],
+                                   version)
+    for system, triples, named in [("linux", TRIPLES, "Linux"),
+                                   ("darwin", DARWIN_TRIPLES, "macOS")]:
+        for cli in sorted(version_dir.glob(f"routerctl-{system}-*")):
+            if cli.name.endswith(".cdx.json"):
+                continue
+            arch = cli.name[len(f"routerctl-{system}-"):]
+            if arch not in triples:
+                problems.append(f"{cli}: {arch} is not an architecture routerctl is released for "
+                                f"on {named} ({', '.join(sorted(triples))})")
+                continue
+            if system == "linux" and elf_arch(cli) != arch:
+                problems.append(f"{cli}: not an {arch} binary")
+            if system == "darwin" and macho_arch(cli) != arch:
+                problems.append(f"{cli}: not an {arch} Mach-O executable ({macho_kind(cli)})")
+            if cli.stat().st_mode & 0o111 == 0:
+                problems.append(f"{cli}: not executable")
+            if sbom_required:
+                problems += check_sbom(version_dir / f"{cli.name}.cdx.json", triples[arch],
+                                       version, "routerctl")
     for name in TEMPLATES:
         if not (version_dir / name).exists():
             problems.append(f"{version_dir / name}: missing")
@@ -688,6 +889,21 @@ def main() -> int:
     a.add_argument("--prefix", default=DEFAULT_PREFIX)
     a.add_argument("--version", help="default: the workspace's")
     a.add_argument("--no-sbom", action="store_true", help="a development build made without SBOMs")
+    d = sub.add_parser("build-darwin", help="on a Mac: routerctl for macOS on one architecture, "
+                       "its SBOM, CHECKS line and sums, into a directory for `add`")
+    d.add_argument("--arch", required=True, choices=sorted(DARWIN_TRIPLES))
+    d.add_argument("--to", required=True, help="the directory to hand over (emptied first)")
+    d.add_argument("--routerctl", metavar="PATH",
+                   help="take this binary instead of building it (tests)")
+    d.add_argument("--cyclonedx", help="cargo-cyclonedx, to make the binary's SBOM")
+    ad = sub.add_parser("add", help="put what build-darwin made into a release directory "
+                        "(CHECKS, SHA256SUMS), then verify it")
+    ad.add_argument("out", help="the release directory (make release's RELEASE_DIR)")
+    ad.add_argument("--from", dest="handed", action="append", required=True, metavar="DIR",
+                    help="a directory build-darwin made (one per Mac)")
+    ad.add_argument("--prefix", default=DEFAULT_PREFIX)
+    ad.add_argument("--version", help="default: the workspace's")
+    ad.add_argument("--no-sbom", action="store_true", help="a development build made without SBOMs")
     sub.add_parser("version", help="print the workspace's version")
     sub.add_parser("notes", help="print the CHANGELOG section of the workspace's version")
     v = sub.add_parser("verify", help="check a release directory")
@@ -699,6 +915,8 @@ def main() -> int:
     try:
         if args.command == "build":
             return build(args)
+        if args.command == "build-darwin":
+            return build_darwin(args)
         if args.command == "version":
             print(workspace_version())
             return 0
@@ -710,6 +928,10 @@ def main() -> int:
             print(section.strip())
             return 0
         version = args.version or workspace_version()
+        if args.command == "add":
+            add(Path(args.out).resolve(), args.prefix.strip("/"), version,
+                [Path(h).resolve() for h in args.handed], sbom_required=not args.no_sbom)
+            return 0
         if args.command == "assets":
             assets(Path(args.out).resolve(), Path(args.to).resolve(), args.prefix.strip("/"),
                    version, sbom_required=not args.no_sbom)
@@ -719,7 +941,8 @@ def main() -> int:
         for p in problems:
             print(f"release: {p}", file=sys.stderr)
         if not problems:
-            say(f"{args.out}: {version} verifies (checksums, zips, SBOMs, templates, latest/)")
+            say(f"{args.out}: {version} verifies (checksums, zips, routerctl, SBOMs, templates, "
+                "latest/)")
         return 1 if problems else 0
     except ReleaseError as e:
         print(f"error: {e}", file=sys.stderr)

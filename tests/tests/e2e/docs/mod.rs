@@ -5,6 +5,7 @@
 //! to paste ([`commands`]). Nothing here needs an emulator.
 
 mod commands;
+mod install;
 mod keys;
 
 use std::collections::BTreeSet;

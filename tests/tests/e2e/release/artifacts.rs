@@ -826,3 +826,435 @@ fn the_published_assets_hold_sums_beside_the_archive() -> Result<()> {
     assert!(!refused.join(&archive).exists());
     Ok(())
 }
+
+/// `<mach-o/loader.h>` and `<mach/machine.h>`: the 64-bit Mach-O magic, and the CPU types of the
+/// two Macs routerctl ships for (CPU_ARCH_ABI64 | CPU_TYPE_ARM, | CPU_TYPE_X86).
+const MH_MAGIC_64: u32 = 0xfeed_facf;
+const CPU_ARM64: u32 = 0x0100_000c;
+const CPU_X86_64: u32 = 0x0100_0007;
+
+/// A 64-bit Mach-O executable's header for `cpu` (little-endian, as both Macs are): all the
+/// release script reads of a macOS binary it is given.
+pub(super) fn macho_stand_in(path: &Path, cpu: u32) -> Result<()> {
+    let mut header = MH_MAGIC_64.to_le_bytes().to_vec();
+    header.extend(cpu.to_le_bytes());
+    header.extend(0u32.to_le_bytes()); // cpusubtype
+    header.extend(2u32.to_le_bytes()); // filetype: MH_EXECUTE
+    header.extend([0; 16]); // ncmds, sizeofcmds, flags, reserved
+    std::fs::write(path, header)?;
+    Ok(())
+}
+
+/// What one macOS job of the release workflow hands over (`release.py build-darwin`), made here
+/// from a stand-in for the binary it builds: into `<scratch>/handed/routerctl-darwin-<arch>/`.
+fn build_darwin(scratch: &Path, arch: &str, cpu: u32) -> Result<PathBuf> {
+    let binary = scratch.join(format!("mach-o-{arch}"));
+    macho_stand_in(&binary, cpu)?;
+    let to = scratch
+        .join("handed")
+        .join(format!("routerctl-darwin-{arch}"));
+    let made = release(&[
+        "build-darwin",
+        "--arch",
+        arch,
+        "--to",
+        to.to_str().context("path")?,
+        "--routerctl",
+        binary.to_str().context("path")?,
+    ]);
+    assert!(made.status.success(), "{}", text(&made));
+    Ok(to)
+}
+
+/// `SHA256SUMS` of `dir` written again for what it holds now (what an attacker, or a release
+/// step that changed a file after the sums, would leave).
+fn rewrite_sums(dir: &Path) -> Result<()> {
+    let mut names: Vec<String> = files(dir)?
+        .into_iter()
+        .filter(|n| n != "SHA256SUMS")
+        .collect();
+    names.sort();
+    let sums: String = names
+        .iter()
+        .map(|n| {
+            Ok(format!(
+                "{}  {n}\n",
+                sha256_hex(&std::fs::read(dir.join(n))?)
+            ))
+        })
+        .collect::<Result<_>>()?;
+    std::fs::write(dir.join("SHA256SUMS"), sums)?;
+    Ok(())
+}
+
+fn mode(path: &Path) -> Result<u32> {
+    Ok(std::fs::metadata(path)?.permissions().mode() & 0o777)
+}
+
+/// routerctl for macOS cannot be linked here (Apple's linker and SDK): the release workflow builds
+/// it on a Mac of each architecture (`release.py build-darwin`: the binary, its SBOM, a CHECKS
+/// line and the sums of what it hands over) and the release job puts both into the directory make
+/// release wrote (`release.py add`) before `verify` and `assets`: executable again (workflow
+/// artifacts keep no mode), in the version's SHA256SUMS, its CHECKS line in place of make
+/// release's "not built here", `latest/` untouched. A handover whose sums do not match, that
+/// holds anything else, or a binary of the other CPU is refused, and nothing is added.
+#[test]
+fn routerctl_for_macos_is_built_on_a_mac_and_added_to_the_release_before_its_sums() -> Result<()> {
+    let scratch = Scratch::new("darwin");
+    let out = scratch.path().join("dist");
+    build(&out, "interruption-router")?;
+    let dir = out.join("interruption-router").join(VERSION);
+    let latest = out.join("interruption-router/latest");
+    let latest_before = std::fs::read_to_string(latest.join("SHA256SUMS"))?;
+    let checks = std::fs::read_to_string(dir.join("CHECKS"))?;
+    for arch in ["arm64", "x86_64"] {
+        assert!(
+            checks.contains(&format!(
+                "routerctl-darwin-{arch}: not built here (routerctl for macOS is built on a Mac: \
+                 the release workflow's macOS jobs, then tools/release.py add)"
+            )),
+            "{checks}"
+        );
+    }
+
+    // What each macOS job hands over.
+    let arm = build_darwin(scratch.path(), "arm64", CPU_ARM64)?;
+    let intel = build_darwin(scratch.path(), "x86_64", CPU_X86_64)?;
+    assert_eq!(
+        files(&arm)?,
+        BTreeSet::from(["CHECKS", "SHA256SUMS", "routerctl-darwin-arm64"].map(str::to_owned))
+    );
+    let checked = sha256sum_check(&arm);
+    assert!(checked.status.success(), "{}", text(&checked));
+    let handed_checks = std::fs::read_to_string(arm.join("CHECKS"))?;
+    assert!(
+        handed_checks
+            .contains("routerctl-darwin-arm64: the binary given (mach-o-arm64), not built here"),
+        "{handed_checks}"
+    );
+    assert!(
+        handed_checks.contains("routerctl-darwin-arm64: SBOM NOT MADE"),
+        "{handed_checks}"
+    );
+    // The other Mac's binary, or Linux's, is not taken for arm64.
+    let x86 = scratch.path().join("mach-o-x86_64");
+    let elf = stand_in_router(&out);
+    for (given, says) in [
+        (&x86, "is an x86_64 Mach-O executable, not arm64"),
+        (&elf, "is not a 64-bit Mach-O executable, not arm64"),
+    ] {
+        let wrong = release(&[
+            "build-darwin",
+            "--arch",
+            "arm64",
+            "--to",
+            scratch.path().join("wrong").to_str().context("path")?,
+            "--routerctl",
+            given.to_str().context("path")?,
+        ]);
+        assert!(!wrong.status.success(), "{}", text(&wrong));
+        assert!(text(&wrong).contains(says), "{}", text(&wrong));
+    }
+
+    // Handed over as workflow artifacts, which keep no file mode.
+    for (d, arch) in [(&arm, "arm64"), (&intel, "x86_64")] {
+        std::fs::set_permissions(
+            d.join(format!("routerctl-darwin-{arch}")),
+            std::fs::Permissions::from_mode(0o644),
+        )?;
+    }
+    let add = |from: &[&Path]| {
+        let mut args = vec![
+            "add".to_owned(),
+            out.display().to_string(),
+            "--no-sbom".into(),
+        ];
+        for f in from {
+            args.extend(["--from".to_owned(), f.display().to_string()]);
+        }
+        release(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+
+    // A handover changed after its sums, or holding something else, is refused whole.
+    let sums_before = std::fs::read_to_string(dir.join("SHA256SUMS"))?;
+    let binary = intel.join("routerctl-darwin-x86_64");
+    let original = std::fs::read(&binary)?;
+    std::fs::write(&binary, [original.as_slice(), b"tampered"].concat())?;
+    let refused = add(&[&arm, &intel]);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(
+        text(&refused)
+            .contains("routerctl-darwin-x86_64: its SHA-256 is not the one SHA256SUMS lists"),
+        "{}",
+        text(&refused)
+    );
+    std::fs::write(&binary, &original)?;
+    std::fs::write(intel.join("notes.txt"), "not a release file")?;
+    rewrite_sums(&intel)?;
+    let refused_stray = add(&[&arm, &intel]);
+    assert!(!refused_stray.status.success(), "{}", text(&refused_stray));
+    assert!(
+        text(&refused_stray).contains("notes.txt: not something a macOS job hands over"),
+        "{}",
+        text(&refused_stray)
+    );
+    std::fs::remove_file(intel.join("notes.txt"))?;
+    rewrite_sums(&intel)?;
+    assert_eq!(
+        std::fs::read_to_string(dir.join("SHA256SUMS"))?,
+        sums_before
+    );
+    assert!(
+        !dir.join("routerctl-darwin-arm64").exists(),
+        "a refused handover added a file"
+    );
+
+    let added = add(&[&arm, &intel]);
+    assert!(added.status.success(), "{}", text(&added));
+    let arm_binary = scratch.path().join("mach-o-arm64");
+    for (arch, given) in [("arm64", &arm_binary), ("x86_64", &x86)] {
+        let cli = dir.join(format!("routerctl-darwin-{arch}"));
+        assert_eq!(std::fs::read(&cli)?, std::fs::read(given)?);
+        assert_eq!(mode(&cli)?, 0o755, "{}", cli.display());
+    }
+    let checked = sha256sum_check(&dir);
+    assert!(checked.status.success(), "{}", text(&checked));
+    let sums = std::fs::read_to_string(dir.join("SHA256SUMS"))?;
+    assert_eq!(sums.lines().count(), 11, "{sums}");
+    let checks = std::fs::read_to_string(dir.join("CHECKS"))?;
+    for arch in ["arm64", "x86_64"] {
+        assert!(
+            !checks.contains(&format!("routerctl-darwin-{arch}: not built here (")),
+            "{checks}"
+        );
+        assert!(
+            checks.contains(&format!(
+                "routerctl-darwin-{arch}: the binary given (mach-o-{arch}), not built here"
+            )),
+            "{checks}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(latest.join("SHA256SUMS"))?,
+        latest_before,
+        "latest/ changed"
+    );
+    let fine = release(&["verify", out.to_str().context("path")?, "--no-sbom"]);
+    assert!(fine.status.success(), "{}", text(&fine));
+
+    // Published beside the archive and in it, executable.
+    let published = scratch.path().join("assets");
+    let assets = release(&[
+        "assets",
+        out.to_str().context("path")?,
+        "--to",
+        published.to_str().context("path")?,
+        "--no-sbom",
+    ]);
+    assert!(assets.status.success(), "{}", text(&assets));
+    let listing = text(
+        &Command::new("tar")
+            .arg("-tvzf")
+            .arg(published.join(format!("interruption-router-{VERSION}.tar.gz")))
+            .output()?,
+    );
+    for arch in ["arm64", "x86_64"] {
+        let name = format!("routerctl-darwin-{arch}");
+        assert_eq!(mode(&published.join(&name))?, 0o755);
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.starts_with("-rwxr-xr-x") && l.ends_with(&format!("/{VERSION}/{name}"))),
+            "{listing}"
+        );
+    }
+    Ok(())
+}
+
+/// (name, version) of every crate routerctl links for `triple`, as `cargo tree` resolves it.
+fn routerctl_dependencies(triple: &str) -> Result<Vec<(String, String)>> {
+    let out = Command::new("cargo")
+        .args([
+            "tree",
+            "--locked",
+            "--package",
+            "routerctl",
+            "--edges",
+            "normal",
+            "--target",
+            triple,
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .current_dir(repo())
+        .output()?;
+    assert!(out.status.success(), "{}", text(&out));
+    let mut deps: Vec<(String, String)> = String::from_utf8(out.stdout)?
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split_whitespace();
+            let (name, version) = (parts.next()?, parts.next()?.strip_prefix('v')?);
+            (name != "routerctl").then(|| (name.to_owned(), version.to_owned()))
+        })
+        .collect();
+    deps.sort();
+    deps.dedup();
+    Ok(deps)
+}
+
+/// `verify` holds routerctl for macOS to what it holds every artifact to: a Mach-O executable of
+/// the CPU its name says (not the other Mac's, not Linux's), executable, in SHA256SUMS, and its
+/// SBOM present, made for the macOS target, and listing every crate routerctl links there (which
+/// is not what it links on Linux: security-framework, the macOS keychain's certificates).
+#[test]
+fn verify_refuses_a_macos_routerctl_of_the_wrong_cpu_unlisted_or_without_its_sbom() -> Result<()> {
+    let scratch = Scratch::new("darwin-verify");
+    let out = scratch.path().join("dist");
+    build(&out, "interruption-router")?;
+    let arm = build_darwin(scratch.path(), "arm64", CPU_ARM64)?;
+    let added = release(&[
+        "add",
+        out.to_str().context("path")?,
+        "--from",
+        arm.to_str().context("path")?,
+        "--no-sbom",
+    ]);
+    assert!(added.status.success(), "{}", text(&added));
+    let dir = out.join("interruption-router").join(VERSION);
+    let cli = dir.join("routerctl-darwin-arm64");
+    let verify = |extra: &[&str]| {
+        let mut args = vec!["verify", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        text(&release(&args))
+    };
+    assert!(
+        !verify(&["--no-sbom"]).contains("routerctl-darwin"),
+        "{}",
+        verify(&["--no-sbom"])
+    );
+
+    // The other Mac's binary under arm64's name, or Linux's, its sums rewritten to match.
+    let original = std::fs::read(&cli)?;
+    for (mach_o, is) in [
+        (true, "an x86_64 Mach-O executable"),
+        (false, "not a 64-bit Mach-O executable"),
+    ] {
+        if mach_o {
+            macho_stand_in(&cli, CPU_X86_64)?;
+        } else {
+            elf_stand_in(&cli, 183)?;
+        }
+        rewrite_sums(&dir)?;
+        let said = verify(&["--no-sbom"]);
+        assert!(
+            said.contains(&format!(
+                "routerctl-darwin-arm64: not an arm64 Mach-O executable ({is})"
+            )),
+            "{said}"
+        );
+    }
+    std::fs::write(&cli, &original)?;
+    rewrite_sums(&dir)?;
+    std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o644))?;
+    assert!(
+        verify(&["--no-sbom"]).contains("routerctl-darwin-arm64: not executable"),
+        "{}",
+        verify(&["--no-sbom"])
+    );
+    std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755))?;
+    // Left out of SHA256SUMS.
+    let sums = std::fs::read_to_string(dir.join("SHA256SUMS"))?;
+    let without: String = sums
+        .lines()
+        .filter(|l| !l.ends_with("  routerctl-darwin-arm64"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(dir.join("SHA256SUMS"), without)?;
+    assert!(
+        verify(&["--no-sbom"]).contains("routerctl-darwin-arm64: not in SHA256SUMS"),
+        "{}",
+        verify(&["--no-sbom"])
+    );
+    std::fs::write(dir.join("SHA256SUMS"), &sums)?;
+    // A name of no Mac routerctl ships for.
+    std::fs::copy(&cli, dir.join("routerctl-darwin-i386"))?;
+    rewrite_sums(&dir)?;
+    assert!(
+        verify(&["--no-sbom"]).contains(
+            "routerctl-darwin-i386: i386 is not an architecture routerctl is released for \
+             on macOS (arm64, x86_64)"
+        ),
+        "{}",
+        verify(&["--no-sbom"])
+    );
+    std::fs::remove_file(dir.join("routerctl-darwin-i386"))?;
+    rewrite_sums(&dir)?;
+
+    // Its SBOM: missing, made for Linux's target, lacking what only macOS links, then right.
+    assert!(
+        verify(&[])
+            .contains("routerctl-darwin-arm64.cdx.json: missing (every artifact has its SBOM)"),
+        "{}",
+        verify(&[])
+    );
+    let sbom = |triple: &str, components: &[(String, String)]| {
+        json!({
+            "bomFormat": "CycloneDX",
+            "specVersion": "1.5",
+            "metadata": {
+                "component": {"name": "routerctl", "version": VERSION},
+                "properties": [{"name": "cdx:rustc:sbom:target:triple", "value": triple}],
+            },
+            "components": components.iter().map(|(n, v)| json!({"name": n, "version": v})).collect::<Vec<_>>(),
+        })
+        .to_string()
+    };
+    let deps = routerctl_dependencies("aarch64-apple-darwin")?;
+    let linux = routerctl_dependencies("aarch64-unknown-linux-gnu")?;
+    let only_macos: Vec<_> = deps.iter().filter(|d| !linux.contains(d)).collect();
+    assert!(
+        only_macos.iter().any(|(n, _)| n == "security-framework"),
+        "{only_macos:?}"
+    );
+    let security = deps
+        .iter()
+        .find(|(n, _)| n == "security-framework")
+        .context("security-framework")?
+        .clone();
+    let sbom_path = dir.join("routerctl-darwin-arm64.cdx.json");
+    for (document, says) in [
+        (
+            sbom("aarch64-unknown-linux-gnu", &linux),
+            "routerctl-darwin-arm64.cdx.json: made for ['aarch64-unknown-linux-gnu'], not \
+             aarch64-apple-darwin"
+                .to_owned(),
+        ),
+        (
+            sbom(
+                "aarch64-apple-darwin",
+                &deps
+                    .iter()
+                    .filter(|d| **d != security)
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            ),
+            format!(
+                "routerctl-darwin-arm64.cdx.json: lacks 1 of routerctl's dependencies: \
+                 security-framework@{}",
+                security.1
+            ),
+        ),
+    ] {
+        std::fs::write(&sbom_path, document)?;
+        rewrite_sums(&dir)?;
+        let said = verify(&[]);
+        assert!(said.contains(&says), "{said}");
+    }
+    std::fs::write(&sbom_path, sbom("aarch64-apple-darwin", &deps))?;
+    rewrite_sums(&dir)?;
+    let said = verify(&[]);
+    assert!(!said.contains("routerctl-darwin-arm64"), "{said}");
+    Ok(())
+}

@@ -396,3 +396,216 @@ fn semver_of(v: &str) -> Vec<u64> {
         .map(|n| n.parse().unwrap_or(u64::MAX))
         .collect()
 }
+
+/// The macOS runner labels of GitHub's hosted images, and the CPU each one is (actions/runner-images'
+/// README, its table of images, as of 749514466, 2026-08-21: `macos-26` is "macOS 26 Arm64",
+/// `macos-26-intel` "macOS 26", x64).
+const MACOS_RUNNERS: [(&str, &str); 2] = [("macos-26", "arm64"), ("macos-26-intel", "x86_64")];
+
+/// routerctl for macOS is built where it runs: one job per architecture on a GitHub-hosted Mac of
+/// that CPU (so `build-darwin` runs the binary it built), both of release.py's macOS targets, the
+/// pinned toolchain, cargo-cyclonedx at the Makefile's version for its SBOM, nothing but
+/// `contents: read` and no token; each hands its directory over as a workflow artifact, and the
+/// release job `needs` them, puts them into the directory make release wrote (`release.py add`)
+/// before verifying it (both Macs' binaries required), making the assets and attesting them.
+#[test]
+fn the_release_workflow_builds_routerctl_for_macos_on_a_mac_of_each_architecture() {
+    let (text, doc) = workflow();
+    let script = std::fs::read_to_string(super::repo().join("tools/release.py")).unwrap();
+    let darwin: Vec<(&str, &str)> = script
+        .lines()
+        .find(|l| l.starts_with("DARWIN_TRIPLES = "))
+        .expect("release.py's DARWIN_TRIPLES")
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .collect::<Vec<_>>()
+        .chunks(2)
+        .map(|c| (c[0], c[1]))
+        .collect();
+    assert_eq!(
+        darwin,
+        [
+            ("x86_64", "x86_64-apple-darwin"),
+            ("arm64", "aarch64-apple-darwin")
+        ]
+    );
+    let macos: Vec<(&str, &serde_norway::Value)> = jobs(&doc)
+        .into_iter()
+        .filter(|(_, job)| {
+            job["strategy"]["matrix"]["include"]
+                .as_sequence()
+                .is_some_and(|m| {
+                    m.iter().any(|i| {
+                        i["runner"]
+                            .as_str()
+                            .is_some_and(|r| r.starts_with("macos-"))
+                    })
+                })
+        })
+        .collect();
+    assert_eq!(
+        macos.len(),
+        1,
+        "one macOS job (a matrix of both architectures)"
+    );
+    let (name, job) = macos[0];
+    assert_eq!(
+        job["runs-on"].as_str(),
+        Some("${{ matrix.runner }}"),
+        "{name}"
+    );
+    let mut built: Vec<(String, String)> = job["strategy"]["matrix"]["include"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let runner = i["runner"].as_str().expect("a runner label");
+            let native = MACOS_RUNNERS
+                .iter()
+                .find(|(label, _)| *label == runner)
+                .unwrap_or_else(|| panic!("{name}: {runner} is no macOS runner label known here"))
+                .1;
+            let arch = i["arch"].as_str().expect("an arch");
+            assert_eq!(
+                arch, native,
+                "{name}: {arch} built on {runner}, a {native} Mac"
+            );
+            (arch.to_owned(), runner.to_owned())
+        })
+        .collect();
+    built.sort();
+    assert_eq!(
+        built.iter().map(|(a, _)| a.as_str()).collect::<Vec<_>>(),
+        ["arm64", "x86_64"],
+        "{name}: both Macs"
+    );
+    assert_eq!(
+        job["strategy"]["fail-fast"].as_bool(),
+        Some(true),
+        "{name}: one Mac failing stops the other"
+    );
+    // Nothing but reading the checkout, and no token anywhere in it.
+    let permissions: Vec<(&str, &str)> = job["permissions"]
+        .as_mapping()
+        .unwrap_or_else(|| panic!("{name}: no permissions of its own"))
+        .iter()
+        .map(|(k, v)| (k.as_str().unwrap(), v.as_str().unwrap()))
+        .collect();
+    assert_eq!(permissions, [("contents", "read")], "{name}");
+    assert!(
+        !serde_norway::to_string(job)
+            .unwrap()
+            .contains("github.token"),
+        "{name}"
+    );
+    // Built by release.py with its SBOM, from cargo-cyclonedx at the Makefile's pin.
+    let lines = run_lines(job);
+    assert!(
+        lines.iter().any(|l| l
+            == "python3 tools/release.py build-darwin --arch \"$ARCH\" --to target/routerctl-darwin \
+                --cyclonedx .tools/bin/cargo-cyclonedx"),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "version=$(sed -n 's/^CARGO_CYCLONEDX_VERSION := //p' Makefile)"),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "cargo install --locked --root .tools \"cargo-cyclonedx@$version\""),
+        "{lines:#?}"
+    );
+    let arch_env = steps(job)
+        .iter()
+        .find(|s| {
+            s["run"]
+                .as_str()
+                .is_some_and(|r| r.contains("build-darwin"))
+        })
+        .map(|s| s["env"]["ARCH"].as_str())
+        .unwrap();
+    assert_eq!(arch_env, Some("${{ matrix.arch }}"));
+    let upload = steps(job)
+        .iter()
+        .find(|s| {
+            s["uses"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("actions/upload-artifact@"))
+        })
+        .unwrap_or_else(|| panic!("{name}: hands nothing over"));
+    assert_eq!(
+        upload["with"]["name"].as_str(),
+        Some("routerctl-darwin-${{ matrix.arch }}")
+    );
+    assert_eq!(
+        upload["with"]["path"].as_str(),
+        Some("target/routerctl-darwin/")
+    );
+    assert_eq!(upload["with"]["if-no-files-found"].as_str(), Some("error"));
+    assert!(text.contains(
+        "uses: actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f # v7.0.0"
+    ));
+
+    // The release job waits for both Macs and puts their binaries in before anything is checked,
+    // made into assets or attested.
+    let release = &doc["jobs"]["release"];
+    let needs: Vec<&str> = release["needs"]
+        .as_sequence()
+        .expect("the release job needs a list")
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        needs.contains(&"test") && needs.contains(&name),
+        "{needs:?}"
+    );
+    let position = |what: &str| {
+        steps(release)
+            .iter()
+            .position(|s| {
+                s["run"].as_str().is_some_and(|r| r.contains(what))
+                    || s["uses"].as_str().is_some_and(|u| u.starts_with(what))
+            })
+            .unwrap_or_else(|| panic!("the release job has no step {what}"))
+    };
+    let made = position("make release ADVISORIES=required");
+    let downloaded = position("actions/download-artifact@");
+    let added = position("python3 tools/release.py add target/release-dist");
+    let verified = position("python3 tools/release.py verify target/release-dist");
+    let assets = position("python3 tools/release.py assets target/release-dist");
+    let attested = position("actions/attest-build-provenance@");
+    assert!(
+        made < downloaded
+            && downloaded < added
+            && added < verified
+            && verified < assets
+            && assets < attested,
+        "{made} {downloaded} {added} {verified} {assets} {attested}"
+    );
+    let download = &steps(release)[downloaded]["with"];
+    assert_eq!(download["pattern"].as_str(), Some("routerctl-darwin-*"));
+    assert_eq!(download["path"].as_str(), Some("target/routerctl-darwin"));
+    assert!(text.contains(
+        "uses: actions/download-artifact@3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c # v8.0.1"
+    ));
+    let add = steps(release)[added]["run"].as_str().unwrap();
+    for (arch, _) in &built {
+        assert!(
+            add.contains(&format!(
+                "--from target/routerctl-darwin/routerctl-darwin-{arch}"
+            )),
+            "{add}"
+        );
+    }
+    let verify = steps(release)[verified]["run"].as_str().unwrap();
+    assert!(
+        verify.contains(
+            "test -f \"target/release-dist/interruption-router/$version/routerctl-darwin-$arch\""
+        ),
+        "{verify}"
+    );
+}
