@@ -5,7 +5,9 @@
 //! that pauses tokio's clock and advances it sees every lifetime run out exactly when it should,
 //! without waiting. Each entry carries its own deadline (the caller decides how long an answer is
 //! trusted, by what the answer is). The map is bounded: past its capacity, expired entries go
-//! first, then the ones closest to expiring.
+//! first, then the ones closest to expiring, the earliest written first among those that expire
+//! at the same instant (on a paused clock many do): which entries go never depends on a hash
+//! map's order, so a seed replays the same evictions.
 //!
 //! A Lambda execution environment runs one invocation at a time, so the router never has two
 //! lookups of one key in flight: the cache does not coalesce concurrent misses.
@@ -15,8 +17,23 @@ use std::{collections::HashMap, hash::Hash, sync::Mutex, time::Duration};
 use tokio::time::Instant;
 
 pub struct TtlCache<K, V> {
-    entries: Mutex<HashMap<K, (V, Instant)>>,
+    entries: Mutex<Entries<K, V>>,
     capacity: usize,
+}
+
+/// Each key's value, deadline and write number (what breaks a tie between equal deadlines).
+struct Entries<K, V> {
+    map: HashMap<K, (V, Instant, u64)>,
+    writes: u64,
+}
+
+impl<K, V> Default for Entries<K, V> {
+    fn default() -> Self {
+        Self {
+            map: HashMap::new(),
+            writes: 0,
+        }
+    }
 }
 
 impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
@@ -32,9 +49,10 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
         let now = Instant::now();
         let entries = self.entries.lock().unwrap();
         entries
+            .map
             .get(key)
-            .filter(|(_, until)| now < *until)
-            .map(|(v, _)| v.clone())
+            .filter(|(_, until, _)| now < *until)
+            .map(|(v, _, _)| v.clone())
     }
 
     /// Keeps `value` for `ttl` (a zero `ttl` keeps nothing).
@@ -45,18 +63,20 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
         }
         let now = Instant::now();
         let mut entries = self.entries.lock().unwrap();
-        if entries.len() >= self.capacity && !entries.contains_key(&key) {
-            make_room(&mut entries, self.capacity, now);
+        if entries.map.len() >= self.capacity && !entries.map.contains_key(&key) {
+            make_room(&mut entries.map, self.capacity, now);
         }
-        entries.insert(key, (value, now + ttl));
+        entries.writes += 1;
+        let write = entries.writes;
+        entries.map.insert(key, (value, now + ttl, write));
     }
 
     pub fn remove(&self, key: &K) {
-        self.entries.lock().unwrap().remove(key);
+        self.entries.lock().unwrap().map.remove(key);
     }
 
     pub fn len(&self) -> usize {
-        self.entries.lock().unwrap().len()
+        self.entries.lock().unwrap().map.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -64,23 +84,24 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
     }
 }
 
-/// Drops the expired entries, then, if the map is still full, the tenth closest to expiring.
+/// Drops the expired entries, then, if the map is still full, the tenth closest to expiring
+/// (by deadline, then by write: a total order, so the same tenth whatever the map's order).
 fn make_room<K: Eq + Hash + Clone, V>(
-    entries: &mut HashMap<K, (V, Instant)>,
+    entries: &mut HashMap<K, (V, Instant, u64)>,
     capacity: usize,
     now: Instant,
 ) {
-    entries.retain(|_, (_, until)| now < *until);
+    entries.retain(|_, (_, until, _)| now < *until);
     if entries.len() < capacity {
         return;
     }
     let evict = (capacity / 10).max(1);
-    let mut deadlines: Vec<(Instant, K)> = entries
+    let mut deadlines: Vec<(Instant, u64, K)> = entries
         .iter()
-        .map(|(k, (_, until))| (*until, k.clone()))
+        .map(|(k, (_, until, write))| (*until, *write, k.clone()))
         .collect();
-    deadlines.select_nth_unstable_by_key(evict - 1, |(until, _)| *until);
-    for (_, key) in deadlines.into_iter().take(evict) {
+    deadlines.select_nth_unstable_by_key(evict - 1, |(until, write, _)| (*until, *write));
+    for (_, _, key) in deadlines.into_iter().take(evict) {
         entries.remove(&key);
     }
 }
@@ -120,6 +141,22 @@ mod tests {
         // 1..=5 had expired: they went, and nothing live was evicted.
         assert_eq!(cache.len(), 6);
         assert_eq!(cache.get(&6), Some(6));
+    }
+
+    /// Entries that expire at the same instant (one batch's answers, on a paused clock) go in the
+    /// order they were written, never in a hash map's: the same run evicts the same entries.
+    #[tokio::test(start_paused = true)]
+    async fn entries_expiring_together_are_evicted_oldest_write_first() {
+        for _ in 0..20 {
+            let cache = TtlCache::new(40);
+            let keys: Vec<String> = (0..40).map(|n| format!("i-{:017x}", n * 7919)).collect();
+            for key in &keys {
+                cache.insert(key.clone(), (), Duration::from_secs(60));
+            }
+            cache.insert("new".to_owned(), (), Duration::from_secs(60));
+            let gone: Vec<&String> = keys.iter().filter(|k| cache.get(k).is_none()).collect();
+            assert_eq!(gone, [&keys[0], &keys[1], &keys[2], &keys[3]]);
+        }
     }
 
     #[tokio::test(start_paused = true)]
