@@ -322,8 +322,8 @@ impl Esm {
                 .as_millis()
                 .to_string()
         };
-        let queue_arn = ingest_queue_arn(&self.world.org);
-        let direct_arn = direct_queue_arn(&self.world.org);
+        let queue_arn = self.world.org.ingest_queue_arn();
+        let direct_arn = self.world.org.direct_queue_arn();
         let records: Vec<Value> = batch
             .iter()
             .map(|r| {
@@ -352,22 +352,6 @@ impl Esm {
         serde_json::value::RawValue::from_string(json!({ "Records": records }).to_string())
             .expect("JSON")
     }
-}
-
-/// The hub's ingest queue (base.yaml's `<stack>-ingest`).
-pub fn ingest_queue_arn(org: &crate::organisation::Organisation) -> String {
-    format!(
-        "arn:aws:sqs:{}:{}:interruption-router-ingest",
-        org.shape.hub_region, org.hub_account
-    )
-}
-
-/// The hub's direct queue (base.yaml's `<stack>-direct`), which member rules write themselves.
-pub fn direct_queue_arn(org: &crate::organisation::Organisation) -> String {
-    format!(
-        "arn:aws:sqs:{}:{}:interruption-router-direct",
-        org.shape.hub_region, org.hub_account
-    )
 }
 
 #[cfg(test)]

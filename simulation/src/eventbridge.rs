@@ -104,7 +104,7 @@ impl EventBridge {
         // A direct rule sends as the member's direct role, which SQS names as the sender and the
         // router checks (router-core/src/direct.rs).
         let sender = direct.then(|| {
-            let role = direct_role_name(&org.shape.hub_region);
+            let role = org.direct_role_name();
             Arc::from(format!("{}:events", direct_role_id(&event.account, &role)))
         });
         self.world.ingest.push_from(
@@ -132,15 +132,6 @@ impl EventBridge {
             .map(|(k, b)| (k.clone(), -b.lowest()))
             .collect()
     }
-}
-
-/// The direct role's name in a member account for a hub in `region` (spoke.yaml's default).
-pub fn direct_role_name(region: &str) -> String {
-    format!(
-        "{}{}-{region}",
-        router_core::config::DEFAULT_SPOKE_ROLE_NAME,
-        router_core::config::DIRECT_ROLE_SUFFIX
-    )
 }
 
 #[cfg(test)]

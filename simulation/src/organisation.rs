@@ -389,3 +389,33 @@ impl Organisation {
         }
     }
 }
+
+/// The names base.yaml and spoke.yaml give the organisation's router resources: what the model
+/// of AWS creates and the mapping and the rules name.
+impl Organisation {
+    /// The hub's ingest queue (base.yaml's `<stack>-ingest`).
+    pub fn ingest_queue_arn(&self) -> String {
+        format!(
+            "arn:aws:sqs:{}:{}:interruption-router-ingest",
+            self.shape.hub_region, self.hub_account
+        )
+    }
+
+    /// The hub's direct queue (base.yaml's `<stack>-direct`), which member rules write themselves.
+    pub fn direct_queue_arn(&self) -> String {
+        format!(
+            "arn:aws:sqs:{}:{}:interruption-router-direct",
+            self.shape.hub_region, self.hub_account
+        )
+    }
+
+    /// The direct role's name in a member account (spoke.yaml's default, for the hub's region).
+    pub fn direct_role_name(&self) -> String {
+        format!(
+            "{}{}-{}",
+            router_core::config::DEFAULT_SPOKE_ROLE_NAME,
+            router_core::config::DIRECT_ROLE_SUFFIX,
+            self.shape.hub_region
+        )
+    }
+}

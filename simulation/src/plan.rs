@@ -91,7 +91,7 @@ impl Plan {
 }
 
 /// What a run left behind, for [`crate::faults::judge`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Trace {
     /// (event id, cluster, when after the start) of every copy that reached a cluster's queue.
     pub arrivals: Vec<(String, usize, Duration)>,

@@ -165,7 +165,7 @@ async fn play(org: Arc<Organisation>, setup: &Setup, plan: &Plan) -> (Outcome, T
         setup.seed,
     ));
     let dlq = world.dlq_url.clone();
-    let direct = crate::esm::direct_queue_arn(&org);
+    let direct = org.direct_queue_arn();
     let config = Config::from_lookup(|name| {
         setup
             .router_vars

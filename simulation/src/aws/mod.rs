@@ -34,7 +34,6 @@ mod layer;
 pub use self::{injected::Injected, layer::EnvAws};
 use crate::{
     bucket::Bucket,
-    eventbridge::direct_role_name,
     ingest::Ingest,
     organisation::Organisation,
     quotas::{self, Latency, Quotas},
@@ -125,7 +124,7 @@ impl World {
         let role = format!("arn:aws:iam::{hub}:role/{ROUTER_ROLE}");
         let accounts: Vec<&str> = org.accounts.iter().map(String::as_str).collect();
         let model = WorldAws::new(&model, &role, &accounts);
-        let direct = direct_role_name(region);
+        let direct = org.direct_role_name();
         for account in &org.accounts {
             model.direct_role(account, &direct_role_id(account, &direct));
         }
@@ -142,11 +141,8 @@ impl World {
         }
         model.queue(hub, region, "router-dlq", &[], None);
         let dlq_url = url(hub, region, "router-dlq");
-        let mapping_urls = [
-            crate::esm::ingest_queue_arn(&org),
-            crate::esm::direct_queue_arn(&org),
-        ]
-        .map(|arn| url(hub, region, arn.rsplit(':').next().unwrap_or_default()));
+        let mapping_urls = [org.ingest_queue_arn(), org.direct_queue_arn()]
+            .map(|arn| url(hub, region, arn.rsplit(':').next().unwrap_or_default()));
         let sts = Bucket::new(quotas.assume_role.burst, quotas.assume_role.per_second);
         Self {
             org,
