@@ -137,10 +137,6 @@ impl Function {
         self.stdout.lock().unwrap().printed.clone()
     }
 
-    pub fn stderr_lines(&self) -> Vec<String> {
-        self.stderr.lock().unwrap().kept.clone()
-    }
-
     /// The EMF documents printed so far, one per finished invocation.
     pub fn emf_documents(&self) -> Vec<Value> {
         self.json_lines()
@@ -162,11 +158,20 @@ impl Function {
         }
     }
 
-    /// The structured log lines (JSON, not EMF) printed so far.
+    /// The structured log lines (JSON, not EMF, not interruption records) printed so far.
     pub fn log_records(&self) -> Vec<Value> {
         self.json_lines()
             .into_iter()
-            .filter(|v| v.get("_aws").is_none())
+            .filter(|v| v.get("_aws").is_none() && v.get("record").is_none())
+            .collect()
+    }
+
+    /// The interruption records printed so far (`record`: `interruption`), data the router
+    /// prints beside its EMF documents.
+    pub fn interruption_records(&self) -> Vec<Value> {
+        self.json_lines()
+            .into_iter()
+            .filter(|v| v["record"] == "interruption")
             .collect()
     }
 
@@ -186,11 +191,6 @@ impl Function {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
         let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
         line.split_whitespace().nth(1)?.parse().ok()
-    }
-
-    /// Whether the process is still running.
-    pub fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
     }
 
     pub async fn stop(mut self) {

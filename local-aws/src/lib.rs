@@ -1,5 +1,5 @@
 //! Local stand-ins for the AWS services interruption-router meets in production: what
-//! `routerctl demo`, the end-to-end tests and the benchmarks run on. None of it ships to AWS.
+//! `lab demo` (`make demo`), the end-to-end tests and the benchmarks run on. None of it ships to AWS.
 //!
 //! Each stand-in answers as AWS does, with AWS's delays and failure modes kept in (a stand-in
 //! kinder than AWS hides the bug a test looks for):

@@ -3,7 +3,7 @@
 //!
 //! moto is found in this order: `$MOTO_SERVER`; `moto_server` on `PATH` (the Makefile puts its
 //! pinned venv first); a venv this module made earlier under the user's cache directory. If none
-//! exists it installs the pinned `moto[server]` from PyPI into that cache venv, so `routerctl demo`
+//! exists it installs the pinned `moto[server]` from PyPI into that cache venv, so `lab demo`
 //! also works on a fresh machine without the Makefile. Each server is forked from one process that
 //! has imported moto once (`zygote.rs`), with the `python3` beside `moto_server`.
 
@@ -241,6 +241,25 @@ pub async fn delete_tenant(config: &aws_config::SdkConfig, queue_url: &str) -> R
     Ok(())
 }
 
+/// What a node is launched as: its type, its zone (`None`: the region's first, as moto picks),
+/// and whether it is a spot instance.
+#[derive(Debug, Clone, Copy)]
+pub struct Placement<'a> {
+    pub instance_type: &'a str,
+    pub zone: Option<&'a str>,
+    pub spot: bool,
+}
+
+impl Placement<'_> {
+    /// What RunInstances launches when asked for nothing in particular here: an On-Demand
+    /// m5.large in the region's first zone.
+    pub const DEFAULT: Placement<'static> = Placement {
+        instance_type: "m5.large",
+        zone: None,
+        spot: false,
+    };
+}
+
 /// Launches `count` instances with `tags` (none: untagged) in one RunInstances call; returns
 /// their ids. What stands in for Karpenter launching nodes.
 pub async fn launch(
@@ -248,13 +267,36 @@ pub async fn launch(
     tags: &[(String, String)],
     count: i32,
 ) -> Result<Vec<String>> {
-    use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
+    launch_as(ec2, tags, count, Placement::DEFAULT).await
+}
+
+/// [`launch`], of the type, in the zone and bought as `placement` says.
+pub async fn launch_as(
+    ec2: &aws_sdk_ec2::Client,
+    tags: &[(String, String)],
+    count: i32,
+    placement: Placement<'_>,
+) -> Result<Vec<String>> {
+    use aws_sdk_ec2::types::{
+        InstanceMarketOptionsRequest, InstanceType, MarketType, Placement as Zone, ResourceType,
+        Tag, TagSpecification,
+    };
     let mut request = ec2
         .run_instances()
         .image_id("ami-12c6146b")
-        .instance_type(InstanceType::M5Large)
+        .instance_type(InstanceType::from(placement.instance_type))
         .min_count(count)
         .max_count(count);
+    if let Some(zone) = placement.zone {
+        request = request.placement(Zone::builder().availability_zone(zone).build());
+    }
+    if placement.spot {
+        request = request.instance_market_options(
+            InstanceMarketOptionsRequest::builder()
+                .market_type(MarketType::Spot)
+                .build(),
+        );
+    }
     if !tags.is_empty() {
         let tags = tags
             .iter()

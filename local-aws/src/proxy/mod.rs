@@ -162,10 +162,6 @@ impl AwsProxy {
         self.state.counters.lock().unwrap().faults.clone()
     }
 
-    pub fn total_calls(&self) -> u64 {
-        self.state.counters.lock().unwrap().calls.values().sum()
-    }
-
     /// Forgets the counts and the log.
     pub fn reset_counts(&self) {
         *self.state.counters.lock().unwrap() = Counters::default();

@@ -30,9 +30,9 @@
 //! * `queues.rs`: `ingest-queue`, `dead-letter-queue`, their `:policy`, `event-source-mapping`;
 //! * `direct_queue.rs` (CentralBus=Enabled): `direct-queue`, `direct-queue:policy` (the served
 //!   accounts' direct roles may send, nothing else), `event-source-mapping:direct`;
-//! * `function/`: `function`, `function:environment`, Direct mode's `function:invoke-permission`
-//!   and `function:on-failure-destination`, `router-role`, `router-role:assume-spoke-roles`;
-//! * `monitoring.rs`: `dashboard`, `alarm:<name>` (late forwards, access denied, unreachable
+//! * `function/`: `function`, `function:environment`, `router-role`,
+//!   `router-role:assume-spoke-roles`;
+//! * `monitoring/`: `dashboard`, `alarm:<name>` (late forwards, access denied, unreachable
 //!   accounts, missing metric documents), `function:metrics`;
 //! * `alarm_topic.rs`: `alarm-topic` (and a member's `spoke:<account>:alarm-topic`): the topic
 //!   every alarm notifies has a confirmed subscription, or the alarms page nobody;
@@ -47,8 +47,7 @@
 //!
 //! Every check is judged by [`crate::check::evaluate`] (the engine `adopt` shares): a check reads
 //! AWS (where: a lookup that fails ends it, [`crate::check::Expect::lookup`]), then states its rows
-//! (expect → what was found → the fix), as `spokes/spoke_stack.rs` does. `keys.rs` still pushes
-//! the same rows as it finds them (`report::Findings`). Shared: `report.rs` (the report),
+//! (expect → what was found → the fix), as `spokes/spoke_stack.rs` does. Shared: `report.rs` (the report),
 //! `role.rs` (a role's policies read once).
 
 mod alarm_topic;

@@ -86,11 +86,6 @@ pub fn resource(world: &World, logical: &str) -> String {
     world.site(|site| site.stacks[STACK].resources[logical].clone())
 }
 
-#[allow(dead_code)]
-fn region(world: &World) -> String {
-    world.region().to_owned()
-}
-
 /// A member account the hub serves, and the profile its operator uses there.
 pub const MEMBER: &str = "111111111111";
 pub const MEMBER_PROFILE: &str = "member";
