@@ -72,6 +72,8 @@ pub struct Function {
     pub role: Option<String>,
     pub timeout: Option<i32>,
     pub environment: HashMap<String, String>,
+    /// The log group its logs go to (`LoggingConfig.LogGroup`).
+    pub log_group: Option<String>,
 }
 
 /// An event source mapping as ListEventSourceMappings answers it.

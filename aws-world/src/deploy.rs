@@ -5,8 +5,8 @@
 //!
 //! Each resource type the project's templates use becomes what its service would hold, with the
 //! defaults that service applies (a queue without a key is SSE-SQS, as SQS makes new queues; a
-//! function is Active; a mapping is Enabled). Types nothing reads here (log groups) are kept as
-//! physical ids only.
+//! function is Active; a mapping is Enabled; a query definition is saved). Types nothing reads
+//! here (log groups) are kept as physical ids only.
 
 use std::collections::BTreeMap;
 
@@ -300,6 +300,11 @@ impl World {
                         .flatten()
                         .map(|(k, v)| (k.clone(), text(v)))
                         .collect(),
+                    // Lambda's default group when the function names none.
+                    log_group: Some(
+                        opt(&p["LoggingConfig"]["LogGroup"])
+                            .unwrap_or_else(|| format!("/aws/lambda/{reference}")),
+                    ),
                 };
                 self.site(|site| site.functions.insert(reference.clone(), function));
             }
@@ -376,6 +381,20 @@ impl World {
             "AWS::SSM::Parameter" => {
                 let value = text(&p["Value"]);
                 self.site(|site| site.parameters.insert(reference.clone(), value));
+            }
+            // Its Ref is its QueryDefinitionId.
+            "AWS::Logs::QueryDefinition" => {
+                let definition = super::ModelQueryDefinition {
+                    name: text(&p["Name"]),
+                    query: text(&p["QueryString"]),
+                    log_groups: p["LogGroupNames"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(text)
+                        .collect(),
+                };
+                self.site(|site| site.query_definitions.insert(reference.clone(), definition));
             }
             "AWS::SNS::Topic" => {
                 self.site(|site| {

@@ -50,7 +50,7 @@ pub use aws_model::resources::{
     Alarm, ExperimentState, ExperimentTemplate, Function, Invoked, LogEvent, Mapping, Rule, Stack,
     Target, Watched, missing,
 };
-pub use router_core::aws::CallError;
+pub use router_core::aws::{CallError, Capacity, Described};
 
 /// A role as IAM keeps it: documents as JSON.
 #[derive(Debug, Clone)]
@@ -120,8 +120,22 @@ impl ModelMessage {
     }
 }
 
-/// An EC2 instance: its state (`running`, `stopping`, …) and tags.
-pub type ModelInstance = (String, Vec<(String, String)>);
+/// An EC2 instance: its state (`running`, `stopping`, …), its tags, and what DescribeInstances
+/// says of it besides (its type, zone and how it was bought).
+#[derive(Debug, Clone)]
+pub struct ModelInstance {
+    pub state: String,
+    pub tags: Vec<(String, String)>,
+    pub described: Described,
+}
+
+/// A Logs Insights query definition: its name, query and the log groups it runs on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelQueryDefinition {
+    pub name: String,
+    pub query: String,
+    pub log_groups: Vec<String>,
+}
 
 /// A deployed stack: what DescribeStacks and DescribeStackResources answer.
 #[derive(Debug, Clone, Default)]
@@ -158,6 +172,11 @@ pub struct Site {
     pub invocations: BTreeMap<String, f64>,
     /// Log group → its events (ms since the epoch, message).
     pub logs: BTreeMap<String, Vec<(i64, String)>>,
+    /// Logs Insights query definitions by id (what the console's saved queries list).
+    pub query_definitions: BTreeMap<String, ModelQueryDefinition>,
+    /// Logs Insights queries started, by id: each one's rows (field, value), as GetQueryResults
+    /// answers them once complete.
+    pub queries: BTreeMap<String, Vec<Vec<(String, String)>>>,
     /// EC2 instances by id.
     pub instances: BTreeMap<String, ModelInstance>,
     /// A rule's tags, by its ARN.
@@ -190,8 +209,9 @@ pub struct State {
     /// What another party does just before an account's next call of an API is answered:
     /// (account, API name, the act), each once ([`World::before_next`]).
     pub before: Vec<(String, String, Interleaved)>,
-    /// What each function answers a synchronous invocation with, by name.
-    pub functions: BTreeMap<String, Responder>,
+    /// What each function answers a synchronous invocation with, by (account, region, name):
+    /// a function's name is its own only in its account and region ([`World::responder`]).
+    pub functions: BTreeMap<(String, String, String), Responder>,
     /// How long after a minute ends CloudWatch has SQS's datapoint of it ([`METRIC_LAG`]
     /// unless a test makes CloudWatch later).
     pub metric_lag: Duration,

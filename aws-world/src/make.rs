@@ -8,7 +8,10 @@ use std::{
 };
 
 use super::{Responder, World, missing, not_found, uuid_like};
-use crate::{CallError, ExperimentTemplate, Invoked, LogEvent, Rule, Target};
+use crate::{
+    CallError, Capacity, Described, ExperimentTemplate, Invoked, LogEvent, ModelInstance, Rule,
+    Target,
+};
 
 /// How long after a minute ends the model's CloudWatch has SQS's datapoint of it: SQS documents
 /// no figure ("minutes"); the emulator's stand-in (`moto_fixes.py`) says 150 s too, and adopt
@@ -67,16 +70,36 @@ impl World {
         });
     }
 
-    /// An EC2 instance of this account and region, in `state`, with these tags.
+    /// An EC2 instance of this account and region, in `state`, with these tags: an On-Demand
+    /// m5.large in the region's first zone, as the emulator launches one by default.
     pub fn instance(&self, id: &str, state: &str, tags: &[(&str, &str)]) {
+        let described = Described {
+            instance_type: "m5.large".into(),
+            zone: format!("{}a", self.region()),
+            capacity: Capacity::OnDemand,
+        };
+        self.instance_described(id, state, tags, described);
+    }
+
+    /// An EC2 instance as [`World::instance`] makes it, of the type, in the zone and bought as
+    /// `described` says.
+    pub fn instance_described(
+        &self,
+        id: &str,
+        state: &str,
+        tags: &[(&str, &str)],
+        described: Described,
+    ) {
         let tags = tags
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        self.site(|site| {
-            site.instances
-                .insert(id.to_owned(), (state.to_owned(), tags))
-        });
+        let instance = ModelInstance {
+            state: state.to_owned(),
+            tags,
+            described,
+        };
+        self.site(|site| site.instances.insert(id.to_owned(), instance));
     }
 
     /// A queue made by hand (not by a stack), with these attributes: its URL.
@@ -169,9 +192,21 @@ impl World {
         + Sync
         + 'static,
     ) {
+        let key = (self.account.clone(), self.region.clone(), name.to_owned());
         self.lock()
             .functions
-            .insert(name.to_owned(), Responder(Arc::new(answer)));
+            .insert(key, Responder(Arc::new(answer)));
+    }
+
+    /// What function `function` (its name, or its ARN) of this view's account and region answers
+    /// invocations with, if a test made it answer.
+    pub fn responder(&self, function: &str) -> Option<Responder> {
+        let name = function
+            .strip_prefix("arn:")
+            .and_then(|arn| arn.rsplit(":function:").next())
+            .map_or(function, |rest| rest.split(':').next().unwrap_or(rest));
+        let key = (self.account.clone(), self.region.clone(), name.to_owned());
+        self.lock().functions.get(&key).cloned()
     }
 
     /// An experiment template of FIS with these tags.

@@ -9,12 +9,17 @@
 //!    the base stack's rules put them in the ingest queue, exactly as in production;
 //! 5. runs the router binary under a local Lambda Runtime API, fed by a local event source mapping;
 //! 6. reads every tenant queue as Karpenter does and prints, per cluster, what was expected,
-//!    received and misrouted, end-to-end latency, and the AWS calls the router made per event.
+//!    received and misrouted, end-to-end latency, and the AWS calls the router made per event;
+//! 7. prints the insights table (`routerctl insights`' answer) from the router's interruption
+//!    records ([`insights`]): each cluster's nodes are node pools of realistic types, zones and
+//!    capacity types, and every count must be what the lab sent.
 //!
-//! The exit status is non-zero on any misrouted or lost event. [`organisation`] is the same for a
+//! The exit status is non-zero on any misrouted or lost event, or an insights count that is not
+//! what was sent. [`organisation`] is the same for a
 //! hub serving several accounts and regions (`--accounts`, `--regions`).
 
 pub mod adoption;
+pub mod insights;
 pub mod kept;
 pub mod old_setups;
 pub mod organisation;
@@ -38,7 +43,7 @@ use aws_model::{
 use local_aws::{
     esm::{EventSourceMapping, Stop},
     function::{Function, router_binary},
-    moto::{ACCOUNT, MotoServer, REGION, karpenter_tags},
+    moto::{ACCOUNT, MotoServer, REGION},
     proxy::AwsProxy,
 };
 
@@ -79,6 +84,8 @@ pub struct Report {
     pub router_records: u64,
     pub invocations: u64,
     pub invocation_times: Vec<Duration>,
+    /// The insights table from the router's records, and how it compares with what was sent.
+    pub insights: insights::Outcome,
 }
 
 impl Report {
@@ -92,7 +99,10 @@ impl Report {
     }
 
     pub fn passed(&self) -> bool {
-        self.lost() == 0 && self.misrouted() == 0 && self.dead_lettered == 0
+        self.lost() == 0
+            && self.misrouted() == 0
+            && self.dead_lettered == 0
+            && self.insights.matches()
     }
 
     pub fn calls_per_event(&self) -> f64 {
@@ -169,6 +179,7 @@ pub async fn run(options: Options) -> Result<Report> {
     )
     .await?;
 
+    let mut launched: BTreeMap<String, insights::Launched> = BTreeMap::new();
     let nodes = step(
         &format!(
             "Launching {} Karpenter nodes per cluster and 2 distractors",
@@ -177,12 +188,15 @@ pub async fn run(options: Options) -> Result<Report> {
         async {
             let mut nodes: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for cluster in &clusters {
-                for _ in 0..options.instances {
-                    let tags = karpenter_tags(cluster);
-                    nodes
-                        .entry(cluster.clone())
-                        .or_default()
-                        .push(launch(&ec2, &tags).await?);
+                let place = (ACCOUNT.to_owned(), REGION.to_owned(), cluster.clone());
+                for n in 0..options.instances {
+                    let node = insights::Launched::nth(&place, n);
+                    let id = local_aws::moto::launch_as(&ec2, &node.tags(), 1, node.placement())
+                        .await?
+                        .pop()
+                        .context("RunInstances returned no instance")?;
+                    nodes.entry(cluster.clone()).or_default().push(id.clone());
+                    launched.insert(id, node);
                 }
             }
             let managed = launch(
@@ -360,6 +374,21 @@ pub async fn run(options: Options) -> Result<Report> {
     report.dead_lettered = receive_all(&sqs, &dlq_url).await?.len();
     report.invocation_times = drained.invocation_times.clone();
 
+    // The insights table from the router's records, against what the lab sent.
+    let places: Vec<(Synthetic, BTreeSet<insights::Place>)> = events
+        .iter()
+        .map(|(e, owners)| {
+            let places = owners
+                .iter()
+                .map(|c| (ACCOUNT.to_owned(), REGION.to_owned(), c.clone()))
+                .collect();
+            (e.clone(), places)
+        })
+        .collect();
+    let sent = insights::sent(places.iter().map(|(e, p)| (e, p)), &launched);
+    let records = insights::records(&[&function], sent.values().sum()).await;
+    report.insights = insights::outcome(REGION, &records, &sent);
+
     print_report(&report, total.elapsed());
     if options.keep {
         keep_running(&moto).await?;
@@ -423,6 +452,8 @@ fn print_report(report: &Report, took: Duration) {
     );
     println!("  dead-letter queue: {} messages", report.dead_lettered);
     println!();
+    insights::print(&report.insights);
+    println!();
     let expected: usize = report.clusters.values().map(|c| c.expected).sum();
     if report.passed() {
         println!(
@@ -433,10 +464,11 @@ fn print_report(report: &Report, took: Duration) {
         );
     } else {
         println!(
-            "FAIL: {} lost, {} misrouted, {} dead-lettered of {expected} expected deliveries",
+            "FAIL: {} lost, {} misrouted, {} dead-lettered of {expected} expected deliveries, {} insights counts not what was sent",
             report.lost(),
             report.misrouted(),
-            report.dead_lettered
+            report.dead_lettered,
+            report.insights.differences.len()
         );
     }
 }

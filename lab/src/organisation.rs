@@ -9,7 +9,9 @@
 //!    a delivery to the wrong account's `prod` would show) and the hub a cluster of its own;
 //! 4. sends per node a spot experiment (rebalance, warning, stopping, terminated), and one
 //!    Health event naming nodes of two clusters of one member account;
-//! 5. routes them with the router binary and reads every queue in its own account and region.
+//! 5. routes them with the router binary and reads every queue in its own account and region;
+//! 6. prints the insights table from the router's interruption records (its counts must be what
+//!    was sent: [`crate::insights`]).
 //!
 //! The hub's own events go through its default bus and the base stack's rules, as in AWS. The
 //! members' events are put into the ingest queue as the hub bus's rules would deliver them:
@@ -26,7 +28,7 @@ use std::{
 use anyhow::{Result, bail};
 use serde_json::Value;
 
-use super::{deployed_env, event_key_of, instances_named, launch, put_events, receive_all, step};
+use super::{deployed_env, event_key_of, insights, instances_named, put_events, receive_all, step};
 use aws_model::{
     aws::queue_url,
     events::{Origin, Synthetic},
@@ -35,7 +37,7 @@ use aws_model::{
 use local_aws::{
     esm::{EventSourceMapping, Stop},
     function::{Function, router_binary},
-    moto::{self, ACCOUNT, MotoServer, REGION, karpenter_tags},
+    moto::{self, ACCOUNT, MotoServer, REGION},
     proxy::AwsProxy,
 };
 
@@ -74,11 +76,14 @@ pub struct Report {
     pub dead_lettered: usize,
     pub router_calls: BTreeMap<String, u64>,
     pub records: u64,
+    /// The insights table from the router's records, and how it compares with what was sent.
+    pub insights: insights::Outcome,
 }
 
 impl Report {
     pub fn passed(&self) -> bool {
         self.dead_lettered == 0
+            && self.insights.matches()
             && self
                 .places
                 .values()
@@ -156,6 +161,7 @@ pub async fn run(options: Options) -> Result<Report> {
     let mut sites: BTreeMap<(String, String), Site> = BTreeMap::new();
     let mut queues: BTreeMap<Place, String> = BTreeMap::new();
     let mut nodes: BTreeMap<Place, Vec<String>> = BTreeMap::new();
+    let mut launched: BTreeMap<String, insights::Launched> = BTreeMap::new();
     let hub_place: Place = (ACCOUNT.into(), REGION.into(), "hub-tools".into());
     step("Hub: tenant.yaml for its own cluster hub-tools", async {
         let stack = stacks::create(
@@ -228,12 +234,14 @@ pub async fn run(options: Options) -> Result<Report> {
         async {
             for place in queues.keys() {
                 let site = &sites[&(place.0.clone(), place.1.clone())];
-                let tags = karpenter_tags(&place.2);
-                for _ in 0..options.instances {
-                    nodes
-                        .entry(place.clone())
-                        .or_default()
-                        .push(launch(&site.ec2, &tags).await?);
+                for n in 0..options.instances {
+                    let node = insights::Launched::nth(place, n);
+                    let id = moto::launch_as(&site.ec2, &node.tags(), 1, node.placement())
+                        .await?
+                        .pop()
+                        .ok_or_else(|| anyhow::anyhow!("RunInstances returned no instance"))?;
+                    nodes.entry(place.clone()).or_default().push(id.clone());
+                    launched.insert(id, node);
                 }
             }
             Ok(())
@@ -385,6 +393,9 @@ pub async fn run(options: Options) -> Result<Report> {
     }
     let dlq = queue_url(hub_sqs, &format!("{BASE_STACK}-dlq")).await?;
     report.dead_lettered = receive_all(hub_sqs, &dlq).await?.len();
+    let sent = insights::sent(all_events.iter().map(|(e, p)| (e, p)), &launched);
+    let records = insights::records(&environments, sent.values().sum()).await;
+    report.insights = insights::outcome(REGION, &records, &sent);
     print_report(&report, total.elapsed(), members.len());
     for f in functions {
         f.stop().await;
@@ -422,6 +433,8 @@ fn print_report(report: &Report, took: Duration, members: usize) {
     );
     println!("  dead-letter queue: {} messages", report.dead_lettered);
     println!();
+    insights::print(&report.insights);
+    println!();
     let expected: usize = report.places.values().map(|p| p.expected).sum();
     if report.passed() {
         println!(
@@ -432,11 +445,12 @@ fn print_report(report: &Report, took: Duration, members: usize) {
     } else {
         let sum = |f: fn(&PlaceReport) -> usize| report.places.values().map(f).sum::<usize>();
         println!(
-            "FAIL: {} lost, {} misrouted, {} to another account's same-named cluster, {} dead-lettered, of {expected} expected deliveries",
+            "FAIL: {} lost, {} misrouted, {} to another account's same-named cluster, {} dead-lettered, of {expected} expected deliveries, {} insights counts not what was sent",
             sum(|p| p.missing),
             sum(|p| p.misrouted),
             sum(|p| p.crossed),
-            report.dead_lettered
+            report.dead_lettered,
+            report.insights.differences.len()
         );
     }
 }

@@ -91,6 +91,14 @@ AWS does. Each fix says what AWS does and where moto differs.
   minutes, refusing another meanwhile (OperationInProgressException) unless managed execution
   queues it; moto finishes each at once. Here each runs for a settable time, and a second is
   refused or queued as CloudFormation would (`_stack_set_operations_take_time`).
+* Logs Insights query definitions (AWS::Logs::QueryDefinition, base.yaml's saved queries, and
+  the API behind them: PutQueryDefinition, DescribeQueryDefinitions, DeleteQueryDefinition).
+  CloudFormation creates a query definition (its Ref the QueryDefinitionId), updates it in place
+  and deletes it with the stack (resource type schema: every property updatable, the id
+  read-only); moto 5.2.5 has neither the resource type (a stack skips it with a warning) nor the
+  API (an unknown action). Kept here per account and region as CloudWatch Logs keeps them: the
+  name, query and log groups a put gives (an update replaces all three), listed by name prefix,
+  a delete of an unknown id ResourceNotFoundException.
 
 One change is for speed, not for AWS's answers: moto's server lists its own package directory
 (a listdir and an isdir per service) on every request to find the service a host names. Under
@@ -1078,6 +1086,129 @@ def _change_set_exports_registered():
 
 if _cfn is not None:
     _change_set_exports_registered()
+
+
+def _query_definitions():
+    """Gives moto's CloudWatch Logs query definitions, and its CloudFormation their resource type."""
+    import uuid
+
+    from moto.core.common_models import CloudFormationModel
+    from moto.core.utils import unix_time_millis, utcnow
+    from moto.logs import exceptions, models, responses
+
+    lock = threading.Lock()
+
+    def kept(backend):
+        if not hasattr(backend, "query_definitions"):
+            backend.query_definitions = {}
+        return backend.query_definitions
+
+    def put(backend, name, query, log_groups, definition_id=None):
+        with lock:
+            known = kept(backend)
+            if definition_id is not None and definition_id not in known:
+                raise exceptions.ResourceNotFoundException("Query definition not found")
+            definition_id = definition_id or str(uuid.uuid4())
+            known[definition_id] = {
+                "queryDefinitionId": definition_id,
+                "name": name,
+                "queryString": query,
+                "logGroupNames": list(log_groups or []),
+                "lastModified": int(unix_time_millis(utcnow())),
+            }
+        return definition_id
+
+    def delete(backend, definition_id):
+        with lock:
+            if kept(backend).pop(definition_id, None) is None:
+                raise exceptions.ResourceNotFoundException("Query definition not found")
+
+    def put_query_definition(self):
+        definition_id = put(
+            self.logs_backend,
+            self._get_param("name"),
+            self._get_param("queryString"),
+            self._get_param("logGroupNames"),
+            self._get_param("queryDefinitionId"),
+        )
+        return json.dumps({"queryDefinitionId": definition_id})
+
+    def describe_query_definitions(self):
+        prefix = self._get_param("queryDefinitionNamePrefix") or ""
+        with lock:
+            found = [d for d in kept(self.logs_backend).values() if d["name"].startswith(prefix)]
+        return json.dumps({"queryDefinitions": sorted(found, key=lambda d: d["name"])})
+
+    def delete_query_definition(self):
+        delete(self.logs_backend, self._get_param("queryDefinitionId"))
+        return json.dumps({"success": True})
+
+    responses.LogsResponse.put_query_definition = put_query_definition
+    responses.LogsResponse.describe_query_definitions = describe_query_definitions
+    responses.LogsResponse.delete_query_definition = delete_query_definition
+
+    class QueryDefinition(CloudFormationModel):
+        # moto's model metaclass names the service by the module ("moto.<service>.…").
+        __module__ = models.__name__
+
+        def __init__(self, definition_id):
+            self.definition_id = definition_id
+
+        @property
+        def physical_resource_id(self):
+            return self.definition_id
+
+        @staticmethod
+        def cloudformation_name_type():
+            return None
+
+        @staticmethod
+        def cloudformation_type():
+            return "AWS::Logs::QueryDefinition"
+
+        @classmethod
+        def has_cfn_attr(cls, attr):
+            return attr == "QueryDefinitionId"
+
+        def get_cfn_attribute(self, attribute_name):
+            return self.definition_id
+
+        @staticmethod
+        def _put(properties, account_id, region_name, definition_id=None):
+            backend = models.logs_backends[account_id][region_name]
+            return put(
+                backend,
+                properties.get("Name"),
+                properties.get("QueryString"),
+                properties.get("LogGroupNames"),
+                definition_id,
+            )
+
+        @classmethod
+        def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+            properties = cloudformation_json.get("Properties") or {}
+            return cls(cls._put(properties, account_id, region_name))
+
+        @classmethod
+        def update_from_cloudformation_json(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+            properties = cloudformation_json.get("Properties") or {}
+            cls._put(properties, account_id, region_name, original_resource.definition_id)
+            return original_resource
+
+        @classmethod
+        def delete_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name):
+            try:
+                delete(models.logs_backends[account_id][region_name], resource_name)
+            except exceptions.ResourceNotFoundException:
+                pass
+
+    # moto lists CloudFormationModel's subclasses once, and caches what it found.
+    for cached in (_cfn.get_model_list, _cfn.get_model_map, _cfn.get_name_type_map):
+        cached.cache_clear()
+
+
+if _cfn is not None:
+    _query_definitions()
 
 
 def _role_replaced_when_named_anew(model):

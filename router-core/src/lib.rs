@@ -16,7 +16,8 @@
 //!   resolve   instance ─▶ cluster from EC2 tags (cache + batched, hedged lookups)
 //!   forward   SendMessageBatch into karpenter-<cluster>, only a queue its tenant stack made
 //!             (tenancy), + dead-letter queue for permanent failures
-//!   handler   one invocation: per-record outcomes, budget, hand-back, EMF metrics
+//!   handler   one invocation: per-record outcomes, budget, hand-back, EMF metrics, and an
+//!             interruption record per instance (insight: what Logs Insights queries)
 //! ```
 //!
 //! Every effect goes through one seam, [`aws::Aws`]: AWS calls, the wall clock and retry jitter.
@@ -34,6 +35,7 @@ pub mod direct;
 pub mod event;
 pub mod forward;
 pub mod handler;
+pub mod insight;
 pub mod logging;
 pub mod metrics;
 pub mod redeliver;

@@ -57,6 +57,9 @@ pub struct InvocationMetrics {
     pub forward_ages_ms: Vec<u64>,
     /// Every copy delivered, in order.
     pub deliveries: Vec<Delivered>,
+    /// One interruption record per instance of each record finished ([`crate::insight`]),
+    /// printed beside the EMF documents.
+    pub interruptions: Vec<crate::insight::InterruptionRecord>,
     /// Copies not sent because their cluster has no tenant queue, per cluster label.
     pub no_tenant_queue: BTreeMap<String, u64>,
     /// Copies not sent because their cluster declined the event's kind, per (cluster label,

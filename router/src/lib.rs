@@ -8,8 +8,8 @@
 //! the Lambda runtime.
 
 pub use router_core::{
-    VERSION, accounts, cache, config, direct, event, forward, handler, logging, metrics, redeliver,
-    resolve, retry, scope, tenancy,
+    VERSION, accounts, cache, config, direct, event, forward, handler, insight, logging, metrics,
+    redeliver, resolve, retry, scope, tenancy,
 };
 
 pub mod bootstrap;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use crate::{adopt, fis, simulate, verify};
+use crate::{adopt, fis, insights, simulate, verify};
 
 #[derive(Parser)]
 #[command(
@@ -197,5 +197,30 @@ pub enum Command {
         yes: bool,
         #[arg(long)]
         region: Option<String>,
+    },
+
+    /// What the router saw of the organisation's interruptions, from its interruption records
+    /// (CloudWatch Logs Insights, base.yaml's queries): the most reclaimed node pools by cluster,
+    /// kind, instance type and zone, and each cluster's delivery delay, over a window, across
+    /// the hubs' regions. Exit status 1 when a delivery was later than 120 s.
+    Insights {
+        /// The window: from this long ago (e.g. 90m, 24h) to now.
+        #[arg(long, default_value = insights::DEFAULT_SINCE, value_parser = fis::parse_duration)]
+        since: Duration,
+        /// Only this cluster's rows (repeatable); default: every cluster.
+        #[arg(long = "cluster")]
+        clusters: Vec<String>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// A hub's region (repeatable: a hub per region); default: your configured region.
+        #[arg(long = "region")]
+        regions: Vec<String>,
+        /// The base stack, whose RouterLogGroup holds the records (in each region).
+        #[arg(long, default_value = verify::DEFAULT_STACK)]
+        stack: String,
+        /// Query this log group instead of the stack's (in each region).
+        #[arg(long)]
+        log_group: Option<String>,
     },
 }

@@ -6,7 +6,9 @@
 //!   define (each check says what it expects, where it looked, and the exact fix);
 //! * [`adopt`]: moving a cluster from its own interruption rules onto the router without a gap;
 //! * [`simulate`]: synthetic interruptions through a deployed router, each delivery accounted for;
-//! * [`fis`]: a real Spot interruption through AWS FIS, followed to the tenant queue.
+//! * [`fis`]: a real Spot interruption through AWS FIS, followed to the tenant queue;
+//! * [`insights`]: which node pools are reclaimed, where and how often, and how late each
+//!   cluster heard, from the router's interruption records (Logs Insights).
 //!
 //! The local demo and the scenery the tests share (the stacks deployed on the emulator, the
 //! set-ups clusters run before the router) are the `lab` crate: routerctl links no emulator.
@@ -21,6 +23,7 @@ pub mod cloud;
 pub mod fis;
 #[cfg(test)]
 mod fixtures;
+pub mod insights;
 pub mod simulate;
 pub mod verify;
 

@@ -7,7 +7,7 @@ use clap::Parser;
 use routerctl::{
     adopt,
     cli::{Cli, Command},
-    fis, simulate, verify,
+    fis, insights, simulate, verify,
 };
 
 #[tokio::main]
@@ -190,6 +190,39 @@ async fn main() -> ExitCode {
                     }),
                 Err(e) => Err(e),
             }
+        }
+        Command::Insights {
+            since,
+            clusters,
+            json,
+            regions,
+            stack,
+            log_group,
+        } => {
+            let options = insights::Options {
+                stack,
+                log_group,
+                since,
+                clusters,
+            };
+            let run = async {
+                let mut hubs = Vec::new();
+                match regions.is_empty() {
+                    true => hubs.push(Aws::load(None).await?),
+                    false => {
+                        for region in regions {
+                            hubs.push(Aws::load(Some(region)).await?);
+                        }
+                    }
+                }
+                let report = insights::run(&hubs, &options).await?;
+                match json {
+                    true => println!("{}", serde_json::to_string_pretty(&report.to_json())?),
+                    false => print!("{}", report.render()),
+                }
+                Ok(report.passed())
+            };
+            run.await
         }
     };
     routerctl::exit_code(result)

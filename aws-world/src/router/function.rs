@@ -1,7 +1,9 @@
 //! The router function of a world's base stack, run as the router itself: this release's handler
 //! (router-core's `Router`), configured from the environment the stack gives the function, acting
 //! as the role the stack gives it, through [`WorldAws`]. So a test of the operator's half (adopt's
-//! probe, simulate's deliveries) meets the router's own decisions, not a stand-in's.
+//! probe, simulate's deliveries, insights' records) meets the router's own decisions, not a
+//! stand-in's. What the router prints (its EMF documents and interruption records) goes to the
+//! function's log group, as Lambda sends it.
 
 use std::{
     sync::Arc,
@@ -50,8 +52,11 @@ pub fn run_router(world: &World, name: &str) {
     let timeout = function
         .timeout
         .map_or(DEFAULT_TIMEOUT, |t| Duration::from_secs(t.max(1) as u64));
+    let log_group = function.log_group.clone();
+    let view = world.clone();
     world.function_async(name, move |payload| {
         let (router, aws, arn) = (router.clone(), aws.clone(), arn.clone());
+        let (world, log_group) = (view.clone(), log_group.clone());
         Box::pin(async move {
             let Ok(payload) = RawValue::from_string(payload) else {
                 return Invoked {
@@ -71,7 +76,14 @@ pub fn run_router(world: &World, name: &str) {
                 function_arn: &arn,
                 deadline_ms: now_ms + timeout.as_millis() as u64,
             };
-            match router.invoke(&payload, invocation).await.response {
+            let answered = router.invoke(&payload, invocation).await;
+            // What Lambda sends to the function's log group: its EMF documents and records.
+            if let Some(group) = &log_group {
+                for line in router.printed(&answered) {
+                    world.log(group, &line);
+                }
+            }
+            match answered.response {
                 Ok(answer) => Invoked {
                     function_error: None,
                     payload: answer.to_string().into_bytes(),

@@ -178,6 +178,27 @@ impl WorldAws {
         self.site(account, region).instance(id, "running", tags);
     }
 
+    /// A Karpenter node of `cluster` launched for its node pool `pool`, of the type, in the zone
+    /// and bought as `described` says.
+    pub fn node_of(
+        &self,
+        (account, region): (&str, &str),
+        id: &str,
+        (cluster, pool): (&str, &str),
+        described: crate::Described,
+    ) {
+        self.site(account, region).instance_described(
+            id,
+            "running",
+            &[
+                ("eks:eks-cluster-name", cluster),
+                (&format!("kubernetes.io/cluster/{cluster}"), "owned"),
+                ("karpenter.sh/nodepool", pool),
+            ],
+            described,
+        );
+    }
+
     /// What a tenant stack makes: `karpenter-<cluster>` tagged for the cluster, and its tenant
     /// record.
     pub fn tenant(&self, account: &str, region: &str, cluster: &str) {
@@ -288,6 +309,11 @@ impl WorldAws {
     /// Every SendMessageBatch to queue `name` fails with `fault`.
     pub fn break_queue(&self, name: &str, fault: Fault) {
         self.faults().queues.insert(name.into(), fault);
+    }
+
+    /// SendMessageBatch to queue `name` answers again (after [`WorldAws::break_queue`]).
+    pub fn mend_queue(&self, name: &str) {
+        self.faults().queues.remove(name);
     }
 
     /// The next `n` entries sent to queue `name` fail with `code`.

@@ -37,11 +37,12 @@ fn instances(view: &crate::World, keep: impl Fn(&[(String, String)]) -> bool) ->
     view.read(|_, site| {
         site.instances
             .iter()
-            .filter(|(_, (_, tags))| keep(tags))
-            .filter_map(|(id, (_, tags))| {
+            .filter(|(_, i)| keep(&i.tags))
+            .filter_map(|(id, i)| {
                 Some(Tagged {
                     id: InstanceId::parse(id)?,
-                    tags: tags.clone(),
+                    tags: i.tags.clone(),
+                    described: Some(i.described.clone()),
                 })
             })
             .collect()
@@ -49,19 +50,22 @@ fn instances(view: &crate::World, keep: impl Fn(&[(String, String)]) -> bool) ->
 }
 
 /// The instances of the view's site among `ids` whose tags `keep` keeps, in the site's order
-/// (looked up one by one: an organisation's site holds thousands).
+/// (looked up one by one: an organisation's site holds thousands), described as DescribeInstances
+/// describes them when `described`, with their tags alone as the Tagging API answers otherwise.
 fn with_ids(
     view: &crate::World,
     ids: &[InstanceId],
     keep: impl Fn(&[(String, String)]) -> bool,
+    described: bool,
 ) -> Vec<Tagged> {
     let mut found: Vec<Tagged> = view.read(|_, site| {
         ids.iter()
             .filter_map(|id| {
-                let (_, tags) = site.instances.get(id.as_str())?;
-                keep(tags).then(|| Tagged {
+                let instance = site.instances.get(id.as_str())?;
+                keep(&instance.tags).then(|| Tagged {
                     id: id.clone(),
-                    tags: tags.clone(),
+                    tags: instance.tags.clone(),
+                    described: described.then(|| instance.described.clone()),
                 })
             })
             .collect()
@@ -129,7 +133,7 @@ impl Aws for WorldAws {
         match query.filter {
             // The `instance-id` filter: unknown ids are absent, not an error.
             InstanceFilter::Ids(ids) => Ok(InstancePage {
-                instances: with_ids(&view, ids, |_| true),
+                instances: with_ids(&view, ids, |_| true, true),
                 next_token: None,
             }),
             InstanceFilter::TagKey(key) => {
@@ -150,7 +154,7 @@ impl Aws for WorldAws {
     ) -> Result<Vec<Tagged>, CallError> {
         let view = self.call("GetResources", None, Some(at)).await?;
         // The Tagging API lists tagged resources only.
-        Ok(with_ids(&view, ids, |tags| !tags.is_empty()))
+        Ok(with_ids(&view, ids, |tags| !tags.is_empty(), false))
     }
 
     async fn get_queue_url(&self, at: &Session, name: &str) -> Result<String, CallError> {

@@ -162,11 +162,64 @@ pub fn is_denial(code: &str) -> bool {
     )
 }
 
-/// An instance and its tags, as a lookup path returned them.
+/// An instance and its tags, as a lookup path returned them, with what DescribeInstances says of
+/// it besides (the Tagging API returns tags only: `None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tagged {
     pub id: InstanceId,
     pub tags: Vec<(String, String)>,
+    pub described: Option<Described>,
+}
+
+/// What every DescribeInstances answer says of an instance besides its tags, and the interruption
+/// record carries ([`crate::insight`]): its type, its Availability Zone (`Placement`) and how it
+/// was bought. Read from the answer the lookup already has: no call of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Described {
+    /// `InstanceType` (`m6i.large`).
+    pub instance_type: String,
+    /// `Placement.AvailabilityZone` (`us-east-1a`).
+    pub zone: String,
+    pub capacity: Capacity,
+}
+
+/// How an instance was bought, in the words of Karpenter's `karpenter.sh/capacity-type` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Capacity {
+    Spot,
+    OnDemand,
+    /// In a capacity reservation (an On-Demand Capacity Reservation or a Capacity Block).
+    Reserved,
+}
+
+impl Capacity {
+    /// From DescribeInstances' `InstanceLifecycle` (`spot`, `scheduled`, `capacity-block`, or
+    /// none for On-Demand) and `CapacityReservationId` (set while the instance runs in a
+    /// reservation).
+    pub fn of(lifecycle: Option<&str>, reservation: Option<&str>) -> Self {
+        match (lifecycle, reservation.filter(|r| !r.is_empty())) {
+            (Some("spot"), _) => Capacity::Spot,
+            (Some("capacity-block"), _) | (_, Some(_)) => Capacity::Reserved,
+            _ => Capacity::OnDemand,
+        }
+    }
+
+    /// Karpenter's value of `karpenter.sh/capacity-type` for it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Capacity::Spot => "spot",
+            Capacity::OnDemand => "on-demand",
+            Capacity::Reserved => "reserved",
+        }
+    }
+
+    /// DescribeInstances' `InstanceLifecycle` for it (`None`: On-Demand, or a reservation's).
+    pub fn lifecycle(self) -> Option<&'static str> {
+        match self {
+            Capacity::Spot => Some("spot"),
+            Capacity::OnDemand | Capacity::Reserved => None,
+        }
+    }
 }
 
 /// One page of DescribeInstances, by one filter.
@@ -338,6 +391,25 @@ impl fmt::Display for Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// EC2 names a spot instance by its lifecycle and an instance in a reservation by the
+    /// reservation's id (a Capacity Block by its own lifecycle); the rest is On-Demand.
+    #[test]
+    fn capacity_is_read_from_the_lifecycle_and_the_reservation() {
+        assert_eq!(Capacity::of(Some("spot"), None), Capacity::Spot);
+        assert_eq!(Capacity::of(None, None), Capacity::OnDemand);
+        assert_eq!(Capacity::of(None, Some("")), Capacity::OnDemand);
+        assert_eq!(Capacity::of(Some("scheduled"), None), Capacity::OnDemand);
+        assert_eq!(Capacity::of(None, Some("cr-0123")), Capacity::Reserved);
+        assert_eq!(
+            Capacity::of(Some("capacity-block"), None),
+            Capacity::Reserved
+        );
+        let labels: Vec<&str> = [Capacity::Spot, Capacity::OnDemand, Capacity::Reserved]
+            .map(Capacity::label)
+            .to_vec();
+        assert_eq!(labels, ["spot", "on-demand", "reserved"]);
+    }
 
     /// 2,500 instances come in pages of 1,000, 1,000 and 500, each token leading to the next and
     /// the last page carrying none; a token past the end is an empty last page.

@@ -190,8 +190,8 @@ impl<A: Aws> Router<A> {
         self.accounts.assume_role_calls()
     }
 
-    /// The Lambda handler: answers the invocation and prints its EMF documents (the Lambda's
-    /// bootstrap hands it each event the runtime receives).
+    /// The Lambda handler: answers the invocation and prints its EMF documents and interruption
+    /// records (the Lambda's bootstrap hands it each event the runtime receives).
     pub async fn handle(
         &self,
         payload: &RawValue,
@@ -200,15 +200,31 @@ impl<A: Aws> Router<A> {
         // Boxed: the whole pipeline's future is deep enough to overflow the compiler's type-layout
         // limit when nested inside the runtime's.
         let answered = Box::pin(self.invoke(payload, invocation)).await;
-        for document in answered.metrics.to_emf(
-            &self.metrics_namespace,
-            &self.function_name,
-            route::unix_millis(self.aws.now()) as u64,
-            self.metrics_level,
-        ) {
-            println!("{document}");
+        for line in self.printed(&answered) {
+            println!("{line}");
         }
         answered.response
+    }
+
+    /// What [`Router::handle`] prints of an invocation: its EMF documents, then one line per
+    /// interruption record ([`crate::insight`]), each at the level the metrics carry so that
+    /// Lambda's log filter keeps them all. What Lambda sends to the function's log group.
+    pub fn printed(&self, answered: &Answered) -> Vec<String> {
+        let now = route::unix_millis(self.aws.now()) as u64;
+        let mut lines = answered.metrics.to_emf(
+            &self.metrics_namespace,
+            &self.function_name,
+            now,
+            self.metrics_level,
+        );
+        lines.extend(
+            answered
+                .metrics
+                .interruptions
+                .iter()
+                .map(|r| r.to_line(now, self.metrics_level)),
+        );
+        lines
     }
 
     /// One invocation: the response and the metrics, printed by [`Router::handle`] (and read as

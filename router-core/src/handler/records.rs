@@ -26,7 +26,7 @@ use crate::{
     accounts::Place,
     event::{self, IgnoreReason, InstanceId, Interruption, Kind},
     forward::{Delivery, Destination, Message},
-    resolve::{InstanceKey, Owner, ResolveError},
+    resolve::{Found, InstanceKey, Owner, ResolveError},
 };
 
 /// Longest `detail` attribute put on a dead-lettered message.
@@ -50,13 +50,31 @@ impl<'r, S> Entry<'r, S> {
     }
 }
 
-/// What a record's log lines say it is about: empty fields for a body that is not an event.
+/// What a record's log lines and interruption records say it is about: empty fields for a body
+/// that is not an event.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Subject {
     pub event_id: String,
     pub kind: &'static str,
     pub instances: String,
     pub account: String,
+    pub region: String,
+    /// The event's own `time`.
+    pub time: Option<String>,
+    /// The instances the event names, in its order.
+    pub ids: Vec<InstanceId>,
+    /// What the lookups answered for each (its owner and what they told of it).
+    pub found: BTreeMap<InstanceId, Found>,
+    /// What became of each instance's copy, once one did.
+    pub fates: BTreeMap<InstanceId, Fate>,
+}
+
+/// What became of an instance's copy: delivered to its cluster at a time (ms since the epoch),
+/// or not sent, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Fate {
+    Delivered { cluster: Arc<str>, at_ms: i64 },
+    NotSent(IgnoreReason),
 }
 
 impl Subject {
@@ -69,6 +87,20 @@ impl Subject {
                 .map(|p| p.scope.account.to_string())
                 .or_else(|| event.origin.account.as_deref().map(str::to_owned))
                 .unwrap_or_default(),
+            region: place
+                .map(|p| p.scope.region.to_string())
+                .or_else(|| event.origin.region.as_deref().map(str::to_owned))
+                .unwrap_or_default(),
+            time: event.time.clone(),
+            ids: event.instances.clone(),
+            ..Self::default()
+        }
+    }
+
+    /// A copy of the record reached `cluster` at `at_ms`, or was not sent for `reason`.
+    pub fn copy(&mut self, instances: &[InstanceId], fate: &Fate) {
+        for id in instances {
+            self.fates.insert(id.clone(), fate.clone());
         }
     }
 }
@@ -188,13 +220,13 @@ impl Routing {
     }
 
     /// Takes a lookup's answer for one of its instances.
-    pub fn answer(&mut self, id: &InstanceId, result: &Result<Owner, Arc<ResolveError>>) {
+    pub fn answer(&mut self, id: &InstanceId, result: &Result<Found, Arc<ResolveError>>) {
         let Progress::Resolving { owners, failure } = &mut self.progress else {
             return;
         };
         match result {
-            Ok(owner) => {
-                owners.insert(id.clone(), owner.clone());
+            Ok(found) => {
+                owners.insert(id.clone(), found.owner.clone());
             }
             Err(error) => {
                 let cause = match **error {

@@ -24,7 +24,7 @@ use super::{
     Record, Router,
     outcome::{Cause, DeadLetterReason, Failure, Finished, Outcome, dead_letter_outcome},
     records::{
-        Admitted, CopyRef, DeadLetter, Entry, Kept, Progress, Routing, Settled, Subject,
+        Admitted, CopyRef, DeadLetter, Entry, Fate, Kept, Progress, Routing, Settled, Subject,
         dead_letter_message,
     },
     report,
@@ -33,18 +33,18 @@ use crate::{
     accounts::{Home, Place, Refused},
     aws::Aws,
     direct::Unchecked,
-    event::{self, Classified},
+    event::{self, Classified, IgnoreReason},
     forward::{Delivery, ForwardStats, Message},
     metrics::InvocationMetrics,
     redeliver::{self, HandBack, HandBackStats},
-    resolve::{InstanceKey, LookupStats, Owner, ResolveError, Resolver},
+    resolve::{Found, InstanceKey, LookupStats, ResolveError, Resolver},
     retry::{self, Budget, DENIAL_GRACE},
 };
 
 /// A job of the delivery loop, finished.
 enum Done {
     Looked {
-        answers: Vec<(InstanceKey, Result<Owner, Arc<ResolveError>>)>,
+        answers: Vec<(InstanceKey, Result<Found, Arc<ResolveError>>)>,
         attempt: u32,
     },
     Sent {
@@ -360,7 +360,8 @@ impl<A: Aws> Router<A> {
         let now = unix_millis(self.aws.now());
         let mut retry = Vec::new();
         for (at, delivery) in deliveries {
-            let Admitted::Routing(routing) = &mut entries[at.r].state else {
+            let entry = &mut entries[at.r];
+            let Admitted::Routing(routing) = &mut entry.state else {
                 continue;
             };
             let Progress::Sending { copies, .. } = &mut routing.progress else {
@@ -379,13 +380,22 @@ impl<A: Aws> Router<A> {
                         now,
                         metrics,
                     );
+                    let fate = Fate::Delivered {
+                        cluster: copy.cluster.clone(),
+                        at_ms: now,
+                    };
+                    entry.subject.copy(&copy.instances, &fate);
                 }
                 Delivery::NoTenantQueue { .. } => {
                     *metrics.no_tenant_queue.entry(label).or_default() += 1;
+                    let fate = Fate::NotSent(IgnoreReason::NoTenantQueue);
+                    entry.subject.copy(&copy.instances, &fate);
                 }
                 Delivery::Declined { kind } => {
                     tracing::debug!(cluster = %label, %kind, "declined by the cluster's tenant stack (EventKinds)");
                     *metrics.declined.entry((label, kind.label())).or_default() += 1;
+                    let fate = Fate::NotSent(IgnoreReason::KindDeclined);
+                    entry.subject.copy(&copy.instances, &fate);
                 }
                 Delivery::Failed { .. } | Delivery::Unreachable(_) | Delivery::Denied(_) => {
                     retry.push((at, copy.message.clone()));
@@ -541,17 +551,25 @@ impl<A: Aws> Router<A> {
     }
 }
 
-/// Gives each waiting record the owners found; returns the keys whose lookup failed.
+/// Gives each waiting record the owners found (and its subject what was told of them); returns
+/// the keys whose lookup failed.
 fn answer(
     entries: &mut [Entry<'_, Admitted>],
     waiting: &BTreeMap<InstanceKey, Vec<usize>>,
-    answers: impl IntoIterator<Item = (InstanceKey, Result<Owner, Arc<ResolveError>>)>,
+    answers: impl IntoIterator<Item = (InstanceKey, Result<Found, Arc<ResolveError>>)>,
 ) -> Vec<InstanceKey> {
     let mut failed = Vec::new();
     for (key, result) in answers {
         for &r in waiting.get(&key).into_iter().flatten() {
-            if let Admitted::Routing(routing) = &mut entries[r].state {
+            let entry = &mut entries[r];
+            if let Admitted::Routing(routing) = &mut entry.state {
                 routing.answer(&key.instance, &result);
+                if let Ok(found) = &result {
+                    entry
+                        .subject
+                        .found
+                        .insert(key.instance.clone(), found.clone());
+                }
             }
         }
         if result.is_err() {

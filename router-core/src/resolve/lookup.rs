@@ -11,14 +11,19 @@
 //!   id it leaves out is unknown, untagged *or* not indexed yet: only EC2 can say which, and
 //!   until it does the resolver takes no answer for that id.
 //!
-//! Both answer with the owner of each instance they found, by the same [`TagRules`].
+//! Both answer with the owner of each instance they found, by the same [`TagRules`], and what
+//! their answer said of it besides ([`About`]): its node pool from its tags on both paths, and
+//! from DescribeInstances its type, zone and capacity type, which the Tagging API does not give.
 
 use std::{
     collections::HashMap,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
-use super::tags::{Owner, TagRules};
+use super::{About, Found, tags::TagRules};
 use crate::{
     aws::{Aws, CallError, DescribeInstances, InstanceFilter, Session, Tagged},
     event::InstanceId,
@@ -52,14 +57,14 @@ pub struct LookupCalls {
     pub get_resources: AtomicU64,
 }
 
-/// The owner of every instance EC2 knows among `ids` (at most [`MAX_IDS_PER_DESCRIBE`]).
+/// The owner (and what EC2 says) of every instance EC2 knows among `ids` (at most [`MAX_IDS_PER_DESCRIBE`]).
 pub async fn describe_instances<A: Aws>(
     aws: &A,
     at: &Session,
     rules: &TagRules,
     ids: &[InstanceId],
     calls: &LookupCalls,
-) -> Result<HashMap<InstanceId, Owner>, CallError> {
+) -> Result<HashMap<InstanceId, Found>, CallError> {
     described(aws, at, rules, InstanceFilter::Ids(ids), usize::MAX, calls).await
 }
 
@@ -72,7 +77,7 @@ pub async fn sweep<A: Aws>(
     tag: &str,
     max_pages: usize,
     calls: &LookupCalls,
-) -> Result<HashMap<InstanceId, Owner>, CallError> {
+) -> Result<HashMap<InstanceId, Found>, CallError> {
     described(
         aws,
         at,
@@ -92,8 +97,9 @@ async fn described<A: Aws>(
     filter: InstanceFilter<'_>,
     max_pages: usize,
     calls: &LookupCalls,
-) -> Result<HashMap<InstanceId, Owner>, CallError> {
+) -> Result<HashMap<InstanceId, Found>, CallError> {
     let mut owners = HashMap::new();
+    let mut names = Names::default();
     let mut next_token: Option<String> = None;
     for _ in 0..max_pages {
         // Counted when sent: a call the hedge outran still answers after the lookup is done.
@@ -110,7 +116,7 @@ async fn described<A: Aws>(
         owners.extend(
             page.instances
                 .iter()
-                .map(|t| (t.id.clone(), owner(rules, t))),
+                .map(|t| (t.id.clone(), found(rules, t, &mut names))),
         );
         match page.next_token {
             Some(token) => next_token = Some(token),
@@ -127,27 +133,60 @@ pub async fn get_resources<A: Aws>(
     rules: &TagRules,
     ids: &[InstanceId],
     calls: &LookupCalls,
-) -> Result<HashMap<InstanceId, Owner>, CallError> {
+) -> Result<HashMap<InstanceId, Found>, CallError> {
     let mut owners = HashMap::with_capacity(ids.len());
+    let mut names = Names::default();
     for part in ids.chunks(MAX_ARNS_PER_GET_RESOURCES) {
         calls.get_resources.fetch_add(1, Ordering::Relaxed);
-        let found = aws.get_resources(at, part).await?;
+        let listed = aws.get_resources(at, part).await?;
         // The ARN list bounds the answer: anything else it lists is not ours to keep.
         owners.extend(
-            found
+            listed
                 .iter()
                 .filter(|t| part.contains(&t.id))
-                .map(|t| (t.id.clone(), owner(rules, t))),
+                .map(|t| (t.id.clone(), found(rules, t, &mut names))),
         );
     }
     Ok(owners)
 }
 
-fn owner(rules: &TagRules, tagged: &Tagged) -> Owner {
+/// An instance's owner by its tags, and what the answer said of it.
+fn found(rules: &TagRules, tagged: &Tagged, names: &mut Names) -> Found {
     let tags: Vec<(&str, &str)> = tagged
         .tags
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    rules.owner(&tags)
+    let about = About {
+        node_pool: tags
+            .iter()
+            .find(|(k, _)| *k == crate::insight::NODE_POOL_TAG)
+            .map(|(_, v)| names.get(v)),
+        instance_type: tagged
+            .described
+            .as_ref()
+            .map(|d| names.get(&d.instance_type)),
+        zone: tagged.described.as_ref().map(|d| names.get(&d.zone)),
+        capacity: tagged.described.as_ref().map(|d| d.capacity),
+    };
+    Found {
+        owner: rules.owner(&tags),
+        about,
+    }
+}
+
+/// The names one answer repeats (a sweep's thousand nodes share a few types, zones and pools),
+/// each kept once for the cache.
+#[derive(Default)]
+struct Names(HashMap<String, Arc<str>>);
+
+impl Names {
+    fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(kept) = self.0.get(name) {
+            return kept.clone();
+        }
+        let kept: Arc<str> = Arc::from(name);
+        self.0.insert(name.to_owned(), kept.clone());
+        kept
+    }
 }

@@ -51,7 +51,7 @@ pub use self::{
 };
 use crate::{
     accounts::{Accounts, Place, Scope, Unreachable},
-    aws::{Aws, CallError, Session},
+    aws::{Aws, CallError, Capacity, Session},
     cache::TtlCache,
     event::{IgnoreReason, InstanceId},
 };
@@ -77,6 +77,35 @@ pub struct CacheConfig {
     /// A scope swept this recently is not swept again: its misses are instances launched since
     /// (or not Karpenter's), which per-id lookups answer. Zero: never sweep.
     pub sweep_every: Duration,
+}
+
+/// What a lookup told of an instance besides its owner, as the interruption record carries it
+/// ([`crate::insight`]): its Karpenter node pool (its `karpenter.sh/nodepool` tag, on either path)
+/// and what DescribeInstances describes (its type, zone and capacity type; `None` when the
+/// Tagging API alone answered, which returns tags only). Cached with the owner, a sweep's too.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct About {
+    pub node_pool: Option<Arc<str>>,
+    pub instance_type: Option<Arc<str>>,
+    pub zone: Option<Arc<str>>,
+    pub capacity: Option<Capacity>,
+}
+
+/// An instance's owner, and what the lookup that found it told of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub owner: Owner,
+    pub about: About,
+}
+
+impl Found {
+    /// An answer that told nothing but the owner.
+    pub fn only(owner: Owner) -> Self {
+        Self {
+            owner,
+            about: About::default(),
+        }
+    }
 }
 
 /// An instance as seen from the place its event was admitted into.
@@ -113,6 +142,8 @@ pub struct LookupStats {
 #[derive(Debug, Default)]
 pub struct Resolution {
     pub owners: HashMap<InstanceKey, Result<Owner, Arc<ResolveError>>>,
+    /// What the answers told of each instance besides its owner.
+    pub about: HashMap<InstanceKey, About>,
     pub cache_hits: u64,
     pub cache_misses: u64,
     pub describe_calls: u64,
@@ -126,7 +157,7 @@ pub struct Resolution {
 /// is fresh.
 #[derive(Debug, Clone)]
 struct Known {
-    owner: Owner,
+    found: Found,
     fresh_until: Instant,
 }
 
@@ -134,7 +165,7 @@ struct Known {
 /// says it could not be asked there (then its lookup failed, with that error).
 #[derive(Debug)]
 struct Looked {
-    answers: HashMap<InstanceId, Owner>,
+    answers: HashMap<InstanceId, Found>,
     path: Path,
     unasked: Option<Arc<ResolveError>>,
 }
@@ -181,7 +212,7 @@ impl<A: Aws> Resolver<A> {
     pub fn cached(
         &self,
         keys: impl IntoIterator<Item = InstanceKey>,
-    ) -> (Vec<(InstanceKey, Owner)>, Vec<InstanceKey>) {
+    ) -> (Vec<(InstanceKey, Found)>, Vec<InstanceKey>) {
         let now = Instant::now();
         let mut hits = Vec::new();
         let mut misses = Vec::new();
@@ -195,7 +226,7 @@ impl<A: Aws> Resolver<A> {
                 .get(&cache_key(&key))
                 .filter(|k| now < k.fresh_until)
             {
-                Some(known) => hits.push((key, known.owner)),
+                Some(known) => hits.push((key, known.found)),
                 None => misses.push(key),
             }
         }
@@ -220,7 +251,7 @@ impl<A: Aws> Resolver<A> {
         &self,
         chunk: &[InstanceKey],
         stats: &LookupStats,
-    ) -> Vec<(InstanceKey, Result<Owner, Arc<ResolveError>>)> {
+    ) -> Vec<(InstanceKey, Result<Found, Arc<ResolveError>>)> {
         let Some(first) = chunk.first() else {
             return Vec::new();
         };
@@ -238,12 +269,12 @@ impl<A: Aws> Resolver<A> {
             .iter()
             .map(|key| {
                 let owner = match (looked.answers.get(&key.instance), &looked.unasked) {
-                    (Some(owner), _) => {
-                        self.keep(key, owner, looked.path);
-                        Ok(owner.clone())
+                    (Some(found), _) => {
+                        self.keep(key, found, looked.path);
+                        Ok(found.clone())
                     }
                     (None, None) => {
-                        let unknown = Owner::NotOurs(IgnoreReason::UnknownInstance);
+                        let unknown = Found::only(Owner::NotOurs(IgnoreReason::UnknownInstance));
                         self.keep(key, &unknown, looked.path);
                         Ok(unknown)
                     }
@@ -260,16 +291,18 @@ impl<A: Aws> Resolver<A> {
         key: &InstanceKey,
         error: &Arc<ResolveError>,
         stats: &LookupStats,
-    ) -> Result<Owner, Arc<ResolveError>> {
-        let last = self.known.get(&cache_key(key)).and_then(|k| match k.owner {
-            Owner::Cluster(c) => Some(c),
-            Owner::NotOurs(_) => None,
-        });
+    ) -> Result<Found, Arc<ResolveError>> {
+        let last = self
+            .known
+            .get(&cache_key(key))
+            .filter(|k| matches!(k.found.owner, Owner::Cluster(_)));
         match last {
-            Some(cluster) => {
+            Some(known) => {
                 stats.stale_answers.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(scope = %key.place.scope, instance = %key.instance, cluster = %cluster, %error, "every lookup failed: serving the last known owner");
-                Ok(Owner::Cluster(cluster))
+                if let Owner::Cluster(cluster) = &known.found.owner {
+                    tracing::info!(scope = %key.place.scope, instance = %key.instance, cluster = %cluster, %error, "every lookup failed: serving the last known owner");
+                }
+                Ok(known.found)
             }
             None => Err(error.clone()),
         }
@@ -338,8 +371,8 @@ impl<A: Aws> Resolver<A> {
         {
             Ok(found) => {
                 self.ec2.answered(scope, started.elapsed());
-                for (id, owner) in found {
-                    self.keep_as((scope.clone(), id), &owner, Path::DescribeInstances);
+                for (id, found) in found {
+                    self.keep_as((scope.clone(), id), &found, Path::DescribeInstances);
                 }
             }
             Err(error) => {
@@ -350,12 +383,13 @@ impl<A: Aws> Resolver<A> {
         }
     }
 
-    fn keep(&self, key: &InstanceKey, owner: &Owner, path: Path) {
-        self.keep_as(cache_key(key), owner, path);
+    fn keep(&self, key: &InstanceKey, found: &Found, path: Path) {
+        self.keep_as(cache_key(key), found, path);
     }
 
     /// Keeps an answer for as long as what it says can be trusted.
-    fn keep_as(&self, key: (Scope, InstanceId), owner: &Owner, path: Path) {
+    fn keep_as(&self, key: (Scope, InstanceId), found: &Found, path: Path) {
+        let owner = &found.owner;
         let fresh_for = match (owner, path) {
             (Owner::Cluster(_), _) => self.config.ttl,
             // GetResources leaves out untagged and unknown instances alike, and may lag a launch:
@@ -368,7 +402,7 @@ impl<A: Aws> Resolver<A> {
             Owner::NotOurs(_) => fresh_for,
         };
         let known = Known {
-            owner: owner.clone(),
+            found: found.clone(),
             fresh_until: Instant::now() + fresh_for,
         };
         self.known.insert(key, known, kept_for);
@@ -384,12 +418,20 @@ impl<A: Aws> Resolver<A> {
             cache_misses: misses.len() as u64,
             ..Default::default()
         };
-        resolution
-            .owners
-            .extend(hits.into_iter().map(|(k, o)| (k, Ok(o))));
+        let mut record = |key: InstanceKey, answer: Result<Found, Arc<ResolveError>>| {
+            if let Ok(found) = &answer {
+                resolution.about.insert(key.clone(), found.about.clone());
+            }
+            resolution.owners.insert(key, answer.map(|f| f.owner));
+        };
+        for (key, found) in hits {
+            record(key, Ok(found));
+        }
         let chunks = Self::chunk(misses);
         let looked = join_all(chunks.iter().map(|chunk| self.look_up(chunk, &stats))).await;
-        resolution.owners.extend(looked.into_iter().flatten());
+        for (key, answer) in looked.into_iter().flatten() {
+            record(key, answer);
+        }
         self.sweep_pending(Instant::now() + crate::retry::DELIVER_WINDOW, &stats)
             .await;
         resolution.describe_calls = stats.calls.describe_instances.load(Ordering::Relaxed);
@@ -422,7 +464,7 @@ impl<A: Aws> Resolver<A> {
             self.via_tagging(&session, ids, &stats.calls).await
         };
         let every_id =
-            |answers: &HashMap<InstanceId, Owner>| ids.iter().all(|id| answers.contains_key(id));
+            |answers: &HashMap<InstanceId, Found>| ids.iter().all(|id| answers.contains_key(id));
         match race(
             self.describe(&session, ids, &stats.calls),
             hedge,
@@ -544,7 +586,7 @@ impl<A: Aws> Resolver<A> {
         session: &Session,
         ids: &[InstanceId],
         calls: &Arc<LookupCalls>,
-    ) -> impl Future<Output = Result<HashMap<InstanceId, Owner>, CallError>> + use<A> {
+    ) -> impl Future<Output = Result<HashMap<InstanceId, Found>, CallError>> + use<A> {
         let (aws, rules, health) = (self.aws.clone(), self.rules.clone(), self.ec2.clone());
         let (session, ids, calls) = (session.clone(), ids.to_vec(), calls.clone());
         let task = tokio::spawn(async move {
@@ -574,7 +616,7 @@ impl<A: Aws> Resolver<A> {
         session: &Session,
         ids: &[InstanceId],
         calls: &LookupCalls,
-    ) -> Result<HashMap<InstanceId, Owner>, CallError> {
+    ) -> Result<HashMap<InstanceId, Found>, CallError> {
         let result = lookup::get_resources(&*self.aws, session, &self.rules, ids, calls).await;
         if let Err(error) = &result {
             tracing::warn!(scope = %session.scope, path = Path::GetResources.label(), ids = ids.len(), %error, "lookup path failed");

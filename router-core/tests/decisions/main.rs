@@ -8,6 +8,7 @@ mod dead_letters;
 mod deployed;
 mod direct;
 mod health;
+mod insights;
 mod kinds;
 mod lookups;
 mod tenancy;

@@ -28,8 +28,9 @@ use aws_sdk_sqs::{
 };
 
 use super::{
-    Aws, CallError, Credentials, DescribeInstances, EntryFailure, EntryResult, Identity,
-    InstanceFilter, InstancePage, SWEEP_PAGE, SendEntry, Session, Tagged, VisibilityEntry,
+    Aws, CallError, Capacity, Credentials, DescribeInstances, Described, EntryFailure, EntryResult,
+    Identity, InstanceFilter, InstancePage, SWEEP_PAGE, SendEntry, Session, Tagged,
+    VisibilityEntry,
 };
 use crate::{
     event::InstanceId,
@@ -284,6 +285,21 @@ impl Aws for SdkAws {
                 Some(Tagged {
                     id: InstanceId::parse(i.instance_id()?)?,
                     tags: tags(i.tags().iter().map(|t| (t.key(), t.value()))),
+                    // What every answer carries: the interruption record's, at no extra call.
+                    described: Some(Described {
+                        instance_type: i
+                            .instance_type()
+                            .map_or_else(String::new, |t| t.as_str().to_owned()),
+                        zone: i
+                            .placement()
+                            .and_then(|p| p.availability_zone())
+                            .unwrap_or_default()
+                            .to_owned(),
+                        capacity: Capacity::of(
+                            i.instance_lifecycle().map(|l| l.as_str()),
+                            i.capacity_reservation_id(),
+                        ),
+                    }),
                 })
             })
             .collect();
@@ -326,6 +342,8 @@ impl Aws for SdkAws {
                 Some(Tagged {
                     id: InstanceId::parse(m.resource_arn()?)?,
                     tags: tags(m.tags().iter().map(|t| (Some(t.key()), Some(t.value())))),
+                    // The Tagging API returns tags only.
+                    described: None,
                 })
             }));
         }

@@ -16,8 +16,9 @@
 //! that check fail with its fix. The SDK adapter makes each call once; a call that pages reads
 //! every page.
 //!
-//! adopt, fis and simulate ask more, each through a trait of its own over this one
-//! ([`moves::Moves`], [`experiments::Experiments`], [`deliveries::Deliveries`]). The values the
+//! adopt, fis, simulate and insights ask more, each through a trait of its own over this one
+//! ([`moves::Moves`], [`experiments::Experiments`], [`deliveries::Deliveries`],
+//! [`queries::LogQueries`]). The values the
 //! calls answer with are aws-model's ([`aws_model::resources`]), which the model speaks too.
 
 pub mod deliveries;
@@ -25,6 +26,7 @@ pub mod experiments;
 #[cfg(test)]
 pub mod model;
 pub mod moves;
+pub mod queries;
 mod sdk;
 
 use std::{

@@ -63,7 +63,9 @@ pub fn parse_delivery(line: &str, at_ms: i64) -> Option<Delivery> {
     } else {
         &value
     };
-    if fields["outcome"] != "forwarded" {
+    // An interruption record (`record`: router_core::insight) is data about the same delivery,
+    // not its line.
+    if fields["outcome"] != "forwarded" || fields.get("record").is_some() {
         return None;
     }
     let text = |k: &str| fields[k].as_str().unwrap_or_default().to_owned();

@@ -114,7 +114,7 @@ fn an_experiment_whose_nodes_reach_their_cluster_passes() {
     );
     assert_eq!(report.verdict.clusters["alpha"].experiment, 2);
     // beta's node was not touched.
-    assert!(world.site(|site| site.instances["i-0bbbbbbbbbbbbbbb1"].0 == "running"));
+    assert!(world.site(|site| site.instances["i-0bbbbbbbbbbbbbbb1"].state == "running"));
 }
 
 /// An interrupted node's event in another cluster's queue is a leak; a node never delivered is a

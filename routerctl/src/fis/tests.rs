@@ -144,6 +144,22 @@ fn lambda_wrapped_and_flat_lines_parse_too() {
     );
 }
 
+/// An interruption record (router_core::insight) of a forwarded instance is no delivery line:
+/// the delivery's own `forwarded` line is (a FilterLogEvents for "forwarded" meets both).
+#[test]
+fn an_interruption_record_is_not_read_as_a_delivery() {
+    let record = router_core::insight::InterruptionRecord {
+        outcome: "forwarded".into(),
+        cluster: Some("alpha".into()),
+        kind: Some("spot-interruption".into()),
+        instance: Some("i-1".into()),
+        delay_ms: Some(7),
+        ..Default::default()
+    };
+    let line = record.to_line(0, router_core::logging::Level::Info);
+    assert_eq!(parse_delivery(&line, 5), None, "{line}");
+}
+
 fn template(tags: &[(&str, &str)]) -> Template {
     Template {
         id: "EXT1".into(),

@@ -1,6 +1,6 @@
 //! The router under Lambda's log-level filter: at every `LogLevel` base.yaml allows, every EMF
-//! metric document reaches CloudWatch Logs, and the level still decides which of the router's
-//! own lines do.
+//! metric document and interruption record reaches CloudWatch Logs, and the level still decides
+//! which of the router's own lines do.
 //!
 //! Lambda runs the function with `AWS_LAMBDA_LOG_FORMAT=JSON` and `AWS_LAMBDA_LOG_LEVEL=<level>`
 //! and drops every line below that level, reading a line without a valid `level` and `timestamp`
@@ -25,7 +25,7 @@ fn allowed_log_levels() -> Result<Vec<String>> {
 }
 
 #[tokio::test]
-async fn metric_documents_survive_every_log_level_the_stack_allows() -> Result<()> {
+async fn metric_documents_and_records_survive_every_log_level_the_stack_allows() -> Result<()> {
     let levels = allowed_log_levels()?;
     assert!(
         levels.iter().any(|l| l == "WARN") && levels.iter().any(|l| l == "FATAL"),
@@ -65,6 +65,53 @@ async fn metric_documents_survive_every_log_level_the_stack_allows() -> Result<(
         );
         assert_eq!(documents[0]["Received"], 2, "{level}");
         assert_eq!(documents[0]["DeadLettered.malformed"], 1, "{level}");
+
+        // The interruption records are data too, kept at every level: the forwarded warning's
+        // with what DescribeInstances said of its node (moto launches an On-Demand m5.large in
+        // the region's first zone), the malformed one's with its reason.
+        let records = router.interruption_records();
+        let seen: Vec<[&str; 6]> = records
+            .iter()
+            .map(|r| {
+                [
+                    "outcome",
+                    "reason",
+                    "instance_type",
+                    "zone",
+                    "capacity_type",
+                    "node_pool",
+                ]
+                .map(|f| r[f].as_str().unwrap_or("-"))
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                [
+                    "forwarded",
+                    "-",
+                    "m5.large",
+                    "us-east-1a",
+                    "on-demand",
+                    "default"
+                ],
+                [
+                    "dead-lettered",
+                    "malformed",
+                    "unknown",
+                    "unknown",
+                    "unknown",
+                    "unknown"
+                ],
+            ],
+            "{level}: {records:#?}"
+        );
+        assert_eq!(
+            records[0]["level"],
+            threshold.max(Level::Info).as_str(),
+            "{level}"
+        );
+        assert_eq!(records[0]["instance"], node.as_str(), "{level}");
 
         // The level still sets the router's own verbosity.
         let logs = router.log_records();

@@ -21,10 +21,10 @@ impl Deliveries for World {
         self.gate("DescribeInstances")?;
         let owner = self.account().to_owned();
         self.read(|_, site| {
-            let pick = |(id, (_, tags)): (&String, &ModelInstance)| Instance {
+            let pick = |(id, instance): (&String, &ModelInstance)| Instance {
                 id: id.clone(),
                 owner: owner.clone(),
-                tags: tags.clone(),
+                tags: instance.tags.clone(),
             };
             match which {
                 // One unknown id fails the whole call.
@@ -42,7 +42,7 @@ impl Deliveries for World {
                 Instances::Tagged { key, value, states } => Ok(site
                     .instances
                     .iter()
-                    .filter(|(_, (state, tags))| {
+                    .filter(|(_, ModelInstance { state, tags, .. })| {
                         states.contains(&state.as_str())
                             && tags
                                 .iter()
@@ -69,7 +69,7 @@ impl Deliveries for World {
 
     async fn invoke(&self, function: &str, payload: String) -> Result<Invoked, CallError> {
         self.gate("InvokeFunction")?;
-        let responder = self.lock().functions.get(function).cloned();
+        let responder = self.responder(function);
         let responder =
             responder.ok_or_else(|| not_found(&format!("Function not found: {function}")))?;
         Ok(responder.answer(payload).await)
@@ -112,7 +112,7 @@ impl Experiments for World {
             end_ms: Some(now),
         };
         self.site(|site| {
-            for (state, tags) in site.instances.values_mut() {
+            for ModelInstance { state, tags, .. } in site.instances.values_mut() {
                 let selected = template.targets.iter().any(|t| {
                     t.resource_tags
                         .iter()
@@ -141,7 +141,7 @@ impl Experiments for World {
         Ok(self.read(|_, site| {
             site.instances
                 .iter()
-                .filter(|(_, (state, tags))| {
+                .filter(|(_, ModelInstance { state, tags, .. })| {
                     state == "stopping"
                         && template.targets.iter().any(|t| {
                             t.resource_tags

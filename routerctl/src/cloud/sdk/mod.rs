@@ -1,5 +1,5 @@
 //! The seam's traits over the AWS SDK ([`Cloud`] here; `experiments.rs`, `deliveries.rs`,
-//! `moves.rs`):
+//! `moves.rs`, `queries.rs`):
 //! one call per method (every page where a call pages), AWS's answer turned into the seam's plain
 //! values, and its error into AWS's code and message. The only place routerctl meets the SDK;
 //! the SDK's types are named in this file alone (`moves.rs`: adopt's).
@@ -7,6 +7,7 @@
 mod deliveries;
 mod experiments;
 mod moves;
+mod queries;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -368,6 +369,10 @@ impl Cloud for Aws {
                 .and_then(|e| e.variables())
                 .cloned()
                 .unwrap_or_default(),
+            log_group: f
+                .logging_config()
+                .and_then(|l| l.log_group())
+                .map(str::to_owned),
         })
     }
 

@@ -11,13 +11,13 @@ use e2e_tests::{World, karpenter_tags, managed_nodegroup_tags};
 use interruption_router::{
     accounts::Scope,
     aws::{
-        Aws, CallError, DescribeInstances, EntryResult, Identity, InstanceFilter, SendEntry,
-        Session, Tagged,
+        Aws, CallError, Capacity, DescribeInstances, Described, EntryResult, Identity,
+        InstanceFilter, SendEntry, Session, Tagged,
     },
     event::InstanceId,
     tenancy::record_name,
 };
-use local_aws::moto::{ACCOUNT, REGION};
+use local_aws::moto::{ACCOUNT, Placement, REGION};
 
 const ROLE: &str = "arn:aws:iam::123456789012:role/interruption-router";
 
@@ -38,12 +38,23 @@ fn outcome<T>(answer: &Result<T, CallError>) -> String {
     }
 }
 
-/// Instances as the resolver reads them: ids and their tags, in no order.
+/// Instances as the resolver reads them: ids, their tags and what the answer describes (type,
+/// zone, capacity type: DescribeInstances' alone), in no order.
 fn instances(answer: Result<Vec<Tagged>, CallError>) -> String {
-    let read: BTreeSet<(String, BTreeSet<(String, String)>)> = answer
+    type Read = (String, BTreeSet<(String, String)>, Option<String>);
+    let read: BTreeSet<Read> = answer
         .expect("an answer")
         .into_iter()
-        .map(|t| (t.id.as_str().to_owned(), t.tags.into_iter().collect()))
+        .map(|t| {
+            let described = t
+                .described
+                .map(|d| format!("{} {} {}", d.instance_type, d.zone, d.capacity.label()));
+            (
+                t.id.as_str().to_owned(),
+                t.tags.into_iter().collect(),
+                described,
+            )
+        })
         .collect();
     format!("{read:?}")
 }
@@ -149,7 +160,17 @@ async fn script<A: Aws>(aws: &A, ids: &[InstanceId]) -> Vec<String> {
 #[tokio::test]
 async fn the_model_answers_the_routers_seam_as_the_emulator_does() -> Result<()> {
     let world = World::start().await?;
-    let alpha = world.launch(&karpenter_tags("alpha")).await?;
+    // alpha's node a spot c6i.2xlarge in the region's third zone; the others as moto launches by
+    // default (an On-Demand m5.large in the first).
+    let spot = Placement {
+        instance_type: "c6i.2xlarge",
+        zone: Some("us-east-1c"),
+        spot: true,
+    };
+    let alpha = local_aws::moto::launch_as(&world.ec2, &karpenter_tags("alpha"), 1, spot)
+        .await?
+        .pop()
+        .expect("an instance");
     let managed = world.launch(&managed_nodegroup_tags("beta")).await?;
     let bare = world.launch(&[]).await?;
     world.create_tenant_queue("alpha").await?;
@@ -157,13 +178,18 @@ async fn the_model_answers_the_routers_seam_as_the_emulator_does() -> Result<()>
 
     let model = WorldAws::new(&aws_world::World::new(ACCOUNT, REGION), ROLE, &[]);
     for (id, tags) in [
-        (&alpha, karpenter_tags("alpha")),
         (&managed, managed_nodegroup_tags("beta")),
         (&bare, Vec::new()),
     ] {
         let tags: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         model.instance(ACCOUNT, REGION, id, &tags);
     }
+    let described = Described {
+        instance_type: "c6i.2xlarge".into(),
+        zone: "us-east-1c".into(),
+        capacity: Capacity::Spot,
+    };
+    model.node_of((ACCOUNT, REGION), &alpha, ("alpha", "default"), described);
     model.tenant(ACCOUNT, REGION, "alpha");
     model.queue(ACCOUNT, REGION, "plain", &[], None);
 

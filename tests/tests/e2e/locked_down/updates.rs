@@ -118,7 +118,8 @@ fn without_later_changes(logical: &str, properties: Option<Value>) -> Option<Val
     if let Some(body) = properties["DashboardBody"].as_str() {
         // Direct mode is gone: the ingest queue's widget no longer says "(Queue mode)".
         let mut body = body.replace(" (Queue mode)", "");
-        // Each cluster's event kinds: the widget of declined events.
+        // Each cluster's event kinds: the widget of declined events (and the Logs Insights row
+        // after it, the interruption records' queries).
         if let (Some(from), Some(to)) = (
             body.find(",\n    {\"type\": \"metric\", \"x\": 0, \"y\": 30"),
             body.rfind("\n  ]\n}"),
@@ -159,15 +160,19 @@ fn without_later_changes(logical: &str, properties: Option<Value>) -> Option<Val
 }
 
 /// Resources added after the fixture for reasons of their own (see [`without_later_changes`]):
-/// tenant records, the topic alarms page when a stack is given none, and a hub's direct queue
-/// (CentralBus=Enabled: member rules straight into the hub).
-const LATER_RESOURCES: [&str; 6] = [
+/// tenant records, the topic alarms page when a stack is given none, a hub's direct queue
+/// (CentralBus=Enabled: member rules straight into the hub), and the saved Logs Insights queries
+/// of the interruption records (made whatever the parameters).
+const LATER_RESOURCES: [&str; 9] = [
     "TenantRecord",
     "AlarmTopic",
     "DirectQueue",
     "DirectQueuePolicy",
     "DirectEventSourceMapping",
     "DirectQueueAgeAlarm",
+    "InterruptionsByPoolQuery",
+    "DeliveryDelayByClusterQuery",
+    "LateDeliveriesQuery",
 ];
 
 #[test]

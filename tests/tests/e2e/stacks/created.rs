@@ -239,6 +239,38 @@ async fn the_stacks_create_what_the_templates_declare() -> Result<()> {
         }])
     );
 
+    // The saved Logs Insights queries (moto_fixes.py makes AWS::Logs::QueryDefinition): the three
+    // `routerctl insights` runs, on the router's log group, named after the stack.
+    let saved = aws_model::aws::Aws::new(&world.config)?
+        .logs
+        .describe_query_definitions()
+        .query_definition_name_prefix(format!("{BASE}/"))
+        .send()
+        .await?;
+    let group = format!("/aws/lambda/{BASE}-router");
+    let saved: BTreeMap<String, (String, Vec<String>)> = saved
+        .query_definitions()
+        .iter()
+        .map(|d| {
+            let name = d.name().unwrap_or_default().to_owned();
+            let query = d.query_string().unwrap_or_default().to_owned();
+            (name, (query, d.log_group_names().to_vec()))
+        })
+        .collect();
+    assert_eq!(
+        saved.len(),
+        routerctl::insights::tally::QUERIES.len(),
+        "{saved:?}"
+    );
+    for (name, query) in routerctl::insights::tally::QUERIES {
+        let (saved_query, groups) = &saved[&format!("{BASE}/{name}")];
+        assert!(
+            routerctl::insights::tally::same_query(saved_query, query),
+            "{name}: {saved_query}"
+        );
+        assert_eq!(groups, std::slice::from_ref(&group), "{name}");
+    }
+
     // A tenant whose base stack does not exist fails on the prefix import instead of creating a
     // queue the router would never send to. (The role import sits in the queue policy, which moto
     // ignores without resolving it; tests/tests/e2e/policy/ checks that principal.)

@@ -242,6 +242,8 @@ fn targets(d: &Deployment<'_>, logical: &str, ty: &str) -> Result<Vec<(String, C
             vec![],
         )],
         "AWS::SNS::Topic" => vec![(att("TopicArn")?, vec![])],
+        // A query definition has no ARN: its actions take no resource.
+        "AWS::Logs::QueryDefinition" => vec![("*".to_owned(), vec![])],
         "AWS::FIS::ExperimentTemplate" => vec![(
             format!("arn:aws:fis:{REGION}:{ACCOUNT}:experiment-template/EXT0123456789abcd"),
             fis_tags,
