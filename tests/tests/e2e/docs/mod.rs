@@ -403,6 +403,19 @@ fn the_metrics_the_docs_list_are_the_ones_the_router_writes() {
     assert_eq!(listed, written);
 }
 
+/// operating.md's table of the interruption record's fields lists every field the router writes,
+/// in the order it writes them, and nothing it does not.
+#[test]
+fn the_record_fields_the_docs_list_are_the_ones_the_router_writes() {
+    let doc = operating();
+    let rows = table(section(&doc, "### Interruption records"), "field");
+    let listed: Vec<String> = rows
+        .iter()
+        .flat_map(|row| row[0].split(", ").map(|f| code(f).to_owned()))
+        .collect();
+    assert_eq!(listed, interruption_router::insight::fields());
+}
+
 /// Every `fn` of the test sources: where docs/security.md's tests must be.
 fn test_functions() -> BTreeSet<String> {
     let mut found = BTreeSet::new();
