@@ -111,20 +111,28 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
         ("tenant.yaml", "importing the region's exports", tenant()),
         (
             "tenant.yaml",
+            "a role Karpenter reads as whose own policies grant it the queue",
+            tenant().parameter(
+                "ReaderRoleArn",
+                "arn:aws:iam::123456789012:role/alpha-karpenter",
+            ),
+        ),
+        (
+            "tenant.yaml",
             "the organisation's own key, Karpenter's role",
             tenant()
                 .parameter(
                     "KmsKey",
                     "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
                 )
-                .parameter("KarpenterRoleName", "KarpenterControllerRole-alpha"),
+                .parameter("KarpenterRoleName", "alpha-karpenter"),
         ),
         (
             "tenant.yaml",
             "its own key, Karpenter's role",
             tenant()
                 .parameter("KmsKey", "Create")
-                .parameter("KarpenterRoleName", "KarpenterControllerRole-alpha"),
+                .parameter("KarpenterRoleName", "alpha-karpenter"),
         ),
         (
             "tenant.yaml",
@@ -147,7 +155,7 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
             tenant()
                 .parameter("RouterRoleArn", ROUTER_ROLE)
                 .parameter("QueuePrefix", "karpenter-")
-                .parameter("KarpenterRoleName", "KarpenterControllerRole-alpha")
+                .parameter("KarpenterRoleName", "alpha-karpenter")
                 .parameter("AlarmTopicArn", "arn:aws:sns:us-east-1:123456789012:alarms"),
         ),
         ("spoke.yaml", "creating the spoke role", spoke()),
@@ -209,6 +217,13 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
                 .parameter("SpokeRoleName", "ir-spoke")
                 .parameter("RuleNamePrefix", "ir")
                 .parameter("QueuePrefix", "kq-"),
+        ),
+        (
+            "deployer.yaml",
+            "locked down: a boundary on every role",
+            Stage::new("interruption-router-deployer", HUB, REGION)
+                .parameter("ArtifactBucket", "artifacts")
+                .parameter("PermissionsBoundary", "platform/boundary"),
         ),
     ]
 }
