@@ -94,7 +94,7 @@ endif
 # What a deploy target installs first: the CLI's venv, only when that is the CLI it runs.
 DEPLOY_TOOLS := $(if $(filter $(DEPLOY_VENV)/bin/aws,$(AWS)),$(DEPLOY_VENV)/.installed)
 
-.PHONY: help tools build demo demo-scenes test test-build clippy-driver unit tests e2e-tests fault-tests unit-tests lint template-lint cfn-lint checkov policy-lint policy-documents clippy fmt-check bench soak fuzz package release deploy-base deploy-spoke deploy-tenant deploy-fis
+.PHONY: help tools build demo demo-scenes test test-build clippy-driver unit tests e2e-tests fault-tests unit-tests lint template-lint cfn-lint checkov policy-lint policy-documents terraform-check clippy fmt-check bench soak fuzz package release deploy-base deploy-spoke deploy-tenant deploy-fis
 
 help:
 	@echo "make demo        the whole system on a local AWS emulator (no AWS account needed)"
@@ -224,7 +224,7 @@ unit-tests:
 	$(CARGO) test --workspace --exclude e2e-tests
 
 # ------------------------------------------------------------------ static checks
-lint: fmt-check clippy template-lint policy-lint
+lint: fmt-check clippy template-lint policy-lint terraform-check
 
 # cfn-lint runs as soon as the tools' venv is there; checkov waits for its own.
 template-lint: cfn-lint checkov
@@ -244,6 +244,15 @@ policy-lint: $(VENV)/.lint-installed build
 
 policy-documents: $(VENV)/.lint-installed
 	$(TARGET_DIR)/debug/policy-documents | $(VENV)/bin/python tools/lint_policies.py
+
+# The Terraform modules and example (terraform/), without a Terraform binary (none can be installed
+# here): every .tf parsed (python-hcl2), each module held to the template it deploys (every
+# parameter a variable with the template's default, every output an output), every block to the
+# providers' and terraform-aws-eks's schemas in tests/fixtures/terraform/. make test runs it through
+# the e2e suite (terraform::, with broken copies that must fail); no terraform init, plan or apply
+# runs anywhere (docs/terraform.md).
+terraform-check: $(VENV)/.installed
+	$(VENV)/bin/python tools/check_terraform.py
 
 fmt-check:
 	$(CARGO) fmt --all -- --check

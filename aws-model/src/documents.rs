@@ -42,13 +42,27 @@ fn document(template: &Template, stage: &Stage, logical: &str, path: &[&str]) ->
 }
 
 /// tenant.yaml's InterruptionQueuePolicy for the queue `queue_arn` and the role the router sends
-/// with (`sender_role_arn`: the hub's router role, or in a member account its spoke role).
+/// with (`sender_role_arn`: the hub's router role, or in a member account its spoke role), for a
+/// stack naming no Karpenter role (so without DenyReadersOtherThanKarpenter).
 pub fn tenant_queue_policy(queue_arn: &str, sender_role_arn: &str) -> Result<Value> {
+    tenant_queue_policy_read_by(queue_arn, sender_role_arn, None)
+}
+
+/// As [`tenant_queue_policy`], for a stack whose `KarpenterRoleName` is `karpenter_role` (a role
+/// name): with DenyReadersOtherThanKarpenter, which lets that role alone receive and delete.
+pub fn tenant_queue_policy_read_by(
+    queue_arn: &str,
+    sender_role_arn: &str,
+    karpenter_role: Option<&str>,
+) -> Result<Value> {
     let account = arn_account(queue_arn).context("a queue ARN names its account")?;
     let region = arn_region(queue_arn).context("a queue ARN names its region")?;
     let mut stage = Stage::new("tenant", account, region)
         .parameter("ClusterName", arn_name(queue_arn))
         .parameter("RouterRoleArn", sender_role_arn);
+    if let Some(role) = karpenter_role {
+        stage = stage.parameter("KarpenterRoleName", role);
+    }
     // Its URL too: the policy resource names the queue by Ref, and without it the renderer
     // would work the name out from imports this stage does not have.
     let url = format!(
@@ -337,6 +351,26 @@ mod tests {
         assert_eq!(
             statements[1]["Condition"]["ArnNotEquals"]["aws:PrincipalArn"],
             ROUTER
+        );
+    }
+
+    /// Rendered for a stack naming Karpenter's role, the policy lets that role alone read.
+    #[test]
+    fn a_tenant_queue_read_by_karpenter_denies_every_other_reader() {
+        let policy = tenant_queue_policy_read_by(QUEUE, ROUTER, Some("alpha-karpenter")).unwrap();
+        assert_eq!(
+            sids(&policy),
+            [
+                "AllowRouterToSend",
+                "DenySendersOtherThanRouter",
+                "DenyReadersOtherThanKarpenter",
+                "DenyInsecureTransport"
+            ]
+        );
+        let readers = &policy["Statement"][2]["Condition"]["ArnNotLike"]["aws:PrincipalArn"];
+        assert!(
+            readers.to_string().contains(":role/alpha-karpenter"),
+            "{readers}"
         );
     }
 

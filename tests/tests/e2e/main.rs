@@ -11,7 +11,8 @@
 //!   [`locked_down`] (what IAM and KMS would decide), [`deploy_targets`] (the Makefile's deploy
 //!   targets);
 //! * the docs against the code and templates: [`docs`]; the router and the templates against the
-//!   parsers of the Karpenter version the project pins: [`karpenter`];
+//!   parsers of the Karpenter version the project pins: [`karpenter`]; the Terraform modules and
+//!   example against the templates and the providers' schemas, without Terraform: [`terraform`];
 //! * the emulator's own speed-ups, which must change no answer: [`emulator`] (moto's message
 //!   counts, servers forked from one zygote);
 //! * the operator CLI: [`cli`] (`routerctl` simulate, verify, fis, the binary itself), [`adopt`].
@@ -33,3 +34,4 @@ mod policy;
 mod release;
 mod router;
 mod stacks;
+mod terraform;

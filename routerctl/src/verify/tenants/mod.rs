@@ -218,6 +218,13 @@ async fn check_tenant(
                 format!("{prefix}:encryption"),
                 [encryption(&queue, region)],
             ));
+            // Karpenter's controller role, whom the queue's policy lets alone read.
+            let reader = match karpenter_role {
+                Some(role) => Some(role.to_owned()),
+                None => tenant_stack_parameter(aws, site, cluster, &queue.url, "KarpenterRoleName")
+                    .await
+                    .filter(|r| !r.is_empty()),
+            };
             if let Some(role_arn) = site.sender {
                 let sender = Sender {
                     label: site.sender_label(),
@@ -226,9 +233,10 @@ async fn check_tenant(
                     partition: site.partition,
                     wrong_role_fix: site.wrong_sender(role_arn),
                 };
-                checks.push(check_tenant_policy(
+                checks.push(check_queue_policy(
                     &queue,
                     &sender,
+                    reader.as_deref(),
                     region,
                     &format!("{prefix}:queue-policy"),
                     &site.redeploy(cluster),
@@ -237,12 +245,6 @@ async fn check_tenant(
             checks.push(
                 check_karpenter_role(aws, site, cluster, &queue, karpenter_role, &prefix).await,
             );
-            let reader = match karpenter_role {
-                Some(role) => Some(role.to_owned()),
-                None => tenant_stack_parameter(aws, site, cluster, &queue.url, "KarpenterRoleName")
-                    .await
-                    .filter(|r| !r.is_empty()),
-            };
             checks.push(check_read(aws, &queue, cluster, reader.as_deref(), &prefix).await);
             // Karpenter's role is read again only for a queue under a KMS key.
             let keyed = queue.attribute("KmsMasterKeyId").is_some();
@@ -409,15 +411,31 @@ pub(crate) fn check_tenant_policy(
     name: &str,
     deploy: &str,
 ) -> Check {
+    check_queue_policy(queue, sender, None, region, name, deploy)
+}
+
+/// As [`check_tenant_policy`], and when Karpenter's controller role is known (`reader`, a role
+/// name: the tenant stack's `KarpenterRoleName`, or `--karpenter-role`), that the policy denies
+/// every other principal receiving (tenant.yaml's DenyReadersOtherThanKarpenter): another reader
+/// would take the cluster's interruptions.
+pub(crate) fn check_queue_policy(
+    queue: &Queue,
+    sender: &Sender<'_>,
+    reader: Option<&str>,
+    region: &str,
+    name: &str,
+    deploy: &str,
+) -> Check {
     let role_arn = sender.role_arn;
-    // tenant.yaml's policy for this queue and sender, as the stack would put it back.
-    let restore = match aws_model::documents::tenant_queue_policy(&queue.arn, role_arn) {
-        Ok(policy) => format!(
-            "{deploy}; or restore the policy now: {}",
-            set_policy_command(region, &queue.url, &policy)
-        ),
-        Err(e) => format!("{deploy} (tenant.yaml's policy could not be rendered here: {e:#})"),
-    };
+    // tenant.yaml's policy for this queue, sender and reader, as the stack would put it back.
+    let restore =
+        match aws_model::documents::tenant_queue_policy_read_by(&queue.arn, role_arn, reader) {
+            Ok(policy) => format!(
+                "{deploy}; or restore the policy now: {}",
+                set_policy_command(region, &queue.url, &policy)
+            ),
+            Err(e) => format!("{deploy} (tenant.yaml's policy could not be rendered here: {e:#})"),
+        };
     // Where: the queue's policy.
     let policy = queue
         .attribute("Policy")
@@ -440,6 +458,22 @@ pub(crate) fn check_tenant_policy(
         sender.partition, sender.account
     );
     let other_may = decide(&other);
+    let other_reads = queue.decision(policy, &other, "sqs:ReceiveMessage");
+    let readers = reader.map(|role| {
+        Expect::that(
+            matches!(other_reads, Decision::Denied { .. }),
+            format!("other readers than {role} denied"),
+        )
+        .otherwise(
+            format!(
+                "other principals in the account are not denied sqs:ReceiveMessage \
+                 ({other_reads}): anyone allowed it by their own policies takes the cluster's \
+                 interruptions (Karpenter deletes what it reads), and only {role} should \
+                 (statement DenyReadersOtherThanKarpenter)"
+            ),
+            restore.clone(),
+        )
+    });
 
     // Expect → what was found → the fix.
     check::evaluate(
@@ -468,6 +502,8 @@ pub(crate) fn check_tenant_policy(
                 ),
                 restore,
             ),
-        ],
+        ]
+        .into_iter()
+        .chain(readers),
     )
 }

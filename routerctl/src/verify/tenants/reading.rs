@@ -5,7 +5,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use router_core::{
     event::Kinds,
-    tenancy::{self, Ownership, TENANT_TAG},
+    tenancy::{self, KINDS_TAG, Ownership, TENANT_TAG},
 };
 
 use crate::{
@@ -73,6 +73,21 @@ pub(crate) async fn check_ownership(
                 ),
             }
         }
+        // The router reads the kinds only beside the tenant tag: without it, every kind.
+        Ownership::LegacyTenant if tags.iter().any(|(k, _)| k == KINDS_TAG) => fail(
+            &name,
+            format!(
+                "{} exists and its policy admits the router alone, so the router writes it, but \
+                 its {KINDS_TAG} tag is not read without the {TENANT_TAG} tag: the router sends \
+                 it every kind",
+                queue.name
+            ),
+            format!(
+                "tag it {TENANT_TAG}={cluster} (aws sqs tag-queue --queue-url {} --tags \
+                 {TENANT_TAG}={cluster}); a tenant stack's update adds the tag",
+                queue.url
+            ),
+        ),
         Ownership::LegacyTenant => pass(
             &name,
             format!(
@@ -189,9 +204,18 @@ async fn read_by_its_alarm(
     name: &str,
     refused: &router_core::aws::CallError,
 ) -> Check {
-    let alarm = match aws.stack_of(&queue.url).await {
-        Some(stack) => match aws.alarms_named(&format!("{stack}-QueueAgeAlarm")).await {
-            Ok(alarms) => alarms.into_iter().next(),
+    // The tenant stack's alarm (`<stack>-QueueAgeAlarm-…`), else, for a queue another tool made
+    // to the tenant contract, one named after the queue.
+    let by_queue = format!("{}-QueueAgeAlarm", queue.name);
+    let stack = aws.stack_of(&queue.url).await;
+    let mut alarm = None;
+    for prefix in stack
+        .map(|stack| format!("{stack}-QueueAgeAlarm"))
+        .into_iter()
+        .chain([by_queue.clone()])
+    {
+        match aws.alarms_named(&prefix).await {
+            Ok(alarms) => alarm = alarms.into_iter().next(),
             Err(e) => {
                 return fail(
                     name,
@@ -202,19 +226,23 @@ async fn read_by_its_alarm(
                     "run verify with cloudwatch:DescribeAlarms",
                 );
             }
-        },
-        None => None,
-    };
+        }
+        if alarm.is_some() {
+            break;
+        }
+    }
     let Some(alarm) = alarm else {
         return fail(
             name,
             format!(
                 "{} refuses this caller's receive ({refused}), and no tenant stack's age alarm \
-                 watches it: whether anyone reads it cannot be told",
+                 watches it, nor an alarm named {by_queue}: whether anyone reads it cannot be told",
                 queue.name
             ),
             format!(
-                "deploy {cluster}'s tenant stack (make deploy-tenant), which alarms on the queue's oldest message"
+                "deploy {cluster}'s tenant stack (make deploy-tenant), which alarms on the queue's \
+                 oldest message; or, for a queue made by another tool, alarm on its \
+                 ApproximateAgeOfOldestMessage (60 s) as {by_queue}"
             ),
         );
     };

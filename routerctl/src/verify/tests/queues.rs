@@ -394,3 +394,54 @@ fn a_tenant_queue_under_another_accounts_key() {
         "KMS_KEY=<a customer-managed key of account 123456789012",
     );
 }
+
+/// A tenant queue whose policy lost its reader Deny (DenyReadersOtherThanKarpenter): Karpenter's
+/// role still reads it, but any principal of the account allowed sqs:ReceiveMessage by its own
+/// policies can take (and, as Karpenter does, delete) the cluster's interruptions.
+#[test]
+fn a_tenant_queue_policy_that_lets_any_reader_in() {
+    let world = hub::deployed();
+    let queue = hub::tenant_queue();
+    let mut policy: Value =
+        world.site(|site| serde_json::from_str(&site.queues[&queue].attributes["Policy"]).unwrap());
+    super::without_statement(&mut policy, "DenyReadersOtherThanKarpenter");
+    queue_attribute(&world, &queue, "Policy", Some(&policy.to_string()));
+    let check = only(&world, "tenant:alpha:queue-policy");
+    says(
+        &check,
+        "other principals in the account are not denied sqs:ReceiveMessage",
+        "DenyReadersOtherThanKarpenter",
+    );
+    // The policy the fix restores has it, for Karpenter's role.
+    says(&check, "", hub::KARPENTER_ROLE);
+}
+
+/// A queue without the tenant tag whose policy admits the router alone is written as a tenant
+/// queue from before the tag (every kind): a kinds tag beside it is not read, so the cluster gets
+/// kinds it declined.
+#[test]
+fn a_kinds_tag_without_the_tenant_tag() {
+    let world = hub::deployed();
+    let queue = hub::tenant_queue();
+    world.site(|site| {
+        let tags = &mut site.queues.get_mut(&queue).unwrap().tags;
+        tags.remove(router_core::tenancy::TENANT_TAG);
+        tags.insert(
+            router_core::tenancy::KINDS_TAG.to_owned(),
+            "spot-interruption".to_owned(),
+        );
+    });
+    let check = only(&world, "tenant:alpha:queue");
+    says(
+        &check,
+        "its interruption-router:kinds tag is not read without the interruption-router:tenant tag",
+        "interruption-router:tenant=alpha",
+    );
+    // Without the kinds tag it is what a tenant queue from before the tag is: written, every kind.
+    world.site(|site| {
+        let tags = &mut site.queues.get_mut(&queue).unwrap().tags;
+        tags.remove(router_core::tenancy::KINDS_TAG);
+    });
+    let report = verify(&world);
+    assert_eq!(failed(&report), Vec::<&str>::new(), "{report:#?}");
+}

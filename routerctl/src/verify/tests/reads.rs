@@ -253,3 +253,35 @@ fn a_mapping_that_reads_another_queue() {
         "--event-source-arn arn:aws:sqs:us-east-1:123456789012:ir-ingest",
     );
 }
+
+/// A tenant queue made by another tool (Terraform, CDK: docs/operating.md, "The tenant
+/// contract") has no tenant stack whose alarm verify could find when the queue refuses its look:
+/// an age alarm named `<queue>-QueueAgeAlarm` says whether anyone reads it.
+#[test]
+fn a_hand_made_tenant_queues_age_alarm_is_found_by_the_queues_name() {
+    let world = hub::deployed();
+    world.refuse("ReceiveMessage");
+    world.site(|site| {
+        for alarm in site
+            .alarms
+            .iter_mut()
+            .filter(|a| a.name.contains("QueueAgeAlarm"))
+        {
+            alarm.name = "karpenter-alpha-QueueAgeAlarm".into();
+            alarm.state = Some("ALARM".into());
+        }
+    });
+    let check = only(&world, "tenant:alpha:read");
+    says(
+        &check,
+        "karpenter-alpha-QueueAgeAlarm is in ALARM",
+        "settings.interruptionQueue",
+    );
+    world.site(|site| site.alarms.retain(|a| !a.name.contains("QueueAgeAlarm")));
+    let check = only(&world, "tenant:alpha:read");
+    says(
+        &check,
+        "nor an alarm named karpenter-alpha-QueueAgeAlarm",
+        "karpenter-alpha-QueueAgeAlarm",
+    );
+}

@@ -263,10 +263,15 @@ async fn verify_checks_a_member_account_through_its_spoke_stack() -> Result<()> 
         &member("tenant:prod:queue-policy"),
         "BaseStackName empty",
     );
+    // Put back as the tenant stack renders it, Karpenter's role the only reader.
     set_queue_policy(
         spoke_aws,
         &prod,
-        &documents::tenant_queue_policy(&prod_arn, spoke.role_arn()?)?,
+        &documents::tenant_queue_policy_read_by(
+            &prod_arn,
+            spoke.role_arn()?,
+            Some(&lab::sandbox::karpenter_role_name("prod")),
+        )?,
     )
     .await?;
 

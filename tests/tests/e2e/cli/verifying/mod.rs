@@ -1,6 +1,7 @@
 //! `routerctl verify` against the deployed stacks: a clean deployment passes, and each deliberate
 //! breakage is caught by name with its fix ([`breakages`]); a member account through its spoke
-//! stack ([`member`]). This file holds the helpers that break a deployment and read the report.
+//! stack ([`member`]); a tenant queue made by hand to the tenant contract ([`hand_made`]). This
+//! file holds the helpers that break a deployment and read the report.
 
 use anyhow::{Context, Result};
 use aws_model::aws::Aws;
@@ -11,6 +12,7 @@ use serde_json::Value;
 use crate::cli::Estate;
 
 mod breakages;
+mod hand_made;
 mod member;
 pub(crate) mod regional;
 
