@@ -17,9 +17,10 @@ use routerctl::cli::Cli;
 use super::repo_file;
 
 /// The Markdown files whose shell blocks a reader pastes.
-pub(super) const DOCS: [&str; 9] = [
+pub(super) const DOCS: [&str; 10] = [
     "README.md",
     "docs/security.md",
+    "docs/locked-down.md",
     "docs/operating.md",
     "docs/adopting.md",
     "docs/many-accounts.md",

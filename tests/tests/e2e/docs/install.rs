@@ -253,6 +253,44 @@ fn the_install_snippet_has_no_comment_for_zsh_to_misread() {
     }
 }
 
+/// The README's step 1 is the snippet tested here, and none of the quick path's blocks holds a
+/// comment a pasting zsh would take as arguments.
+#[test]
+fn the_readmes_quick_path_pastes_this_snippet_and_no_comment() {
+    let readme = repo_file("README.md");
+    let start = readme.find("\n## The quick path\n").expect("a quick path");
+    let end = readme[start + 1..]
+        .find("\n## ")
+        .map_or(readme.len(), |n| start + 1 + n);
+    let blocks: Vec<String> = readme[start..end]
+        .split("```sh\n")
+        .skip(1)
+        .map(|rest| {
+            rest[..rest.find("```").expect("a closed block")]
+                .lines()
+                .map(|l| l.strip_prefix("   ").unwrap_or(l))
+                .map(|l| format!("{l}\n"))
+                .collect::<String>()
+                .trim_end_matches([' ', '\n'])
+                .to_owned()
+                + "\n"
+        })
+        .collect();
+    let snippet = repo_file(SNIPPET);
+    assert!(
+        blocks.contains(&snippet),
+        "README's step 1 is not {SNIPPET}: {blocks:#?}"
+    );
+    for block in &blocks {
+        for line in block.lines() {
+            assert!(
+                !line.trim_start().starts_with('#') && !line.contains(" #"),
+                "a comment in the quick path: {line}"
+            );
+        }
+    }
+}
+
 /// Each machine gets its own routerctl: Linux on x86_64 and aarch64, macOS on arm64 and x86_64
 /// (where there is no sha256sum: `shasum -a 256` checks instead), the sums checked before
 /// anything is extracted and the release copied into the bucket, in bash and zsh alike.

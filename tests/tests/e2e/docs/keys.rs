@@ -1,13 +1,13 @@
-//! README's "Locked-down accounts": the key policy statements it tells an organisation's key
-//! owner to paste are the ones `routerctl verify` prints and the stacks write into keys of their
-//! own ([`aws_model::documents::key_statements`]), placeholders filled in.
+//! docs/locked-down.md: the key policy statements it tells an organisation's key owner to paste
+//! are the ones `routerctl verify` prints and the stacks write into keys of their own
+//! ([`aws_model::documents::key_statements`]), placeholders filled in.
 
 use std::collections::BTreeMap;
 
 use aws_model::documents::{KeyedStack, base_key_statements, key_statements};
 use serde_json::Value;
 
-use super::{repo_file, section};
+use super::repo_file;
 
 const ACCOUNT: &str = "111122223333";
 const REGION: &str = "eu-west-1";
@@ -32,9 +32,9 @@ fn json_blocks(text: &str) -> Vec<Value> {
 }
 
 #[test]
-fn the_statements_readme_gives_a_key_owner_are_the_ones_verify_prints() {
-    let readme = repo_file("README.md");
-    let blocks = json_blocks(section(&readme, "## Locked-down accounts"));
+fn the_statements_the_docs_give_a_key_owner_are_the_ones_verify_prints() {
+    let doc = repo_file("docs/locked-down.md");
+    let blocks = json_blocks(&doc);
     let base = key_statements(KeyedStack::Base, ACCOUNT, REGION, "").unwrap();
     let tenant = key_statements(KeyedStack::Tenant, ACCOUNT, REGION, ROUTER).unwrap();
     let hub = base_key_statements(
@@ -65,7 +65,7 @@ fn the_statements_readme_gives_a_key_owner_are_the_ones_verify_prints() {
         "AccountRolesUseItThroughSqs",
         "AccountRolesDecryptThroughSqs",
     ] {
-        assert!(readme.contains(&format!("`{sid}`")), "{sid}");
+        assert!(doc.contains(&format!("`{sid}`")), "{sid}");
         assert!(base.iter().chain(&tenant).any(|s| s["Sid"] == sid), "{sid}");
     }
 }

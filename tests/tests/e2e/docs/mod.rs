@@ -5,6 +5,7 @@
 //! to paste ([`commands`]). Nothing here needs an emulator.
 
 mod commands;
+mod cost;
 mod install;
 mod keys;
 
@@ -465,4 +466,121 @@ fn every_row_of_the_threat_model_names_a_test_that_exists() {
             assert!(functions.contains(name), "{path}: no such test ({row:?})");
         }
     }
+}
+
+/// GitHub's anchor of a Markdown heading: lower case, punctuation but `-` and `_` dropped, spaces
+/// as `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every relative link of the README and the docs names a file that exists, and an anchor a
+/// heading of that file has: a section moved or renamed fails here, not in a reader's browser.
+#[test]
+fn every_link_of_the_readme_and_the_docs_leads_somewhere() {
+    let root = std::path::PathBuf::from(format!("{}/..", env!("CARGO_MANIFEST_DIR")));
+    let mut docs: Vec<String> = vec![
+        "README.md".into(),
+        "CHANGELOG.md".into(),
+        "BENCHMARKS.md".into(),
+    ];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".md") {
+            docs.push(format!("docs/{name}"));
+        }
+    }
+    let anchors_of = |path: &std::path::Path| -> BTreeSet<String> {
+        let mut in_code = false;
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| {
+                if l.trim_start().starts_with("```") {
+                    in_code = !in_code;
+                }
+                !in_code && l.starts_with('#')
+            })
+            .map(|l| anchor(l.trim_start_matches('#')))
+            .collect()
+    };
+    let mut checked = 0;
+    for doc in &docs {
+        let text = repo_file(doc);
+        let here = root.join(doc);
+        let dir = here.parent().unwrap().to_owned();
+        let mut in_code = false;
+        for line in text.lines() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+                continue;
+            }
+            if in_code {
+                continue;
+            }
+            for part in line.split("](").skip(1) {
+                let Some(target) = part.split(')').next() else {
+                    continue;
+                };
+                if target.starts_with("http")
+                    || target.starts_with("mailto:")
+                    || target.contains(' ')
+                {
+                    continue;
+                }
+                let (file, fragment) = target.split_once('#').unwrap_or((target, ""));
+                let path = if file.is_empty() {
+                    here.clone()
+                } else {
+                    dir.join(file)
+                };
+                assert!(
+                    path.exists(),
+                    "{doc}: link to {target}: no {}",
+                    path.display()
+                );
+                if !fragment.is_empty() && path.extension().is_some_and(|e| e == "md") {
+                    assert!(
+                        anchors_of(&path).contains(fragment),
+                        "{doc}: link to {target}: no heading #{fragment} in {file}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 50, "{checked} links");
+}
+
+/// The README starts with the reader's cluster (which path fits) before any command, and stays
+/// short: the rest is in docs/.
+#[test]
+fn the_readme_leads_with_the_path_that_fits_and_stays_short() {
+    let readme = repo_file("README.md");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 300,
+        "README.md is {lines} lines: move detail into docs/"
+    );
+    let first = readme
+        .find("\n## ")
+        .map(|at| &readme[at + 1..])
+        .unwrap_or_default();
+    assert!(
+        first.starts_with("## Which path fits your cluster"),
+        "the README's first section is not the paths: {}",
+        first.lines().next().unwrap_or_default()
+    );
+    assert!(
+        readme.find("```sh").unwrap() > readme.find("## Which path fits your cluster").unwrap()
+    );
 }
