@@ -11,7 +11,7 @@ the smaller estates look free.
 
 import math
 
-# --- Prices: US East (N. Virginia) list prices, read 2026-12-03 and 2026-12-04. AWS's pricing
+# --- Prices: US East (N. Virginia) list prices, read 2026-12-04. AWS's pricing
 # pages could not be fetched here; these are as published summaries of them give them, which
 # agree with each other (SQS: factualminds.com 2026-06-13, cloudburn.io 2026-03-14; EventBridge:
 # cloudburn.io 2026-03-13, factualminds.com 2026-06; Lambda: cloudchipr.com and AWS's Lambda
@@ -21,7 +21,7 @@ EVENTBRIDGE_CROSS_ACCOUNT_PER_EVENT = 1.00 / 1e6  # an event sent to another acc
 EVENTBRIDGE_AWS_SERVICE_EVENT = 0.0  # AWS service events on the default bus, and their rules
 LAMBDA_PER_REQUEST = 0.20 / 1e6
 LAMBDA_ARM_PER_GB_SECOND = 0.0000133334  # arm64, the first 7.5 billion GB-s a month
-PRICES_READ = "2026-12-03"
+PRICES_READ = "2026-12-04"
 
 # --- The estate: 10 clusters to an account (as BENCHMARKS' simulated organisation), one region,
 # the base stack in one of the accounts and a spoke stack in each of the others.
