@@ -113,6 +113,34 @@ impl Organisation {
         bodies
     }
 
+    /// Waits, at most `patience`, until the emulator answers the largest call a cold router makes
+    /// (a DescribeInstances of a whole account's fleet, as its sweep is) in every account within
+    /// `within`; whether it did. moto answers one call at a time, so on a machine busy with other
+    /// suites that call can outlast the router's attempt timeout, and a count of calls made then
+    /// says how busy the machine was, not what the router does.
+    pub async fn wait_for_a_prompt_emulator(
+        &self,
+        within: std::time::Duration,
+        patience: std::time::Duration,
+    ) -> Result<bool> {
+        let start = std::time::Instant::now();
+        loop {
+            let mut slowest = std::time::Duration::ZERO;
+            for site in self.sites.values() {
+                let asked = std::time::Instant::now();
+                site.ec2.describe_instances().send().await?;
+                slowest = slowest.max(asked.elapsed());
+            }
+            if slowest <= within {
+                return Ok(true);
+            }
+            if start.elapsed() >= patience {
+                return Ok(false);
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        }
+    }
+
     /// Every message in every cluster queue, by place (read and deleted, as Karpenter would).
     pub async fn drain_all(&self) -> Result<BTreeMap<Place, Vec<Value>>> {
         let mut all = BTreeMap::new();
