@@ -99,7 +99,7 @@ pub fn authorize_role(
             ..*request
         },
     );
-    let principal_account = crate::aws::arn_account(identity.arn).unwrap_or_default();
+    let principal_account = crate::arn::arn_account(identity.arn).unwrap_or_default();
     let same_account = principal_account == resource_account;
     match (kind, same_account) {
         // A grant naming the role, capped by its boundary; or the account's grant, which its own
@@ -138,7 +138,7 @@ pub fn role_through_sqs(
     region: &str,
 ) -> Decision {
     let via_sqs = format!("sqs.{region}.amazonaws.com");
-    let caller_account = crate::aws::arn_account(identity.arn).unwrap_or_default();
+    let caller_account = crate::arn::arn_account(identity.arn).unwrap_or_default();
     let context = [
         ("kms:ViaService", via_sqs.as_str()),
         ("kms:CallerAccount", caller_account),
@@ -150,7 +150,7 @@ pub fn role_through_sqs(
         resource: key,
         context: &context,
     };
-    let key_account = crate::aws::arn_account(key).unwrap_or_default();
+    let key_account = crate::arn::arn_account(key).unwrap_or_default();
     authorize_role(
         identity,
         key_policy,

@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use crate::{
-    aws::{arn_account, arn_name},
+    arn::{arn_account, arn_name},
     stacks::{BASE_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE},
     template::{Stage, Template},
 };

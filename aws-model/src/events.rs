@@ -5,7 +5,6 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use router_core::event::Kind;
 use serde_json::{Value, json};
 
@@ -21,25 +20,6 @@ pub struct Synthetic {
 impl Synthetic {
     pub fn body(&self) -> String {
         self.event.to_string()
-    }
-
-    /// The event as a PutEvents entry (EventBridge assigns the envelope's id, account and time).
-    pub fn put_events_entry(&self) -> PutEventsRequestEntry {
-        let resources = self.event["resources"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        PutEventsRequestEntry::builder()
-            .source(self.kind.source())
-            .detail_type(self.kind.detail_type())
-            .detail(self.event["detail"].to_string())
-            .set_resources(Some(
-                resources
-                    .iter()
-                    .filter_map(|r| r.as_str().map(str::to_owned))
-                    .collect(),
-            ))
-            .build()
     }
 }
 

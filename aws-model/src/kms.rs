@@ -1,10 +1,7 @@
 //! A KMS key as KMS describes it, with its key policy: what `routerctl verify`'s key checks judge
 //! and what the Karpenter stand-in decides a receive by (`local-aws/src/sse.rs`).
 
-use crate::{
-    aws::{Aws, describe},
-    policy::Policy,
-};
+use crate::policy::Policy;
 
 /// The key as KMS describes it.
 pub struct Key {
@@ -13,43 +10,4 @@ pub struct Key {
     /// `None` when enabled, else its state.
     pub disabled: Option<String>,
     pub policy: Policy,
-}
-
-/// DescribeKey and GetKeyPolicy (`default`) of `key_id` (an id, an ARN or an alias); the error
-/// names the call that failed and what AWS said.
-pub async fn load_key(aws: &Aws, key_id: &str) -> Result<Key, String> {
-    let described = aws
-        .kms
-        .describe_key()
-        .key_id(key_id)
-        .send()
-        .await
-        .map_err(|e| format!("DescribeKey {key_id}: {}", describe(&e)))?;
-    let metadata = described
-        .key_metadata()
-        .ok_or_else(|| format!("DescribeKey {key_id} returned no key"))?;
-    let arn = metadata.arn().unwrap_or(key_id).to_owned();
-    let policy = aws
-        .kms
-        .get_key_policy()
-        .key_id(&arn)
-        .policy_name("default")
-        .send()
-        .await
-        .map_err(|e| format!("GetKeyPolicy {arn}: {}", describe(&e)))?;
-    let policy = Policy::parse(
-        format!("key policy of {arn}"),
-        policy.policy().unwrap_or_default(),
-    )?;
-    Ok(Key {
-        aws_managed: metadata.key_manager().map(|m| m.as_str()) == Some("AWS"),
-        disabled: (!metadata.enabled()).then(|| {
-            metadata
-                .key_state()
-                .map_or("disabled", |s| s.as_str())
-                .to_owned()
-        }),
-        arn,
-        policy,
-    })
 }

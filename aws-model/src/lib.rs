@@ -2,21 +2,26 @@
 //! the operator CLI (`routerctl`) and the local AWS stand-ins (`local-aws`). Nothing here runs in
 //! the Lambda, and nothing here pretends to be AWS: it is AWS's rules and formats, written down.
 //!
-//! * [`stacks`]: the CloudFormation templates, compiled in, and a small deployer;
+//! * [`stacks`]: the CloudFormation templates, compiled in, and the names and parameters the
+//!   project's stacks take;
 //! * [`documents`]: the policy documents the templates render for one deployment;
 //! * [`template`]: what a template means for one deployment (intrinsics, conditions, `Rules`),
 //!   as CloudFormation evaluates it;
 //! * [`policy`]: IAM's evaluation of identity and resource policies, for `verify`'s checks;
 //! * [`access`]: a role's permissions boundary, and KMS key policies, combined with them;
-//! * [`roles`]: a role's policies, boundary and trust policy, read from IAM;
-//! * [`kms`]: a KMS key's state and key policy, read from KMS;
+//! * [`roles`]: a role's policies, boundary and trust policy, judged as IAM would;
+//! * [`kms`]: a KMS key's state and key policy;
 //! * [`patterns`]: EventBridge's matching of an event pattern;
 //! * [`events`]: interruption events in the exact shapes EC2, AWS Health and FIS produce;
-//! * [`aws`]: the SDK clients for one account and region, and error text that names what AWS said.
+//! * [`arn`]: the parts of an ARN the tooling reads;
+//! * [`resources`]: what the tooling reads back from AWS, as plain data.
+//!
+//! No AWS SDK crate is linked here (`cargo tree -p aws-model` shows none): the clients that read
+//! and deploy for real are `aws-clients`', so the model of AWS (`aws-world`), the simulation and
+//! the router's decision tests build without the SDK.
 
 pub mod access;
-pub mod aws;
-pub mod deployed;
+pub mod arn;
 pub mod documents;
 pub mod events;
 pub mod kms;

@@ -8,18 +8,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-/// Codes AWS answers for what does not exist, by API.
-pub mod missing {
-    /// DescribeStacks of a stack that does not exist (CloudFormation says so in the message).
-    pub const STACK: &str = "ValidationError";
-    /// GetQueueUrl (the JSON protocol's spelling; the query protocol's is normalised to it).
-    pub const QUEUE: &str = "QueueDoesNotExist";
-    /// SSM GetParameter.
-    pub const PARAMETER: &str = "ParameterNotFound";
-    /// EventBridge DescribeRule, Lambda, and CloudWatch GetDashboard (moto's spelling of the
-    /// latter; AWS's `ResourceNotFound`/`DashboardNotFoundError` are normalised to it).
-    pub const RESOURCE: &str = "ResourceNotFoundException";
-}
+/// Codes AWS answers for what does not exist, by API (spelled once, in router-core).
+pub use router_core::aws::missing;
 
 /// A stack as DescribeStacks answers it.
 #[derive(Debug, Clone, Default)]

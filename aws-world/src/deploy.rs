@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::{ModelKey, ModelQueue, ModelRole, ModelStack, World};
 use aws_model::resources::{Alarm, Function, Mapping, Rule, Stack, Target, Watched};
 use aws_model::{
-    aws::arn_name,
+    arn::arn_name,
     template::{Deployment, Stage, Template},
 };
 
@@ -266,7 +266,7 @@ impl World {
                 self.edit(|state, _, _| {
                     state.policies.insert(arn.clone(), document);
                     for role in state.roles.values_mut() {
-                        if aws_model::aws::arn_account(&role.arn) == Some(account.as_str())
+                        if aws_model::arn::arn_account(&role.arn) == Some(account.as_str())
                             && roles.iter().any(|r| role.arn.ends_with(&format!("/{r}")))
                             && !role.managed.contains(&arn)
                         {

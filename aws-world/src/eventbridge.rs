@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::{World, policy};
 use aws_model::{
-    aws::arn_name,
+    arn::arn_name,
     patterns::{Matched, matches},
     policy::{Principal, Request, evaluate},
 };

@@ -4,7 +4,8 @@
 
 use super::{World, policy};
 use aws_model::{
-    aws::{arn_account, arn_name_after_slash},
+    arn::arn_account,
+    arn::arn_name_after_slash,
     policy::{Principal, Request, evaluate},
 };
 use router_core::aws::CallError;

@@ -32,6 +32,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
+use aws_clients::events::PutEvents as _;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
@@ -140,7 +141,7 @@ pub async fn run(options: Options) -> Result<Report> {
             b"placeholder: the router runs as a local process",
         )
         .await?;
-        stacks::create(
+        aws_clients::stacks::create(
             &cfn,
             BASE_STACK,
             stacks::BASE_TEMPLATE,
@@ -157,7 +158,7 @@ pub async fn run(options: Options) -> Result<Report> {
         async {
             let mut queues = BTreeMap::new();
             for cluster in &clusters {
-                let stack = stacks::create(
+                let stack = aws_clients::stacks::create(
                     &cfn,
                     &aws_model::stacks::tenant_stack_name(BASE_STACK, cluster),
                     stacks::TENANT_TEMPLATE,

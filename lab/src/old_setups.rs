@@ -21,7 +21,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use interruption_router::event::Kind;
 use serde_json::json;
 
-use aws_model::{aws::Aws, stacks};
+use aws_clients::aws::Aws;
 
 /// How a cluster handles interruptions before the router.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,7 +126,7 @@ pub const RULES: [&str; 5] = [
 /// Deploys the getting-started stack for `cluster` and its controller role, with the stack's
 /// policies attached by name as the guide's eksctl does.
 async fn getting_started(aws: &Aws, cluster: &str) -> Result<Made> {
-    stacks::create(
+    aws_clients::stacks::create(
         &aws.cfn,
         &getting_started_stack(cluster),
         GETTING_STARTED_TEMPLATE,
@@ -221,7 +221,7 @@ async fn made_through_apis(
     }
     let role = spec.role;
     crate::sandbox::create_karpenter_role(&aws.iam, &role).await?;
-    let account = aws_model::aws::arn_account(&arn).unwrap_or_default();
+    let account = aws_model::arn::arn_account(&arn).unwrap_or_default();
     let region = &aws.region;
     let policy = json!({"Version": "2012-10-17", "Statement": [
         {"Sid": "AllowInterruptionQueueActions", "Effect": "Allow",

@@ -29,8 +29,8 @@ use anyhow::{Result, bail};
 use serde_json::Value;
 
 use super::{deployed_env, event_key_of, insights, instances_named, put_events, receive_all, step};
+use aws_clients::aws::queue_url;
 use aws_model::{
-    aws::queue_url,
     events::{Origin, Synthetic},
     stacks,
 };
@@ -140,7 +140,7 @@ pub async fn run(options: Options) -> Result<Report> {
                 b"placeholder",
             )
             .await?;
-            stacks::create(
+            aws_clients::stacks::create(
                 &hub.cfn,
                 BASE_STACK,
                 stacks::BASE_TEMPLATE,
@@ -164,7 +164,7 @@ pub async fn run(options: Options) -> Result<Report> {
     let mut launched: BTreeMap<String, insights::Launched> = BTreeMap::new();
     let hub_place: Place = (ACCOUNT.into(), REGION.into(), "hub-tools".into());
     step("Hub: tenant.yaml for its own cluster hub-tools", async {
-        let stack = stacks::create(
+        let stack = aws_clients::stacks::create(
             &hub.cfn,
             &aws_model::stacks::tenant_stack_name(BASE_STACK, "hub-tools"),
             stacks::TENANT_TEMPLATE,
@@ -194,7 +194,7 @@ pub async fn run(options: Options) -> Result<Report> {
                     clusters.join(", ")
                 ),
                 async {
-                    stacks::create(
+                    aws_clients::stacks::create(
                         &site.cfn,
                         SPOKE_STACK,
                         stacks::SPOKE_TEMPLATE,
@@ -206,7 +206,7 @@ pub async fn run(options: Options) -> Result<Report> {
                     )
                     .await?;
                     for cluster in &clusters {
-                        let stack = stacks::create(
+                        let stack = aws_clients::stacks::create(
                             &site.cfn,
                             &aws_model::stacks::tenant_stack_name(BASE_STACK, cluster),
                             stacks::TENANT_TEMPLATE,

@@ -47,12 +47,16 @@ use aws_sdk_eventbridge::types::{Rule, RuleState, Target};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
+use aws_clients::{
+    aws::{Aws, bus_rules, describe},
+    roles::load_role,
+};
 use aws_model::{
     access::{ResourcePolicy, authorize_role, role_through_sqs},
-    aws::{Aws, arn_account, arn_name, bus_rules, describe},
+    arn::arn_account,
+    arn::arn_name,
     patterns::{Matched, matches},
     policy::{Policy, Principal as PolicyPrincipal, Request, evaluate},
-    roles::load_role,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 

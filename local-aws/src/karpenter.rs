@@ -36,7 +36,7 @@ use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeN
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use aws_model::aws::{Aws, describe, queue_url};
+use aws_clients::aws::{Aws, describe, queue_url};
 
 /// What [`Karpenter::stop`] sends to wake its leader's long poll: deleted, never a read.
 const WAKE: &str = r#"{"stand-in":"stop: wakes the long poll"}"#;

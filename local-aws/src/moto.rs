@@ -499,7 +499,7 @@ pub async fn sdk_config_as(
         .to_builder()
         .region(Some(aws_config::Region::new(region.to_owned())))
         .build();
-    let assumed = aws_model::aws::Aws::new(&base)?
+    let assumed = aws_clients::aws::Aws::new(&base)?
         .assume_role(&format!("arn:aws:iam::{account}:role/{role}"), "routerctl")
         .await
         .with_context(|| format!("acting as account {account} on the emulator"))?;

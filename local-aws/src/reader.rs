@@ -6,10 +6,8 @@
 
 use aws_sdk_sqs::types::QueueAttributeName;
 
-use aws_model::{
-    aws::Aws,
-    policy::{Decision, Policy, Principal, Request, evaluate},
-};
+use aws_clients::aws::Aws;
+use aws_model::policy::{Decision, Policy, Principal, Request, evaluate};
 
 /// Why SQS refuses `role`'s receive from the queue at `url` (SQS's error code first), or `None`
 /// when it would answer. `role` is the caller's ARN.

@@ -11,7 +11,8 @@
 
 use aws_sdk_sqs::types::QueueAttributeName;
 
-use aws_model::{access::role_through_sqs, aws::Aws, kms::load_key, roles::load_role};
+use aws_clients::{aws::Aws, kms::load_key, roles::load_role};
+use aws_model::access::role_through_sqs;
 
 /// Why SQS refuses `role`'s receive from the queue at `url` (SQS's error code first), or `None`
 /// when it would decrypt. `role` is the caller's ARN.

@@ -254,7 +254,7 @@ impl<A: Aws> Direct<A> {
         let session = self.accounts.session(place).await?;
         let role_id = match self.aws.get_role_id(&session, &self.role_name).await {
             Ok(id) => Some(Arc::from(id)),
-            Err(error) if error.code == "NoSuchEntity" => None,
+            Err(error) if error.code == crate::aws::missing::ROLE => None,
             Err(error) => {
                 return Err(Unchecked::Call {
                     account: account.to_string(),

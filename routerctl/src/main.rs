@@ -2,7 +2,7 @@
 
 use std::{process::ExitCode, time::Duration};
 
-use aws_model::aws::Aws;
+use aws_clients::aws::Aws;
 use clap::Parser;
 use routerctl::{
     adopt,

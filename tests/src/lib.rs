@@ -92,7 +92,7 @@ impl World {
     }
 
     pub async fn queue_url(&self, name: &str) -> Result<String> {
-        aws_model::aws::queue_url(&self.sqs, name).await
+        aws_clients::aws::queue_url(&self.sqs, name).await
     }
 
     pub async fn queue_arn(&self, queue_url: &str) -> Result<String> {

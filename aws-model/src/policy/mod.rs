@@ -196,7 +196,7 @@ pub fn authorize(
     if let Some(refusal) = first_refusal([&as_identity, &as_resource]) {
         return refusal;
     }
-    let same_account = crate::aws::arn_account(principal_arn) == Some(resource_account);
+    let same_account = crate::arn::arn_account(principal_arn) == Some(resource_account);
     match (as_identity, as_resource) {
         (a @ Decision::Allowed { .. }, Decision::Allowed { .. }) => a,
         (a @ Decision::Allowed { .. }, _) | (_, a @ Decision::Allowed { .. }) if same_account => a,
@@ -246,7 +246,7 @@ fn principal_in(element: &Value, asked: Principal<'_>) -> bool {
     match asked {
         Principal::Attached => true,
         Principal::Aws(arn) => strings(&element["AWS"]).iter().any(|p| {
-            let account = crate::aws::arn_account(arn).unwrap_or_default();
+            let account = crate::arn::arn_account(arn).unwrap_or_default();
             let partition = arn.split(':').nth(1).unwrap_or("aws");
             // An account principal delegates to the account's own IAM policies.
             p == "*"

@@ -33,8 +33,9 @@ use std::{
 use anyhow::{Context, Result};
 use tokio::task::JoinHandle;
 
+use aws_clients::aws::Aws;
 use aws_model::events::Origin;
-use aws_model::{aws::Aws, stacks};
+use aws_model::stacks;
 use local_aws::{
     esm::{Drained, EventSourceMapping, Stop},
     eventbridge::DefaultBus,
@@ -278,7 +279,7 @@ impl Estate {
         // rules deliver to the ingest queue.
         let bus = match sandbox.base.output("HubEventBusArn").ok() {
             Some(arn) if scene.member.is_some() => {
-                let name = aws_model::aws::arn_name_after_slash(arn);
+                let name = aws_model::arn::arn_name_after_slash(arn);
                 let central = DefaultBus::on_bus(&sandbox.aws, name, scene.rule_delay).await?;
                 bus.forwarding_to(arn, Arc::new(central))
             }
@@ -330,7 +331,7 @@ impl Estate {
 
     /// The URL of the site's queue `name`.
     pub async fn site_queue_url(&self, name: &str) -> Result<String> {
-        aws_model::aws::queue_url(&self.site.sqs, name).await
+        aws_clients::aws::queue_url(&self.site.sqs, name).await
     }
 
     /// What moto skips of `cluster`'s tenant stack, as [`Sandbox::complete_tenant`] puts it
@@ -340,7 +341,7 @@ impl Estate {
             return self.sandbox.complete_tenant(cluster, karpenter_role).await;
         }
         let stack = stacks::tenant_stack_name(STACK, cluster);
-        let tenant = aws_model::deployed::Rendered::of(&self.site, &stack).await?;
+        let tenant = aws_clients::deployed::Rendered::of(&self.site, &stack).await?;
         crate::sandbox::put_queue_policy(
             &self.site,
             &tenant,
@@ -504,7 +505,7 @@ async fn deploy_spoke(moto: &MotoServer, sandbox: &Sandbox, member: &Member) -> 
         &local_aws::moto::sdk_config_as(moto.endpoint(), &member.account, &member.region, role)
             .await?,
     )?;
-    stacks::create(
+    aws_clients::stacks::create(
         &site.cfn,
         routerctl::verify::DEFAULT_SPOKE_STACK,
         stacks::SPOKE_TEMPLATE,

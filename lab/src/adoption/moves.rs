@@ -14,7 +14,6 @@ use std::{
 use anyhow::{Context, Result, bail};
 use futures_util::future::try_join_all;
 
-use aws_model::stacks;
 use local_aws::moto::{ACCOUNT, REGION};
 
 use super::{Estate, Move, STACK};
@@ -215,7 +214,7 @@ impl Estate {
                 let Adopted::Template { stack, edit, .. } = report.outcome else {
                     bail!("--stack-template printed no template: {}", report.render());
                 };
-                stacks::update(&self.site.cfn, &stack, &edit.template, &[]).await?;
+                aws_clients::stacks::update(&self.site.cfn, &stack, &edit.template, &[]).await?;
                 Ok(format!(
                     "{} --stack-template > {stack}.yaml ({}); aws cloudformation deploy \
                      --stack-name {stack} --template-file {stack}.yaml",

@@ -93,7 +93,7 @@ impl Estate {
         let dlq = self.sandbox.base.output("DeadLetterQueueArn")?.to_owned();
         let dlq_url = self
             .sandbox
-            .queue_url(aws_model::aws::arn_name(&dlq))
+            .queue_url(aws_model::arn::arn_name(&dlq))
             .await?;
         let (dead_lettered, dead_letter_details) = dead_letters(&self.aws.sqs, &dlq_url).await?;
         let mut kinds: BTreeMap<String, BTreeSet<&'static str>> = BTreeMap::new();

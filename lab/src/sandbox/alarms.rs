@@ -1,7 +1,7 @@
 //! base.yaml's alarms on the router's metrics, created from routerctl's own [`AlarmSpec`]s: the
 //! sandbox's stand-in for CloudFormation, which moto does not run for alarms.
 
-use aws_model::aws::describe;
+use aws_clients::aws::describe;
 use aws_sdk_cloudwatch::types::{
     ComparisonOperator, Dimension, Metric, MetricDataQuery, MetricStat, Statistic,
 };

@@ -22,11 +22,12 @@ use anyhow::{Context, Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::Value;
 
-use aws_model::deployed::Rendered;
-use aws_model::{
+use aws_clients::deployed::Rendered;
+use aws_clients::{
     aws::Aws,
-    stacks::{self, Source, Stack},
+    stacks::{Source, Stack},
 };
+use aws_model::stacks;
 use local_aws::moto::{MotoServer, sdk_config_for};
 use routerctl::verify::{ALARMS, Monitored};
 
@@ -132,13 +133,14 @@ impl Sandbox {
             .region(Some(aws_config::Region::new(region.to_owned())))
             .build();
         let aws = Aws::new(&config)?;
-        let base = stacks::create_as(&aws.cfn, stack, templates.base, parameters).await?;
+        let base =
+            aws_clients::stacks::create_as(&aws.cfn, stack, templates.base, parameters).await?;
         for cluster in clusters {
             // The safe path the README walks: Karpenter's controller role is named, so the
             // tenant stack lets it read the new queue.
             let karpenter = karpenter_role_name(cluster);
             create_karpenter_role(&aws.iam, &karpenter).await?;
-            stacks::create_as(
+            aws_clients::stacks::create_as(
                 &aws.cfn,
                 &stacks::tenant_stack_name(stack, cluster),
                 templates.tenant,
@@ -174,7 +176,7 @@ impl Sandbox {
 
     /// The emulator's URL of a queue (stack outputs carry the AWS host, not the emulator's).
     pub async fn queue_url(&self, name: &str) -> Result<String> {
-        aws_model::aws::queue_url(&self.aws.sqs, name).await
+        aws_clients::aws::queue_url(&self.aws.sqs, name).await
     }
 
     pub async fn ingest_queue_url(&self) -> Result<String> {
@@ -183,7 +185,7 @@ impl Sandbox {
 
     /// The physical name of one of the base stack's resources.
     pub async fn resource(&self, logical: &str) -> Result<String> {
-        aws_model::aws::stack_resource(&self.aws, self.stack(), logical).await
+        aws_clients::aws::stack_resource(&self.aws, self.stack(), logical).await
     }
 
     /// The deployed function's environment: what the local router process must run with.
@@ -300,8 +302,8 @@ impl Sandbox {
 
     /// The base stack's parameters, as deployed.
     async fn base_parameters(&self) -> Result<BTreeMap<String, String>> {
-        let stack = stacks::describe(&self.aws.cfn, self.stack()).await?;
-        Ok(stacks::parameters(&stack))
+        let stack = aws_clients::stacks::describe(&self.aws.cfn, self.stack()).await?;
+        Ok(aws_clients::stacks::parameters(&stack))
     }
 
     async fn rewrite_role_policies_as_json(&self, role_arn: &str) -> Result<()> {
@@ -324,7 +326,7 @@ pub(crate) async fn put_queue_policy(
         .get(queue)
         .and_then(|r| r.get("Arn"))
         .with_context(|| format!("{}: no queue {queue}", stack.stage.stack_name))?;
-    let url = aws_model::aws::queue_url(&aws.sqs, aws_model::aws::arn_name(arn)).await?;
+    let url = aws_clients::aws::queue_url(&aws.sqs, aws_model::arn::arn_name(arn)).await?;
     aws.sqs
         .set_queue_attributes()
         .queue_url(url)

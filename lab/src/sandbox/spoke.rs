@@ -3,11 +3,9 @@
 
 use anyhow::Result;
 
-use aws_model::deployed::Rendered;
-use aws_model::{
-    aws::Aws,
-    stacks::{self, Stack},
-};
+use aws_clients::deployed::Rendered;
+use aws_clients::{aws::Aws, stacks::Stack};
+use aws_model::stacks;
 use local_aws::moto::{MotoServer, REGION, sdk_config_as};
 use routerctl::verify;
 
@@ -55,7 +53,7 @@ impl Sandbox {
     ) -> Result<Spoke> {
         let spoke_role = interruption_router::config::DEFAULT_SPOKE_ROLE_NAME;
         let aws = Aws::new(&sdk_config_as(moto.endpoint(), account, region, spoke_role).await?)?;
-        let stack = stacks::create(
+        let stack = aws_clients::stacks::create(
             &aws.cfn,
             verify::DEFAULT_SPOKE_STACK,
             stacks::SPOKE_TEMPLATE,
@@ -75,7 +73,7 @@ impl Sandbox {
             // read the new queue.
             let karpenter = super::karpenter_role_name(cluster);
             super::create_karpenter_role(&aws.iam, &karpenter).await?;
-            stacks::create(
+            aws_clients::stacks::create(
                 &aws.cfn,
                 &stacks::tenant_stack_name(verify::DEFAULT_SPOKE_STACK, cluster),
                 stacks::TENANT_TEMPLATE,
@@ -98,11 +96,12 @@ impl Sandbox {
             )
             .await?;
         }
-        let forward = aws_model::aws::stack_resource(&aws, &stack.name, "ForwardToHubRole").await?;
+        let forward =
+            aws_clients::aws::stack_resource(&aws, &stack.name, "ForwardToHubRole").await?;
         let mut roles = vec![role.clone(), forward];
         // HubDirectQueueArn: the role the rules write the hub's direct queue as.
         if stack.outputs.contains_key("DirectRoleArn") {
-            roles.push(aws_model::aws::stack_resource(&aws, &stack.name, "DirectRole").await?);
+            roles.push(aws_clients::aws::stack_resource(&aws, &stack.name, "DirectRole").await?);
         }
         for role in &roles {
             rewrite_role_policies_as_json(&aws.iam, role).await?;

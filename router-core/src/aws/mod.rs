@@ -93,6 +93,25 @@ impl fmt::Debug for Credentials {
     }
 }
 
+/// Codes AWS answers for what does not exist, by API: spelled here alone, for the router, routerctl
+/// and the model of AWS.
+pub mod missing {
+    /// DescribeStacks of a stack that does not exist (CloudFormation says so in the message).
+    pub const STACK: &str = "ValidationError";
+    /// A missing queue, as SQS's JSON protocol spells it (the one code a [`super::CallError`]
+    /// carries for it).
+    pub const QUEUE: &str = "QueueDoesNotExist";
+    /// A missing queue, as SQS's query protocol spells it for every operation.
+    pub const QUEUE_QUERY_PROTOCOL: &str = "AWS.SimpleQueueService.NonExistentQueue";
+    /// SSM GetParameter.
+    pub const PARAMETER: &str = "ParameterNotFound";
+    /// EventBridge DescribeRule, Lambda, and CloudWatch GetDashboard (moto's spelling of the
+    /// latter; AWS's `ResourceNotFound`/`DashboardNotFoundError` are normalised to it).
+    pub const RESOURCE: &str = "ResourceNotFoundException";
+    /// IAM GetRole of a role that does not exist.
+    pub const ROLE: &str = "NoSuchEntity";
+}
+
 /// A call that did not answer as asked: AWS's error code and message, or, when AWS gave no answer,
 /// one of the transport codes below.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -122,13 +141,13 @@ impl CallError {
     pub fn is_missing_queue(&self) -> bool {
         matches!(
             self.code.as_str(),
-            "QueueDoesNotExist" | "AWS.SimpleQueueService.NonExistentQueue"
+            missing::QUEUE | missing::QUEUE_QUERY_PROTOCOL
         )
     }
 
     /// SSM's answer for a parameter that does not exist.
     pub fn is_missing_parameter(&self) -> bool {
-        self.code == "ParameterNotFound"
+        self.code == missing::PARAMETER
     }
 
     /// Whether AWS refused the caller: a configuration error no retry fixes once IAM, the

@@ -13,18 +13,16 @@ use std::{
     time::SystemTime,
 };
 
+use aws_call_error::{call_error, missing};
 use aws_config::{Region, SdkConfig, identity::IdentityCache};
 use aws_credential_types::{
     Credentials as SdkCredentials,
     provider::{ProvideCredentials, SharedCredentialsProvider, future},
 };
 use aws_sdk_ec2::types::Filter;
-use aws_sdk_sqs::{
-    error::{DisplayErrorContext, ProvideErrorMetadata, SdkError},
-    types::{
-        ChangeMessageVisibilityBatchRequestEntry, MessageAttributeValue, QueueAttributeName,
-        SendMessageBatchRequestEntry,
-    },
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, MessageAttributeValue, QueueAttributeName,
+    SendMessageBatchRequestEntry,
 };
 
 use super::{
@@ -171,30 +169,11 @@ impl ProvideCredentials for SlotProvider {
     }
 }
 
-/// The error of one attempt, as AWS coded it, or the transport failure that left no answer.
-fn call_error<E, R>(error: SdkError<E, R>) -> CallError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: fmt::Debug,
-{
-    let text = DisplayErrorContext(&error).to_string();
-    let code = match &error {
-        SdkError::ServiceError(service) => service.err().code().unwrap_or("Unknown").to_owned(),
-        SdkError::TimeoutError(_) => CallError::TIMEOUT.to_owned(),
-        SdkError::DispatchFailure(failure) if failure.is_timeout() => CallError::TIMEOUT.to_owned(),
-        SdkError::DispatchFailure(_) => CallError::DISPATCH.to_owned(),
-        SdkError::ResponseError(_) => CallError::RESPONSE.to_owned(),
-        _ => error.code().unwrap_or("Unknown").to_owned(),
-    };
-    let message = error.message().map_or(text, str::to_owned);
-    CallError { code, message }
-}
-
 /// SQS's modelled "no such queue" as the code its API reference names, whatever the protocol's
 /// spelling.
 fn missing_queue(mut error: CallError, missing: bool) -> CallError {
     if missing {
-        error.code = "QueueDoesNotExist".to_owned();
+        error.code = missing::QUEUE.to_owned();
     }
     error
 }
@@ -418,7 +397,7 @@ impl Aws for SdkAws {
                     .is_some_and(|s| s.is_parameter_not_found());
                 let mut error = call_error(e);
                 if missing {
-                    error.code = "ParameterNotFound".to_owned();
+                    error.code = missing::PARAMETER.to_owned();
                 }
                 Err(error)
             }

@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result, bail};
 
-use aws_model::aws::Aws;
+use aws_clients::aws::Aws;
 
 /// How routerctl acts in the cluster's account to pick its instances.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 //! (`verify --account`, its rules).
 
 use aws_model::{
-    aws::arn_name,
+    arn::arn_name,
     policy::{Decision, Policy, Principal, Request, evaluate},
 };
 use router_core::config::{DEFAULT_SPOKE_ROLE_NAME, DIRECT_ROLE_SUFFIX};

@@ -25,7 +25,7 @@ use crate::{
 };
 use aws_model::{
     access::{EventBridgeUse, Identity, eventbridge_use, role_through_sqs},
-    aws::arn_account,
+    arn::arn_account,
     kms::Key,
     policy::Decision,
 };
@@ -365,7 +365,7 @@ pub(super) async fn check_base(
         ("direct-queue:key", direct, CONSUME),
     ];
     for (name, arn, actions) in queues {
-        let Some(queue_name) = arn.map(aws_model::aws::arn_name) else {
+        let Some(queue_name) = arn.map(aws_model::arn::arn_name) else {
             continue;
         };
         let Ok(queue) = load_queue(aws, queue_name).await else {

@@ -190,7 +190,7 @@ pub async fn run(aws: &impl Cloud, options: &Options) -> Report {
         ]
         .into_iter()
         .flatten()
-        .map(aws_model::aws::arn_name)
+        .map(aws_model::arn::arn_name)
         .collect();
         tenants::check(
             aws,

@@ -20,7 +20,8 @@ use crate::{
     cloud::{Cloud, missing},
 };
 use aws_model::{
-    aws::{arn_name, arn_name_after_slash},
+    arn::arn_name,
+    arn::arn_name_after_slash,
     policy::{Decision, Policy, Principal, Request, evaluate},
 };
 

@@ -7,7 +7,7 @@
 //! tenant checks (`tenant:<cluster>:router-role`, `:spoke-role`), so a role that reaches some
 //! clusters and not others names the ones it misses, once.
 
-use aws_model::aws::arn_name;
+use aws_model::arn::arn_name;
 
 use super::role::Role;
 use crate::check::Expect;

@@ -133,7 +133,7 @@ pub(crate) fn judge(
     let stack_id = stack.id.as_str();
     let base = Base {
         name: name.to_owned(),
-        account: aws_model::aws::arn_account(stack_id)
+        account: aws_model::arn::arn_account(stack_id)
             .unwrap_or_default()
             .to_owned(),
         partition: stack_id.split(':').nth(1).unwrap_or("aws").to_owned(),

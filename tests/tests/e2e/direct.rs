@@ -113,7 +113,7 @@ impl Estate {
     /// The ids of the events in `spoke`'s `cluster` queue, read as its Karpenter reads them.
     async fn received(&self, spoke: &Spoke, cluster: &str) -> Result<Vec<String>> {
         let url =
-            aws_model::aws::queue_url(&spoke.aws.sqs, &format!("karpenter-{cluster}")).await?;
+            aws_clients::aws::queue_url(&spoke.aws.sqs, &format!("karpenter-{cluster}")).await?;
         Ok(drain(&spoke.aws.sqs, &url)
             .await?
             .iter()
@@ -294,7 +294,7 @@ async fn verify_fails_with_a_fix_when_the_queue_policy_or_the_execution_role_is_
     assert_failures(&verify().await, &[]);
 
     // The execution role's policy sends elsewhere.
-    let role = aws_model::aws::stack_resource(
+    let role = aws_clients::aws::stack_resource(
         &estate.member.aws,
         "interruption-router-spoke",
         "DirectRole",
@@ -413,7 +413,7 @@ async fn a_hub_per_region_each_fed_by_its_members_direct_rules_at_once() -> Resu
     }
     for (region, cluster, _, member, ..) in &sites {
         let url =
-            aws_model::aws::queue_url(&member.aws.sqs, &format!("karpenter-{cluster}")).await?;
+            aws_clients::aws::queue_url(&member.aws.sqs, &format!("karpenter-{cluster}")).await?;
         let ids: Vec<String> = drain(&member.aws.sqs, &url)
             .await?
             .iter()

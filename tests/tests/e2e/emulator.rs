@@ -215,7 +215,7 @@ async fn sqs_counts_reach_cloudwatch_per_minute_late_and_count_every_caller() ->
     // routerctl's SDK adapter reads the same minutes as the SDK does (adopt's busy-queue path,
     // whose decisions the model's tests make on the same semantics: a datapoint per minute of
     // an active queue, zero included).
-    let aws = aws_model::aws::Aws::new(&world.config)?;
+    let aws = aws_clients::aws::Aws::new(&world.config)?;
     let now = std::time::SystemTime::now();
     for (queue, metric) in [
         ("counted", "NumberOfMessagesReceived"),
@@ -262,7 +262,7 @@ async fn servers_forked_from_one_zygote_are_apart() -> Result<()> {
 /// it from the stack, and the role loses its grant.
 #[tokio::test]
 async fn a_managed_policy_changed_by_a_stack_update_is_updated_in_place() -> Result<()> {
-    use aws_model::{aws::Aws, stacks};
+    use aws_clients::aws::Aws;
 
     let world = World::start().await?;
     let aws = Aws::new(&world.moto.sdk_config().await)?;
@@ -277,15 +277,15 @@ async fn a_managed_policy_changed_by_a_stack_update_is_updated_in_place() -> Res
              Resource: \"*\"\n"
         )
     };
-    stacks::create(
+    aws_clients::stacks::create(
         &aws.cfn,
         "grant",
         &template("sqs:ReceiveMessage", "reader"),
         &[],
     )
     .await?;
-    let arn = aws_model::aws::stack_resource(&aws, "grant", "Grant").await?;
-    stacks::update(
+    let arn = aws_clients::aws::stack_resource(&aws, "grant", "Grant").await?;
+    aws_clients::stacks::update(
         &aws.cfn,
         "grant",
         &template("sqs:DeleteMessage", "other"),
@@ -293,7 +293,7 @@ async fn a_managed_policy_changed_by_a_stack_update_is_updated_in_place() -> Res
     )
     .await?;
     assert_eq!(
-        aws_model::aws::stack_resource(&aws, "grant", "Grant").await?,
+        aws_clients::aws::stack_resource(&aws, "grant", "Grant").await?,
         arn
     );
     let policy = aws.iam.get_policy().policy_arn(&arn).send().await?;
@@ -345,7 +345,7 @@ async fn the_eventbridge_stand_in_delivers_by_a_rules_old_state_until_its_delay_
     use std::time::{Duration, Instant};
 
     let world = World::start().await?;
-    let aws = aws_model::aws::Aws::new(&world.config)?;
+    let aws = aws_clients::aws::Aws::new(&world.config)?;
     let url = world.create_queue("old").await?;
     let arn = "arn:aws:sqs:us-east-1:123456789012:old";
     let allow = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",

@@ -16,7 +16,8 @@ use crate::{
     cloud::{Cloud, Stack},
     verify::stack::Base,
 };
-use aws_model::aws::{Aws, arn_account};
+use aws_clients::aws::Aws;
+use aws_model::arn::arn_account;
 
 /// The states a spoke stack serves from (verify's `spoke:<account>:stack` takes the same).
 const SETTLED: [&str; 3] = [

@@ -44,7 +44,7 @@ use crate::verify::{
     queues::{Queue, load_queue},
     stack::Base,
 };
-use aws_model::aws::arn_name;
+use aws_model::arn::arn_name;
 
 /// A default-bus rule that sends Karpenter's kinds to a queue the router does not own.
 #[derive(Debug, Clone)]

@@ -347,7 +347,7 @@ impl Moves for World {
             .roles
             .keys()
             .filter(|arn| arn.starts_with(&prefix))
-            .map(|arn| aws_model::aws::arn_name_after_slash(arn).to_owned())
+            .map(|arn| aws_model::arn::arn_name_after_slash(arn).to_owned())
             .collect())
     }
 

@@ -10,7 +10,7 @@ use crate::cloud::{
     Alarm, CallError, Cloud, Function, Key, Mapping, Message, Reach, Role, RoleError, Rule, Stack,
     Target, missing,
 };
-use aws_model::aws::arn_name_after_slash;
+use aws_model::arn::arn_name_after_slash;
 
 impl Cloud for World {
     fn region(&self) -> &str {

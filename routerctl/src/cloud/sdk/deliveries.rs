@@ -1,6 +1,6 @@
 //! [`Deliveries`] over the SDK: EC2's instances, SQS's batch send, Lambda's invoke.
 
-use aws_model::aws::Aws;
+use aws_clients::aws::Aws;
 
 use super::{Blob, Filter, InvocationType, SendMessageBatchRequestEntry, call_error, named};
 use crate::cloud::{

@@ -1,6 +1,6 @@
 //! [`Experiments`] over the SDK: FIS and CloudWatch Logs.
 
-use aws_model::aws::Aws;
+use aws_clients::aws::Aws;
 
 use super::{FisDateTime, call_error, named};
 use crate::cloud::{

@@ -11,11 +11,11 @@ mod queries;
 
 use std::{
     collections::{BTreeMap, HashMap},
-    error::Error,
     time::SystemTime,
 };
 
-use aws_model::aws::{Aws, describe};
+use aws_call_error::call_error;
+use aws_clients::aws::Aws;
 use aws_sdk_cloudwatch::{
     primitives::DateTime,
     primitives::DateTime as CwDateTime,
@@ -25,8 +25,7 @@ use aws_sdk_ec2::types::Filter;
 use aws_sdk_fis::primitives::DateTime as FisDateTime;
 use aws_sdk_lambda::{primitives::Blob, types::InvocationType};
 use aws_sdk_sqs::{
-    config::http::HttpResponse,
-    error::{ProvideErrorMetadata, SdkError},
+    error::ProvideErrorMetadata,
     types::{
         ChangeMessageVisibilityBatchRequestEntry, Message as SqsMessage,
         MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry,
@@ -37,23 +36,6 @@ use super::{
     Alarm, CallError, Cloud, Function, Key, Mapping, Message, Reach, Role, RoleError, Rule, Stack,
     Target, Watched, missing,
 };
-
-/// AWS's code and message; for an answer without an AWS error, the whole error as
-/// [`aws_model::aws::describe`] words it, under the transport code.
-fn call_error<E>(error: SdkError<E, HttpResponse>) -> CallError
-where
-    E: ProvideErrorMetadata + Error + 'static,
-{
-    let mut answer = match (error.code(), error.message()) {
-        (Some(code), message) => CallError::new(code, message.unwrap_or_default()),
-        _ => CallError::new(CallError::DISPATCH, describe(&error)),
-    };
-    // SQS's query protocol spells a missing queue its own way, whichever operation asked.
-    if answer.is_missing_queue() {
-        answer.code = missing::QUEUE.to_owned();
-    }
-    answer
-}
 
 /// The same error under the code the seam names it by (a protocol's other spelling of it).
 fn named(mut error: CallError, is: bool, code: &str) -> CallError {
@@ -164,7 +146,7 @@ impl Cloud for Aws {
                 .iter()
                 .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
                 .collect(),
-            parameters: aws_model::stacks::parameters(stack),
+            parameters: aws_clients::stacks::parameters(stack),
         })
     }
 
@@ -401,11 +383,11 @@ impl Cloud for Aws {
     }
 
     async fn role(&self, arn: &str) -> Result<Role, RoleError> {
-        aws_model::roles::load_role(self, arn).await
+        aws_clients::roles::load_role(self, arn).await
     }
 
     async fn key(&self, id: &str) -> Result<Key, String> {
-        aws_model::kms::load_key(self, id).await
+        aws_clients::kms::load_key(self, id).await
     }
 
     async fn alarms_named(&self, prefix: &str) -> Result<Vec<Alarm>, CallError> {

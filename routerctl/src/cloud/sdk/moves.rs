@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, time::SystemTime};
 
-use aws_model::{aws::Aws, stacks};
+use aws_clients::aws::Aws;
 
 use super::{
     ChangeMessageVisibilityBatchRequestEntry, CwDateTime, Dimension, MessageSystemAttributeName,
@@ -21,9 +21,11 @@ impl Moves for Aws {
         template: &str,
         parameters: &[(&str, &str)],
     ) -> anyhow::Result<BTreeMap<String, String>> {
-        Ok(stacks::create(&self.cfn, name, template, parameters)
-            .await?
-            .outputs)
+        Ok(
+            aws_clients::stacks::create(&self.cfn, name, template, parameters)
+                .await?
+                .outputs,
+        )
     }
 
     async fn update_stack(
@@ -32,7 +34,7 @@ impl Moves for Aws {
         template: &str,
         parameters: &[(&str, &str)],
     ) -> anyhow::Result<()> {
-        stacks::update(&self.cfn, name, template, parameters).await?;
+        aws_clients::stacks::update(&self.cfn, name, template, parameters).await?;
         Ok(())
     }
 

@@ -1,6 +1,6 @@
 //! [`LogQueries`] over the SDK: CloudWatch Logs Insights.
 
-use aws_model::aws::Aws;
+use aws_clients::aws::Aws;
 
 use super::{call_error, named};
 use crate::cloud::{

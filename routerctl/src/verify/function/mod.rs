@@ -17,7 +17,7 @@ use crate::{
     check::{self, Expect},
     cloud::{self, Cloud},
 };
-use aws_model::aws::arn_name;
+use aws_model::arn::arn_name;
 
 use self::router_role::{check_assume_spoke_roles, check_router_role};
 /// The function as Lambda describes it, or why it could not be read.

@@ -217,7 +217,7 @@ impl HubBus<'_> {
         let admitted = match &direct.policy {
             Err(e) => Decision::Undetermined { why: e.clone() },
             Ok(policy) => {
-                let hub_account = aws_model::aws::arn_account(direct.arn).unwrap_or_default();
+                let hub_account = aws_model::arn::arn_account(direct.arn).unwrap_or_default();
                 let context = [
                     ("aws:PrincipalArn", role_arn),
                     ("aws:PrincipalAccount", self.account),

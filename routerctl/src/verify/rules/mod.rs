@@ -232,7 +232,7 @@ fn state_bus_and_pattern(
     // On a default bus, the rule's own account only: a default bus can also receive other
     // accounts' events (EventBridge: "rules with an account field do not match any events sent
     // from other accounts").
-    let own_account = rule.arn.as_deref().and_then(aws_model::aws::arn_account);
+    let own_account = rule.arn.as_deref().and_then(aws_model::arn::arn_account);
     let expected = match (bus, own_account) {
         (None, Some(account)) => kind.event_pattern_in(account),
         _ => kind.event_pattern(),

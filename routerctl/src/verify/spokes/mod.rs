@@ -423,7 +423,7 @@ struct Spoke {
 
 /// The hub's direct queue's policy, as SQS holds it.
 async fn direct_queue_policy(hub_aws: &impl Cloud, arn: &str) -> Result<Policy, String> {
-    let name = aws_model::aws::arn_name(arn);
+    let name = aws_model::arn::arn_name(arn);
     let url = hub_aws
         .queue_url(name)
         .await

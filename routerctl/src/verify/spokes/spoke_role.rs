@@ -36,7 +36,7 @@ pub(super) fn check_role_trust(hub: &Hub<'_>, member: &Member<'_>, role: &Role) 
     };
     let decide = |principal: Principal<'_>| {
         let (arn, account) = match principal {
-            Principal::Aws(arn) => (arn, aws_model::aws::arn_account(arn).unwrap_or_default()),
+            Principal::Aws(arn) => (arn, aws_model::arn::arn_account(arn).unwrap_or_default()),
             _ => ("", ""),
         };
         let context = [("aws:PrincipalArn", arn), ("aws:PrincipalAccount", account)];

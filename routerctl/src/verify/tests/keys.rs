@@ -15,7 +15,7 @@ fn failing(world: &World) -> (Vec<String>, Vec<Check>) {
 
 /// The key of the base stack's queues (the one key ARN its ingest queue names).
 fn base_key(world: &World) -> String {
-    let ingest = aws_model::aws::arn_name(&hub::output(world, "IngestQueueArn")).to_owned();
+    let ingest = aws_model::arn::arn_name(&hub::output(world, "IngestQueueArn")).to_owned();
     world.site(|site| site.queues[&ingest].attributes["KmsMasterKeyId"].clone())
 }
 
@@ -74,7 +74,7 @@ fn a_direct_queue_open_to_any_member_role_or_read_by_nothing() {
         ("ServedAccounts", "111111111111"),
     ];
     let world = hub::deployed_with(&served);
-    let direct = aws_model::aws::arn_name(&hub::output(&world, "DirectQueueArn")).to_owned();
+    let direct = aws_model::arn::arn_name(&hub::output(&world, "DirectQueueArn")).to_owned();
     let arn = hub::output(&world, "DirectQueueArn");
     let open = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
         "Principal": {"AWS": "arn:aws:iam::111111111111:root"}, "Action": "sqs:SendMessage",
@@ -115,7 +115,7 @@ fn a_direct_queue_unencrypted_too_visible_or_its_mapping_disabled() {
         ("ServedAccounts", "111111111111"),
     ];
     let direct =
-        |world: &World| aws_model::aws::arn_name(&hub::output(world, "DirectQueueArn")).to_owned();
+        |world: &World| aws_model::arn::arn_name(&hub::output(world, "DirectQueueArn")).to_owned();
     let world = hub::deployed_with(&served);
     super::queue_attribute(
         &world,

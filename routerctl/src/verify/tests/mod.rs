@@ -82,7 +82,7 @@ fn queue_attribute(world: &World, queue: &str, key: &str, value: Option<&str>) {
 
 /// The name of the queue the base stack's output `output` gives the ARN of.
 fn queue_name(world: &World, output: &str) -> String {
-    aws_model::aws::arn_name(&hub::output(world, output)).to_owned()
+    aws_model::arn::arn_name(&hub::output(world, output)).to_owned()
 }
 
 /// `document` without its statement `sid` (a policy edited by hand).

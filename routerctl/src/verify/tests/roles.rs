@@ -83,7 +83,7 @@ fn edit_queue_policy(world: &World, queue: &str, edit: impl FnOnce(&mut Value)) 
 #[test]
 fn an_ingest_queue_policy_that_denies_no_other_sender() {
     let world = hub::deployed();
-    let ingest = aws_model::aws::arn_name(&hub::output(&world, "IngestQueueArn")).to_owned();
+    let ingest = aws_model::arn::arn_name(&hub::output(&world, "IngestQueueArn")).to_owned();
     edit_queue_policy(&world, &ingest, |p| {
         p["Statement"]
             .as_array_mut()

@@ -42,7 +42,7 @@ async fn an_adopted_blueprints_cluster_keeps_its_choice_of_kinds() -> Result<()>
         .send()
         .await?;
     let parameters =
-        aws_model::stacks::parameters(described.stacks().first().context("the tenant stack")?);
+        aws_clients::stacks::parameters(described.stacks().first().context("the tenant stack")?);
     assert_eq!(
         parameters.get("EventKinds").map(String::as_str),
         Some("spot-interruption,rebalance-recommendation,state-change,scheduled-change")

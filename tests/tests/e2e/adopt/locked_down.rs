@@ -36,7 +36,7 @@ async fn adopt_deploys_the_tenant_as_make_deploy_tenant_would_in_a_locked_down_a
         .send()
         .await?;
     let parameters =
-        aws_model::stacks::parameters(described.stacks().first().context("the tenant stack")?);
+        aws_clients::stacks::parameters(described.stacks().first().context("the tenant stack")?);
     assert_eq!(parameters.get("KmsKey").map(String::as_str), Some("Create"));
     assert_eq!(
         parameters.get("AlarmTopicArn").map(String::as_str),

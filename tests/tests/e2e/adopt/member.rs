@@ -79,7 +79,7 @@ async fn a_member_accounts_cluster_in_another_region_is_adopted_to_the_end() -> 
         .send()
         .await?;
     assert_eq!(tenant.stacks().len(), 1, "the tenant stack is the member's");
-    let parameters = stacks::parameters(&tenant.stacks()[0]);
+    let parameters = aws_clients::stacks::parameters(&tenant.stacks()[0]);
     assert_eq!(
         parameters.get("RouterName").map(String::as_str),
         Some("interruption-router"),
@@ -175,7 +175,7 @@ async fn adopt_refuses_a_member_it_cannot_feed_with_the_fix() -> Result<()> {
     );
 
     // A spoke forwarding to another hub's bus and trusting its router.
-    stacks::create(
+    aws_clients::stacks::create(
         &site.cfn,
         DEFAULT_SPOKE_STACK,
         stacks::SPOKE_TEMPLATE,

@@ -23,7 +23,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use aws_model::aws::Aws;
+use aws_clients::aws::Aws;
 use aws_sdk_eventbridge::types::RuleState;
 use lab::{
     adoption::{Estate, Move, STACK, Scene, tenant_stack},

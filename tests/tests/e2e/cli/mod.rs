@@ -14,7 +14,7 @@ pub(crate) mod verifying;
 use std::{path::PathBuf, process::Output, time::Duration};
 
 use anyhow::Result;
-use aws_model::aws::Aws;
+use aws_clients::aws::Aws;
 use e2e_tests::{World, karpenter_tags, managed_nodegroup_tags};
 use lab::sandbox::Sandbox;
 use local_aws::{esm::EventSourceMapping, function::Function, moto::env_for};

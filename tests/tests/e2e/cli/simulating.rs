@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Duration};
 
 use super::{Estate, sorted};
 use anyhow::Result;
-use aws_model::aws::Aws;
+use aws_clients::aws::Aws;
 use e2e_tests::INVOKE_BUDGET;
 use local_aws::{
     esm::Stop,

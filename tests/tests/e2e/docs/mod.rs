@@ -4,6 +4,7 @@
 //! parameters and outputs (what each template takes and gives), and every command the docs give
 //! to paste ([`commands`]). Nothing here needs an emulator.
 
+mod architecture;
 mod commands;
 mod cost;
 mod install;

@@ -6,10 +6,8 @@
 //! policies nor boundaries: what they allow is [`super::principals`]'s.
 
 use anyhow::{Context, Result};
-use aws_model::{
-    aws::Aws,
-    stacks::{self, BASE_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE},
-};
+use aws_clients::aws::Aws;
+use aws_model::stacks::{self, BASE_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE};
 use aws_sdk_sqs::types::QueueAttributeName;
 use e2e_tests::World;
 
@@ -46,7 +44,7 @@ async fn assert_key_enabled_and_rotated(aws: &Aws, key: &str) -> Result<()> {
 }
 
 async fn boundary_of(aws: &Aws, role_arn: &str) -> Result<Option<String>> {
-    let name = aws_model::aws::arn_name_after_slash(role_arn);
+    let name = aws_model::arn::arn_name_after_slash(role_arn);
     let role = aws.iam.get_role().role_name(name).send().await?;
     Ok(role
         .role()
@@ -80,7 +78,7 @@ async fn every_queue_reports_its_stacks_key_and_every_role_the_boundary() -> Res
         .and_then(|p| p.arn())
         .context("no policy ARN")?
         .to_owned();
-    let base = stacks::create(
+    let base = aws_clients::stacks::create(
         &aws.cfn,
         BASE,
         BASE_TEMPLATE,
@@ -93,7 +91,7 @@ async fn every_queue_reports_its_stacks_key_and_every_role_the_boundary() -> Res
     )
     .await?;
     lab::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
-    let tenant = stacks::create(
+    let tenant = aws_clients::stacks::create(
         &aws.cfn,
         &stacks::tenant_stack_name(BASE, "alpha"),
         TENANT_TEMPLATE,
@@ -134,7 +132,7 @@ async fn every_queue_reports_its_stacks_key_and_every_role_the_boundary() -> Res
         "arn:aws:events:us-east-1:{}:event-bus/{BASE}-hub",
         local_aws::moto::ACCOUNT
     );
-    let spoke = stacks::create(
+    let spoke = aws_clients::stacks::create(
         &spoke_aws.cfn,
         "interruption-router-spoke",
         SPOKE_TEMPLATE,

@@ -11,11 +11,12 @@
 //! moto neither evaluates key policies nor refuses a disabled key: what the key lets each
 //! principal do is decided by [`aws_model::access`], the same evaluator verify uses.
 
+use aws_clients::events::PutEvents as _;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use aws_clients::aws::Aws;
 use aws_model::{
-    aws::Aws,
     events::Origin,
     stacks::{self, TENANT_TEMPLATE},
 };
@@ -139,7 +140,7 @@ async fn existing_keys_serve_both_stacks_once_their_owner_adds_what_verify_print
     let sandbox = Sandbox::deploy_with(&world.moto, STACK, &[], &[("KmsKey", &key)]).await?;
     let karpenter_role = karpenter_role_name(CLUSTER);
     lab::sandbox::create_karpenter_role(&aws.iam, &karpenter_role).await?;
-    stacks::create(
+    aws_clients::stacks::create(
         &aws.cfn,
         &stacks::tenant_stack_name(STACK, CLUSTER),
         TENANT_TEMPLATE,
@@ -439,7 +440,7 @@ async fn a_key_that_would_drop_deliveries_and_a_key_of_another_account_fail_on_t
     // security team gave for the wrong account).
     let foreign = "arn:aws:kms:us-east-1:999999999999:key/1234abcd-12ab-34cd-56ef-1234567890ab";
     lab::sandbox::create_karpenter_role(&aws.iam, &karpenter_role_name("beta")).await?;
-    stacks::create(
+    aws_clients::stacks::create(
         &aws.cfn,
         &stacks::tenant_stack_name(STACK, "beta"),
         TENANT_TEMPLATE,

@@ -627,6 +627,8 @@ fn the_gate_covers_routerctl_as_well_as_the_router() -> Result<()> {
         assert_eq!(
             roots,
             BTreeSet::from([
+                "aws-call-error",
+                "aws-clients",
                 "aws-model",
                 "interruption-router",
                 "router-core",

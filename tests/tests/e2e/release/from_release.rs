@@ -8,7 +8,8 @@
 use std::{path::Path, process::Command};
 
 use anyhow::{Context, Result};
-use aws_model::{deployed::Rendered, stacks};
+use aws_clients::deployed::Rendered;
+use aws_model::stacks;
 use interruption_router::VERSION;
 use lab::sandbox::{Sandbox, Templates};
 use local_aws::moto::{MotoServer, REGION};
@@ -63,8 +64,8 @@ async fn from_the_release_alone_the_stacks_deploy_with_their_defaults_and_router
     };
     let (base, tenant) = (url("base.yaml"), url("tenant.yaml"));
     let templates = Templates {
-        base: stacks::Source::Url(&base),
-        tenant: stacks::Source::Url(&tenant),
+        base: aws_clients::stacks::Source::Url(&base),
+        tenant: aws_clients::stacks::Source::Url(&tenant),
     };
     // Its defaults name the zip the release holds (x86_64's: no arm64 was built): moto's Lambda
     // refuses a function whose code is not in the bucket.
@@ -79,7 +80,9 @@ async fn from_the_release_alone_the_stacks_deploy_with_their_defaults_and_router
     )
     .await?;
     let aws = &sandbox.aws;
-    let deployed = stacks::parameters(&stacks::describe(&aws.cfn, sandbox.stack()).await?);
+    let deployed = aws_clients::stacks::parameters(
+        &aws_clients::stacks::describe(&aws.cfn, sandbox.stack()).await?,
+    );
     assert_eq!(deployed["Architecture"], "x86_64");
     assert_eq!(deployed["CodeS3Key"], "");
 

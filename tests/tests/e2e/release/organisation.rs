@@ -4,7 +4,8 @@
 //! spoke role, rules that match its own account's events, and the export its tenant stacks import.
 
 use anyhow::{Context, Result};
-use aws_model::{aws::Aws, stacks::SPOKE_TEMPLATE, template::Template};
+use aws_clients::aws::Aws;
+use aws_model::{stacks::SPOKE_TEMPLATE, template::Template};
 use e2e_tests::World;
 use local_aws::moto::{REGION, sdk_config_as};
 use serde_json::Value;
@@ -33,7 +34,7 @@ async fn the_spoke_takes_the_same_parameters_in_every_member_account() -> Result
         )?;
         // StackSets name the stack StackSet-<set>-<id>.
         let name = format!("StackSet-interruption-router-spoke-{account}");
-        let stack = aws_model::stacks::create(
+        let stack = aws_clients::stacks::create(
             &member.cfn,
             &name,
             SPOKE_TEMPLATE,

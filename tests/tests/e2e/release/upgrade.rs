@@ -18,8 +18,8 @@ use std::{
 };
 
 use anyhow::{Context, Result};
+use aws_clients::aws::Aws;
 use aws_model::{
-    aws::Aws,
     events::Origin,
     stacks::{self, BASE_TEMPLATE, SPOKE_TEMPLATE, TENANT_TEMPLATE},
     template::{ResourceSchemas, Template, replacements},
@@ -139,7 +139,7 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let base = stacks::create(&aws.cfn, BASE, &old_base, &parameters).await?;
+    let base = aws_clients::stacks::create(&aws.cfn, BASE, &old_base, &parameters).await?;
     lab::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
     let mut tenants = Vec::new();
     for cluster in CLUSTERS {
@@ -148,7 +148,7 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
             parameters.push(("KarpenterRoleName", KARPENTER_ROLE));
         }
         let name = stacks::tenant_stack_name(BASE, cluster);
-        stacks::create(
+        aws_clients::stacks::create(
             &aws.cfn,
             &name,
             &released_template(&previous, "tenant.yaml"),
@@ -167,7 +167,7 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
         ),
         ("RouterRoleArn", base.output("RouterRoleArn")?),
     ];
-    stacks::create(
+    aws_clients::stacks::create(
         &member.cfn,
         "interruption-router-spoke",
         &released_template(&previous, "spoke.yaml"),
@@ -200,7 +200,7 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
             .await?;
     }
     let physical =
-        async |aws: &Aws, stack: &str| aws_model::aws::stack_resources(&aws.cfn, stack).await;
+        async |aws: &Aws, stack: &str| aws_clients::aws::stack_resources(&aws.cfn, stack).await;
     let mut resources_before = BTreeMap::new();
     for stack in [BASE.to_owned()].iter().chain(&tenants) {
         resources_before.insert(stack.clone(), physical(&aws, stack).await?);
@@ -288,7 +288,7 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
             };
             let update = async {
                 after_two_more_rounds(1).await?;
-                stacks::update(
+                aws_clients::stacks::update(
                     &member_cfn,
                     "interruption-router-spoke",
                     SPOKE_TEMPLATE,
@@ -297,12 +297,13 @@ async fn the_previous_release_upgrades_in_place_while_events_flow_losing_and_rep
                 .await?;
                 println!("upgrade: the member's spoke stack updated");
                 after_two_more_rounds(2).await?;
-                stacks::update(&cfn, BASE, BASE_TEMPLATE, &[("CodeS3Key", "")]).await?;
+                aws_clients::stacks::update(&cfn, BASE, BASE_TEMPLATE, &[("CodeS3Key", "")])
+                    .await?;
                 base_updated.store(true, Ordering::SeqCst);
                 println!("upgrade: {BASE} updated");
                 for (n, tenant) in tenants.iter().enumerate() {
                     after_two_more_rounds(3 + n).await?;
-                    stacks::update(&cfn, tenant, TENANT_TEMPLATE, &[]).await?;
+                    aws_clients::stacks::update(&cfn, tenant, TENANT_TEMPLATE, &[]).await?;
                     println!("upgrade: {tenant} updated");
                 }
                 anyhow::Ok(())

@@ -5,10 +5,8 @@
 use std::process::Command;
 
 use anyhow::{Context, Result};
-use aws_model::{
-    aws::Aws,
-    stacks::{self, BASE_TEMPLATE, SPOKE_TEMPLATE},
-};
+use aws_clients::aws::Aws;
+use aws_model::stacks::{self, BASE_TEMPLATE, SPOKE_TEMPLATE};
 use e2e_tests::{World, assert_batch_handled, ec2_event, karpenter_tags};
 use interruption_router::VERSION;
 use serde_json::{Value, json};
@@ -136,7 +134,7 @@ async fn deployed_stacks_output_their_release_and_tag_the_function_and_roles() -
             b"not run here",
         )
         .await?;
-    let base = stacks::create(
+    let base = aws_clients::stacks::create(
         &aws.cfn,
         "ir",
         BASE_TEMPLATE,
@@ -158,7 +156,7 @@ async fn deployed_stacks_output_their_release_and_tag_the_function_and_roles() -
 
     // A spoke stack (here in the hub's account under another RouterName: moto keeps one account
     // per credential, and its exports must not collide with the base stack's).
-    let spoke = stacks::create(
+    let spoke = aws_clients::stacks::create(
         &aws.cfn,
         "ir-spoke",
         SPOKE_TEMPLATE,
@@ -174,7 +172,7 @@ async fn deployed_stacks_output_their_release_and_tag_the_function_and_roles() -
     )
     .await?;
     assert_eq!(spoke.output("Version")?, VERSION);
-    let resources = aws_model::aws::stack_resources(&aws.cfn, "ir-spoke").await?;
+    let resources = aws_clients::aws::stack_resources(&aws.cfn, "ir-spoke").await?;
     for role in ["SpokeRole", "ForwardToHubRole"] {
         let name = resources
             .get(role)

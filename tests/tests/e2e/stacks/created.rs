@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
-use aws_model::stacks::{self, TENANT_TEMPLATE};
+use aws_model::stacks::TENANT_TEMPLATE;
 use e2e_tests::World;
 use local_aws::moto::{ACCOUNT, REGION};
 use serde_json::{Value, json};
@@ -241,7 +241,7 @@ async fn the_stacks_create_what_the_templates_declare() -> Result<()> {
 
     // The saved Logs Insights queries (moto_fixes.py makes AWS::Logs::QueryDefinition): the three
     // `routerctl insights` runs, on the router's log group, named after the stack.
-    let saved = aws_model::aws::Aws::new(&world.config)?
+    let saved = aws_clients::aws::Aws::new(&world.config)?
         .logs
         .describe_query_definitions()
         .query_definition_name_prefix(format!("{BASE}/"))
@@ -274,7 +274,7 @@ async fn the_stacks_create_what_the_templates_declare() -> Result<()> {
     // A tenant whose base stack does not exist fails on the prefix import instead of creating a
     // queue the router would never send to. (The role import sits in the queue policy, which moto
     // ignores without resolving it; tests/tests/e2e/policy/ checks that principal.)
-    let orphan = stacks::create(
+    let orphan = aws_clients::stacks::create(
         &aws.cfn,
         "orphan-tenant",
         TENANT_TEMPLATE,

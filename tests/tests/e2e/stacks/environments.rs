@@ -75,7 +75,7 @@ async fn a_warm_and_a_cold_router_decide_alike_about_queues_that_come_and_go() -
         .queue_url(world.queue_url("karpenter-alpha").await?)
         .send()
         .await?;
-    stacks::delete(&aws.cfn, &stacks::tenant_stack_name(BASE, "beta")).await?;
+    aws_clients::stacks::delete(&aws.cfn, &stacks::tenant_stack_name(BASE, "beta")).await?;
 
     let cold = world.start_deployed_router(&aws.lambda, &function).await?.0;
     for (name, router, n) in [("warm", &warm, 1), ("cold", &cold, 0)] {

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use aws_model::stacks::{self, TENANT_TEMPLATE};
+use aws_model::stacks::TENANT_TEMPLATE;
 use e2e_tests::{World, karpenter_tags};
 use serde_json::Value;
 
@@ -28,7 +28,7 @@ async fn each_cluster_receives_the_kinds_its_tenant_stack_takes() -> Result<()> 
     let aws = Clients::of(&world).await;
     upload_code(&world).await?;
     let ttl = CACHE_TTL_SECONDS.to_string();
-    let base = stacks::create(
+    let base = aws_clients::stacks::create(
         &aws.cfn,
         BASE,
         aws_model::stacks::BASE_TEMPLATE,
@@ -41,14 +41,14 @@ async fn each_cluster_receives_the_kinds_its_tenant_stack_takes() -> Result<()> 
     .await?;
     let alpha_stack = format!("{BASE}-tenant-alpha");
     let beta_stack = format!("{BASE}-tenant-beta");
-    stacks::create(
+    aws_clients::stacks::create(
         &aws.cfn,
         &alpha_stack,
         TENANT_TEMPLATE,
         &[("ClusterName", "alpha")],
     )
     .await?;
-    stacks::create(
+    aws_clients::stacks::create(
         &aws.cfn,
         &beta_stack,
         TENANT_TEMPLATE,
@@ -112,7 +112,7 @@ async fn each_cluster_receives_the_kinds_its_tenant_stack_takes() -> Result<()> 
     assert_eq!(declined(&emf, "Declined.beta.rebalance-recommendation"), 1);
 
     // beta takes everything now: its stack is updated in place, the queue kept.
-    stacks::update(
+    aws_clients::stacks::update(
         &aws.cfn,
         &beta_stack,
         TENANT_TEMPLATE,

@@ -19,7 +19,8 @@ async fn a_cluster_name_of_100_characters_gets_its_queue_and_its_events() -> Res
     assert_eq!(cluster.len(), 100);
 
     let described = aws.cfn.describe_stacks().stack_name(BASE).send().await?;
-    let base_parameters = stacks::parameters(described.stacks().first().context("base")?);
+    let base_parameters =
+        aws_clients::stacks::parameters(described.stacks().first().context("base")?);
     let parameters = stacks::tenant_parameters(
         &base_parameters,
         &cluster,
@@ -30,7 +31,7 @@ async fn a_cluster_name_of_100_characters_gets_its_queue_and_its_events() -> Res
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let tenant = stacks::create(
+    let tenant = aws_clients::stacks::create(
         &aws.cfn,
         &stacks::tenant_stack_name(BASE, &cluster),
         TENANT_TEMPLATE,

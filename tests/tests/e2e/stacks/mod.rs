@@ -14,11 +14,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
+use aws_clients::events::PutEvents as _;
 use std::time::Duration;
 
+use aws_clients::stacks::Stack;
 use aws_model::{
     events::Synthetic,
-    stacks::{self, BASE_TEMPLATE, Stack, TENANT_TEMPLATE},
+    stacks::{self, BASE_TEMPLATE, TENANT_TEMPLATE},
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 use e2e_tests::World;
@@ -83,7 +85,7 @@ async fn upload_code(world: &World) -> Result<()> {
 /// The base stack from `template` (today's, or a previous release's), its code uploaded first.
 async fn deploy_base(world: &World, aws: &Clients, template: &str) -> Result<Stack> {
     upload_code(world).await?;
-    stacks::create(&aws.cfn, BASE, template, &[("CodeS3Bucket", "artifacts")]).await
+    aws_clients::stacks::create(&aws.cfn, BASE, template, &[("CodeS3Bucket", "artifacts")]).await
 }
 
 /// The router exactly as the deployed stack configures its function (talking to AWS through the
@@ -158,7 +160,7 @@ async fn deploy_queue_mode(world: &World, aws: &Clients) -> Result<(Stack, Vec<S
             _ => {}
         }
         tenants.push(
-            stacks::create(
+            aws_clients::stacks::create(
                 &aws.cfn,
                 &format!("{BASE}-tenant-{cluster}"),
                 TENANT_TEMPLATE,

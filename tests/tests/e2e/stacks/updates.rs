@@ -6,9 +6,10 @@
 use std::{collections::BTreeSet, time::Duration};
 
 use anyhow::{Context, Result};
+use aws_clients::stacks::Stack;
 use aws_model::{
     events::Origin,
-    stacks::{self, BASE_TEMPLATE, Stack, TENANT_TEMPLATE},
+    stacks::{self, BASE_TEMPLATE, TENANT_TEMPLATE},
     template::{ResourceSchemas, Stage, Template, replacements},
 };
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -161,7 +162,7 @@ async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_message
     let aws = Clients::of(&world).await;
     let base = deploy_base(&world, &aws, &e2e_tests::previous_template("base.yaml")).await?;
     lab::sandbox::create_karpenter_role(&aws.iam, KARPENTER_ROLE).await?;
-    let tenant = stacks::create(
+    let tenant = aws_clients::stacks::create(
         &aws.cfn,
         &stacks::tenant_stack_name(BASE, "alpha"),
         &e2e_tests::previous_template("tenant.yaml"),
@@ -184,14 +185,14 @@ async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_message
             .send()
             .await?;
     }
-    let physical = async |stack: &str| aws_model::aws::stack_resources(&aws.cfn, stack).await;
+    let physical = async |stack: &str| aws_clients::aws::stack_resources(&aws.cfn, stack).await;
     let (base_before, tenant_before) = (physical(&base.name).await?, physical(&tenant.name).await?);
 
-    stacks::update(&aws.cfn, &base.name, BASE_TEMPLATE, &[]).await?;
+    aws_clients::stacks::update(&aws.cfn, &base.name, BASE_TEMPLATE, &[]).await?;
     let in_flight = world.drain(&alpha).await?;
     assert_eq!(in_flight.len(), 1, "karpenter-alpha kept its message");
     routed_by_the_updated_base_into_an_untagged_tenant_queue(&world, &aws, &base, &alpha).await?;
-    stacks::update(&aws.cfn, &tenant.name, TENANT_TEMPLATE, &[]).await?;
+    aws_clients::stacks::update(&aws.cfn, &tenant.name, TENANT_TEMPLATE, &[]).await?;
     // Karpenter's grant moved from an inline policy to a managed one attached to its role.
     attached_policy(&aws, KARPENTER_ROLE, "KarpenterQueueAccess").await?;
     assert_no_inline_policy(&aws, KARPENTER_ROLE).await?;
@@ -216,7 +217,7 @@ async fn a_deployed_base_and_tenant_stack_update_in_place_and_keep_their_message
     }
     // moto forgets the log group's physical id on any update of it (it implements no log group
     // update) but keeps the group: ask CloudWatch Logs.
-    let logs = aws_model::aws::Aws::new(&world.moto.sdk_config().await)?.logs;
+    let logs = aws_clients::aws::Aws::new(&world.moto.sdk_config().await)?.logs;
     let group = &base_before["RouterLogGroup"];
     let groups = logs
         .describe_log_groups()

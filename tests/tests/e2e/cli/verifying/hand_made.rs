@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use aws_model::aws::Aws;
+use aws_clients::aws::Aws;
 use aws_sdk_sqs::types::QueueAttributeName;
 use e2e_tests::karpenter_tags;
 use local_aws::{

@@ -4,7 +4,7 @@
 //! file holds the helpers that break a deployment and read the report.
 
 use anyhow::{Context, Result};
-use aws_model::aws::Aws;
+use aws_clients::aws::Aws;
 use aws_sdk_sqs::types::QueueAttributeName;
 use routerctl::verify;
 use serde_json::Value;

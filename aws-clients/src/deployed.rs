@@ -1,5 +1,5 @@
 //! A deployed stack as CloudFormation resolved it: the template it was deployed from
-//! (GetTemplate), rendered ([`crate::template`]) with the stack's own parameters, the exports of its account and region, and the physical ids
+//! (GetTemplate), rendered ([`aws_model::template`]) with the stack's own parameters, the exports of its account and region, and the physical ids
 //! and ARNs of what it made. So a document the stack defines (a queue's policy, a bus's policy)
 //! is read from the template itself, exactly as that deployment resolves it, rather than written
 //! out again by whoever needs it.
@@ -9,10 +9,11 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result, anyhow};
 use serde_json::Value;
 
+use aws_model::template::{Stage, Template};
+
 use crate::{
     aws::{Aws, describe},
     stacks,
-    template::{Stage, Template},
 };
 
 /// A template and the stage its deployment fixed.
@@ -39,7 +40,7 @@ impl Rendered {
         let stack = stacks::describe(&aws.cfn, name).await?;
         let account = stack
             .stack_id()
-            .and_then(crate::aws::arn_account)
+            .and_then(aws_model::arn::arn_account)
             .with_context(|| format!("stack {name} has no account in its id"))?;
         let mut stage = Stage::new(name, account, &aws.region);
         stage.parameters = stacks::parameters(&stack);
@@ -109,7 +110,7 @@ async fn attributes(
                 .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
                 .cloned()
                 .with_context(|| format!("{physical} has no QueueArn"))?;
-            let queue_name = crate::aws::arn_name(&arn).to_owned();
+            let queue_name = aws_model::arn::arn_name(&arn).to_owned();
             vec![("Arn".into(), arn), ("QueueName".into(), queue_name)]
         }
         "AWS::Events::Rule" => {

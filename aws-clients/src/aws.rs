@@ -202,16 +202,6 @@ pub async fn bus_rules(
     }
 }
 
-/// The last `:`-separated field of an ARN (a queue's name, for an SQS ARN).
-pub fn arn_name(arn: &str) -> &str {
-    arn.rsplit(':').next().unwrap_or(arn)
-}
-
-/// The last `/`-separated part of an ARN (a role's or a rule's name).
-pub fn arn_name_after_slash(arn: &str) -> &str {
-    arn.rsplit('/').next().unwrap_or(arn)
-}
-
 /// The URL of the queue named `name` (GetQueueUrl): through an emulator's clients, the emulator's
 /// URL, which a stack's outputs (naming AWS's host) are not.
 pub async fn queue_url(sqs: &aws_sdk_sqs::Client, name: &str) -> Result<String> {
@@ -223,9 +213,4 @@ pub async fn queue_url(sqs: &aws_sdk_sqs::Client, name: &str) -> Result<String> 
         .queue_url()
         .map(str::to_owned)
         .with_context(|| format!("GetQueueUrl {name} answered no URL"))
-}
-
-/// The account field of an ARN, if it has one.
-pub fn arn_account(arn: &str) -> Option<&str> {
-    arn.split(':').nth(4).filter(|a| !a.is_empty())
 }
