@@ -14,7 +14,8 @@
 //! * [`patterns`]: EventBridge's matching of an event pattern;
 //! * [`events`]: interruption events in the exact shapes EC2, AWS Health and FIS produce;
 //! * [`arn`]: the parts of an ARN the tooling reads;
-//! * [`resources`]: what the tooling reads back from AWS, as plain data.
+//! * [`resources`]: what the tooling reads back from AWS, as plain data;
+//! * [`timing`]: AWS's timings the model and the emulator's stand-ins both play.
 //!
 //! No AWS SDK crate is linked here (`cargo tree -p aws-model` shows none): the clients that read
 //! and deploy for real are `aws-clients`', so the model of AWS (`aws-world`), the simulation and
@@ -31,3 +32,4 @@ pub mod resources;
 pub mod roles;
 pub mod stacks;
 pub mod template;
+pub mod timing;

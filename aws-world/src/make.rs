@@ -19,11 +19,8 @@ use crate::{
 pub const METRIC_LAG: Duration = Duration::from_secs(150);
 
 /// How long after EnableRule or DisableRule the model's EventBridge still delivers by the rule's
-/// old state: its API reference says a change "might not take effect immediately; allow a short
-/// period of time", with no figure. 5 s, as the emulator's stand-in (`lab`'s `Scene::rule_delay`):
-/// enough that a move counting on the change at once misses events, and well within adopt's
-/// 60-s settle.
-pub const RULE_CHANGE_DELAY: Duration = Duration::from_secs(5);
+/// old state: the one figure the emulator's stand-in plays too (`lab`'s `Scene::rule_delay`).
+pub use aws_model::timing::RULE_CHANGE_DELAY;
 
 /// Milliseconds since the epoch.
 pub fn millis(at: SystemTime) -> i64 {

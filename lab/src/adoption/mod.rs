@@ -109,7 +109,7 @@ impl Scene {
             .collect(),
             base_parameters: Vec::new(),
             every: STREAM_EVERY,
-            rule_delay: Duration::from_secs(5),
+            rule_delay: aws_model::timing::RULE_CHANGE_DELAY,
             karpenter: Behaviour::default(),
             // AWS gives no figure: "minutes late" (docs/aws-vs-emulator.md).
             metric_delay: Duration::from_secs(150),
