@@ -14,7 +14,7 @@ use crate::{
 };
 
 /// How long after a minute ends the model's CloudWatch has SQS's datapoint of it: SQS documents
-/// no figure ("minutes"); the emulator's stand-in (`moto_fixes.py`) says 150 s too, and adopt
+/// no figure ("minutes"); the emulator's stand-in (`moto_fixes/`) says 150 s too, and adopt
 /// waits up to 15 minutes for one.
 pub const METRIC_LAG: Duration = Duration::from_secs(150);
 

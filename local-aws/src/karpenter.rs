@@ -12,7 +12,7 @@
 //!   the change (it takes the lease). `point_at` returns once the old leader has stopped, as
 //!   `kubectl rollout status` would.
 //! * What it receives and deletes, SQS counts in CloudWatch per minute and minutes late, with
-//!   every other caller's: the emulator reports that itself (`moto_fixes.py`,
+//!   every other caller's: the emulator reports that itself (`moto_fixes/`,
 //!   [`crate::moto::MotoServer::set_sqs_metric_delay`]).
 //!
 //! * [`Karpenter::start_as`] reads as its controller role: from a queue whose policy admits that

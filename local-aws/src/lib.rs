@@ -5,7 +5,7 @@
 //! kinder than AWS hides the bug a test looks for):
 //!
 //! * [`moto`]: the moto server for the AWS APIs, with the fixes where moto answers otherwise
-//!   than AWS (`moto_fixes.py`), each forked from one process that imported moto once
+//!   than AWS (`moto_fixes/`), each forked from one process that imported moto once
 //!   (`zygote`);
 //! * [`runtime_api`], [`function`], [`lambda_logs`]: the router binary as a real process under a
 //!   Lambda Runtime API, its logs as Lambda's log filter would keep them;

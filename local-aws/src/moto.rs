@@ -92,7 +92,7 @@ impl MotoServer {
 
     /// How long after a minute ends SQS's datapoints for it (NumberOfMessagesSent, …Received,
     /// …Deleted, NumberOfEmptyReceives: every caller's, per queue) reach CloudWatch; 150 s unless
-    /// set (`moto_fixes.py`).
+    /// set (`moto_fixes/`).
     pub async fn set_sqs_metric_delay(&self, delay: Duration) -> Result<()> {
         self.configure(&format!(
             r#"{{"sqs": {{"metric_delay_seconds": {}}}}}"#,
@@ -102,7 +102,7 @@ impl MotoServer {
     }
 
     /// How long each StackSet operation runs (RUNNING, refusing another unless managed execution
-    /// queues it) before it SUCCEEDS; 3 s unless set (`moto_fixes.py`). CloudFormation's take
+    /// queues it) before it SUCCEEDS; 3 s unless set (`moto_fixes/`). CloudFormation's take
     /// minutes: a test of what a second operation meets sets a time no machine's load outlasts.
     pub async fn set_stack_set_operation_time(&self, time: Duration) -> Result<()> {
         self.configure(&format!(
@@ -173,7 +173,7 @@ impl Process {
 fn spawn(program: &Path, fixes: &Path, port: u16) -> Result<Child> {
     Command::new(program)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        // moto_fixes.py, loaded as sitecustomize: where moto answers otherwise than AWS.
+        // moto_fixes/, loaded as sitecustomize: where moto answers otherwise than AWS.
         .env("PYTHONPATH", fixes)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -441,8 +441,14 @@ fn install_fixes_in(cache: &Path, fixes: &str) -> Result<PathBuf> {
 }
 
 /// Where moto answers otherwise than AWS and a stand-in depends on AWS's answer
-/// (`moto_fixes.py` says which and why).
-const MOTO_FIXES: &str = include_str!("moto_fixes.py");
+/// (`moto_fixes/mod.py` says which and why): its parts in order, one `sitecustomize.py`.
+const MOTO_FIXES: &str = concat!(
+    include_str!("moto_fixes/mod.py"),
+    include_str!("moto_fixes/templates.py"),
+    include_str!("moto_fixes/sqs.py"),
+    include_str!("moto_fixes/stacks.py"),
+    include_str!("moto_fixes/apis.py"),
+);
 
 async fn install(venv: &Path) -> Result<()> {
     eprintln!(
@@ -512,7 +518,7 @@ mod tests {
 
     use super::{install_fixes, install_fixes_in, locate_or_install};
 
-    /// moto_fixes.py parses stack templates with libyaml's parser (for speed): every template the
+    /// moto_fixes/ parses stack templates with libyaml's parser (for speed): every template the
     /// project deploys, adopts or upgrades from parses to what moto's own loader makes of it.
     #[tokio::test]
     async fn templates_parse_with_libyaml_as_with_motos_own_loader() {

@@ -2,7 +2,7 @@
 
 A moto server spends about 1.5 s of CPU importing its services, and its first EC2, CloudFormation
 and Lambda requests load their data; the tests start some seventy servers, beside each other, on
-two cores. This process does that work once, with the fixes (`moto_fixes.py`, as sitecustomize)
+two cores. This process does that work once, with the fixes (`moto_fixes/`, as sitecustomize)
 applied, and forks: a child is a fresh server on its own port, sharing the loaded modules and no
 state (nothing here creates a backend). It also loads, once, what every server would load for
 itself: each service's API model (a JSON parse per service, which its responses serialize with),
@@ -73,7 +73,7 @@ def main():
     for service in SERVICES:
         create_backend_app(service)
         get_service_model(service)
-        # The regions its account backends serve, listed once (moto_fixes.py).
+        # The regions its account backends serve, listed once (moto_fixes/).
         AccountSpecificBackend._generate_regions(None, get_backend(service).service_name)
     gc.freeze()
     # fork() copies only the calling thread: with another running, a lock it held would stay held

@@ -128,7 +128,7 @@ impl Zygote {
         let mut child = Command::new(python)
             .arg("-c")
             .arg(SCRIPT)
-            // moto_fixes.py, loaded as sitecustomize: every fork has them applied.
+            // moto_fixes/, loaded as sitecustomize: every fork has them applied.
             .env("PYTHONPATH", fixes)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

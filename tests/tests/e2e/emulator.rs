@@ -1,6 +1,6 @@
 //! The emulator's own speed-ups change no answer: moto counts a queue's messages only for a call
 //! that returns the counts and judges which it may hand out at one instant per scan
-//! (`local-aws/src/moto_fixes.py`), an instance still takes its image's architecture now that
+//! (`local-aws/src/moto_fixes/`), an instance still takes its image's architecture now that
 //! the image is looked up by id (templates parsed by libyaml: `local_aws::moto`'s unit test),
 //! and servers forked from one zygote (`local-aws/src/zygote.rs`) are as apart as servers
 //! started one by one. And what the emulator
@@ -402,7 +402,7 @@ async fn the_eventbridge_stand_in_delivers_by_a_rules_old_state_until_its_delay_
 /// (SQS Developer Guide, "Amazon SQS visibility timeout"): one queue's sends, receives,
 /// hand-backs and deletes, all at once as a storm makes them, lose no message and fail no call.
 /// moto answers each request on a thread of its own and changes a queue's messages without its
-/// lock (`moto_fixes.py` takes it): a receive meeting a handed-back message failed after hiding
+/// lock (`moto_fixes/` takes it): a receive meeting a handed-back message failed after hiding
 /// the messages before it, and a delete can drop a message sent meanwhile. Messages held in
 /// flight make each of moto's passes over the queue long, as a busy ingest queue's are (with 500
 /// held, moto without the lock failed none of 4 runs; with 1,000, 6 of 8).
@@ -547,7 +547,7 @@ async fn a_queue_sent_received_handed_back_and_deleted_at_once_loses_nothing() -
     Ok(())
 }
 
-/// moto_fixes.py judges which of a queue's messages a receive may take at one instant per scan
+/// moto_fixes/ judges which of a queue's messages a receive may take at one instant per scan
 /// (moto read the clock twice per message): a message handed back is received again, one held
 /// is not, and a delayed one arrives once its delay passes, within a long poll that wakes for it.
 #[tokio::test]
@@ -600,7 +600,7 @@ async fn handed_back_held_and_delayed_messages_are_received_as_sqs_receives_them
     Ok(())
 }
 
-/// moto_fixes.py looks the image RunInstances launches up by its id (moto matched a filter
+/// moto_fixes/ looks the image RunInstances launches up by its id (moto matched a filter
 /// against every image it knows): an instance still takes its image's architecture.
 #[tokio::test]
 async fn an_instance_takes_the_architecture_of_the_image_it_launches() -> Result<()> {

@@ -135,7 +135,7 @@ fn run_against_the_emulator(
 
 /// The documented commands, pasted as they are, against an emulator whose StackSets run one
 /// operation at a time for a while, refusing a second (OperationInProgressException) unless
-/// managed execution queues it, as CloudFormation does (`moto_fixes.py`): they run in order, the
+/// managed execution queues it, as CloudFormation does (`moto_fixes/`): they run in order, the
 /// role's region first, each waited for, none refused. The same two create-stack-instances back
 /// to back on a stack set without managed execution, as these docs gave them before, are refused.
 #[tokio::test]

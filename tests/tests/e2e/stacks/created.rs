@@ -239,7 +239,7 @@ async fn the_stacks_create_what_the_templates_declare() -> Result<()> {
         }])
     );
 
-    // The saved Logs Insights queries (moto_fixes.py makes AWS::Logs::QueryDefinition): the three
+    // The saved Logs Insights queries (moto_fixes/ makes AWS::Logs::QueryDefinition): the three
     // `routerctl insights` runs, on the router's log group, named after the stack.
     let saved = aws_clients::aws::Aws::new(&world.config)?
         .logs

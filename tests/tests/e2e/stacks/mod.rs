@@ -9,7 +9,7 @@
 //! moto ignores SQS::QueuePolicy, FIS::ExperimentTemplate, CloudWatch::Alarm and the
 //! function's LoggingConfig, and never evaluates IAM: those are covered by
 //! tests/tests/e2e/policy/, cfn-lint and checkov, not here. (Logs::QueryDefinition it has
-//! neither, either: moto_fixes.py makes it, and [`created`] reads the definitions back.)
+//! neither, either: moto_fixes/ makes it, and [`created`] reads the definitions back.)
 
 use std::collections::{BTreeMap, BTreeSet};
 
