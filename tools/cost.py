@@ -23,8 +23,8 @@ LAMBDA_PER_REQUEST = 0.20 / 1e6
 LAMBDA_ARM_PER_GB_SECOND = 0.0000133334  # arm64, the first 7.5 billion GB-s a month
 PRICES_READ = "2026-12-04"
 
-# --- The estate: 10 clusters to an account (as BENCHMARKS' simulated organisation), one region,
-# the base stack in one of the accounts and a spoke stack in each of the others.
+# --- The estate: 10 clusters to an account (as BENCHMARKS' simulated organisation), or one, in one
+# region; the base stack in one of the accounts and a spoke stack in each of the others.
 CLUSTERS_PER_ACCOUNT = 10
 MONTH_S = 30 * 24 * 3600
 
@@ -51,8 +51,8 @@ RECEIVE_MAX = 10
 
 # --- The router (base.yaml's defaults and BENCHMARKS.md's measurements).
 MEMORY_GB = 128 / 1024  # MemorySize
-BATCH_SIZE = 100  # BatchSize, batching window 1 s
-POLLERS = 5  # the mapping's pollers long-poll the ingest queue from the start (20 s each)
+BATCH_SIZE = 100  # BatchSize (with its batching window, MaximumBatchingWindowInSeconds 1)
+POLLERS = 5  # an SQS event source mapping long-polls with five pollers from the start (20 s each)
 # Duration of an invocation: a floor for the round trip of its sends (20 ms, a guess for AWS:
 # the emulator's SendMessageBatch took 4 ms on loopback), plus per record what BENCHMARKS' warm
 # storm row measured (48 ms for a batch of 100 on the emulator).
@@ -62,42 +62,56 @@ PER_RECORD_S = 0.00048
 # 0.1 in a storm (BENCHMARKS' warm storm: a batch per queue per invocation).
 QUIET_SENDS_PER_EVENT = 1.0
 STORM_SENDS_PER_EVENT = 0.1
-# GetQueueUrl and ListQueueTags, once per cluster an hour (the cache's TTL), per environment.
-LOOKUPS_PER_CLUSTER = 2 * 30 * 24 * POLLERS
+# GetQueueUrl and ListQueueTags, once per cluster per CacheTtlSeconds, per execution environment.
+CACHE_TTL_S = 3600
+LOOKUPS_PER_CLUSTER = 2 * MONTH_S / CACHE_TTL_S * POLLERS
 
 
-def month(clusters, stormy):
-    accounts = math.ceil(clusters / CLUSTERS_PER_ACCOUNT)
+def long_polls_receives(quiet, storm, pollers=1):
+    """ReceiveMessage calls of `pollers` long-polling readers (20 s, up to 10 messages a call) of a
+    queue taking `quiet` messages a month spread evenly and `storm` in bursts: at these rates each
+    quiet message wakes a waiting poll and is received alone; a poll that meets no message in its
+    20 s returns empty (the chance of that is e^(-20 s * rate)); a burst is received 10 at a time."""
+    rate = quiet / MONTH_S / pollers
+    empty = pollers * KARPENTER_POLLS * math.exp(-20 * rate)
+    return quiet + empty + storm / RECEIVE_MAX
+
+
+def month(clusters, per_account, stormy):
+    accounts = math.ceil(clusters / per_account)
     own_quiet = clusters * QUIET_CLUSTER_EVENTS
     own_storm = clusters * STORM_EVENTS_PER_CLUSTER * STORMS_PER_MONTH if stormy else 0
     unowned = accounts * UNOWNED_PER_ACCOUNT_S * MONTH_S
-    events = own_quiet + own_storm + unowned
+    quiet_events = own_quiet + unowned
+    events = quiet_events + own_storm
     members_share = (accounts - 1) / accounts
 
-    # Each cluster's own queue and rules: every event of its account reaches all its account's
-    # queues, and each Karpenter receives and deletes every one.
-    per_queue = events / accounts
-    native_sqs = clusters * (per_queue * (1 + 1) + max(KARPENTER_POLLS, per_queue / RECEIVE_MAX))
+    # Each cluster's own queue and rules: every event of its account reaches each of its
+    # account's queues (EventBridge's SendMessage), and each Karpenter receives and deletes it.
+    queue_quiet, queue_storm = quiet_events / accounts, own_storm / accounts
+    native_sqs = clusters * (
+        2 * (queue_quiet + queue_storm) + long_polls_receives(queue_quiet, queue_storm)
+    )
     native = {"sqs": native_sqs * SQS_PER_REQUEST, "events": 0.0, "lambda": 0.0}
 
-    # The router: every event into the ingest queue (members' through the hub bus), read in
-    # batches, looked up (EC2 calls are free), and its cluster's events alone sent on.
-    quiet_events = own_quiet + unowned
-    quiet_rate = quiet_events / MONTH_S
-    quiet_batch = min(BATCH_SIZE, max(1.0, quiet_rate / POLLERS))
+    # The router: every event into the ingest queue (members' through the hub bus), read by the
+    # mapping in batches, looked up (EC2 calls are free), and its cluster's events alone sent on.
+    quiet_batch = min(BATCH_SIZE, max(1.0, quiet_events / MONTH_S / POLLERS))
     invocations = quiet_events / quiet_batch + own_storm / BATCH_SIZE
+    calls_per_invocation = (
+        quiet_events / quiet_batch * math.ceil(quiet_batch / RECEIVE_MAX)
+        + own_storm / BATCH_SIZE * math.ceil(BATCH_SIZE / RECEIVE_MAX)
+    )  # a receive and a DeleteMessageBatch per 10 records of each batch
+    idle = POLLERS * KARPENTER_POLLS * math.exp(-20 * quiet_events / MONTH_S / POLLERS)
     duration = invocations * INVOCATION_FLOOR_S + events * PER_RECORD_S
-    ingest = (
-        events  # EventBridge's SendMessage
-        + max(POLLERS * KARPENTER_POLLS, events / RECEIVE_MAX)  # the mapping's receives
-        + events / RECEIVE_MAX  # its DeleteMessageBatch
-    )
+    ingest = events + 2 * calls_per_invocation + idle
+    owned_quiet, owned_storm = own_quiet / clusters, own_storm / clusters
     cluster_queues = (
         own_quiet * QUIET_SENDS_PER_EVENT
         + own_storm * STORM_SENDS_PER_EVENT
         + clusters * LOOKUPS_PER_CLUSTER
         + (own_quiet + own_storm)  # Karpenter's deletes
-        + clusters * max(KARPENTER_POLLS, (own_quiet + own_storm) / clusters / RECEIVE_MAX)
+        + clusters * long_polls_receives(owned_quiet, owned_storm)
     )
     router = {
         "sqs": (ingest + cluster_queues) * SQS_PER_REQUEST,
@@ -113,15 +127,20 @@ def dollars(x):
     return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
 
 
+# The estates: (clusters, clusters to an account).
+ESTATES = [(10, CLUSTERS_PER_ACCOUNT), (100, CLUSTERS_PER_ACCOUNT), (1000, CLUSTERS_PER_ACCOUNT),
+           (100, 1)]
+
+
 def table():
     lines = [
         "| clusters (accounts) | month | events | router: SQS | router: EventBridge | router: Lambda | router, all | each cluster's own queue and rules |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for clusters in (10, 100, 1000):
-        accounts = math.ceil(clusters / CLUSTERS_PER_ACCOUNT)
+    for clusters, per_account in ESTATES:
+        accounts = math.ceil(clusters / per_account)
         for stormy in (False, True):
-            events, router, native = month(clusters, stormy)
+            events, router, native = month(clusters, per_account, stormy)
             lines.append(
                 f"| {clusters:,} ({accounts}) | {'a storm a day' if stormy else 'quiet'} "
                 f"| {events / 1e6:,.1f} M | {dollars(router['sqs'])} | {dollars(router['events'])} "

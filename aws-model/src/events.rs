@@ -1,7 +1,7 @@
 //! Synthetic interruption events, in the exact shapes EC2, AWS Health and FIS produce them: what
 //! `routerctl simulate`, the demo and the benchmarks send. Every builder returns a complete
-//! EventBridge event (the form a rule delivers to a queue or a function); [`Synthetic::put_events_entry`]
-//! gives the same event as an EventBridge PutEvents entry.
+//! EventBridge event (the form a rule delivers to a queue or a function);
+//! `aws_clients::events::PutEvents` gives the same event as an EventBridge PutEvents entry.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

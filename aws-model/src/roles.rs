@@ -18,8 +18,8 @@ pub struct Role {
 }
 
 impl Role {
-    /// A role with these policies, as [`load_role`] reads one from IAM: for judging what a
-    /// template's role may do without asking IAM.
+    /// A role with these policies, as `aws_clients::roles::load_role` reads one from IAM: for
+    /// judging what a template's role may do without asking IAM.
     pub fn new(
         arn: impl Into<String>,
         identity: Vec<Policy>,

@@ -219,6 +219,24 @@ fn scenarios() -> Vec<(&'static str, &'static str, Stage)> {
                 .parameter("QueuePrefix", "kq-"),
         ),
         (
+            // The longest names a deployment may give (a bucket name's 63 characters, a deep
+            // prefix), so that a managed policy's 6,144-character limit is measured at its worst.
+            "deployer.yaml",
+            "the longest names",
+            Stage::new("interruption-router-deployer", HUB, REGION)
+                .parameter("ArtifactBucket", &"platform-artifacts-".repeat(4)[..63])
+                .parameter(
+                    "ArtifactPrefix",
+                    "platform/releases/eu-west-1/interruption-router",
+                )
+                .parameter("StackName", "interruption-router-production-hub")
+                .parameter("SpokeStackName", "interruption-router-production-spoke")
+                .parameter(
+                    "PermissionsBoundary",
+                    "platform/boundaries/interruption-router",
+                ),
+        ),
+        (
             "deployer.yaml",
             "locked down: a boundary on every role",
             Stage::new("interruption-router-deployer", HUB, REGION)

@@ -276,7 +276,7 @@ async fn ten_accounts_of_ten_clusters_cost_at_most_012_calls_per_event_warm() ->
     // timeout. Python's moto answers one call at a time, and the first batch asks it ~300 at once:
     // on a machine busy with other tests it can be slower, and then the router does what it
     // should (falls back, hands records back) but makes other calls. Such a run is not this
-    // test's subject: each attempt waits (up to two minutes) for an emulator that answers a
+    // test's subject: each attempt waits (up to 30 s) for an emulator that answers a
     // sweep-sized call within a second, and one that still times out is played again on a fresh
     // router process, at most five times in all (a clean clone's make test met three in a row).
     const ATTEMPTS: u32 = 5;
@@ -284,7 +284,7 @@ async fn ten_accounts_of_ten_clusters_cost_at_most_012_calls_per_event_warm() ->
     let (rows, passes) = loop {
         attempt += 1;
         let prompt = estate
-            .wait_for_a_prompt_emulator(Duration::from_secs(1), Duration::from_secs(120))
+            .wait_for_a_prompt_emulator(Duration::from_secs(1), Duration::from_secs(30))
             .await?;
         println!("attempt {attempt}: the emulator answers a sweep within 1 s: {prompt}");
         match storm_passes(&estate, &places, &served, NODES as usize).await? {

@@ -1,9 +1,9 @@
 //! The model's answers to what simulate sends ([`Deliveries`]), what fis starts and reads
-//! ([`Experiments`]) and what adopt changes ([`Moves`]): EC2's instances, SQS (`sqs.rs`),
-//! functions that answer as the test says ([`World::function`]), FIS experiments that run at
-//! once, log groups, CloudFormation deploys through `deploy.rs`, EventBridge's rule changes
-//! applied at once (the stand-ins play EventBridge's delay; adopt waits for the rules to read back
-//! either way).
+//! ([`Experiments`]) and what adopt changes ([`Moves`]): EC2's instances, SQS
+//! (`aws-world/src/sqs.rs`), functions that answer as the test says ([`World::function`]), FIS
+//! experiments that run at once, log groups, CloudFormation deploys through
+//! `aws-world/src/deploy.rs`, EventBridge's rule changes applied at once (the stand-ins play
+//! EventBridge's delay; adopt waits for the rules to read back either way).
 
 use std::{collections::BTreeMap, time::SystemTime};
 

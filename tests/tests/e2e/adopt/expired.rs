@@ -2,7 +2,7 @@
 //! adopt's sentinel, sent after, is what a receive finds. (Between the helm command and the old
 //! rules' disabling, the old queue fills and nobody reads it; after a rollback its oldest events
 //! outlive the getting-started queue's 300 s.) moto keeps expired messages and, meeting enough of
-//! them, answers an empty receive: `moto_fixes/` deletes them as SQS does.
+//! them, answers an empty receive: `local-aws/src/moto_fixes/` deletes them as SQS does.
 
 use super::*;
 

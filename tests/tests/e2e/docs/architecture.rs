@@ -83,14 +83,16 @@ fn is_type(span: &str) -> bool {
 }
 
 /// Whether `span` names a path that exists: from the root, from each of `within`, or by its
-/// file name anywhere in the checkout.
+/// file name under one of `within` (never merely somewhere else in the checkout: a file moved to
+/// another crate fails).
 fn path_exists(span: &str, within: &[&Path], all: &[PathBuf]) -> bool {
     let trimmed = span.trim_end_matches('/');
     root().join(trimmed).exists()
         || within.iter().any(|w| w.join(trimmed).exists())
-        || all
-            .iter()
-            .any(|p| p.to_string_lossy().ends_with(&format!("/{trimmed}")))
+        || all.iter().any(|p| {
+            within.iter().any(|w| p.starts_with(w))
+                && p.to_string_lossy().ends_with(&format!("/{trimmed}"))
+        })
 }
 
 /// Every word the workspace's Rust spells (code, strings and comments alike).

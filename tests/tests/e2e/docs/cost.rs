@@ -55,11 +55,8 @@ fn the_cost_model_assumes_base_yamls_defaults() {
             format!("BATCH_SIZE = {}", default("BatchSize")),
         ),
         (
-            "MaximumBatchingWindowInSeconds",
-            format!(
-                "batching window {} s",
-                default("MaximumBatchingWindowInSeconds")
-            ),
+            "CacheTtlSeconds",
+            format!("CACHE_TTL_S = {}", default("CacheTtlSeconds")),
         ),
         ("Architecture", "LAMBDA_ARM_PER_GB_SECOND".to_owned()),
     ] {
@@ -69,4 +66,34 @@ fn the_cost_model_assumes_base_yamls_defaults() {
         );
     }
     assert_eq!(default("Architecture"), "arm64", "the price the model uses");
+}
+
+/// The README's one line of cost is the table's row for 100 clusters in 10 accounts, rounded.
+#[test]
+fn the_readmes_cost_line_is_the_tables() {
+    let table = printed();
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("| 100 (10) | quiet |"))
+        .expect("the row of 100 clusters in 10 accounts");
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    let dollars = |cell: &str| -> f64 {
+        cell.trim_matches('*')
+            .trim_start_matches('$')
+            .replace(',', "")
+            .parse()
+            .unwrap_or_else(|_| panic!("a dollar figure: {cell}"))
+    };
+    let (router, own) = (dollars(cells[7]), dollars(cells[8]));
+    let readme = repo_file("README.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for figure in [router, own] {
+        let said = format!("about ${}", (figure / 10.0).round() * 10.0);
+        assert!(
+            readme.contains(&said),
+            "the README should say {said:?} ({row})"
+        );
+    }
 }

@@ -34,6 +34,7 @@ pub(super) const SPOKE_ROLE_NAME: &str = "platform-router-spoke";
 
 /// The deployer stack's documents and its role's ARN.
 pub(super) struct Deployer {
+    /// DeployerPolicy, and StackSetDeployerPolicy beside it (whoever runs the spoke StackSet).
     pub(super) policy: Vec<Policy>,
     /// PublisherPolicy: who writes the releases into the bucket.
     pub(super) publisher: Vec<Policy>,
@@ -59,6 +60,8 @@ pub(super) fn deployed(stage: &Stage) -> Result<Deployer> {
     let template = Template::parse("deployer.yaml", DEPLOYER_TEMPLATE)?;
     let d = template.deploy(stage)?;
     let policy = d.properties("DeployerPolicy")?.context("DeployerPolicy")?;
+    // Beside it where the spoke StackSet is run (one managed policy would not hold both).
+    let stack_sets = d.properties("StackSetDeployerPolicy").ok().flatten();
     // None before deployer.yaml had one: the escalation tests then fail on what they check.
     let publisher = d.properties("PublisherPolicy").ok().flatten();
     let role = d
@@ -81,10 +84,16 @@ pub(super) fn deployed(stage: &Stage) -> Result<Deployer> {
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Deployer {
-        policy: vec![
-            Policy::parse("DeployerPolicy", &policy["PolicyDocument"].to_string())
-                .map_err(anyhow::Error::msg)?,
-        ],
+        policy: [
+            ("DeployerPolicy", Some(policy)),
+            ("StackSetDeployerPolicy", stack_sets),
+        ]
+        .into_iter()
+        .filter_map(|(name, p)| Some((name, p?)))
+        .map(|(name, p)| {
+            Policy::parse(name, &p["PolicyDocument"].to_string()).map_err(anyhow::Error::msg)
+        })
+        .collect::<Result<Vec<_>>>()?,
         publisher: publisher
             .map(|p| Policy::parse("PublisherPolicy", &p["PolicyDocument"].to_string()))
             .transpose()
