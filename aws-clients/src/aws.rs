@@ -151,17 +151,18 @@ pub async fn stack_resource(aws: &Aws, stack: &str, logical: &str) -> Result<Str
         .with_context(|| format!("stack {stack} has no resource {logical}"))
 }
 
-/// A stack's resources: logical id → physical id.
-pub async fn stack_resources(
+/// The stack's resources, logical id → physical id (DescribeStackResources), as AWS answered:
+/// routerctl's seam and the lab read them alike.
+pub async fn read_stack_resources(
     cfn: &aws_sdk_cloudformation::Client,
     stack: &str,
-) -> Result<BTreeMap<String, String>> {
+) -> Result<BTreeMap<String, String>, aws_call_error::CallError> {
     Ok(cfn
         .describe_stack_resources()
         .stack_name(stack)
         .send()
         .await
-        .map_err(|e| anyhow!("DescribeStackResources {stack}: {}", describe(&e)))?
+        .map_err(aws_call_error::call_error)?
         .stack_resources()
         .iter()
         .filter_map(|r| {
@@ -171,6 +172,16 @@ pub async fn stack_resources(
             ))
         })
         .collect())
+}
+
+/// [`read_stack_resources`], its error naming the call, for the lab and the tests.
+pub async fn stack_resources(
+    cfn: &aws_sdk_cloudformation::Client,
+    stack: &str,
+) -> Result<BTreeMap<String, String>> {
+    read_stack_resources(cfn, stack)
+        .await
+        .map_err(|e| anyhow!("DescribeStackResources {stack}: {e}"))
 }
 
 /// Every rule on the default event bus (all pages of ListRules).

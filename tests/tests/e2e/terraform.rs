@@ -13,13 +13,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result};
-use aws_model::{
-    policy::{Policy, Principal, Request, evaluate},
-    stacks::DEPLOYER_TEMPLATE,
-    template::{Stage, Template},
-};
-use serde_json::json;
+use anyhow::Result;
+
+use crate::release::deployer::{ACCOUNT, REGION, allowed, deployer, release_url};
 
 /// The checkout the tests run in.
 fn repo() -> PathBuf {
@@ -293,30 +289,6 @@ fn a_file_that_does_not_parse_fails() {
     says(&copy.fails(), &["terraform/modules/spoke/outputs.tf"]);
 }
 
-/// DeployerPolicy as deployer.yaml renders it with bucket `artifacts`, and its CloudFormationRole's
-/// ARN.
-fn deployer() -> Result<(Vec<Policy>, String)> {
-    let stage = Stage::new("interruption-router-deployer", ACCOUNT, REGION)
-        .parameter("ArtifactBucket", "artifacts");
-    let template = Template::parse("deployer.yaml", DEPLOYER_TEMPLATE)?;
-    let deployed = template.deploy(&stage)?;
-    let policy = deployed
-        .properties("DeployerPolicy")?
-        .context("DeployerPolicy")?;
-    let role = deployed
-        .resolve(&json!({"Fn::GetAtt": ["CloudFormationRole", "Arn"]}))?
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .context("CloudFormationRole's ARN")?;
-    let policies = vec![
-        Policy::parse("DeployerPolicy", &policy["PolicyDocument"].to_string())
-            .map_err(anyhow::Error::msg)?,
-    ];
-    Ok((policies, role))
-}
-
-const ACCOUNT: &str = "123456789012";
-const REGION: &str = "eu-west-1";
-
 /// The AWS provider's `aws_cloudformation_stack` (internal/service/cloudformation/stack.go at
 /// the pinned version) names the stack's role in CreateStack when `iam_role_arn` is set, in
 /// UpdateStack only when `iam_role_arn` changed, and never in DeleteStack; DeployerPolicy admits
@@ -326,29 +298,19 @@ const REGION: &str = "eu-west-1";
 #[test]
 fn deployer_policy_admits_terraforms_create_and_refuses_its_later_updates_and_its_destroy()
 -> Result<()> {
-    let (policies, role) = deployer()?;
-    let template = |name: &str| {
-        format!("https://artifacts.s3.{REGION}.amazonaws.com/interruption-router/0.2.0/{name}")
-    };
+    // deployer.yaml as the deployer tests render it (bucket `artifacts`).
+    let deployer = deployer()?;
+    let (policies, role) = (deployer.policy, deployer.role_arn);
     let stack = |name: &str| format!("arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/{name}/x");
     let allowed = |action: &str, resource: &str, context: &[(&str, &str)]| {
-        evaluate(
-            &policies,
-            &Request {
-                principal: Principal::Attached,
-                action,
-                resource,
-                context,
-            },
-        )
-        .is_allowed()
+        allowed(&policies, action, resource, context)
     };
     for (stack_name, file) in [
         ("interruption-router", "base.yaml"),
         ("interruption-router-tenant-alpha", "tenant.yaml"),
         ("interruption-router-spoke", "spoke.yaml"),
     ] {
-        let url = template(file);
+        let url = release_url("0.2.0", file);
         let arn = stack(stack_name);
         // Create: CreateStack with RoleARN (iam_role_arn) and TemplateURL.
         let create = [

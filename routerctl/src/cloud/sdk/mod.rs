@@ -151,23 +151,7 @@ impl Cloud for Aws {
     }
 
     async fn stack_resources(&self, stack: &str) -> Result<BTreeMap<String, String>, CallError> {
-        let out = self
-            .cfn
-            .describe_stack_resources()
-            .stack_name(stack)
-            .send()
-            .await
-            .map_err(call_error)?;
-        Ok(out
-            .stack_resources()
-            .iter()
-            .filter_map(|r| {
-                Some((
-                    r.logical_resource_id()?.to_owned(),
-                    r.physical_resource_id()?.to_owned(),
-                ))
-            })
-            .collect())
+        aws_clients::aws::read_stack_resources(&self.cfn, stack).await
     }
 
     async fn stack_of(&self, physical_id: &str) -> Option<String> {

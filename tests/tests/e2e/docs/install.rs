@@ -257,24 +257,9 @@ fn the_install_snippet_has_no_comment_for_zsh_to_misread() {
 /// comment a pasting zsh would take as arguments.
 #[test]
 fn the_readmes_quick_path_pastes_this_snippet_and_no_comment() {
-    let readme = repo_file("README.md");
-    let start = readme.find("\n## The quick path\n").expect("a quick path");
-    let end = readme[start + 1..]
-        .find("\n## ")
-        .map_or(readme.len(), |n| start + 1 + n);
-    let blocks: Vec<String> = readme[start..end]
-        .split("```sh\n")
-        .skip(1)
-        .map(|rest| {
-            rest[..rest.find("```").expect("a closed block")]
-                .lines()
-                .map(|l| l.strip_prefix("   ").unwrap_or(l))
-                .map(|l| format!("{l}\n"))
-                .collect::<String>()
-                .trim_end_matches([' ', '\n'])
-                .to_owned()
-                + "\n"
-        })
+    let blocks: Vec<String> = super::quick_path_blocks()
+        .iter()
+        .map(|b| b.trim_end_matches([' ', '\n']).to_owned() + "\n")
         .collect();
     let snippet = repo_file(SNIPPET);
     assert!(

@@ -29,6 +29,27 @@ fn operating() -> String {
     repo_file("docs/operating.md")
 }
 
+/// The shell blocks of the README's quick path, in order, each as pasted: its lines without the
+/// indentation of the numbered step they sit under, joined by newlines.
+pub(crate) fn quick_path_blocks() -> Vec<String> {
+    let readme = repo_file("README.md");
+    let start = readme.find("\n## The quick path\n").expect("a quick path");
+    let end = readme[start + 1..]
+        .find("\n## ")
+        .map_or(readme.len(), |n| start + 1 + n);
+    readme[start..end]
+        .split("```sh\n")
+        .skip(1)
+        .map(|rest| {
+            rest[..rest.find("```").expect("a closed block")]
+                .lines()
+                .map(|l| l.strip_prefix("   ").unwrap_or(l))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect()
+}
+
 /// The section of `doc` under `heading` (a whole heading line), up to the next heading of any
 /// level.
 fn section<'a>(doc: &'a str, heading: &str) -> &'a str {

@@ -7,7 +7,7 @@
 //! ([`shipped`]).
 
 mod artifacts;
-mod deployer;
+pub(crate) mod deployer;
 mod deploying;
 mod from_release;
 mod organisation;

@@ -15,24 +15,7 @@ use crate::release::deploying::{release_into, stand_in_release};
 /// The shell blocks of the README's quick path: the variables, then steps 2, 3 and 4, told by
 /// what each runs, the variables given this test's values.
 fn pasted() -> [String; 4] {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let start = readme.find("\n## The quick path\n").expect("a quick path");
-    let end = readme[start + 1..]
-        .find("\n## ")
-        .map_or(readme.len(), |n| start + 1 + n);
-    let blocks: Vec<String> = readme[start..end]
-        .split("```sh\n")
-        .skip(1)
-        .map(|rest| {
-            let block = &rest[..rest.find("```").expect("a closed block")];
-            // Indented under a numbered step.
-            block
-                .lines()
-                .map(|l| l.strip_prefix("   ").unwrap_or(l))
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .collect();
+    let blocks = crate::docs::quick_path_blocks();
     let find = |marker: &str| {
         blocks
             .iter()

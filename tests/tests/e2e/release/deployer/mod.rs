@@ -27,20 +27,20 @@ use aws_model::{
 };
 use serde_json::json;
 
-pub(super) const ACCOUNT: &str = "123456789012";
-pub(super) const REGION: &str = "eu-west-1";
+pub(crate) const ACCOUNT: &str = "123456789012";
+pub(crate) const REGION: &str = "eu-west-1";
 /// The spoke stacks' (and the deployer's) SpokeRoleName.
 pub(super) const SPOKE_ROLE_NAME: &str = "platform-router-spoke";
 
 /// The deployer stack's documents and its role's ARN.
-pub(super) struct Deployer {
+pub(crate) struct Deployer {
     /// DeployerPolicy, and StackSetDeployerPolicy beside it (whoever runs the spoke StackSet).
-    pub(super) policy: Vec<Policy>,
+    pub(crate) policy: Vec<Policy>,
     /// PublisherPolicy: who writes the releases into the bucket.
     pub(super) publisher: Vec<Policy>,
     /// The role's inline policies.
     pub(super) role: Vec<Policy>,
-    pub(super) role_arn: String,
+    pub(crate) role_arn: String,
 }
 
 /// The deployer stack as the tests deploy it: artifacts in bucket `artifacts`, a spoke role
@@ -52,7 +52,7 @@ pub(super) fn stage() -> Stage {
         .parameter("SpokeRoleName", SPOKE_ROLE_NAME)
 }
 
-pub(super) fn deployer() -> Result<Deployer> {
+pub(crate) fn deployer() -> Result<Deployer> {
     deployed(&stage())
 }
 
@@ -105,7 +105,7 @@ pub(super) fn deployed(stage: &Stage) -> Result<Deployer> {
     })
 }
 
-pub(super) fn allowed(
+pub(crate) fn allowed(
     policies: &[Policy],
     action: &str,
     resource: &str,
@@ -125,7 +125,7 @@ pub(super) fn allowed(
 
 /// The URL of a release's template in bucket `artifacts`, as the make targets and the README name
 /// it.
-pub(super) fn release_url(version: &str, template: &str) -> String {
+pub(crate) fn release_url(version: &str, template: &str) -> String {
     format!("https://artifacts.s3.{REGION}.amazonaws.com/interruption-router/{version}/{template}")
 }
 
