@@ -1,18 +1,14 @@
 //! An IAM role's policies read from IAM ([`aws_model::roles::Role`] judges them).
 
-use aws_model::{arn::arn_name_after_slash, policy::Policy, roles::Role};
+use aws_call_error::call_error;
+use aws_model::{arn::arn_name_after_slash, policy::Policy, resources::ReadError, roles::Role};
 
-use crate::aws::{Aws, describe};
+use crate::aws::Aws;
 
-/// The role's identity policies, permission boundary and trust policy. Errors carry their own fix.
-pub async fn load_role(aws: &Aws, arn: &str) -> Result<Role, (String, String)> {
-    const READ: &str = "run verify with a principal allowed iam:GetRole, iam:ListRolePolicies, \
-                        iam:GetRolePolicy, iam:ListAttachedRolePolicies, iam:GetPolicy and \
-                        iam:GetPolicyVersion";
-    const PARSE: &str = "IAM returned a policy document verify cannot read: check it with aws iam \
-                         get-role-policy / get-policy-version";
-    let read = |e: String| (e, READ.to_owned());
-    let parse = |e: String| (e, PARSE.to_owned());
+/// The role's identity policies, permission boundary and trust policy: GetRole,
+/// ListRolePolicies, GetRolePolicy per inline policy, ListAttachedRolePolicies, and GetPolicy and
+/// GetPolicyVersion per managed policy and the boundary. The error names the call that failed.
+pub async fn load_role(aws: &Aws, arn: &str) -> Result<Role, ReadError> {
     let name = arn_name_after_slash(arn);
     let iam = &aws.iam;
     let role = iam
@@ -20,7 +16,7 @@ pub async fn load_role(aws: &Aws, arn: &str) -> Result<Role, (String, String)> {
         .role_name(name)
         .send()
         .await
-        .map_err(|e| read(format!("GetRole {name}: {}", describe(&e))))?;
+        .map_err(|e| ReadError::call(format!("GetRole {name}"), call_error(e)))?;
     let trust = match role.role().and_then(|r| r.assume_role_policy_document()) {
         Some(doc) => Policy::parse_iam(format!("trust policy of {name}"), doc),
         None => Err(format!("GetRole {name} returned no trust policy")),
@@ -31,7 +27,7 @@ pub async fn load_role(aws: &Aws, arn: &str) -> Result<Role, (String, String)> {
         .role_name(name)
         .send()
         .await
-        .map_err(|e| read(format!("ListRolePolicies {name}: {}", describe(&e))))?;
+        .map_err(|e| ReadError::call(format!("ListRolePolicies {name}"), call_error(e)))?;
     for policy in inline.policy_names() {
         let doc = iam
             .get_role_policy()
@@ -39,10 +35,12 @@ pub async fn load_role(aws: &Aws, arn: &str) -> Result<Role, (String, String)> {
             .policy_name(policy)
             .send()
             .await
-            .map_err(|e| read(format!("GetRolePolicy {name}/{policy}: {}", describe(&e))))?;
+            .map_err(|e| {
+                ReadError::call(format!("GetRolePolicy {name}/{policy}"), call_error(e))
+            })?;
         identity.push(
             Policy::parse_iam(format!("inline policy {policy}"), doc.policy_document())
-                .map_err(parse)?,
+                .map_err(ReadError::Unreadable)?,
         );
     }
     let attached = iam
@@ -50,11 +48,10 @@ pub async fn load_role(aws: &Aws, arn: &str) -> Result<Role, (String, String)> {
         .role_name(name)
         .send()
         .await
-        .map_err(|e| read(format!("ListAttachedRolePolicies {name}: {}", describe(&e))))?;
-    let managed_error = |(e, api): (String, bool)| if api { read(e) } else { parse(e) };
+        .map_err(|e| ReadError::call(format!("ListAttachedRolePolicies {name}"), call_error(e)))?;
     for policy in attached.attached_policies() {
         if let Some(arn) = policy.policy_arn() {
-            identity.push(managed_policy(aws, arn).await.map_err(managed_error)?);
+            identity.push(managed_policy(aws, arn).await?);
         }
     }
     let boundary = match role
@@ -62,25 +59,25 @@ pub async fn load_role(aws: &Aws, arn: &str) -> Result<Role, (String, String)> {
         .and_then(|r| r.permissions_boundary())
         .and_then(|b| b.permissions_boundary_arn())
     {
-        Some(arn) => Some(managed_policy(aws, arn).await.map_err(managed_error)?),
+        Some(arn) => Some(managed_policy(aws, arn).await?),
         None => None,
     };
     Ok(Role::new(arn.to_owned(), identity, boundary, trust))
 }
 
-/// A managed policy's default version; the flag says whether an API call (not parsing) failed.
-async fn managed_policy(aws: &Aws, arn: &str) -> Result<Policy, (String, bool)> {
+/// A managed policy's default version.
+async fn managed_policy(aws: &Aws, arn: &str) -> Result<Policy, ReadError> {
     let policy = aws
         .iam
         .get_policy()
         .policy_arn(arn)
         .send()
         .await
-        .map_err(|e| (format!("GetPolicy {arn}: {}", describe(&e)), true))?;
+        .map_err(|e| ReadError::call(format!("GetPolicy {arn}"), call_error(e)))?;
     let version = policy
         .policy()
         .and_then(|p| p.default_version_id())
-        .ok_or_else(|| (format!("{arn} has no default version"), false))?;
+        .ok_or_else(|| ReadError::Unreadable(format!("{arn} has no default version")))?;
     let doc = aws
         .iam
         .get_policy_version()
@@ -88,14 +85,14 @@ async fn managed_policy(aws: &Aws, arn: &str) -> Result<Policy, (String, bool)> 
         .version_id(version)
         .send()
         .await
-        .map_err(|e| (format!("GetPolicyVersion {arn}: {}", describe(&e)), true))?;
+        .map_err(|e| ReadError::call(format!("GetPolicyVersion {arn}"), call_error(e)))?;
     let text = doc
         .policy_version()
         .and_then(|v| v.document())
-        .ok_or_else(|| (format!("{arn} {version} has no document"), false))?;
+        .ok_or_else(|| ReadError::Unreadable(format!("{arn} {version} has no document")))?;
     Policy::parse_iam(
         format!("managed policy {}", arn_name_after_slash(arn)),
         text,
     )
-    .map_err(|e| (e, false))
+    .map_err(ReadError::Unreadable)
 }

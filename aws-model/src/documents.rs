@@ -9,7 +9,7 @@
 //! older release) is left out, and one it does not get takes its default, as `aws cloudformation
 //! deploy` would.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::OnceLock};
 
 use anyhow::{Context, Result};
 use serde_json::Value;
@@ -25,8 +25,27 @@ fn arn_region(arn: &str) -> Option<&str> {
     arn.split(':').nth(3).filter(|r| !r.is_empty())
 }
 
-fn parsed(name: &str, text: &str) -> Result<Template> {
-    Template::parse(name, text)
+/// A compiled-in template, parsed once per process: verify, adopt and the model render these
+/// policies many times a run, and parsing the YAML is most of the cost.
+fn parsed(which: Compiled) -> Result<&'static Template> {
+    static PARSED: [OnceLock<Template>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let (cell, name, text) = match which {
+        Compiled::Base => (&PARSED[0], "base.yaml", BASE_TEMPLATE),
+        Compiled::Spoke => (&PARSED[1], "spoke.yaml", SPOKE_TEMPLATE),
+        Compiled::Tenant => (&PARSED[2], "tenant.yaml", TENANT_TEMPLATE),
+    };
+    if let Some(template) = cell.get() {
+        return Ok(template);
+    }
+    let template = Template::parse(name, text)?;
+    Ok(cell.get_or_init(|| template))
+}
+
+#[derive(Clone, Copy)]
+enum Compiled {
+    Base,
+    Spoke,
+    Tenant,
 }
 
 fn document(template: &Template, stage: &Stage, logical: &str, path: &[&str]) -> Result<Value> {
@@ -76,9 +95,9 @@ pub fn tenant_queue_policy_read_by(
             ("Ref".to_owned(), url),
         ]),
     );
-    let template = parsed("tenant.yaml", TENANT_TEMPLATE)?;
+    let template = parsed(Compiled::Tenant)?;
     document(
-        &template,
+        template,
         &stage,
         "InterruptionQueuePolicy",
         &["PolicyDocument"],
@@ -99,9 +118,9 @@ fn spoke_stage(account: &str, region: &str, router_role_arn: &str, queue_prefix:
 /// spoke.yaml's SpokeRole trust policy: the hub's router role may assume it.
 pub fn spoke_trust_policy(router_role_arn: &str) -> Result<Value> {
     let account = arn_account(router_role_arn).context("a role ARN names its account")?;
-    let template = parsed("spoke.yaml", SPOKE_TEMPLATE)?;
+    let template = parsed(Compiled::Spoke)?;
     document(
-        &template,
+        template,
         &spoke_stage(account, "us-east-1", router_role_arn, "karpenter-"),
         "SpokeRole",
         &["AssumeRolePolicyDocument"],
@@ -111,14 +130,14 @@ pub fn spoke_trust_policy(router_role_arn: &str) -> Result<Value> {
 /// spoke.yaml's SpokeRole inline policy in `account` (its partition from `region`), for queues
 /// named `<queue_prefix>…`.
 pub fn spoke_role_policy(account: &str, region: &str, queue_prefix: &str) -> Result<Value> {
-    let template = parsed("spoke.yaml", SPOKE_TEMPLATE)?;
+    let template = parsed(Compiled::Spoke)?;
     let stage = spoke_stage(
         account,
         region,
         &format!("arn:aws:iam::{account}:role/router"),
         queue_prefix,
     );
-    let policies = document(&template, &stage, "SpokeRole", &["Policies"])?;
+    let policies = document(template, &stage, "SpokeRole", &["Policies"])?;
     policies
         .as_array()
         .and_then(|p| p.first())
@@ -130,7 +149,7 @@ pub fn spoke_role_policy(account: &str, region: &str, queue_prefix: &str) -> Res
 /// spoke.yaml's DirectRole inline policy in `account`, `region` (a spoke whose rules write the
 /// hub's direct queue `direct_queue_arn`).
 pub fn direct_role_policy(account: &str, region: &str, direct_queue_arn: &str) -> Result<Value> {
-    let template = parsed("spoke.yaml", SPOKE_TEMPLATE)?;
+    let template = parsed(Compiled::Spoke)?;
     let stage = spoke_stage(
         account,
         region,
@@ -138,7 +157,7 @@ pub fn direct_role_policy(account: &str, region: &str, direct_queue_arn: &str) -
         "karpenter-",
     )
     .parameter("HubDirectQueueArn", direct_queue_arn);
-    let policies = document(&template, &stage, "DirectRole", &["Policies"])?;
+    let policies = document(template, &stage, "DirectRole", &["Policies"])?;
     policies
         .as_array()
         .and_then(|p| p.first())
@@ -163,8 +182,8 @@ pub fn hub_bus_policy(
         .parameter("CentralBus", "Enabled")
         .parameter("ServedAccounts", served_accounts)
         .parameter("OrganizationId", organization.unwrap_or_default());
-    let template = parsed("base.yaml", BASE_TEMPLATE)?;
-    document(&template, &stage, "HubEventBus", &["Policy"])
+    let template = parsed(Compiled::Base)?;
+    document(template, &stage, "HubEventBus", &["Policy"])
 }
 
 /// The statements an organisation's own key (`KmsKey=<key ARN>`) needs in its policy for the
@@ -199,11 +218,10 @@ fn keyed_statements(
     sender_role_arn: &str,
     parameters: &BTreeMap<String, String>,
 ) -> Result<Vec<Value>> {
-    let (name, text) = match stack {
-        KeyedStack::Base => ("base.yaml", BASE_TEMPLATE),
-        KeyedStack::Tenant => ("tenant.yaml", TENANT_TEMPLATE),
-    };
-    let template = parsed(name, text)?;
+    let template = parsed(match stack {
+        KeyedStack::Base => Compiled::Base,
+        KeyedStack::Tenant => Compiled::Tenant,
+    })?;
     let mut stage = Stage::new("keyed", account, region);
     let declared = template.doc["Parameters"].as_object();
     for (key, value) in parameters {
@@ -219,7 +237,7 @@ fn keyed_statements(
             .parameter("RouterRoleArn", sender_role_arn)
             .parameter("QueuePrefix", "karpenter-"),
     };
-    let policy = document(&template, &stage, "QueueKey", &["KeyPolicy"])?;
+    let policy = document(template, &stage, "QueueKey", &["KeyPolicy"])?;
     Ok(policy["Statement"]
         .as_array()
         .context("a key policy has statements")?
@@ -265,7 +283,7 @@ pub struct BaseSite<'a> {
 
 /// base.yaml's policy for one of its queues, as this site deploys it.
 pub fn base_queue_policy(site: &BaseSite<'_>, queue: BaseQueue) -> Result<Value> {
-    let template = parsed("base.yaml", BASE_TEMPLATE)?;
+    let template = parsed(Compiled::Base)?;
     let mut stage = Stage::new(site.stack, site.account, site.region);
     let declared = template.doc["Parameters"].as_object();
     for (key, value) in site.parameters {
@@ -284,7 +302,7 @@ pub fn base_queue_policy(site: &BaseSite<'_>, queue: BaseQueue) -> Result<Value>
         BaseQueue::DeadLetter => "DeadLetterQueuePolicy",
         BaseQueue::Direct => "DirectQueuePolicy",
     };
-    document(&template, &stage, logical, &["PolicyDocument"])
+    document(template, &stage, logical, &["PolicyDocument"])
 }
 
 #[cfg(test)]

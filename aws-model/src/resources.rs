@@ -8,8 +8,74 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use router_core::aws::CallError;
 /// Codes AWS answers for what does not exist, by API (spelled once, in router-core).
 pub use router_core::aws::missing;
+
+/// Why a resource read in several calls (a role and its policies, a key and its policy) was not
+/// read: the call that failed and AWS's answer, or an answer that came back unreadable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// `call` (the operation and what it named, `GetRole alpha-karpenter`) failed.
+    #[error("{call}: {error}")]
+    Call { call: String, error: CallError },
+    /// AWS answered with something that cannot be read (a policy document that does not parse,
+    /// a field it always sends missing).
+    #[error("{0}")]
+    Unreadable(String),
+}
+
+impl ReadError {
+    pub fn call(call: impl Into<String>, error: CallError) -> Self {
+        Self::Call {
+            call: call.into(),
+            error,
+        }
+    }
+
+    /// AWS's error code, when a call failed.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Self::Call { error, .. } => Some(&error.code),
+            Self::Unreadable(_) => None,
+        }
+    }
+}
+
+/// Why a stack was not deployed: a call CloudFormation refused, or a deployment that ended in
+/// another state than the one asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeployError {
+    /// `call` (`CreateStack tenant-alpha`) failed.
+    #[error("{call}: {error}")]
+    Call { call: String, error: CallError },
+    /// The stack ended `status` (`ROLLBACK_COMPLETE`, …): each failed resource and its reason.
+    #[error("stack {stack} ended {status}: {}", reasons.join("; "))]
+    Failed {
+        stack: String,
+        status: String,
+        reasons: Vec<String>,
+    },
+    /// The stack was still `status` (an `_IN_PROGRESS` one) when the deployer stopped waiting.
+    #[error("stack {stack} was still {status} after {waited_secs} s")]
+    Unfinished {
+        stack: String,
+        status: String,
+        waited_secs: u64,
+    },
+    /// The template given cannot be read (its parameters are what an update keeps).
+    #[error("{0}")]
+    Template(String),
+}
+
+impl DeployError {
+    pub fn call(call: impl Into<String>, error: CallError) -> Self {
+        Self::Call {
+            call: call.into(),
+            error,
+        }
+    }
+}
 
 /// A stack as DescribeStacks answers it.
 #[derive(Debug, Clone, Default)]

@@ -10,11 +10,12 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
+use router_core::aws::{CallError, missing};
 use serde_json::{Value, json};
 
 use super::{ModelKey, ModelQueue, ModelRole, ModelStack, World};
-use aws_model::resources::{Alarm, Function, Mapping, Rule, Stack, Target, Watched};
+use aws_model::resources::{Alarm, DeployError, Function, Mapping, Rule, Stack, Target, Watched};
 use aws_model::{
     arn::arn_name,
     template::{Deployment, Stage, Template},
@@ -48,20 +49,64 @@ fn function_dimension(dimensions: &Value) -> Option<String> {
 impl World {
     /// Deploys (creates, or updates in place) stack `name` from `template` with `parameters`
     /// (the others take their defaults) in this view's account and region, as CloudFormation
-    /// would; refused, as CloudFormation refuses, for a parameter set its `Rules` reject.
-    pub fn deploy(&self, name: &str, template: &str, parameters: &[(&str, &str)]) -> Result<Stack> {
+    /// would. As CloudFormation answers: a template it cannot read, or a parameter set its
+    /// `Rules` reject, is refused by the call (`ValidationError`); a resource that cannot be made
+    /// fails the deployment, which rolls back (the model keeps no rolled-back stack).
+    pub fn deploy(
+        &self,
+        name: &str,
+        template: &str,
+        parameters: &[(&str, &str)],
+    ) -> Result<Stack, DeployError> {
+        let updating = self.site(|site| site.stacks.contains_key(name));
+        let call = if updating {
+            "UpdateStack"
+        } else {
+            "CreateStack"
+        };
+        let refused = |message: String| {
+            DeployError::call(
+                format!("{call} {name}"),
+                CallError::new(missing::STACK, message),
+            )
+        };
         let text = template;
-        let template = Template::parse(name, template)?;
+        let template = Template::parse(name, template).map_err(|e| refused(format!("{e:#}")))?;
         let mut stage = Stage::new(name, &self.account, &self.region);
         for (key, value) in parameters {
             stage = stage.parameter(key, value);
         }
         stage.exports = self.site(|site| site.exports.clone());
-        let failures = template.rules_failures(&stage)?;
+        let failures = template
+            .rules_failures(&stage)
+            .map_err(|e| refused(format!("{e:#}")))?;
         if let Some((rule, why)) = failures.first() {
-            bail!("{name}: CloudFormation refuses the parameters: {rule}: {why}");
+            return Err(refused(format!(
+                "CloudFormation refuses the parameters: {rule}: {why}"
+            )));
         }
-        let deployment = template.deploy(&stage)?;
+        self.make_stack(name, text, &template, &stage)
+            .map_err(|e| DeployError::Failed {
+                stack: name.to_owned(),
+                status: if updating {
+                    "UPDATE_ROLLBACK_COMPLETE"
+                } else {
+                    "ROLLBACK_COMPLETE"
+                }
+                .to_owned(),
+                reasons: vec![format!("{e:#}")],
+            })
+    }
+
+    /// Makes the stack's resources, outputs and exports, and records it.
+    fn make_stack(
+        &self,
+        name: &str,
+        text: &str,
+        template: &Template,
+        stage: &Stage,
+    ) -> Result<Stack> {
+        let deployment = template.deploy(stage)?;
         let mut resources = BTreeMap::new();
         // Queues first, then what names them (policies attach to queues made here).
         let mut ids: Vec<(&str, &str)> = template

@@ -460,10 +460,6 @@ impl World {
         Ok(())
     }
 
-    pub fn queue_named(&self, url: &str) -> Result<ModelQueue, CallError> {
-        self.with_queue(url, ModelQueue::clone)
-    }
-
     /// `look` at the queue at `url` in this view's site, without copying its messages.
     pub fn with_queue<T>(
         &self,

@@ -4,7 +4,7 @@
 
 use std::{
     sync::Arc,
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{SystemTime, UNIX_EPOCH},
 };
 
 use super::{Responder, World, missing, not_found, uuid_like};
@@ -13,10 +13,9 @@ use crate::{
     Target,
 };
 
-/// How long after a minute ends the model's CloudWatch has SQS's datapoint of it: SQS documents
-/// no figure ("minutes"); the emulator's stand-in (`moto_fixes/`) says 150 s too, and adopt
-/// waits up to 15 minutes for one.
-pub const METRIC_LAG: Duration = Duration::from_secs(150);
+/// How long after a minute ends the model's CloudWatch has SQS's datapoint of it: the one figure
+/// the emulator's stand-in plays too (`lab`'s `Scene::metric_delay`).
+pub use aws_model::timing::SQS_METRIC_LAG as METRIC_LAG;
 
 /// How long after EnableRule or DisableRule the model's EventBridge still delivers by the rule's
 /// old state: the one figure the emulator's stand-in plays too (`lab`'s `Scene::rule_delay`).

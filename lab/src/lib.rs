@@ -97,13 +97,13 @@ pub async fn run(options: Options) -> Result<Report> {
             b"placeholder: the router runs as a local process",
         )
         .await?;
-        aws_clients::stacks::create(
+        Ok(aws_clients::stacks::create(
             &cfn,
             BASE_STACK,
             stacks::BASE_TEMPLATE,
             &[("CodeS3Bucket", "demo-artifacts")],
         )
-        .await
+        .await?)
     })
     .await?;
     let tenant_queues = step(

@@ -140,7 +140,7 @@ pub async fn run(options: Options) -> Result<Report> {
                 b"placeholder",
             )
             .await?;
-            aws_clients::stacks::create(
+            Ok(aws_clients::stacks::create(
                 &hub.cfn,
                 BASE_STACK,
                 stacks::BASE_TEMPLATE,
@@ -150,7 +150,7 @@ pub async fn run(options: Options) -> Result<Report> {
                     ("ServedAccounts", &members.join(",")),
                 ],
             )
-            .await
+            .await?)
         },
     )
     .await?;

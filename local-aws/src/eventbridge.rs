@@ -269,7 +269,7 @@ impl DefaultBus {
         let rule_account = arn_account(rule_arn).unwrap_or_default();
         let role = load_role(&self.aws, role_arn)
             .await
-            .map_err(|(e, _)| anyhow::anyhow!("rule {name}: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("rule {name}: {e}"))?;
         let trust = role
             .trust
             .as_ref()

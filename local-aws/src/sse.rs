@@ -12,7 +12,7 @@
 use aws_sdk_sqs::types::QueueAttributeName;
 
 use aws_clients::{aws::Aws, kms::load_key, roles::load_role};
-use aws_model::access::role_through_sqs;
+use aws_model::{access::role_through_sqs, resources::ReadError};
 
 /// Why SQS refuses `role`'s receive from the queue at `url` (SQS's error code first), or `None`
 /// when it would decrypt. `role` is the caller's ARN.
@@ -40,7 +40,9 @@ pub async fn receive_refused(aws: &Aws, url: &str, role: &str) -> Option<String>
     // decides nothing, so the receive is refused rather than let through.
     let key = match load_key(aws, key).await {
         Ok(key) => key,
-        Err(e) if e.starts_with("DescribeKey") => return Some(format!("KmsNotFound: {e}")),
+        Err(ReadError::Call { call, error }) if call.starts_with("DescribeKey") => {
+            return Some(format!("KmsNotFound: {call}: {error}"));
+        }
         Err(e) => return Some(format!("KmsAccessDenied: {e}")),
     };
     if let Some(state) = &key.disabled {
@@ -48,7 +50,7 @@ pub async fn receive_refused(aws: &Aws, url: &str, role: &str) -> Option<String>
     }
     let role = match load_role(aws, role).await {
         Ok(role) => role,
-        Err((e, _)) => return Some(format!("KmsAccessDenied: {e}")),
+        Err(e) => return Some(format!("KmsAccessDenied: {e}")),
     };
     let decision = role_through_sqs(
         &role.identity(),

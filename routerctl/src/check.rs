@@ -89,12 +89,15 @@ impl Expect {
 
     /// Where the check looks: a lookup that failed (the error says what and where) ends the check
     /// with `fix`; one that succeeded adds nothing.
-    pub fn lookup<T>(looked: &Result<T, String>, fix: impl Into<String>) -> Expect {
+    pub fn lookup<T, E: std::fmt::Display>(
+        looked: &Result<T, E>,
+        fix: impl Into<String>,
+    ) -> Expect {
         match looked {
             Ok(_) => Expect::quietly(true).otherwise(String::new(), String::new()),
             Err(problem) => Expect {
                 ends: true,
-                ..Expect::problem(problem.clone(), fix)
+                ..Expect::problem(problem.to_string(), fix)
             },
         }
     }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::{cloud::Stack, verify::stack::Base};
+use crate::{cloud::Stack, deployment::Base};
 
 /// The hub's account.
 pub const HUB: &str = "123456789012";

@@ -20,6 +20,7 @@ pub mod adopt;
 pub mod check;
 pub mod cli;
 pub mod cloud;
+mod deployment;
 pub mod fis;
 #[cfg(test)]
 mod fixtures;

@@ -111,8 +111,7 @@ impl Scene {
             every: STREAM_EVERY,
             rule_delay: aws_model::timing::RULE_CHANGE_DELAY,
             karpenter: Behaviour::default(),
-            // AWS gives no figure: "minutes late" (docs/aws-vs-emulator.md).
-            metric_delay: Duration::from_secs(150),
+            metric_delay: aws_model::timing::SQS_METRIC_LAG,
             member: None,
         }
     }

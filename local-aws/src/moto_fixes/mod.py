@@ -157,6 +157,12 @@ changing an answer:
   one association per namespace and service account (ResourceInUseException), the role must
   exist (InvalidParameterException); List filters by namespace and service account and answers
   summaries without the role; Describe answers the role.
+* DescribeStackResources by PhysicalResourceId (verify finds the tenant stack that made a queue,
+  and its alarm, this way). CloudFormation answers the resources of the stack that contains the
+  resource, or ValidationError "Stack for <id> does not exist" (API reference,
+  DescribeStackResources); moto reads StackName alone, so every such call failed as for a stack
+  named None. Looked up here, a queue's URL compared by its path (moto's stacks name a queue by
+  AWS's host, its GetQueueUrl by the server's).
 
 And the regions each service's backends serve: moto asks botocore for them for every account
 backend it creates (each server's first one parsing botocore's endpoint data and the service's

@@ -1,5 +1,6 @@
 # Part of moto_fixes (stacks): Stack sets that take time, one visible instant per receive, images
-# and templates read fast, regions listed once, change sets' exports.
+# and templates read fast, regions listed once, change sets' exports, a resource's stack found by
+# its physical id.
 # moto.rs concatenates mod.py, templates.py, sqs.py, stacks.py and apis.py, in that order, into
 # one sitecustomize.py; the names this part uses are mod.py's.
 def _stack_set_operations_take_time():
@@ -234,3 +235,46 @@ def _change_set_exports_registered():
 if _cfn is not None:
     _change_set_exports_registered()
 
+
+
+def _stack_resources_by_physical_id():
+    """Has DescribeStackResources find the stack that made a resource, by its physical id.
+
+    DescribeStackResources takes StackName or PhysicalResourceId; given the latter, CloudFormation
+    answers the resources of the stack that contains that resource, and ValidationError "Stack for
+    <id> does not exist" for a resource no stack made (API reference, DescribeStackResources).
+    moto reads StackName alone, so every such call failed as if for a stack named None. A queue's
+    physical id is its URL, which moto's stacks spell with AWS's host (https://sqs.<region>.
+    amazonaws.com/<account>/<name>) and its GetQueueUrl with the server's own: URLs compare by
+    their path.
+    """
+    from urllib.parse import urlparse
+
+    from moto.cloudformation import responses as cfn_responses
+    from moto.cloudformation.exceptions import ValidationError
+
+    describe = cfn_responses.CloudFormationResponse.describe_stack_resources
+
+    def same(physical, asked):
+        if physical == asked:
+            return True
+        a, b = urlparse(physical), urlparse(asked)
+        return bool(a.scheme and b.scheme and a.path and a.path == b.path)
+
+    def describe_stack_resources(self):
+        asked = self._get_param("PhysicalResourceId")
+        if asked is None or self._get_param("StackName"):
+            return describe(self)
+        for stack in self.cloudformation_backend.stacks.values():
+            resources = list(stack.stack_resources)
+            if any(same(getattr(r, "physical_resource_id", None) or "", asked) for r in resources):
+                return cfn_responses.ActionResult({
+                    "StackResources": [cfn_responses.StackResourceDTO(stack, r) for r in resources]
+                })
+        raise ValidationError(message=f"Stack for {asked} does not exist")
+
+    cfn_responses.CloudFormationResponse.describe_stack_resources = describe_stack_resources
+
+
+if _cfn is not None:
+    _stack_resources_by_physical_id()

@@ -108,7 +108,7 @@ pub mod missing {
     /// EventBridge DescribeRule, Lambda, and CloudWatch GetDashboard (moto's spelling of the
     /// latter; AWS's `ResourceNotFound`/`DashboardNotFoundError` are normalised to it).
     pub const RESOURCE: &str = "ResourceNotFoundException";
-    /// IAM GetRole of a role that does not exist.
+    /// IAM: a role (GetRole) or a policy (GetPolicy) that does not exist.
     pub const ROLE: &str = "NoSuchEntity";
 }
 
@@ -143,6 +143,13 @@ impl CallError {
             self.code.as_str(),
             missing::QUEUE | missing::QUEUE_QUERY_PROTOCOL
         )
+    }
+
+    /// CloudFormation's answer for a stack that does not exist, by name or id (DescribeStacks)
+    /// or by a resource's physical id (DescribeStackResources): a `ValidationError` that says
+    /// so, where other validation errors (and throttling, `Rate exceeded`) share the code.
+    pub fn is_missing_stack(&self) -> bool {
+        self.code == missing::STACK && self.message.contains("does not exist")
     }
 
     /// SSM's answer for a parameter that does not exist.

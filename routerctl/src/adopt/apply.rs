@@ -8,15 +8,13 @@
 //! before returning: a command adopt prints the moment it returns (the helm command after a
 //! rollback) misses nothing.
 
+use crate::deployment::Queue;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use tokio::time::Instant;
 
-use crate::{
-    cloud::{CallError, Cloud, deliveries::Deliveries, missing, moves::Moves},
-    verify::queues::Queue,
-};
+use crate::cloud::{Cloud, deliveries::Deliveries, moves::Moves};
 
 use super::{
     Options,
@@ -406,14 +404,9 @@ async fn settle(
 async fn stack_exists(aws: &impl Cloud, stack: &str) -> Result<bool> {
     match aws.stack(stack).await {
         Ok(found) => Ok(found.status != "DELETE_COMPLETE"),
-        Err(e) if is_missing_stack(&e) => Ok(false),
+        Err(e) if e.is_missing_stack() => Ok(false),
         Err(e) => bail!("DescribeStacks {stack}: {e}"),
     }
-}
-
-/// CloudFormation's answer for a stack that does not exist: a ValidationError saying so.
-fn is_missing_stack(e: &CallError) -> bool {
-    e.code == missing::STACK && e.message.contains("does not exist")
 }
 
 #[cfg(test)]
@@ -421,7 +414,10 @@ mod tests {
     use router_core::event::Kind;
 
     use super::*;
-    use crate::cloud::model::{ModelStack, World};
+    use crate::cloud::{
+        CallError, missing,
+        model::{ModelStack, World},
+    };
 
     fn kinds(chosen: &[Kind], deployed: &[Kind]) -> TenantKinds {
         TenantKinds {
@@ -485,6 +481,6 @@ mod tests {
         world.refuse("DescribeStacks");
         assert!(stack_exists(&world, "ir-tenant-alpha").await.is_err());
         let other = CallError::new(missing::STACK, "Rate exceeded");
-        assert!(!is_missing_stack(&other));
+        assert!(!other.is_missing_stack());
     }
 }

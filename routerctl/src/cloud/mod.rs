@@ -37,13 +37,28 @@ use std::{
 
 pub use aws_model::{
     kms::Key,
-    resources::{Alarm, Function, Mapping, Message, Rule, Stack, Target, Watched, missing},
+    resources::{
+        Alarm, Function, Mapping, Message, ReadError, Rule, Stack, Target, Watched, missing,
+    },
     roles::Role,
 };
 pub use router_core::aws::CallError;
 
-/// A role that could not be read, and the fix.
-pub type RoleError = (String, String);
+/// What verify asks of the operator when a role could not be read: the permissions to read it,
+/// or, for a document IAM returned that cannot be parsed, a look at it.
+pub fn role_fix(error: &ReadError) -> &'static str {
+    match error {
+        ReadError::Call { .. } => {
+            "run verify with a principal allowed iam:GetRole, iam:ListRolePolicies, \
+             iam:GetRolePolicy, iam:ListAttachedRolePolicies, iam:GetPolicy and \
+             iam:GetPolicyVersion"
+        }
+        ReadError::Unreadable(_) => {
+            "IAM returned a policy document verify cannot read: check it with aws iam \
+             get-role-policy / get-policy-version"
+        }
+    }
+}
 
 /// How to act in another account: assume a role there, or use a named profile's credentials.
 #[derive(Debug, Clone, Copy)]
@@ -71,8 +86,12 @@ pub trait Cloud: Sized + Sync {
         &self,
         stack: &str,
     ) -> impl Future<Output = Result<BTreeMap<String, String>, CallError>>;
-    /// CloudFormation DescribeStackResources by physical id: the stack that made it, if any.
-    fn stack_of(&self, physical_id: &str) -> impl Future<Output = Option<String>>;
+    /// CloudFormation DescribeStackResources by physical id: the stack that made it, or none
+    /// (CloudFormation's `ValidationError`, "Stack for <id> does not exist").
+    fn stack_of(
+        &self,
+        physical_id: &str,
+    ) -> impl Future<Output = Result<Option<String>, CallError>>;
 
     /// SQS GetQueueUrl.
     fn queue_url(&self, name: &str) -> impl Future<Output = Result<String, CallError>>;
@@ -111,9 +130,9 @@ pub trait Cloud: Sized + Sync {
     fn mappings(&self, function: &str) -> impl Future<Output = Result<Vec<Mapping>, CallError>>;
 
     /// A role's identity policies, permissions boundary and trust policy, from IAM.
-    fn role(&self, arn: &str) -> impl Future<Output = Result<Role, RoleError>>;
+    fn role(&self, arn: &str) -> impl Future<Output = Result<Role, ReadError>>;
     /// KMS DescribeKey and GetKeyPolicy; the error names the call that failed.
-    fn key(&self, id: &str) -> impl Future<Output = Result<Key, String>>;
+    fn key(&self, id: &str) -> impl Future<Output = Result<Key, ReadError>>;
 
     /// CloudWatch DescribeAlarms with a name prefix (metric alarms).
     fn alarms_named(&self, prefix: &str) -> impl Future<Output = Result<Vec<Alarm>, CallError>>;

@@ -7,7 +7,7 @@
 
 use std::{collections::BTreeMap, future::Future, time::SystemTime};
 
-pub use aws_model::resources::{ListedRule, Received};
+pub use aws_model::resources::{DeployError, ListedRule, Received};
 
 use super::{CallError, deliveries::Deliveries};
 
@@ -19,7 +19,7 @@ pub trait Moves: Deliveries {
         name: &str,
         template: &str,
         parameters: &[(&str, &str)],
-    ) -> impl Future<Output = anyhow::Result<BTreeMap<String, String>>>;
+    ) -> impl Future<Output = Result<BTreeMap<String, String>, DeployError>>;
     /// CloudFormation UpdateStack with `template`, these parameters changed and the others kept,
     /// waited for.
     fn update_stack(
@@ -27,7 +27,7 @@ pub trait Moves: Deliveries {
         name: &str,
         template: &str,
         parameters: &[(&str, &str)],
-    ) -> impl Future<Output = anyhow::Result<()>>;
+    ) -> impl Future<Output = Result<(), DeployError>>;
     /// CloudFormation ListStacks, every page: the stacks not deleted.
     fn active_stacks(&self) -> impl Future<Output = Result<Vec<String>, CallError>>;
     /// CloudFormation ListStackResources, every page: (logical id, physical id).

@@ -5,6 +5,7 @@
 //! principal, this account's included. Whether a member's rules reach it is judged per member
 //! (`verify --account`, its rules).
 
+use crate::deployment::{Base, Queue, load_queue};
 use aws_model::{
     arn::arn_name,
     policy::{Decision, Policy, Principal, Request, evaluate},
@@ -12,9 +13,8 @@ use aws_model::{
 use router_core::config::{DEFAULT_SPOKE_ROLE_NAME, DIRECT_ROLE_SUFFIX};
 
 use super::{
-    queues::{Queue, check_event_source_mapping, check_read_queue, load_queue},
+    queues::{check_event_source_mapping, check_read_queue},
     report::{Check, fail},
-    stack::Base,
 };
 use crate::{
     check::{self, Expect},

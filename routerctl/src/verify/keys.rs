@@ -11,14 +11,10 @@
 //! SSE-SQS has no such check. `direct-queue:key` (CentralBus=Enabled) judges the served accounts'
 //! direct roles as senders, with the policy spoke.yaml gives them.
 
+use crate::deployment::{Base, Queue, Role, load_queue};
 use serde_json::Value;
 
-use super::{
-    queues::{Queue, load_queue},
-    report::Check,
-    role::Role,
-    stack::Base,
-};
+use super::report::Check;
 use crate::{
     check::{self, Expect},
     cloud::Cloud,

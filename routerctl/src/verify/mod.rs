@@ -47,8 +47,8 @@
 //!
 //! Every check is judged by [`crate::check::evaluate`] (the engine `adopt` shares): a check reads
 //! AWS (where: a lookup that fails ends it, [`crate::check::Expect::lookup`]), then states its rows
-//! (expect → what was found → the fix), as `spokes/spoke_stack.rs` does. Shared: `report.rs` (the report),
-//! `role.rs` (a role's policies read once).
+//! (expect → what was found → the fix), as `spokes/spoke_stack.rs` does. Shared: `report.rs` (the report);
+//! with adopt, [`crate::deployment`] (the base stack, a queue, a role, each read once).
 
 mod alarm_topic;
 mod direct_queue;
@@ -57,7 +57,6 @@ pub(crate) mod keys;
 mod monitoring;
 pub(crate) mod queues;
 mod report;
-pub(crate) mod role;
 mod routing_role;
 pub(crate) mod rules;
 mod spokes;

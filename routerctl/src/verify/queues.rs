@@ -2,62 +2,26 @@
 //! `dead-letter-queue:policy`: the base stack's own queues exist and are encrypted, the ingest
 //! queue's visibility suits the function and it redrives to the DLQ, EventBridge may deliver to
 //! both from exactly the stack's rules, and a mapping with ReportBatchItemFailures reads the
-//! ingest queue. Also what the other families share about queues: reading one
-//! ([`load_queue`]) and its encryption.
+//! ingest queue. Also what the other families share about queues: their encryption, and the
+//! command that puts a policy back.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::deployment::{Base, Queue, load_queue};
+use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
 use aws_model::documents::{BaseQueue, BaseSite, base_queue_policy};
 
-use super::{
-    report::{Check, fail},
-    stack::Base,
-};
+use super::report::{Check, fail};
 use crate::{
     check::{self, Expect},
-    cloud::{Cloud, missing},
+    cloud::Cloud,
 };
 use aws_model::{
     arn::arn_name,
     arn::arn_name_after_slash,
     policy::{Decision, Policy, Principal, Request, evaluate},
 };
-
-/// A queue as SQS describes it.
-#[derive(Debug, Clone)]
-pub(crate) struct Queue {
-    pub name: String,
-    pub arn: String,
-    pub url: String,
-    pub attributes: HashMap<String, String>,
-}
-
-impl Queue {
-    /// An attribute by its name in SQS's API (`Policy`, `KmsMasterKeyId`, …).
-    pub fn attribute(&self, name: &str) -> Option<&str> {
-        self.attributes.get(name).map(String::as_str)
-    }
-
-    /// What the queue policy `policy` decides for the AWS principal `principal` doing `action` on
-    /// this queue over HTTPS, as the SDKs call.
-    pub fn decision(&self, policy: &Policy, principal: &str, action: &str) -> Decision {
-        let context = [
-            ("aws:PrincipalArn", principal),
-            ("aws:SecureTransport", "true"),
-        ];
-        evaluate(
-            std::slice::from_ref(policy),
-            &Request {
-                principal: Principal::Aws(principal),
-                action,
-                resource: &self.arn,
-                context: &context,
-            },
-        )
-    }
-}
 
 /// Checks the ingest queue and the DLQ against the stack's rules (their ARNs by logical id).
 pub(super) async fn check(
@@ -148,27 +112,6 @@ pub(super) async fn check(
             "update the stack with this project's cloudformation/base.yaml",
         )),
     }
-}
-
-pub(crate) async fn load_queue(aws: &impl Cloud, name: &str) -> Result<Queue, String> {
-    let url = match aws.queue_url(name).await {
-        Ok(url) => url,
-        Err(e) if e.code == missing::QUEUE => {
-            return Err(format!("queue {name} does not exist in {}", aws.region()));
-        }
-        Err(e) => return Err(format!("GetQueueUrl {name}: {e}")),
-    };
-    let attributes: HashMap<String, String> = aws
-        .queue_attributes(&url)
-        .await
-        .map_err(|e| format!("GetQueueAttributes {name}: {e}"))?;
-    let arn = attributes.get("QueueArn").cloned().unwrap_or_default();
-    Ok(Queue {
-        name: name.to_owned(),
-        arn,
-        url,
-        attributes,
-    })
 }
 
 /// The row saying the queue is encrypted at rest (with SSE-SQS or a KMS key).

@@ -7,9 +7,9 @@
 //! tenant checks (`tenant:<cluster>:router-role`, `:spoke-role`), so a role that reaches some
 //! clusters and not others names the ones it misses, once.
 
+use crate::deployment::Role;
 use aws_model::arn::arn_name;
 
-use super::role::Role;
 use crate::check::Expect;
 
 /// One action the router needs, on what, shown how in a report, granted by which of the

@@ -4,8 +4,9 @@
 //! ones it should not. The release is the stack's `Version` output (base.yaml's Release mapping,
 //! which also tags the function); a stack deployed before releases were versioned has none.
 
-use super::{report::Check, stack::Base};
+use super::report::Check;
 use crate::check::{self, Expect};
+use crate::deployment::Base;
 
 /// This routerctl's release: the workspace version the router and the templates carry too.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

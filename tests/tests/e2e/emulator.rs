@@ -7,7 +7,8 @@
 //! adds to moto answers as AWS does: SQS's per-minute counts in CloudWatch, late; a managed
 //! policy a stack update changes, updated in place; a rule's state change reaching EventBridge's
 //! delivery late (the EventBridge stand-in), as the model of AWS has it too; one queue called by
-//! many at once (sends, receives, hand-backs, deletes) losing no message and failing no call.
+//! many at once (sends, receives, hand-backs, deletes) losing no message and failing no call; a
+//! queue's stack found by its URL (DescribeStackResources by physical id).
 
 use std::collections::HashMap;
 
@@ -254,6 +255,41 @@ async fn servers_forked_from_one_zygote_are_apart() -> Result<()> {
     moto.stop().await;
     let after = sqs.list_queues().send().await;
     assert!(after.is_err(), "a stopped server still answers: {after:?}");
+    Ok(())
+}
+
+/// DescribeStackResources by a queue's URL names the stack that made the queue, and a queue no
+/// stack made has none, through routerctl's SDK adapter as verify asks it (moto alone read
+/// StackName only, and failed every such call).
+#[tokio::test]
+async fn a_queues_stack_is_found_by_its_url_and_a_hand_made_queue_has_none() -> Result<()> {
+    use aws_clients::aws::Aws;
+    use routerctl::cloud::Cloud;
+
+    let world = World::start().await?;
+    let aws = Aws::new(&world.moto.sdk_config().await)?;
+    aws_clients::stacks::create(
+        &aws.cfn,
+        "made",
+        "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties:\n      QueueName: by-stack\n",
+        &[],
+    )
+    .await?;
+    let by_stack = aws
+        .sqs
+        .get_queue_url()
+        .queue_name("by-stack")
+        .send()
+        .await?;
+    let by_hand = aws.sqs.create_queue().queue_name("by-hand").send().await?;
+    assert_eq!(
+        aws.stack_of(by_stack.queue_url().context("a URL")?).await?,
+        Some("made".to_owned())
+    );
+    assert_eq!(
+        aws.stack_of(by_hand.queue_url().context("a URL")?).await?,
+        None
+    );
     Ok(())
 }
 

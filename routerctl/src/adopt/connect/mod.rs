@@ -8,14 +8,12 @@
 //! stack, a spoke stack that forwards to another hub or trusts another router role, or a base
 //! stack that does not serve the account.
 
+use crate::deployment::Base;
 use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
 
-use crate::{
-    cloud::{Cloud, Stack},
-    verify::stack::Base,
-};
+use crate::cloud::{Cloud, Stack};
 use aws_clients::aws::Aws;
 use aws_model::arn::arn_account;
 

@@ -3,11 +3,12 @@
 //! their `eks:DescribeCluster` grants name (`cluster/<name>`, as Karpenter's controller policy has
 //! it). A role that may read an old queue and names one cluster ties that queue to the cluster.
 
+use crate::deployment::Role;
 use std::collections::BTreeSet;
 
 use anyhow::Result;
 
-use crate::{cloud::moves::Moves, verify::role::Role};
+use crate::cloud::{ReadError, missing, moves::Moves};
 
 /// A role that looks like Karpenter's controller, and the clusters it may describe.
 pub(crate) struct Controller {
@@ -39,11 +40,13 @@ pub(super) async fn controller_roles(
             // A role the operator names that the account does not have: the tenant stack could
             // not attach its grant to it (it would end in ROLLBACK_COMPLETE). Refused before
             // anything is made.
-            Err((e, _)) if e.starts_with("GetRole") && e.contains("NoSuchEntity") => {
+            Err(ReadError::Call { call, error })
+                if call.starts_with("GetRole") && error.code == missing::ROLE =>
+            {
                 if let Some((cluster, _)) = given.iter().find(|(_, r)| *r == name) {
                     anyhow::bail!(
                         "--karpenter-role {cluster}={name}: account {account} has no such role \
-                         ({e}); nothing was changed. Karpenter's getting-started guide names the \
+                         ({call}: {error}); nothing was changed. Karpenter's getting-started guide names the \
                          controller role {cluster}-karpenter (eksctl, Pod Identity); read yours \
                          from the cluster: aws eks list-pod-identity-associations --cluster-name \
                          {cluster} --namespace kube-system --service-account karpenter"

@@ -16,6 +16,7 @@ mod controllers;
 mod owners;
 mod rules;
 
+use crate::deployment::{Base, Queue, load_queue};
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::{Duration, SystemTime, UNIX_EPOCH},
@@ -40,10 +41,6 @@ use super::{
     evidence::{EVIDENCE_TAG, Round, VERIFIED_TAG},
 };
 use crate::cloud::{Cloud, deliveries::Instances, moves::Moves};
-use crate::verify::{
-    queues::{Queue, load_queue},
-    stack::Base,
-};
 use aws_model::arn::arn_name;
 
 /// A default-bus rule that sends Karpenter's kinds to a queue the router does not own.
@@ -494,7 +491,7 @@ async fn queue_tags(aws: &impl Cloud, url: &str) -> BTreeMap<String, String> {
 
 /// Reads the router's base stack (what verify reads), or says why it cannot.
 pub async fn base(aws: &impl Cloud, stack: &str) -> Result<Base> {
-    crate::verify::stack::load(aws, stack)
+    crate::deployment::base::load(aws, stack)
         .await
         .map(|(base, _)| base)
         .map_err(|check| {

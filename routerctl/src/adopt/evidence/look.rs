@@ -17,6 +17,7 @@
 //! look, receiving up to a thousand at once, overtakes it. Only a message found with nothing
 //! older met on the way ([`Look::Found`]) says nobody read the queue in front of it.
 
+use crate::deployment::Queue;
 use std::{
     collections::HashSet,
     time::{Duration, SystemTime, UNIX_EPOCH},
@@ -25,10 +26,7 @@ use std::{
 use anyhow::Result;
 use serde_json::Value;
 
-use crate::{
-    cloud::moves::{Moves, Received},
-    verify::queues::Queue,
-};
+use crate::cloud::moves::{Moves, Received};
 
 /// How long a look hides a message it receives: as long as the look takes (its receives, a few
 /// seconds in AWS), since a message that shows again before the look ends is met twice and the
@@ -229,7 +227,7 @@ mod tests {
                 .sqs_send(&url, &format!(r#"{{"id":"{id}"}}"#))
                 .expect("sent");
         }
-        let queue = crate::verify::queues::load_queue(&world, "old")
+        let queue = crate::deployment::load_queue(&world, "old")
             .await
             .expect("the queue");
         let looked = look(&world, &queue, "probe", world.clock())
@@ -269,7 +267,7 @@ mod tests {
                 .expect("sent");
         }
         world.refuse("ChangeMessageVisibility");
-        let queue = crate::verify::queues::load_queue(&world, "old")
+        let queue = crate::deployment::load_queue(&world, "old")
             .await
             .expect("the queue");
         let looked = look(&world, &queue, "probe", world.clock())

@@ -48,6 +48,7 @@
 pub mod counts;
 pub mod look;
 
+use crate::deployment::Queue;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
@@ -58,10 +59,7 @@ use self::{
     counts::{Counted, Looked, Window},
     look::{Look, look},
 };
-use crate::{
-    cloud::{deliveries::Deliveries, moves::Moves},
-    verify::queues::Queue,
-};
+use crate::cloud::{deliveries::Deliveries, moves::Moves};
 use aws_model::events::{Origin, rfc3339};
 
 /// The round under way, on the cluster's tenant queue ([`Round::tag`]).

@@ -35,7 +35,7 @@ use super::{
     helm,
 };
 use crate::cloud::moves::Moves;
-use crate::verify::queues::Queue;
+use crate::deployment::Queue;
 use router_core::event::{Kind, Kinds};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,7 +174,7 @@ pub(super) struct Facts<'a> {
     view: &'a Cluster,
     cluster: &'a str,
     options: &'a Options,
-    base: &'a crate::verify::stack::Base,
+    base: &'a crate::deployment::Base,
     /// The tenant queue's name, and the tenant stack that makes it.
     queue_name: String,
     tenant_stack: String,

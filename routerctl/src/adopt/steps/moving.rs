@@ -1,6 +1,7 @@
 //! Steps 1-4: the tenant queue deployed, Karpenter's role allowed to read it (and no other
 //! cluster's), Karpenter pointed at it, and seen reading it ([`super::super::evidence`]).
 
+use crate::deployment::Queue;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use router_core::forward::MISSING_QUEUE_RECHECK;
@@ -16,10 +17,7 @@ use crate::{
             counts::{self, Counted, Window},
         },
     },
-    verify::{
-        queues::Queue,
-        tenants::{self, Sender, Site, check_karpenter_role, check_tenant_policy},
-    },
+    verify::tenants::{self, Sender, Site, check_karpenter_role, check_tenant_policy},
 };
 use aws_model::events::rfc3339;
 

@@ -13,7 +13,7 @@ use crate::cloud::{
     deliveries::{Deliveries, Entry, Instance, Instances, Invoked},
     experiments::{ExperimentState, ExperimentTemplate, Experiments, LogEvent, TemplateSummary},
     missing,
-    moves::{ListedRule, Moves, Received},
+    moves::{DeployError, ListedRule, Moves, Received},
 };
 
 impl Deliveries for World {
@@ -172,12 +172,18 @@ impl Moves for World {
         name: &str,
         template: &str,
         parameters: &[(&str, &str)],
-    ) -> anyhow::Result<BTreeMap<String, String>> {
-        self.gate("CreateStack")?;
+    ) -> Result<BTreeMap<String, String>, DeployError> {
+        let call = || format!("CreateStack {name}");
+        self.gate("CreateStack")
+            .map_err(|e| DeployError::call(call(), e))?;
         if self.read(|_, site| site.stacks.contains_key(name)) {
-            anyhow::bail!(
-                "CreateStack {name}: AlreadyExistsException: Stack [{name}] already exists"
-            );
+            return Err(DeployError::call(
+                call(),
+                CallError::new(
+                    "AlreadyExistsException",
+                    format!("Stack [{name}] already exists"),
+                ),
+            ));
         }
         Ok(self.deploy(name, template, parameters)?.outputs)
     }
@@ -188,11 +194,18 @@ impl Moves for World {
         name: &str,
         template: &str,
         parameters: &[(&str, &str)],
-    ) -> anyhow::Result<()> {
-        self.gate("UpdateStack")?;
+    ) -> Result<(), DeployError> {
+        let call = || format!("UpdateStack {name}");
+        self.gate("UpdateStack")
+            .map_err(|e| DeployError::call(call(), e))?;
         let mut kept = self
             .read(|_, site| site.stacks.get(name).map(|s| s.stack.parameters.clone()))
-            .ok_or_else(|| anyhow::anyhow!("UpdateStack {name}: Stack [{name}] does not exist"))?;
+            .ok_or_else(|| {
+                DeployError::call(
+                    call(),
+                    CallError::new(missing::STACK, format!("Stack [{name}] does not exist")),
+                )
+            })?;
         for (key, value) in parameters {
             kept.insert(key.to_string(), value.to_string());
         }
@@ -317,7 +330,7 @@ impl Moves for World {
 
     async fn tag_queue(&self, url: &str, key: &str, value: &str) -> Result<(), CallError> {
         self.gate("TagQueue")?;
-        self.queue_named(url)?;
+        self.with_queue(url, |_| ())?;
         let name = url.rsplit('/').next().unwrap_or_default().to_owned();
         self.site(|site| {
             if let Some(queue) = site.queues.get_mut(&name) {
@@ -329,7 +342,7 @@ impl Moves for World {
 
     async fn untag_queue(&self, url: &str, key: &str) -> Result<(), CallError> {
         self.gate("UntagQueue")?;
-        self.queue_named(url)?;
+        self.with_queue(url, |_| ())?;
         let name = url.rsplit('/').next().unwrap_or_default().to_owned();
         self.site(|site| {
             if let Some(queue) = site.queues.get_mut(&name) {

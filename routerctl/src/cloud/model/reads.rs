@@ -7,7 +7,7 @@ use std::{
 
 use super::{World, millis, not_found, policy};
 use crate::cloud::{
-    Alarm, CallError, Cloud, Function, Key, Mapping, Message, Reach, Role, RoleError, Rule, Stack,
+    Alarm, CallError, Cloud, Function, Key, Mapping, Message, Reach, ReadError, Role, Rule, Stack,
     Target, missing,
 };
 use aws_model::arn::arn_name_after_slash;
@@ -55,14 +55,14 @@ impl Cloud for World {
             })
     }
 
-    async fn stack_of(&self, physical_id: &str) -> Option<String> {
-        self.gate("DescribeStackResources").ok()?;
-        self.read(|_, site| {
+    async fn stack_of(&self, physical_id: &str) -> Result<Option<String>, CallError> {
+        self.gate("DescribeStackResources")?;
+        Ok(self.read(|_, site| {
             site.stacks
                 .iter()
                 .find(|(_, s)| s.resources.values().any(|p| p == physical_id))
                 .map(|(name, _)| name.clone())
-        })
+        }))
     }
 
     async fn queue_url(&self, name: &str) -> Result<String, CallError> {
@@ -78,30 +78,31 @@ impl Cloud for World {
 
     async fn queue_attributes(&self, url: &str) -> Result<HashMap<String, String>, CallError> {
         self.gate("GetQueueAttributes")?;
-        let queue = self.queue_named(url)?;
         let now = self.now();
-        let visible = queue
-            .messages
-            .iter()
-            .filter(|m| m.visible_at <= now)
-            .count();
-        let mut attributes = queue.attributes.clone();
-        for (name, count) in [
-            ("ApproximateNumberOfMessages", visible),
-            (
-                "ApproximateNumberOfMessagesNotVisible",
-                queue.messages.len() - visible,
-            ),
-            ("ApproximateNumberOfMessagesDelayed", 0),
-        ] {
-            attributes.insert(name.to_owned(), count.to_string());
-        }
-        Ok(attributes)
+        self.with_queue(url, |queue| {
+            let visible = queue
+                .messages
+                .iter()
+                .filter(|m| m.visible_at <= now)
+                .count();
+            let mut attributes = queue.attributes.clone();
+            for (name, count) in [
+                ("ApproximateNumberOfMessages", visible),
+                (
+                    "ApproximateNumberOfMessagesNotVisible",
+                    queue.messages.len() - visible,
+                ),
+                ("ApproximateNumberOfMessagesDelayed", 0),
+            ] {
+                attributes.insert(name.to_owned(), count.to_string());
+            }
+            attributes
+        })
     }
 
     async fn queue_tags(&self, url: &str) -> Result<BTreeMap<String, String>, CallError> {
         self.gate("ListQueueTags")?;
-        Ok(self.queue_named(url)?.tags)
+        self.with_queue(url, |queue| queue.tags.clone())
     }
 
     async fn queue_urls(&self, prefix: &str) -> Result<Vec<String>, CallError> {
@@ -169,54 +170,44 @@ impl Cloud for World {
         Ok(self.read(|_, site| site.mappings.get(function).cloned().unwrap_or_default()))
     }
 
-    async fn role(&self, arn: &str) -> Result<Role, RoleError> {
+    async fn role(&self, arn: &str) -> Result<Role, ReadError> {
         let name = arn_name_after_slash(arn);
-        let read = "run verify with a principal allowed iam:GetRole, iam:ListRolePolicies, \
-                    iam:GetRolePolicy, iam:ListAttachedRolePolicies, iam:GetPolicy and \
-                    iam:GetPolicyVersion"
-            .to_owned();
         self.gate("GetRole")
-            .map_err(|e| (format!("GetRole {name}: {e}"), read.clone()))?;
+            .map_err(|e| ReadError::call(format!("GetRole {name}"), e))?;
         let state = self.lock();
         let role = state.roles.get(arn).ok_or_else(|| {
-            (
-                format!("GetRole {name}: NoSuchEntity: The role with name {name} cannot be found."),
-                read.clone(),
+            ReadError::call(
+                format!("GetRole {name}"),
+                CallError::new(
+                    missing::ROLE,
+                    format!("The role with name {name} cannot be found."),
+                ),
             )
         })?;
+        let managed_policy = |arn: &str| {
+            let doc = state.policies.get(arn).ok_or_else(|| {
+                ReadError::call(
+                    format!("GetPolicy {arn}"),
+                    CallError::new(missing::ROLE, format!("Policy {arn} was not found.")),
+                )
+            })?;
+            policy(
+                &format!("managed policy {}", arn_name_after_slash(arn)),
+                doc,
+            )
+            .map_err(ReadError::Unreadable)
+        };
         let mut identity = Vec::new();
         for (policy_name, doc) in &role.inline {
             identity.push(
                 policy(&format!("inline policy {policy_name}"), doc)
-                    .map_err(|e| (e, read.clone()))?,
+                    .map_err(ReadError::Unreadable)?,
             );
         }
         for managed in &role.managed {
-            let doc = state.policies.get(managed).ok_or_else(|| {
-                (
-                    format!("GetPolicy {managed}: NoSuchEntity: Policy {managed} was not found."),
-                    read.clone(),
-                )
-            })?;
-            let source = format!("managed policy {}", arn_name_after_slash(managed));
-            identity.push(policy(&source, doc).map_err(|e| (e, read.clone()))?);
+            identity.push(managed_policy(managed)?);
         }
-        let boundary = match &role.boundary {
-            Some(arn) => Some(
-                state
-                    .policies
-                    .get(arn)
-                    .ok_or_else(|| (format!("GetPolicy {arn}: NoSuchEntity"), read.clone()))
-                    .and_then(|doc| {
-                        policy(
-                            &format!("managed policy {}", arn_name_after_slash(arn)),
-                            doc,
-                        )
-                        .map_err(|e| (e, read.clone()))
-                    })?,
-            ),
-            None => None,
-        };
+        let boundary = role.boundary.as_deref().map(managed_policy).transpose()?;
         Ok(Role::new(
             arn,
             identity,
@@ -225,22 +216,26 @@ impl Cloud for World {
         ))
     }
 
-    async fn key(&self, id: &str) -> Result<Key, String> {
+    async fn key(&self, id: &str) -> Result<Key, ReadError> {
         self.gate("DescribeKey")
-            .map_err(|e| format!("DescribeKey {id}: {e}"))?;
+            .map_err(|e| ReadError::call(format!("DescribeKey {id}"), e))?;
         let state = self.lock();
         let key = state
             .keys
             .values()
             .find(|k| k.arn == id || k.arn.ends_with(&format!(":key/{id}")))
             .ok_or_else(|| {
-                format!("DescribeKey {id}: NotFoundException: Key '{id}' does not exist")
+                ReadError::call(
+                    format!("DescribeKey {id}"),
+                    CallError::new("NotFoundException", format!("Key '{id}' does not exist")),
+                )
             })?;
         Ok(Key {
             arn: key.arn.clone(),
             aws_managed: key.aws_managed,
             disabled: (!key.enabled).then(|| "Disabled".to_owned()),
-            policy: policy(&format!("key policy of {}", key.arn), &key.policy)?,
+            policy: policy(&format!("key policy of {}", key.arn), &key.policy)
+                .map_err(ReadError::Unreadable)?,
         })
     }
 

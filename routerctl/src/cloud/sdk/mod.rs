@@ -33,7 +33,7 @@ use aws_sdk_sqs::{
 };
 
 use super::{
-    Alarm, CallError, Cloud, Function, Key, Mapping, Message, Reach, Role, RoleError, Rule, Stack,
+    Alarm, CallError, Cloud, Function, Key, Mapping, Message, Reach, ReadError, Role, Rule, Stack,
     Target, Watched, missing,
 };
 
@@ -154,18 +154,23 @@ impl Cloud for Aws {
         aws_clients::aws::read_stack_resources(&self.cfn, stack).await
     }
 
-    async fn stack_of(&self, physical_id: &str) -> Option<String> {
-        let out = self
+    async fn stack_of(&self, physical_id: &str) -> Result<Option<String>, CallError> {
+        match self
             .cfn
             .describe_stack_resources()
             .physical_resource_id(physical_id)
             .send()
             .await
-            .ok()?;
-        out.stack_resources()
-            .first()
-            .and_then(|r| r.stack_name())
-            .map(str::to_owned)
+            .map_err(call_error)
+        {
+            Ok(out) => Ok(out
+                .stack_resources()
+                .first()
+                .and_then(|r| r.stack_name())
+                .map(str::to_owned)),
+            Err(e) if e.is_missing_stack() => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     async fn queue_url(&self, name: &str) -> Result<String, CallError> {
@@ -366,11 +371,11 @@ impl Cloud for Aws {
             .collect())
     }
 
-    async fn role(&self, arn: &str) -> Result<Role, RoleError> {
+    async fn role(&self, arn: &str) -> Result<Role, ReadError> {
         aws_clients::roles::load_role(self, arn).await
     }
 
-    async fn key(&self, id: &str) -> Result<Key, String> {
+    async fn key(&self, id: &str) -> Result<Key, ReadError> {
         aws_clients::kms::load_key(self, id).await
     }
 

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::cloud::{
     CallError,
-    moves::{ListedRule, Moves, Received},
+    moves::{DeployError, ListedRule, Moves, Received},
 };
 
 impl Moves for Aws {
@@ -20,7 +20,7 @@ impl Moves for Aws {
         name: &str,
         template: &str,
         parameters: &[(&str, &str)],
-    ) -> anyhow::Result<BTreeMap<String, String>> {
+    ) -> Result<BTreeMap<String, String>, DeployError> {
         Ok(
             aws_clients::stacks::create(&self.cfn, name, template, parameters)
                 .await?
@@ -33,7 +33,7 @@ impl Moves for Aws {
         name: &str,
         template: &str,
         parameters: &[(&str, &str)],
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), DeployError> {
         aws_clients::stacks::update(&self.cfn, name, template, parameters).await?;
         Ok(())
     }

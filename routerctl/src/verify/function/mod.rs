@@ -6,16 +6,13 @@
 
 mod router_role;
 
+use crate::deployment::{Base, Role};
 use router_core::config::Config;
 
-use super::{
-    report::{Check, fail},
-    role::Role,
-    stack::Base,
-};
+use super::report::{Check, fail};
 use crate::{
     check::{self, Expect},
-    cloud::{self, Cloud},
+    cloud::{self, Cloud, role_fix},
 };
 use aws_model::arn::arn_name;
 
@@ -64,14 +61,15 @@ pub(super) async fn check_role(
     config: Option<&Config>,
     checks: &mut Vec<Check>,
 ) -> Option<Role> {
-    let role = match base.output("RouterRoleArn") {
-        Some(arn) => aws.role(arn).await,
-        None => Err((
-            "the stack has no RouterRoleArn output".to_owned(),
-            "update the stack with this project's cloudformation/base.yaml".to_owned(),
-        )),
+    let Some(arn) = base.output("RouterRoleArn") else {
+        checks.push(fail(
+            "router-role",
+            "the stack has no RouterRoleArn output",
+            "update the stack with this project's cloudformation/base.yaml",
+        ));
+        return None;
     };
-    match role {
+    match aws.role(arn).await {
         Ok(role) => {
             let ingest = base.output("IngestQueueArn");
             checks.push(check_router_role(
@@ -86,8 +84,8 @@ pub(super) async fn check_role(
             }
             Some(role)
         }
-        Err((problem, fix)) => {
-            checks.push(fail("router-role", problem, fix));
+        Err(e) => {
+            checks.push(fail("router-role", e.to_string(), role_fix(&e)));
             None
         }
     }

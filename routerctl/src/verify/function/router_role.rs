@@ -2,6 +2,7 @@
 //! router does (and nothing broader, judged as a member's spoke role is: `routing_role.rs`), and
 //! may assume the spoke role in exactly the accounts it serves.
 
+use crate::deployment::{Base, Role};
 use router_core::{
     accounts::Served,
     config::{Config, DEFAULT_SPOKE_ROLE_NAME},
@@ -10,9 +11,7 @@ use router_core::{
 use crate::check::{self, Expect};
 use crate::verify::{
     report::Check,
-    role::Role,
     routing_role::{BASE_LOOKUPS, Scope},
-    stack::Base,
 };
 
 /// `router-role`: the role may route in the hub's own account (the same [`Scope`] as a member's

@@ -8,7 +8,7 @@ use super::{AlarmSpec, Monitored, Watches};
 use crate::{
     check::{self, Expect},
     cloud::{Alarm, Cloud},
-    verify::{report::Check, stack::Base},
+    {deployment::Base, verify::report::Check},
 };
 
 impl AlarmSpec {

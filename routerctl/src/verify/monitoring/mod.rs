@@ -9,14 +9,12 @@
 //! says how to put it back (and the sandbox creates it from the same spec, where moto skips the
 //! template's alarms).
 
+use crate::deployment::Base;
 use std::time::{Duration, SystemTime};
 
 use router_core::config::{Config, DEFAULT_METRICS_NAMESPACE};
 
-use super::{
-    report::{Check, fail, pass},
-    stack::Base,
-};
+use super::report::{Check, fail, pass};
 use crate::{
     check::{self, Expect},
     cloud::{Cloud, missing},

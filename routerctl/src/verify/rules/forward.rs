@@ -6,12 +6,12 @@
 //! the router routes direct deliveries of this account from (any other is dead-lettered
 //! `foreign-sender`).
 
+use crate::deployment::Role;
 use std::collections::HashMap;
 
 use crate::{
     check::Expect,
     cloud::{Cloud, Target},
-    verify::role::Role,
 };
 use aws_model::{
     access::{ResourcePolicy, authorize_role},
@@ -64,7 +64,7 @@ impl HubBus<'_> {
         if let Some(role_arn) = role_arn
             && !roles.contains_key(role_arn)
         {
-            let loaded = aws.role(role_arn).await.map_err(|(problem, _)| problem);
+            let loaded = aws.role(role_arn).await.map_err(|e| e.to_string());
             roles.insert(role_arn.to_owned(), loaded);
         }
         self.judged(name, rule, targets, roles)

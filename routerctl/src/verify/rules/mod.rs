@@ -10,6 +10,7 @@
 mod forward;
 mod ingest;
 
+use crate::deployment::{Base, Role};
 use std::collections::{BTreeMap, HashMap};
 
 pub(crate) use self::forward::{DirectQueue, HubBus};
@@ -17,7 +18,7 @@ use self::ingest::Delivery;
 use router_core::event::Kind;
 use serde_json::Value;
 
-use super::{report::Check, role::Role, stack::Base};
+use super::report::Check;
 use crate::{
     check::{self, Expect},
     cloud::{Cloud, Rule, Target, missing},

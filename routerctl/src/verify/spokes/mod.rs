@@ -24,6 +24,7 @@ mod spoke_stack;
 #[cfg(test)]
 mod tests;
 
+use crate::deployment::Base;
 use router_core::{
     accounts::Served,
     config::{Config, DEFAULT_SPOKE_ROLE_NAME, DIRECT_ROLE_SUFFIX, QueueNameTemplate},
@@ -33,10 +34,9 @@ use super::{
     alarm_topic,
     report::{Check, fail, pass},
     rules::{self, Delivers, DirectQueue, HubBus, RULES, RuleSite},
-    stack::Base,
     tenants::{self, Place, Site},
 };
-use crate::cloud::{Cloud, Reach};
+use crate::cloud::{Cloud, Reach, missing, role_fix};
 use aws_model::policy::Policy;
 
 use self::hub_bus::check_bus_policy;
@@ -271,8 +271,8 @@ pub(super) async fn check<C: Cloud>(
             }
             Some(role)
         }
-        Err((problem, fix)) => {
-            let missing = problem.contains("NoSuchEntity");
+        Err(e) => {
+            let missing = e.code() == Some(missing::ROLE);
             checks.push(fail(
                 &hub.name("role-trust"),
                 if missing {
@@ -281,7 +281,7 @@ pub(super) async fn check<C: Cloud>(
                         hub.spoke_role_arn, member.account
                     )
                 } else {
-                    problem
+                    e.to_string()
                 },
                 if missing {
                     format!(
@@ -291,7 +291,7 @@ pub(super) async fn check<C: Cloud>(
                         hub.spoke_role_parameters()
                     )
                 } else {
-                    fix
+                    role_fix(&e).to_owned()
                 },
             ));
             None

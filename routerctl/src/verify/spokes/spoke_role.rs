@@ -4,9 +4,9 @@
 use super::hub_bus::STRANGER;
 use super::{Hub, Member};
 use crate::check::{self, Expect};
+use crate::deployment::Role;
 use crate::verify::{
     report::{Check, fail, pasted},
-    role::Role,
     routing_role::{SPOKE_LOOKUPS, Scope},
 };
 use aws_model::policy::{Decision, Principal, Request, evaluate};

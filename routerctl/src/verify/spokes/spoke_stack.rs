@@ -5,7 +5,7 @@ use super::{Hub, Member, Spoke};
 use crate::{
     check::{self, Check, Expect},
     cloud::{Cloud, Stack},
-    verify::stack,
+    deployment::base,
 };
 
 /// The states a stack serves from.
@@ -38,7 +38,7 @@ pub(super) async fn check_spoke_stack(
             return None;
         }
     };
-    let resources = stack::resources(aws, stack_name).await;
+    let resources = base::resources(aws, stack_name).await;
     let (check, spoke) = judge(hub, member, stack, resources);
     checks.push(check);
     Some(spoke)

@@ -83,7 +83,7 @@ mod spoke_stack {
     use crate::cloud::Stack;
 
     use super::super::{Hub, Member, spoke_stack::judge};
-    use crate::{fixtures, verify::stack::Base};
+    use crate::{deployment::Base, fixtures};
 
     const BUS: &str = "arn:aws:events:us-east-1:123456789012:event-bus/ir-hub";
     const SPOKE_ROLE: &str = "arn:aws:iam::111111111111:role/interruption-router-spoke";
@@ -224,7 +224,7 @@ mod spoke_role {
         Hub, Member,
         spoke_role::{check_reads_direct_role, check_role_permissions, check_role_trust},
     };
-    use crate::{fixtures, verify::stack::Base};
+    use crate::{deployment::Base, fixtures};
 
     const ROUTER: &str = "arn:aws:iam::123456789012:role/router";
     const SPOKE_ROLE: &str = "arn:aws:iam::111111111111:role/interruption-router-spoke";
@@ -374,7 +374,7 @@ mod hub_bus {
     use serde_json::json;
 
     use super::super::{Hub, Member, hub_bus::judge_bus_policy};
-    use crate::{check::Check, fixtures, verify::stack::Base};
+    use crate::{check::Check, deployment::Base, fixtures};
 
     const BUS: &str = "arn:aws:events:us-east-1:123456789012:event-bus/ir-hub";
     const ACCOUNT: &str = "111111111111";

@@ -2,13 +2,11 @@
 //! cluster's tenant queue.
 
 use super::Site;
+use crate::deployment::Queue;
 use crate::{
     check::{self, Expect},
-    cloud::Cloud,
-    verify::{
-        queues::Queue,
-        report::{Check, fail},
-    },
+    cloud::{Cloud, role_fix},
+    verify::report::{Check, fail},
 };
 use aws_model::policy::{Decision, Policy};
 
@@ -64,7 +62,13 @@ pub(crate) async fn check_karpenter_role(
     );
     let role = match aws.role(&arn).await {
         Ok(role) => role,
-        Err((problem, fix)) => return fail(&name, problem, format!("{fix}; or {name_it}")),
+        Err(e) => {
+            return fail(
+                &name,
+                e.to_string(),
+                format!("{}; or {name_it}", role_fix(&e)),
+            );
+        }
     };
     let policy = queue
         .attribute("Policy")
@@ -112,7 +116,8 @@ pub(crate) async fn check_karpenter_role(
 
 /// A parameter of the tenant stack that created the queue at `queue_url`: the stack CloudFormation
 /// names for that physical resource, else the first of the names `make deploy-tenant` (and the
-/// site's conventions) give the cluster's stack that exists ([`Site::tenant_stacks`]).
+/// site's conventions) give the cluster's stack that exists ([`Site::tenant_stacks`]), which is
+/// also where a caller refused DescribeStackResources looks.
 pub(crate) async fn tenant_stack_parameter(
     aws: &impl Cloud,
     site: &Site<'_>,
@@ -120,7 +125,8 @@ pub(crate) async fn tenant_stack_parameter(
     queue_url: &str,
     key: &str,
 ) -> Option<String> {
-    let owner = aws.stack_of(queue_url).await;
+    // Refused DescribeStackResources, the stack is looked for by the names it would have.
+    let owner = aws.stack_of(queue_url).await.ok().flatten();
     for stack in owner.into_iter().chain(site.tenant_stacks(cluster)) {
         if let Ok(mut found) = aws.stack(&stack).await {
             return found.parameters.remove(key);

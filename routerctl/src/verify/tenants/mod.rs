@@ -18,6 +18,7 @@ mod site;
 #[cfg(test)]
 mod tests;
 
+use crate::deployment::{Base, Queue, Role, load_queue};
 use router_core::{
     config::{Config, QueueNameTemplate},
     tenancy,
@@ -25,10 +26,8 @@ use router_core::{
 
 use super::{
     keys,
-    queues::{Queue, encryption, load_queue, set_policy_command},
+    queues::{encryption, set_policy_command},
     report::{Check, fail, pass},
-    role::Role,
-    stack::Base,
 };
 use crate::{
     check::{self, Expect},

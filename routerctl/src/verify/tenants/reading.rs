@@ -1,6 +1,7 @@
 //! `tenant:<cluster>:queue` and `:read`: the queue is the tenant stack's (so the router writes it),
 //! and someone reads it: a message unread for a minute means no Karpenter is polling it.
 
+use crate::deployment::Queue;
 use std::time::{Duration, UNIX_EPOCH};
 
 use router_core::{
@@ -10,10 +11,7 @@ use router_core::{
 
 use crate::{
     cloud::Cloud,
-    verify::{
-        queues::Queue,
-        report::{Check, fail, pass},
-    },
+    verify::report::{Check, fail, pass},
 };
 
 /// What the router does to a cluster queue, and base.yaml's statement that allows it: send, and
@@ -207,7 +205,15 @@ async fn read_by_its_alarm(
     // The tenant stack's alarm (`<stack>-QueueAgeAlarm-…`), else, for a queue another tool made
     // to the tenant contract, one named after the queue.
     let by_queue = format!("{}-QueueAgeAlarm", queue.name);
-    let stack = aws.stack_of(&queue.url).await;
+    // A caller refused DescribeStackResources still finds an alarm named after the queue; the
+    // refusal is said if none is.
+    let (stack, unread) = match aws.stack_of(&queue.url).await {
+        Ok(stack) => (stack, String::new()),
+        Err(e) => (
+            None,
+            format!(" (which stack made it is not known: DescribeStackResources failed: {e})"),
+        ),
+    };
     let mut alarm = None;
     for prefix in stack
         .map(|stack| format!("{stack}-QueueAgeAlarm"))
@@ -236,7 +242,8 @@ async fn read_by_its_alarm(
             name,
             format!(
                 "{} refuses this caller's receive ({refused}), and no tenant stack's age alarm \
-                 watches it, nor an alarm named {by_queue}: whether anyone reads it cannot be told",
+                 watches it{unread}, nor an alarm named {by_queue}: whether anyone reads it cannot \
+                 be told",
                 queue.name
             ),
             format!(

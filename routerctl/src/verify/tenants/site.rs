@@ -6,7 +6,7 @@
 
 use aws_model::stacks::tenant_stack_name;
 
-use crate::verify::stack::Base;
+use crate::deployment::Base;
 
 /// One account and region whose tenant queues are checked.
 pub(crate) struct Site<'a> {

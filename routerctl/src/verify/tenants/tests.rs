@@ -3,7 +3,7 @@
 use router_core::config::QueueNameTemplate;
 
 use super::{Sender, check_tenant_policy, cluster_of};
-use crate::verify::queues::Queue;
+use crate::deployment::Queue;
 use aws_model::documents::tenant_queue_policy;
 
 #[test]

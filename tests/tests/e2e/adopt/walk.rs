@@ -10,7 +10,7 @@ use super::*;
 #[tokio::test]
 async fn adopting_every_kind_of_set_up_while_events_flow_misses_none_and_survives_a_rollback()
 -> Result<()> {
-    let mut estate = Estate::start(None, Scene::demo()).await?;
+    let mut estate = Estate::start(None, demo()).await?;
 
     // The plan reads what each cluster runs, by what the resources do, and changes nothing.
     let plan = estate.adopt(&adopt::Options::plan(STACK)).await?;

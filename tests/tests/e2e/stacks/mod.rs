@@ -85,7 +85,10 @@ async fn upload_code(world: &World) -> Result<()> {
 /// The base stack from `template` (today's, or a previous release's), its code uploaded first.
 async fn deploy_base(world: &World, aws: &Clients, template: &str) -> Result<Stack> {
     upload_code(world).await?;
-    aws_clients::stacks::create(&aws.cfn, BASE, template, &[("CodeS3Bucket", "artifacts")]).await
+    Ok(
+        aws_clients::stacks::create(&aws.cfn, BASE, template, &[("CodeS3Bucket", "artifacts")])
+            .await?,
+    )
 }
 
 /// The router exactly as the deployed stack configures its function (talking to AWS through the
