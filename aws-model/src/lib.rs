@@ -13,6 +13,8 @@
 //! * [`kms`]: a KMS key's state and key policy;
 //! * [`patterns`]: EventBridge's matching of an event pattern;
 //! * [`events`]: interruption events in the exact shapes EC2, AWS Health and FIS produce;
+//! * [`esm`]: Lambda's SQS event source mapping: its batches, the event it invokes with, what it
+//!   leaves in the queue after the function's answer;
 //! * [`arn`]: the parts of an ARN the tooling reads;
 //! * [`resources`]: what the tooling reads back from AWS, as plain data;
 //! * [`timing`]: AWS's timings the model and the emulator's stand-ins both play.
@@ -24,6 +26,7 @@
 pub mod access;
 pub mod arn;
 pub mod documents;
+pub mod esm;
 pub mod events;
 pub mod kms;
 pub mod patterns;

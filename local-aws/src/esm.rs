@@ -2,8 +2,10 @@
 //!
 //! Like the real one it gathers up to `batch_size` records or waits `batching_window` from the
 //! first one, invokes the function with an SQS event, and deletes the records the function
-//! handled. Records named in `batchItemFailures` (or the whole batch, if the invocation failed)
-//! are left alone, as Lambda's poller leaves them: they become visible again when the queue's
+//! handled, each of those decided by [`aws_model::esm`], which the simulation's mapping follows
+//! too. Records named in `batchItemFailures` (or the whole batch, if the invocation failed or
+//! the answer is one Lambda counts a complete failure) are left alone, as Lambda's poller leaves
+//! them: they become visible again when the queue's
 //! visibility timeout runs out, or sooner if the function shortened it with
 //! ChangeMessageVisibility. Receives use the queue's own visibility timeout, and the records carry
 //! what Lambda's do: the real receipt handle, the system `attributes` (ApproximateReceiveCount,
@@ -41,7 +43,8 @@ pub const LONG_POLL: Duration = Duration::from_secs(1);
 /// of it). Every 20 ms was some 40 empty receives per batch, each answered by the emulator and
 /// signed by the SDK: 18,000 of the end-to-end suite's 47,000 requests (5,300 at 100 ms).
 pub const WINDOW_POLL: Duration = Duration::from_millis(250);
-use serde_json::{Value, json};
+use aws_model::esm::{self, Answer, Batching, Record};
+use serde_json::Value;
 
 use super::{function::Function, runtime_api::Invocation};
 
@@ -247,28 +250,23 @@ impl EventSourceMapping {
                 .await;
             let took = started.elapsed();
 
-            let failed: Vec<String> = match &invocation {
-                Invocation::Response(_) => invocation
-                    .json()
-                    .and_then(|r| r["batchItemFailures"].as_array().cloned())
-                    .context("the function answered an SQS batch without batchItemFailures")?
-                    .iter()
-                    .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
-                    .collect(),
-                _ => batch
-                    .iter()
-                    .filter_map(|m| m.message_id().map(str::to_owned))
-                    .collect(),
+            let ids: Vec<&str> = batch.iter().filter_map(Message::message_id).collect();
+            let response = match &invocation {
+                // An empty response is Lambda's "empty EventResponse": a complete success.
+                Invocation::Response(body) if body.is_empty() => Some(Value::Null),
+                _ => invocation.json(),
             };
-            // Handed-back records are left to their visibility timeout (or to the function's
-            // ChangeMessageVisibility), as Lambda's poller leaves them.
-            let done: Vec<&Message> = batch
-                .iter()
-                .filter(|m| {
-                    !m.message_id()
-                        .is_some_and(|id| failed.iter().any(|f| f == id))
-                })
-                .collect();
+            let left = esm::left(
+                match invocation {
+                    Invocation::Response(_) => Answer::Response(response.as_ref()),
+                    _ => Answer::Error,
+                },
+                &ids,
+            );
+            // What the mapping leaves is left to its visibility timeout (or to the function's
+            // ChangeMessageVisibility), as Lambda's poller leaves it.
+            let stays = |m: &Message| left.keeps(m.message_id().unwrap_or_default());
+            let done: Vec<&Message> = batch.iter().filter(|m| !stays(m)).collect();
             self.delete(sqs, &done).await?;
             {
                 let mut drained = shared.drained.lock().unwrap();
@@ -279,10 +277,7 @@ impl EventSourceMapping {
                     drained.failed_invocations += 1;
                 }
                 drained.retried += (batch.len() - done.len()) as u64;
-                for m in batch.iter().filter(|m| {
-                    m.message_id()
-                        .is_some_and(|id| failed.iter().any(|f| f == id))
-                }) {
+                for m in batch.iter().filter(|m| stays(m)) {
                     *drained
                         .handed_back
                         .entry(m.body().unwrap_or_default().to_owned())
@@ -325,9 +320,13 @@ impl EventSourceMapping {
                 batch.extend(out.messages().iter().cloned());
                 continue;
             }
-            match first.and_then(|at| self.batching_window.checked_sub(at.elapsed())) {
-                Some(left) if !left.is_zero() => tokio::time::sleep(WINDOW_POLL.min(left)).await,
-                _ => break,
+            let batching = Batching {
+                size: self.batch_size,
+                window: self.batching_window,
+            };
+            match first.and_then(|at: Instant| batching.left(batch.len(), at.elapsed())) {
+                Some(left) => tokio::time::sleep(WINDOW_POLL.min(left)).await,
+                None => break,
             }
         }
         Ok(batch)
@@ -363,33 +362,26 @@ struct Shared {
     last_arrival: Mutex<Instant>,
 }
 
-/// An SQS event as Lambda builds it from received messages.
+/// An SQS event as Lambda builds it from received messages ([`esm::sqs_event`]).
 pub fn sqs_event(messages: &[Message], queue_arn: &str) -> Value {
-    let records: Vec<Value> = messages
-        .iter()
-        .map(|m| {
-            let attributes: serde_json::Map<String, Value> = m
-                .attributes()
-                .map(|a| {
-                    a.iter()
-                        .map(|(k, v)| (k.as_str().to_owned(), Value::from(v.as_str())))
-                        .collect()
-                })
-                .unwrap_or_default();
-            json!({
-                "messageId": m.message_id(),
-                "receiptHandle": m.receipt_handle(),
-                "body": m.body(),
-                "attributes": attributes,
-                "messageAttributes": {},
-                "md5OfBody": m.md5_of_body(),
-                "eventSource": "aws:sqs",
-                "eventSourceARN": queue_arn,
-                "awsRegion": super::moto::REGION,
-            })
-        })
-        .collect();
-    json!({ "Records": records })
+    esm::sqs_event(messages.iter().map(|m| {
+        let mut attributes: Vec<(String, String)> = m
+            .attributes()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str().to_owned(), v.clone()))
+            .collect();
+        attributes.sort();
+        Record {
+            message_id: m.message_id().unwrap_or_default(),
+            receipt_handle: m.receipt_handle().unwrap_or_default(),
+            body: m.body().unwrap_or_default(),
+            attributes,
+            md5_of_body: m.md5_of_body().unwrap_or_default(),
+            queue_arn,
+            region: super::moto::REGION,
+        }
+    }))
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! still waiting, up to 300 more per minute, at most `MaximumConcurrency` (Lambda developer guide,
 //! "Configuring scaling behavior for SQS event source mappings"). Each poller gathers a batch
 //! (up to `BatchSize` records, or what came within the batching window) and invokes the function
-//! with it; records named in `batchItemFailures` stay in the queue, the rest are deleted.
+//! with it; records named in `batchItemFailures` stay in the queue, the rest are deleted. When a
+//! batch is ready, the event and what an answer leaves are [`aws_model::esm`]'s, which the
+//! emulator's poller (`local-aws`) follows too.
 //!
 //! An execution environment handles one batch at a time ([`Pool`]): the most recently used idle
 //! one takes the next batch, and when none is idle a new one starts cold, its init time spent
@@ -19,11 +21,11 @@ use std::{
     time::Duration,
 };
 
+use aws_model::esm::{self, Answer, Batching, Record};
 use router_core::{
     config::Config,
     handler::{Invocation, Router},
 };
-use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::{
@@ -233,9 +235,16 @@ impl Esm {
             ingest.wait(Instant::now() + Duration::from_secs(20)).await;
             batch = ingest.take(size);
         }
-        let window_ends = Instant::now() + self.mapping.batching_window;
-        while batch.len() < size && Instant::now() < window_ends && !self.stopped() {
-            ingest.wait(window_ends).await;
+        let first = Instant::now();
+        let batching = Batching {
+            size,
+            window: self.mapping.batching_window,
+        };
+        while let Some(left) = batching.left(batch.len(), first.elapsed()) {
+            if self.stopped() {
+                break;
+            }
+            ingest.wait(Instant::now() + left).await;
             batch.extend(ingest.take(size - batch.len()));
         }
         batch
@@ -288,18 +297,17 @@ impl Esm {
             usage.records += batch.len() as u64;
             return;
         };
-        let failed: Vec<String> = match &answered.response {
-            Ok(response) => response["batchItemFailures"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
-                .collect(),
-            // An invocation error: Lambda leaves the whole batch to its visibility timeout.
-            Err(_) => batch.iter().map(|r| r.id.to_string()).collect(),
-        };
-        for record in &batch {
-            if !failed.contains(&record.id.to_string()) {
+        let ids: Vec<String> = batch.iter().map(|r| r.id.to_string()).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let left = esm::left(
+            match &answered.response {
+                Ok(response) => Answer::Response(Some(response)),
+                Err(_) => Answer::Error,
+            },
+            &ids,
+        );
+        for (record, id) in batch.iter().zip(&ids) {
+            if !left.keeps(id) {
                 self.world.ingest.delete(&record.receipt);
             }
         }
@@ -324,33 +332,39 @@ impl Esm {
         };
         let queue_arn = self.world.org.ingest_queue_arn();
         let direct_arn = self.world.org.direct_queue_arn();
-        let records: Vec<Value> = batch
-            .iter()
-            .map(|r| {
-                let mut attributes = json!({
-                    "ApproximateReceiveCount": r.receive_count.to_string(),
-                    "ApproximateFirstReceiveTimestamp": ms(r.first_receive),
-                    "SentTimestamp": ms(r.sent_at),
-                });
-                // A direct rule's record: from the direct queue, sent by the member's role. (One
-                // mapping plays both queues' here: their records share its concurrency.)
-                let source = match &r.sender {
-                    Some(sender) => {
-                        attributes["SenderId"] = json!(&**sender);
-                        &direct_arn
-                    }
-                    None => &queue_arn,
-                };
-                json!({
-                    "messageId": r.id.to_string(), "receiptHandle": r.receipt, "body": &*r.body,
-                    "attributes": attributes,
-                    "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-                    "eventSourceARN": source, "awsRegion": self.world.org.shape.hub_region,
-                })
-            })
-            .collect();
-        serde_json::value::RawValue::from_string(json!({ "Records": records }).to_string())
-            .expect("JSON")
+        let ids: Vec<String> = batch.iter().map(|r| r.id.to_string()).collect();
+        let event = esm::sqs_event(batch.iter().zip(&ids).map(|(r, id)| {
+            let mut attributes = vec![
+                (
+                    "ApproximateReceiveCount".to_owned(),
+                    r.receive_count.to_string(),
+                ),
+                (
+                    "ApproximateFirstReceiveTimestamp".to_owned(),
+                    ms(r.first_receive),
+                ),
+                ("SentTimestamp".to_owned(), ms(r.sent_at)),
+            ];
+            // A direct rule's record: from the direct queue, sent by the member's role. (One
+            // mapping plays both queues' here: their records share its concurrency.)
+            let source = match &r.sender {
+                Some(sender) => {
+                    attributes.push(("SenderId".to_owned(), sender.to_string()));
+                    &direct_arn
+                }
+                None => &queue_arn,
+            };
+            Record {
+                message_id: id,
+                receipt_handle: &r.receipt,
+                body: &r.body,
+                attributes,
+                md5_of_body: "",
+                queue_arn: source,
+                region: &self.world.org.shape.hub_region,
+            }
+        }));
+        serde_json::value::RawValue::from_string(event.to_string()).expect("JSON")
     }
 }
 

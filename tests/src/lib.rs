@@ -336,29 +336,27 @@ pub fn health_event(entities: &[&str], id: &str) -> Value {
 /// An SQS event (as an event source mapping delivers it) whose records carry `bodies`; record
 /// `i` has message id `msg-<i>`.
 pub fn sqs_event(bodies: &[String]) -> Value {
-    let records: Vec<Value> = bodies
-        .iter()
-        .enumerate()
-        .map(|(i, body)| {
-            json!({
-                "messageId": format!("msg-{i}"),
-                "receiptHandle": format!("handle-{i}"),
-                "body": body,
-                "attributes": {
-                    "ApproximateReceiveCount": "1",
-                    "SentTimestamp": "1700000000000",
-                    "SenderId": "AIDAEXAMPLE",
-                    "ApproximateFirstReceiveTimestamp": "1700000000000"
-                },
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:interruption-router-ingest",
-                "awsRegion": "us-east-1"
-            })
-        })
+    let ids: Vec<(String, String)> = (0..bodies.len())
+        .map(|i| (format!("msg-{i}"), format!("handle-{i}")))
         .collect();
-    json!({ "Records": records })
+    aws_model::esm::sqs_event(bodies.iter().zip(&ids).map(|(body, (id, handle))| {
+        aws_model::esm::Record {
+            message_id: id,
+            receipt_handle: handle,
+            body,
+            attributes: [
+                ("ApproximateReceiveCount", "1"),
+                ("SentTimestamp", "1700000000000"),
+                ("SenderId", "AIDAEXAMPLE"),
+                ("ApproximateFirstReceiveTimestamp", "1700000000000"),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into(),
+            md5_of_body: "",
+            queue_arn: "arn:aws:sqs:us-east-1:123456789012:interruption-router-ingest",
+            region: "us-east-1",
+        }
+    }))
 }
 
 /// The message ids named in an SQS batch response.

@@ -20,6 +20,7 @@ use std::{sync::Arc, time::Duration};
 use serde_json::{Value, json, value::RawValue};
 
 use self::world::{EPOCH_MS, HUB, REGION, WorldAws, url};
+use aws_model::esm;
 use router_core::{
     config::Config,
     handler::{Answered, Invocation, Router},
@@ -162,30 +163,40 @@ fn queue_of(aws: &WorldAws, arn: &str) -> (aws_world::World, String) {
 /// from its queue in the world (the ingest or the direct queue), so its receipt handle is one
 /// SQS would accept.
 pub fn sqs_event(aws: &WorldAws, records: &[Msg]) -> Box<RawValue> {
-    let records: Vec<Value> = records
+    let handles: Vec<String> = records
         .iter()
         .map(|m| {
             let (view, queue) = queue_of(aws, m.queue_arn);
-            let handle = view
-                .mapping_receive(&queue, &m.id, &m.body)
-                .unwrap_or_else(|| format!("rh-{}", m.id));
-            let mut attributes = json!({
-                "ApproximateReceiveCount": m.receive_count.to_string(),
-                "ApproximateFirstReceiveTimestamp": m.first_receive_ms.to_string(),
-                "SentTimestamp": EPOCH_MS.to_string(),
-            });
-            if let Some(sender) = &m.sender_id {
-                attributes["SenderId"] = json!(sender);
-            }
-            json!({
-                "messageId": m.id, "receiptHandle": handle, "body": m.body,
-                "attributes": attributes,
-                "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-                "eventSourceARN": m.queue_arn, "awsRegion": REGION,
-            })
+            view.mapping_receive(&queue, &m.id, &m.body)
+                .unwrap_or_else(|| format!("rh-{}", m.id))
         })
         .collect();
-    RawValue::from_string(json!({ "Records": records }).to_string()).unwrap()
+    let event = esm::sqs_event(records.iter().zip(&handles).map(|(m, handle)| {
+        let mut attributes = vec![
+            (
+                "ApproximateReceiveCount".to_owned(),
+                m.receive_count.to_string(),
+            ),
+            (
+                "ApproximateFirstReceiveTimestamp".to_owned(),
+                m.first_receive_ms.to_string(),
+            ),
+            ("SentTimestamp".to_owned(), EPOCH_MS.to_string()),
+        ];
+        if let Some(sender) = &m.sender_id {
+            attributes.push(("SenderId".to_owned(), sender.clone()));
+        }
+        esm::Record {
+            message_id: &m.id,
+            receipt_handle: handle,
+            body: &m.body,
+            attributes,
+            md5_of_body: "",
+            queue_arn: m.queue_arn,
+            region: REGION,
+        }
+    }));
+    RawValue::from_string(event.to_string()).unwrap()
 }
 
 /// One invocation of `router` with `records`, with the base stack's timeout.
@@ -214,14 +225,19 @@ pub async fn invoke_with(
     };
     let event = sqs_event(aws, records);
     let answered = router.invoke(&event, invocation).await;
-    if answered.response.is_ok() {
-        let back = handed_back(&answered);
-        let event: Value = serde_json::from_str(event.get()).unwrap();
-        for record in event["Records"].as_array().into_iter().flatten() {
-            if !back.iter().any(|id| record["messageId"] == id.as_str()) {
-                let (view, queue) = queue_of(aws, record["eventSourceARN"].as_str().unwrap());
-                view.mapping_delete(&queue, record["receiptHandle"].as_str().unwrap());
-            }
+    let ids: Vec<&str> = records.iter().map(|m| m.id.as_str()).collect();
+    let left = esm::left(
+        match &answered.response {
+            Ok(response) => esm::Answer::Response(Some(response)),
+            Err(_) => esm::Answer::Error,
+        },
+        &ids,
+    );
+    let event: Value = serde_json::from_str(event.get()).unwrap();
+    for record in event["Records"].as_array().into_iter().flatten() {
+        if !left.keeps(record["messageId"].as_str().unwrap()) {
+            let (view, queue) = queue_of(aws, record["eventSourceARN"].as_str().unwrap());
+            view.mapping_delete(&queue, record["receiptHandle"].as_str().unwrap());
         }
     }
     answered
