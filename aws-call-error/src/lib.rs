@@ -27,11 +27,11 @@ where
 {
     let text = DisplayErrorContext(&error).to_string();
     let code = match &error {
-        SdkError::ServiceError(service) => service.err().code().unwrap_or("Unknown").to_owned(),
         SdkError::TimeoutError(_) => CallError::TIMEOUT.to_owned(),
         SdkError::DispatchFailure(failure) if failure.is_timeout() => CallError::TIMEOUT.to_owned(),
         SdkError::DispatchFailure(_) => CallError::DISPATCH.to_owned(),
         SdkError::ResponseError(_) => CallError::RESPONSE.to_owned(),
+        // An AWS answer (ServiceError): AWS's code, as the error's metadata carries it.
         _ => error.code().unwrap_or("Unknown").to_owned(),
     };
     let message = error.message().map_or(text, str::to_owned);

@@ -111,56 +111,11 @@ pub async fn perform(
             stack,
             karpenter_role,
             kinds,
-        } => {
-            if stack_exists(aws, stack).await? {
-                bail!(
-                    "stack {stack} exists but its queue is not there: look at its events \
-                     (aws cloudformation describe-stack-events --stack-name {stack}), delete it \
-                     if it failed, and run adopt again"
-                );
-            }
-            // As make deploy-tenant deploys it: the queue imports <RouterName>:… from the stack
-            // that connects this region (the base stack, or the member's spoke stack), and takes
-            // its alarm topic and key setting.
-            let parameters = stacks::tenant_parameters(
-                &land.connection.inherits,
-                cluster,
-                karpenter_role,
-                kinds.deployed,
-            );
-            let parameters: Vec<(&str, &str)> = parameters
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            let created = aws
-                .create_stack(stack, stacks::TENANT_TEMPLATE, &parameters)
-                .await?;
-            Ok(format!(
-                "deployed {stack}: queue {}, which the router writes and {karpenter_role} may read",
-                created.get("QueueName").map_or("?", String::as_str)
-            ))
-        }
+        } => deploy_tenant(aws, land, cluster, stack, karpenter_role, kinds).await,
         Change::GrantKarpenter {
             stack,
             karpenter_role,
-        } => {
-            if !stack_exists(aws, stack).await? {
-                bail!(
-                    "the tenant queue was not made by stack {stack}: grant {karpenter_role} \
-                     sqs:ReceiveMessage, sqs:DeleteMessage, sqs:GetQueueUrl and \
-                     sqs:GetQueueAttributes on it where the queue is defined, then run adopt again"
-                );
-            }
-            aws.update_stack(
-                stack,
-                stacks::TENANT_TEMPLATE,
-                &[("KarpenterRoleName", karpenter_role)],
-            )
-            .await?;
-            Ok(format!(
-                "updated {stack}: {karpenter_role} may read the new queue"
-            ))
-        }
+        } => grant_karpenter(aws, stack, karpenter_role).await,
         Change::StartRound { node } => {
             let view = &land.clusters[cluster];
             let tenant = view.tenant.as_ref().context("no tenant queue")?;
@@ -170,66 +125,146 @@ pub async fn perform(
             evidence::start(aws, &start).await
         }
         Change::ReadRound => bail!("the round is read by adopt::run, which then makes step 5"),
-        Change::DisableRules(rules) => {
-            for rule in rules {
-                aws.disable_rule(rule)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("DisableRule {rule}: {e}"))?;
-            }
-            let waited = settle(aws, rules, "DISABLED", options.settle).await?;
-            Ok(format!(
-                "disabled {} (and waited {} s for EventBridge to apply it): the old queue gets no \
-                 new event; {} --rollback re-enables them",
-                rules.join(", "),
-                waited.as_secs(),
-                options.command(cluster)
-            ))
-        }
-        Change::DeleteRules { rules, queues } => {
-            // Marked first: with its rules gone, only the mark may tie a queue to the cluster.
-            for url in queues {
-                evidence::tag(aws, url, RETIRED_TAG, cluster).await?;
-            }
-            let mut deleted = Vec::new();
-            for (rule, target) in rules {
-                aws.remove_target(rule, target)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("RemoveTargets {rule}: {e}"))?;
-                let left = aws
-                    .targets(rule, None)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("ListTargetsByRule {rule}: {e}"))?;
-                if left.is_empty() {
-                    aws.delete_rule(rule)
-                        .await
-                        .map_err(|e| anyhow::anyhow!("DeleteRule {rule}: {e}"))?;
-                    deleted.push(rule.as_str());
-                }
-            }
-            Ok(format!("deleted {}", deleted.join(", ")))
-        }
-        Change::DeleteQueue { url } => {
-            let attributes = aws
-                .queue_attributes(url)
+        Change::DisableRules(rules) => disable_rules(aws, cluster, options, rules).await,
+        Change::DeleteRules { rules, queues } => delete_rules(aws, cluster, rules, queues).await,
+        Change::DeleteQueue { url } => delete_queue(aws, url).await,
+    }
+}
+
+/// Step 1: deploys `cluster`'s tenant stack, unless a stack of that name exists already (a
+/// failed one is the operator's to look at).
+async fn deploy_tenant(
+    aws: &impl Moves,
+    land: &Landscape,
+    cluster: &str,
+    stack: &str,
+    karpenter_role: &str,
+    kinds: &TenantKinds,
+) -> Result<String> {
+    if stack_exists(aws, stack).await? {
+        bail!(
+            "stack {stack} exists but its queue is not there: look at its events \
+             (aws cloudformation describe-stack-events --stack-name {stack}), delete it \
+             if it failed, and run adopt again"
+        );
+    }
+    // As make deploy-tenant deploys it: the queue imports <RouterName>:… from the stack
+    // that connects this region (the base stack, or the member's spoke stack), and takes
+    // its alarm topic and key setting.
+    let parameters = stacks::tenant_parameters(
+        &land.connection.inherits,
+        cluster,
+        karpenter_role,
+        kinds.deployed,
+    );
+    let parameters: Vec<(&str, &str)> = parameters
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let created = aws
+        .create_stack(stack, stacks::TENANT_TEMPLATE, &parameters)
+        .await?;
+    Ok(format!(
+        "deployed {stack}: queue {}, which the router writes and {karpenter_role} may read",
+        created.get("QueueName").map_or("?", String::as_str)
+    ))
+}
+
+/// Step 2: grants Karpenter's role the tenant queue by updating the tenant stack: only a queue the
+/// stack made can be granted this way.
+async fn grant_karpenter(aws: &impl Moves, stack: &str, karpenter_role: &str) -> Result<String> {
+    if !stack_exists(aws, stack).await? {
+        bail!(
+            "the tenant queue was not made by stack {stack}: grant {karpenter_role} \
+             sqs:ReceiveMessage, sqs:DeleteMessage, sqs:GetQueueUrl and \
+             sqs:GetQueueAttributes on it where the queue is defined, then run adopt again"
+        );
+    }
+    aws.update_stack(
+        stack,
+        stacks::TENANT_TEMPLATE,
+        &[("KarpenterRoleName", karpenter_role)],
+    )
+    .await?;
+    Ok(format!(
+        "updated {stack}: {karpenter_role} may read the new queue"
+    ))
+}
+
+/// Step 5: disables the old rules and waits until EventBridge reads them back disabled.
+async fn disable_rules(
+    aws: &impl Moves,
+    cluster: &str,
+    options: &Options,
+    rules: &[String],
+) -> Result<String> {
+    for rule in rules {
+        aws.disable_rule(rule)
+            .await
+            .map_err(|e| anyhow::anyhow!("DisableRule {rule}: {e}"))?;
+    }
+    let waited = settle(aws, rules, "DISABLED", options.settle).await?;
+    Ok(format!(
+        "disabled {} (and waited {} s for EventBridge to apply it): the old queue gets no \
+         new event; {} --rollback re-enables them",
+        rules.join(", "),
+        waited.as_secs(),
+        options.command(cluster)
+    ))
+}
+
+/// Step 6: removes each rule's old-queue target, and deletes the rules left with no target (a rule
+/// that still feeds something else stays).
+async fn delete_rules(
+    aws: &impl Moves,
+    cluster: &str,
+    rules: &[(String, String)],
+    queues: &[String],
+) -> Result<String> {
+    // Marked first: with its rules gone, only the mark may tie a queue to the cluster.
+    for url in queues {
+        evidence::tag(aws, url, RETIRED_TAG, cluster).await?;
+    }
+    let mut deleted = Vec::new();
+    for (rule, target) in rules {
+        aws.remove_target(rule, target)
+            .await
+            .map_err(|e| anyhow::anyhow!("RemoveTargets {rule}: {e}"))?;
+        let left = aws
+            .targets(rule, None)
+            .await
+            .map_err(|e| anyhow::anyhow!("ListTargetsByRule {rule}: {e}"))?;
+        if left.is_empty() {
+            aws.delete_rule(rule)
                 .await
-                .map_err(|e| anyhow::anyhow!("GetQueueAttributes {url}: {e}"))?;
-            let held: u64 = [
-                "ApproximateNumberOfMessages",
-                "ApproximateNumberOfMessagesNotVisible",
-                "ApproximateNumberOfMessagesDelayed",
-            ]
-            .iter()
-            .filter_map(|a| attributes.get(*a)?.parse::<u64>().ok())
-            .sum();
-            if held > 0 {
-                bail!("{url} holds {held} message(s) again: not deleted; run adopt again");
-            }
-            aws.delete_queue(url)
-                .await
-                .map_err(|e| anyhow::anyhow!("DeleteQueue {url}: {e}"))?;
-            Ok(format!("deleted {url}"))
+                .map_err(|e| anyhow::anyhow!("DeleteRule {rule}: {e}"))?;
+            deleted.push(rule.as_str());
         }
     }
+    Ok(format!("deleted {}", deleted.join(", ")))
+}
+
+/// Step 7: deletes an old queue, unless it holds messages again since the plan.
+async fn delete_queue(aws: &impl Moves, url: &str) -> Result<String> {
+    let attributes = aws
+        .queue_attributes(url)
+        .await
+        .map_err(|e| anyhow::anyhow!("GetQueueAttributes {url}: {e}"))?;
+    let held: u64 = [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ]
+    .iter()
+    .filter_map(|a| attributes.get(*a)?.parse::<u64>().ok())
+    .sum();
+    if held > 0 {
+        bail!("{url} holds {held} message(s) again: not deleted; run adopt again");
+    }
+    aws.delete_queue(url)
+        .await
+        .map_err(|e| anyhow::anyhow!("DeleteQueue {url}: {e}"))?;
+    Ok(format!("deleted {url}"))
 }
 
 /// Reads `cluster`'s ripe round ([`evidence::read`]).

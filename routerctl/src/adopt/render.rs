@@ -6,12 +6,26 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use super::{Action, Outcome, Report, State};
+use super::{Action, ClusterPlan, Outcome, Report, State, Step};
 use aws_model::events::rfc3339;
 
 impl Report {
     pub fn render(&self) -> String {
-        let mut out = match &self.spoke_stack {
+        let mut out = self.heading();
+        // A rollback's report shows one helm command, the one that rolls back (at its end): an
+        // operator in a hurry must not find the one that moves Karpenter again above it.
+        let rolled_back = matches!(self.outcome, Outcome::RolledBack { .. });
+        for cluster in &self.clusters {
+            self.render_cluster(&mut out, cluster, rolled_back);
+        }
+        self.render_left_alone(&mut out);
+        self.render_outcome(&mut out);
+        out
+    }
+
+    /// The first line: which account and region, and how they reach the router.
+    fn heading(&self) -> String {
+        match &self.spoke_stack {
             None => format!(
                 "routerctl adopt: account {}, {}, router stack {}\n",
                 self.account, self.region, self.stack,
@@ -21,71 +35,73 @@ impl Report {
                  router stack {}\n",
                 self.account, self.region, self.stack,
             ),
-        };
-        // A rollback's report shows one helm command, the one that rolls back (at its end): an
-        // operator in a hurry must not find the one that moves Karpenter again above it.
-        let rolled_back = matches!(self.outcome, Outcome::RolledBack { .. });
-        for cluster in &self.clusters {
+        }
+    }
+
+    /// One cluster: what it runs today, its steps, and what comes next (with its snippet, unless
+    /// this run rolled back).
+    fn render_cluster(&self, out: &mut String, cluster: &ClusterPlan, rolled_back: bool) {
+        let _ = writeln!(
+            out,
+            "\n{}: {} Karpenter node(s)",
+            cluster.name, cluster.nodes
+        );
+        for (n, line) in cluster.today.iter().enumerate() {
+            let _ = writeln!(out, "  {} {line}", if n == 0 { "today:" } else { "      " });
+        }
+        for step in &cluster.steps {
             let _ = writeln!(
                 out,
-                "\n{}: {} Karpenter node(s)",
-                cluster.name, cluster.nodes
+                "  {}. [{:<7}] {}: {}",
+                step.number,
+                step.state.label(),
+                step.title,
+                step.detail
             );
-            for (n, line) in cluster.today.iter().enumerate() {
-                let _ = writeln!(out, "  {} {line}", if n == 0 { "today:" } else { "      " });
-            }
-            for step in &cluster.steps {
-                let _ = writeln!(
-                    out,
-                    "  {}. [{:<7}] {}: {}",
-                    step.number,
-                    step.state.label(),
-                    step.title,
-                    step.detail
-                );
-            }
-            let next = cluster.next().filter(|_| !rolled_back);
-            let line = match next {
-                None if rolled_back => format!(
-                    "yours: the helm command at the end of this report, which points Karpenter \
-                     back at its old queue; to move again later, {} --cluster {} \
-                     prints the command that does",
-                    self.command, cluster.name
-                ),
-                None => "nothing: it is on the router and its old set-up is gone".to_owned(),
-                Some(step) => match &step.action {
-                    Action::Apply(change) => format!(
-                        "{}{} --cluster {} --apply {}",
-                        if step.snippet.is_some() {
-                            "yours first, the helm command below; then "
-                        } else {
-                            ""
-                        },
-                        self.command,
-                        cluster.name,
-                        change.describe()
-                    ),
-                    Action::Operator(what) => format!("yours: {what}"),
-                    Action::Nothing => match step.state {
-                        State::Waiting { until: Some(at) } => {
-                            format!(
-                                "wait until {}: {}",
-                                rfc3339(whole_second_after(at)),
-                                step.detail
-                            )
-                        }
-                        State::Waiting { until: None } => format!("wait: {}", step.detail),
-                        _ => format!("step {} is blocked: {}", step.number, step.detail),
-                    },
-                },
-            };
-            let _ = writeln!(out, "  next: {line}");
-            if let Some(snippet) = next.and_then(|s| s.snippet.as_deref()) {
-                for line in snippet.lines() {
-                    let _ = writeln!(out, "    {line}");
-                }
+        }
+        let next = cluster.next().filter(|_| !rolled_back);
+        let _ = writeln!(
+            out,
+            "  next: {}",
+            self.next_line(cluster, next, rolled_back)
+        );
+        if let Some(snippet) = next.and_then(|s| s.snippet.as_deref()) {
+            for line in snippet.lines() {
+                let _ = writeln!(out, "    {line}");
             }
         }
+    }
+
+    /// What the operator does next for `cluster`, whose next step is `next`.
+    fn next_line(&self, cluster: &ClusterPlan, next: Option<&Step>, rolled_back: bool) -> String {
+        match next {
+            None if rolled_back => format!(
+                "yours: the helm command at the end of this report, which points Karpenter \
+                 back at its old queue; to move again later, {} --cluster {} \
+                 prints the command that does",
+                self.command, cluster.name
+            ),
+            None => "nothing: it is on the router and its old set-up is gone".to_owned(),
+            Some(step) => match &step.action {
+                Action::Apply(change) => format!(
+                    "{}{} --cluster {} --apply {}",
+                    if step.snippet.is_some() {
+                        "yours first, the helm command below; then "
+                    } else {
+                        ""
+                    },
+                    self.command,
+                    cluster.name,
+                    change.describe()
+                ),
+                Action::Operator(what) => format!("yours: {what}"),
+                Action::Nothing => waiting_line(step),
+            },
+        }
+    }
+
+    /// What adopt found but leaves alone: shared queues, unclaimed ones, and unreadable rules.
+    fn render_left_alone(&self, out: &mut String) {
         if !self.shared.is_empty() {
             let _ = writeln!(
                 out,
@@ -112,6 +128,10 @@ impl Report {
                 let _ = writeln!(out, "  {rule}: {why}");
             }
         }
+    }
+
+    /// What this run did, last (a rollback's helm command with it).
+    fn render_outcome(&self, out: &mut String) {
         match &self.outcome {
             Outcome::Planned => {}
             Outcome::Applied { step, did } => {
@@ -140,22 +160,42 @@ impl Report {
                     "\nrolled back: {}; the old queue gets every event from now on. No old rule \
                      is disabled again until --apply sees Karpenter on the router's queue anew. \
                      Point Karpenter back at its old queue now:",
-                    if enabled.is_empty() {
-                        "the old rules were still enabled".to_owned()
-                    } else {
-                        format!(
-                            "re-enabled {} and waited {} s for EventBridge to apply it",
-                            enabled.join(", "),
-                            waited.as_secs()
-                        )
-                    }
+                    re_enabled(enabled, *waited)
                 );
                 for line in helm.lines() {
                     let _ = writeln!(out, "    {line}");
                 }
             }
         }
-        out
+    }
+}
+
+/// The next line of a step with nothing to apply: a wait (until when, if known), or a block.
+fn waiting_line(step: &Step) -> String {
+    match step.state {
+        State::Waiting { until: Some(at) } => {
+            format!(
+                "wait until {}: {}",
+                rfc3339(whole_second_after(at)),
+                step.detail
+            )
+        }
+        State::Waiting { until: None } => format!("wait: {}", step.detail),
+        _ => format!("step {} is blocked: {}", step.number, step.detail),
+    }
+}
+
+/// What a rollback did to the old rules: re-enabled them (and waited for EventBridge), or found
+/// them still enabled.
+fn re_enabled(enabled: &[String], waited: Duration) -> String {
+    if enabled.is_empty() {
+        "the old rules were still enabled".to_owned()
+    } else {
+        format!(
+            "re-enabled {} and waited {} s for EventBridge to apply it",
+            enabled.join(", "),
+            waited.as_secs()
+        )
     }
 }
 

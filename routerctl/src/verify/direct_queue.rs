@@ -56,60 +56,27 @@ pub(super) async fn check(
     }
 }
 
+/// The policy check's name, which its early failures share.
+const POLICY: &str = "direct-queue:policy";
+
 /// `direct-queue:policy`, judged on the policy SQS holds.
 pub(super) fn judge_policy(base: &Base, queue: &Queue) -> Check {
-    const NAME: &str = "direct-queue:policy";
     let fix = format!(
         "update the base stack {} with this release's base.yaml (DirectQueuePolicy comes from \
          ServedAccounts or OrganizationId, SpokeRoleName and SpokeRolePath)",
         base.name
     );
-    let policy = match queue.attribute("Policy") {
-        None => {
-            return fail(
-                NAME,
-                format!(
-                    "{} has no policy: no member account's rule can deliver to it",
-                    queue.name
-                ),
-                fix,
-            );
-        }
-        Some(text) => match Policy::parse(format!("policy of {}", queue.name), text) {
-            Ok(policy) => policy,
-            Err(e) => return fail(NAME, e, fix),
-        },
+    let policy = match read_policy(queue, &fix) {
+        Ok(policy) => policy,
+        Err(failed) => return failed,
     };
-    let region = queue.arn.split(':').nth(3).unwrap_or_default();
-    let name = base
-        .parameter("SpokeRoleName")
-        .filter(|n| !n.is_empty())
-        .unwrap_or(DEFAULT_SPOKE_ROLE_NAME);
-    let path = base
-        .parameter("SpokeRolePath")
-        .filter(|p| !p.is_empty())
-        .unwrap_or("/");
-    let org = base.parameter("OrganizationId").filter(|o| !o.is_empty());
-    let role =
-        |account: &str, role: &str| format!("arn:{}:iam::{account}:role{role}", base.partition);
-    let direct = format!("{path}{name}{DIRECT_ROLE_SUFFIX}-{region}");
-    let decide = |principal: &str| {
-        let account = principal.split(':').nth(4).unwrap_or_default();
-        let mut context = vec![
-            ("aws:PrincipalArn", principal),
-            ("aws:PrincipalAccount", account),
-            ("aws:SecureTransport", "true"),
-        ];
-        context.extend(org.map(|o| ("aws:PrincipalOrgID", o)));
-        evaluate(
-            std::slice::from_ref(&policy),
-            &Request {
-                principal: Principal::Aws(principal),
-                action: "sqs:SendMessage",
-                resource: &queue.arn,
-                context: &context,
-            },
-        )
+    let judged = DirectPolicy {
+        base,
+        queue,
+        policy,
+        org: base.parameter("OrganizationId").filter(|o| !o.is_empty()),
+        direct: direct_role(base, queue),
+        fix,
     };
     let served: Vec<&str> = base
         .parameter("ServedAccounts")
@@ -120,53 +87,135 @@ pub(super) fn judge_policy(base: &Base, queue: &Queue) -> Check {
     // Expect → what was found → the fix.
     let mut rows = Vec::new();
     for account in &served {
-        let member = role(account, &direct);
-        let decision = decide(&member);
-        rows.push(
-            Expect::that(
-                decision.is_allowed(),
-                format!("{account}'s direct role may send"),
-            )
-            .otherwise(
-                format!(
-                    "it does not admit {member} ({decision}): that account's direct rules \
-                         fail, and its events are lost unless its spoke forwards to the bus"
-                ),
-                fix.clone(),
+        rows.extend(judged.served_account(account));
+    }
+    // An organisation (ServedAccounts=*): any of its accounts' direct roles, this one standing
+    // for them all.
+    if let Some(org) = judged.org {
+        rows.push(judged.organisation(org));
+    }
+    rows.push(judged.denies_others());
+    check::evaluate(POLICY, rows)
+}
+
+/// The queue's policy, or the failure when it has none or one that does not parse.
+fn read_policy(queue: &Queue, fix: &str) -> Result<Policy, Check> {
+    match queue.attribute("Policy") {
+        None => Err(fail(
+            POLICY,
+            format!(
+                "{} has no policy: no member account's rule can deliver to it",
+                queue.name
             ),
+            fix,
+        )),
+        Some(text) => Policy::parse(format!("policy of {}", queue.name), text)
+            .map_err(|e| fail(POLICY, e, fix)),
+    }
+}
+
+/// The direct role's path and name (`<SpokeRolePath><SpokeRoleName>-direct-<region>`), as the
+/// base stack names it in the queue's region.
+fn direct_role(base: &Base, queue: &Queue) -> String {
+    let region = queue.arn.split(':').nth(3).unwrap_or_default();
+    let name = base
+        .parameter("SpokeRoleName")
+        .filter(|n| !n.is_empty())
+        .unwrap_or(DEFAULT_SPOKE_ROLE_NAME);
+    let path = base
+        .parameter("SpokeRolePath")
+        .filter(|p| !p.is_empty())
+        .unwrap_or("/");
+    format!("{path}{name}{DIRECT_ROLE_SUFFIX}-{region}")
+}
+
+/// The direct queue's policy as read, with what the base stack meant it to admit.
+struct DirectPolicy<'a> {
+    base: &'a Base,
+    queue: &'a Queue,
+    policy: Policy,
+    /// The organisation the base stack serves (OrganizationId), if any.
+    org: Option<&'a str>,
+    /// The direct role's path and name ([`direct_role`]).
+    direct: String,
+    fix: String,
+}
+
+impl DirectPolicy<'_> {
+    /// The ARN of `account`'s role at `role` (its path and name).
+    fn role(&self, account: &str, role: &str) -> String {
+        format!("arn:{}:iam::{account}:role{role}", self.base.partition)
+    }
+
+    /// Whether `principal` may send to the queue over TLS (from within the organisation, if
+    /// the stack serves one).
+    fn decide(&self, principal: &str) -> Decision {
+        let account = principal.split(':').nth(4).unwrap_or_default();
+        let mut context = vec![
+            ("aws:PrincipalArn", principal),
+            ("aws:PrincipalAccount", account),
+            ("aws:SecureTransport", "true"),
+        ];
+        context.extend(self.org.map(|o| ("aws:PrincipalOrgID", o)));
+        evaluate(
+            std::slice::from_ref(&self.policy),
+            &Request {
+                principal: Principal::Aws(principal),
+                action: "sqs:SendMessage",
+                resource: &self.queue.arn,
+                context: &context,
+            },
+        )
+    }
+
+    /// A served account's direct role must be admitted, and its other roles not.
+    fn served_account(&self, account: &str) -> [Expect; 2] {
+        let member = self.role(account, &self.direct);
+        let decision = self.decide(&member);
+        let admitted = Expect::that(
+            decision.is_allowed(),
+            format!("{account}'s direct role may send"),
+        )
+        .otherwise(
+            format!(
+                "it does not admit {member} ({decision}): that account's direct rules fail, and \
+                 its events are lost unless its spoke forwards to the bus"
+            ),
+            self.fix.clone(),
         );
-        let other = role(account, "/Admin");
-        let decision = decide(&other);
-        rows.push(Expect::quietly(!decision.is_allowed()).otherwise(
+        let other = self.role(account, "/Admin");
+        let decision = self.decide(&other);
+        let others_refused = Expect::quietly(!decision.is_allowed()).otherwise(
             format!(
                 "it admits {other} ({decision}): any role of a served account may post made-up \
                  interruptions (the router refuses those naming other accounts, not its own)"
             ),
-            fix.clone(),
-        ));
-    }
-    // An organisation (ServedAccounts=*): any of its accounts' direct roles, this one standing
-    // for them all.
-    if let Some(org) = org {
-        let member = role("000000000000", &direct);
-        let decision = decide(&member);
-        rows.push(
-            Expect::that(
-                decision.is_allowed(),
-                format!("{org}'s accounts' direct roles may send"),
-            )
-            .otherwise(
-                format!(
-                    "it does not admit the direct roles of {org}'s accounts ({decision}): their \
-                     direct rules fail"
-                ),
-                fix.clone(),
-            ),
+            self.fix.clone(),
         );
+        [admitted, others_refused]
     }
-    let own = role(&base.account, "/Admin");
-    let decision = decide(&own);
-    rows.push(
+
+    /// The organisation's accounts' direct roles must be admitted.
+    fn organisation(&self, org: &str) -> Expect {
+        let member = self.role("000000000000", &self.direct);
+        let decision = self.decide(&member);
+        Expect::that(
+            decision.is_allowed(),
+            format!("{org}'s accounts' direct roles may send"),
+        )
+        .otherwise(
+            format!(
+                "it does not admit the direct roles of {org}'s accounts ({decision}): their \
+                 direct rules fail"
+            ),
+            self.fix.clone(),
+        )
+    }
+
+    /// Every other sender, this account's own principals included, must be denied outright.
+    fn denies_others(&self) -> Expect {
+        let own = self.role(&self.base.account, "/Admin");
+        let decision = self.decide(&own);
         Expect::that(
             matches!(decision, Decision::Denied { .. }),
             "denies every other sender",
@@ -175,12 +224,11 @@ pub(super) fn judge_policy(base: &Base, queue: &Queue) -> Check {
             format!(
                 "it does not deny {own} ({decision}): a principal of account {} whose identity \
                  policy allows sqs:SendMessage can post a made-up interruption",
-                base.account
+                self.base.account
             ),
-            fix,
-        ),
-    );
-    check::evaluate(NAME, rows)
+            self.fix.clone(),
+        )
+    }
 }
 
 #[cfg(test)]

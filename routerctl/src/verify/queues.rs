@@ -234,26 +234,46 @@ fn events_may_send(
         Ok(policy) => policy,
         Err(_) => return check::evaluate(name, [Expect::lookup(&policy, fix)]),
     };
-    let decide = |source: &str, account: &str| {
-        let context = [
-            ("aws:SourceArn", source),
-            ("aws:SourceAccount", account),
-            ("aws:SecureTransport", "true"),
-        ];
-        evaluate(
-            std::slice::from_ref(policy),
-            &Request {
-                principal: Principal::Service("events.amazonaws.com"),
-                action: "sqs:SendMessage",
-                resource: &queue.arn,
-                context: &context,
-            },
-        )
-    };
+
+    // Expect → what was found → the fix.
+    let mut rows = Vec::from(rules_may_send(policy, queue, rules, base, region, &fix));
+    if which == BaseQueue::Ingest {
+        rows.push(others_denied(policy, queue, base, fix));
+    }
+    check::evaluate(name, rows)
+}
+
+/// Whether EventBridge may deliver to `queue` for the rule `source` of `account`, over TLS.
+fn events_decide(policy: &Policy, queue: &Queue, source: &str, account: &str) -> Decision {
+    let context = [
+        ("aws:SourceArn", source),
+        ("aws:SourceAccount", account),
+        ("aws:SecureTransport", "true"),
+    ];
+    evaluate(
+        std::slice::from_ref(policy),
+        &Request {
+            principal: Principal::Service("events.amazonaws.com"),
+            action: "sqs:SendMessage",
+            resource: &queue.arn,
+            context: &context,
+        },
+    )
+}
+
+/// Every one of the stack's `rules` may deliver, and a stranger's rule in `region` may not.
+fn rules_may_send(
+    policy: &Policy,
+    queue: &Queue,
+    rules: &[String],
+    base: &Base,
+    region: &str,
+    fix: &str,
+) -> [Expect; 2] {
     let refused: Vec<String> = rules
         .iter()
         .filter_map(|rule| {
-            let d = decide(rule, &base.account);
+            let d = events_decide(policy, queue, rule, &base.account);
             (!d.is_allowed()).then(|| format!("{} ({d})", arn_name_after_slash(rule)))
         })
         .collect();
@@ -261,51 +281,48 @@ fn events_may_send(
         "arn:{}:events:{region}:111111111111:rule/not-ours",
         base.partition
     );
-    let stranger_may = decide(&stranger, "111111111111").is_allowed();
-
-    // Expect → what was found → the fix.
-    let mut rows = vec![
+    let stranger_may = events_decide(policy, queue, &stranger, "111111111111").is_allowed();
+    [
         Expect::that(
             refused.is_empty(),
             format!("EventBridge may deliver from the {} rules", rules.len()),
         )
         .otherwise(
             format!("EventBridge may not deliver from {}", refused.join(", ")),
-            fix.clone(),
+            fix,
         ),
         Expect::that(!stranger_may, "no other rule may").otherwise(
             "it lets any EventBridge rule send (no aws:SourceArn condition): anyone can inject \
              interruptions",
-            fix.clone(),
+            fix,
         ),
-    ];
-    if which == BaseQueue::Ingest {
-        // An identity policy elsewhere in the account (an admin, a CI role with sqs:SendMessage
-        // on "*") grants a principal of the account the queue unless the queue denies it: the
-        // router would forward a made-up event into any served cluster's queue.
-        let admin = format!(
-            "arn:{}:iam::{}:role/any-admin",
-            base.partition, base.account
-        );
-        let admin_may = queue.decision(policy, &admin, "sqs:SendMessage");
-        rows.push(
-            Expect::that(
-                matches!(admin_may, Decision::Denied { .. }),
-                "every other sender is denied",
-            )
-            .otherwise(
-                format!(
-                    "it does not deny other senders: a principal of account {} whose identity \
-                     policy allows sqs:SendMessage (an admin or CI role) can post a made-up \
-                     interruption, which the router forwards into a served cluster's queue and \
-                     Karpenter acts on",
-                    base.account
-                ),
-                fix,
-            ),
-        );
-    }
-    check::evaluate(name, rows)
+    ]
+}
+
+/// The ingest queue must deny every other sender outright: an identity policy elsewhere in the
+/// account (an admin, a CI role with sqs:SendMessage on "*") grants a principal of the account
+/// the queue unless the queue denies it, and the router would forward a made-up event into any
+/// served cluster's queue.
+fn others_denied(policy: &Policy, queue: &Queue, base: &Base, fix: String) -> Expect {
+    let admin = format!(
+        "arn:{}:iam::{}:role/any-admin",
+        base.partition, base.account
+    );
+    let admin_may = queue.decision(policy, &admin, "sqs:SendMessage");
+    Expect::that(
+        matches!(admin_may, Decision::Denied { .. }),
+        "every other sender is denied",
+    )
+    .otherwise(
+        format!(
+            "it does not deny other senders: a principal of account {} whose identity \
+             policy allows sqs:SendMessage (an admin or CI role) can post a made-up \
+             interruption, which the router forwards into a served cluster's queue and \
+             Karpenter acts on",
+            base.account
+        ),
+        fix,
+    )
 }
 
 /// The mapping that reads `ingest` (the ingest queue, or the direct queue), as check `name`.

@@ -225,11 +225,7 @@ pub async fn read(
 ) -> Result<Landscape> {
     let account = connection.account.clone();
     let region = aws.region().to_owned();
-    let queue_names = QueueNameTemplate::parse(&format!(
-        "{}{{cluster}}",
-        base.output("QueuePrefix").unwrap_or("karpenter-")
-    ))
-    .map_err(anyhow::Error::msg)?;
+    let queue_names = tenant_queue_names(&base)?;
     let router_targets: BTreeSet<String> = ["IngestQueueArn", "DeadLetterQueueArn"]
         .iter()
         .filter_map(|o| base.output(o).map(str::to_owned))
@@ -240,58 +236,156 @@ pub async fn read(
     let (rules, unreadable) = interruption_rules(aws, &account, &region, &router_targets).await?;
     let controllers = controller_roles(aws, &base.partition, &account, karpenter_roles).await?;
 
-    // One set-up per old queue: those the rules feed, those a Karpenter controller role may
-    // read (its rules may be gone already), and those adopt marked when it deleted their rules.
-    let local = format!("arn:{}:sqs:{region}:{account}:", base.partition);
-    let mut by_queue: BTreeMap<String, Vec<OldRule>> = BTreeMap::new();
-    for (queue_arn, mut rule) in rules {
-        rule.owner = owners.owner(
-            &[&rule.name, &rule.arn],
-            &rule.name,
-            &rule_tags(aws, &rule.arn).await,
-        );
-        by_queue.entry(queue_arn).or_default().push(rule);
-    }
-    for controller in &controllers {
-        for arn in controller.role.allowed_resources("sqs:ReceiveMessage") {
-            if arn.starts_with(&local) && !arn.contains(['*', '?']) {
-                by_queue.entry(arn).or_default();
-            }
+    let router_role = connection.sender.as_deref();
+    let site = Site {
+        account: &account,
+        local: format!("arn:{}:sqs:{region}:{account}:", base.partition),
+        base: &base,
+        queue_names: &queue_names,
+        router_role,
+        owners: &owners,
+        controllers: &controllers,
+        nodes: &nodes,
+    };
+    let mut setups = Vec::new();
+    for (arn, rules) in site.old_queues(aws, rules).await {
+        if let Some(setup) = site.old_setup(aws, &arn, rules).await {
+            setups.push(setup);
         }
-    }
-    for arn in retired_queues(aws, &local, nodes.keys()).await {
-        by_queue.entry(arn).or_default();
     }
 
-    // The role the router writes tenant queues with here (the spoke role in a member).
-    let router_role = connection.sender.clone();
-    let mut setups = Vec::new();
-    for (arn, rules) in by_queue {
-        // A queue in another account or region is not this account's to adopt.
-        if !arn.starts_with(&local) || is_stack_queue(&base, &arn) {
-            continue;
+    let mut clusters = clusters_of(nodes, &setups, karpenter_roles);
+    for (name, cluster) in clusters.iter_mut() {
+        read_tenant(aws, name, cluster, &queue_names, router_role, &controllers).await;
+    }
+    Ok(Landscape {
+        account,
+        region,
+        base,
+        connection,
+        queue_names,
+        clusters,
+        setups,
+        unreadable,
+        controllers,
+    })
+}
+
+/// The tenant queues' names, from the base stack's prefix (Karpenter's own `karpenter-` when it
+/// has none).
+fn tenant_queue_names(base: &Base) -> Result<QueueNameTemplate> {
+    QueueNameTemplate::parse(&format!(
+        "{}{{cluster}}",
+        base.output("QueuePrefix").unwrap_or("karpenter-")
+    ))
+    .map_err(anyhow::Error::msg)
+}
+
+/// What [`read`] has found of the site, shared by the stages that judge its old queues.
+struct Site<'a> {
+    account: &'a str,
+    /// The account and region's SQS ARN prefix: a queue elsewhere is not this site's to adopt.
+    local: String,
+    base: &'a Base,
+    queue_names: &'a QueueNameTemplate,
+    /// The role the router writes tenant queues with here (the spoke role in a member).
+    router_role: Option<&'a str>,
+    owners: &'a StackOwners,
+    controllers: &'a [Controller],
+    nodes: &'a BTreeMap<String, Vec<String>>,
+}
+
+impl Site<'_> {
+    /// One entry per old queue, with the rules that feed it: those the rules feed, those a
+    /// Karpenter controller role may read (its rules may be gone already), and those adopt
+    /// marked when it deleted their rules.
+    async fn old_queues(
+        &self,
+        aws: &impl Moves,
+        rules: Vec<(String, OldRule)>,
+    ) -> BTreeMap<String, Vec<OldRule>> {
+        let mut by_queue: BTreeMap<String, Vec<OldRule>> = BTreeMap::new();
+        for (queue_arn, mut rule) in rules {
+            rule.owner = self.owners.owner(
+                &[&rule.name, &rule.arn],
+                &rule.name,
+                &rule_tags(aws, &rule.arn).await,
+            );
+            by_queue.entry(queue_arn).or_default().push(rule);
         }
-        let Ok(queue) = load_queue(aws, arn_name(&arn)).await else {
-            continue;
-        };
+        for controller in self.controllers {
+            for arn in controller.role.allowed_resources("sqs:ReceiveMessage") {
+                if arn.starts_with(&self.local) && !arn.contains(['*', '?']) {
+                    by_queue.entry(arn).or_default();
+                }
+            }
+        }
+        for arn in retired_queues(aws, &self.local, self.nodes.keys()).await {
+            by_queue.entry(arn).or_default();
+        }
+        by_queue
+    }
+
+    /// The old set-up the queue `arn` and its `rules` make, or none when the queue is not this
+    /// site's, is gone, is the router's own, or is no interruption set-up adopt can retire.
+    async fn old_setup(
+        &self,
+        aws: &impl Moves,
+        arn: &str,
+        rules: Vec<OldRule>,
+    ) -> Option<OldSetup> {
+        // A queue in another account or region is not this account's to adopt.
+        if !arn.starts_with(&self.local) || is_stack_queue(self.base, arn) {
+            return None;
+        }
+        let queue = load_queue(aws, arn_name(arn)).await.ok()?;
         let tags = queue_tags(aws, &queue.url).await;
         // The router's own tenant queues are no old set-up, whatever feeds them.
-        let tenant_of = crate::verify::cluster_of(&queue_names, &queue.name);
-        if tenant_of
-            .is_some_and(|c| ownership(&queue, &tags, &c, router_role.as_deref()).is_routers())
-        {
-            continue;
+        let tenant_of = crate::verify::cluster_of(self.queue_names, &queue.name);
+        if tenant_of.is_some_and(|c| ownership(&queue, &tags, &c, self.router_role).is_routers()) {
+            return None;
         }
+        let owner = self.queue_owner(&queue, &tags, &rules);
+        let readers: Vec<&Controller> = self
+            .controllers
+            .iter()
+            .filter(|c| c.role.may("sqs:ReceiveMessage", &queue.arn).is_allowed())
+            .collect();
+        let clusters = self.tied_clusters(&readers, &queue.name, &tags);
+        // A queue only a role reads, with no rule and no mark of adopt's, is not an
+        // interruption set-up adopt knows how to retire.
+        if rules.is_empty() && !tags.contains_key(RETIRED_TAG) && readers.is_empty() {
+            return None;
+        }
+        Some(OldSetup {
+            readers: readers.iter().map(|c| c.role.name().to_owned()).collect(),
+            queue,
+            owner,
+            rules,
+            clusters,
+        })
+    }
+
+    /// Who made an old queue: its stack or its own marks, else its rules' tool.
+    fn queue_owner(
+        &self,
+        queue: &Queue,
+        tags: &BTreeMap<String, String>,
+        rules: &[OldRule],
+    ) -> Owner {
         // CloudFormation's physical id of a queue is its URL, whose host depends on the
         // endpoint the client used: matched by its path, /<account>/<name>.
-        let path = format!("/{account}/{}", queue.name);
-        let url = owners
+        let path = format!("/{}/{}", self.account, queue.name);
+        let url = self
+            .owners
             .by_physical
             .keys()
             .find(|id| id.starts_with("http") && id.ends_with(&path))
             .cloned()
             .unwrap_or_else(|| queue.url.clone());
-        let mut owner = owners.owner(&[&url, &queue.name, &queue.arn], &queue.name, &tags);
+        let owner = self
+            .owners
+            .owner(&[&url, &queue.name, &queue.arn], &queue.name, tags);
         // A queue with no mark of its own is its rules' tool's (Terraform's modules mark only
         // their rules): never taken for hand-made while they say otherwise.
         if owner == Owner::Unmarked
@@ -300,15 +394,22 @@ pub async fn read(
                 .map(|r| &r.owner)
                 .find(|o| matches!(o, Owner::Tool { .. }))
         {
-            owner = Owner::Tool {
+            return Owner::Tool {
                 tool: *tool,
                 marks: format!("its rules' marks: {marks}"),
             };
         }
-        let readers: Vec<&Controller> = controllers
-            .iter()
-            .filter(|c| c.role.may("sqs:ReceiveMessage", &queue.arn).is_allowed())
-            .collect();
+        owner
+    }
+
+    /// The clusters an old queue serves: those its readers name, else the one adopt marked it
+    /// for, else the one it is named after.
+    fn tied_clusters(
+        &self,
+        readers: &[&Controller],
+        queue: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Vec<(String, Evidence)> {
         let mut clusters: Vec<(String, Evidence)> = readers
             .iter()
             .flat_map(|c| {
@@ -325,24 +426,21 @@ pub async fn read(
         if clusters.is_empty() {
             if let Some(cluster) = tags.get(RETIRED_TAG) {
                 clusters.push((cluster.clone(), Evidence::Retired));
-            } else if let Some(cluster) = named_after(&queue.name, nodes.keys()) {
+            } else if let Some(cluster) = named_after(queue, self.nodes.keys()) {
                 clusters.push((cluster, Evidence::Name));
             }
         }
-        // A queue only a role reads, with no rule and no mark of adopt's, is not an
-        // interruption set-up adopt knows how to retire.
-        if rules.is_empty() && !tags.contains_key(RETIRED_TAG) && readers.is_empty() {
-            continue;
-        }
-        setups.push(OldSetup {
-            readers: readers.iter().map(|c| c.role.name().to_owned()).collect(),
-            queue,
-            owner,
-            rules,
-            clusters,
-        });
+        clusters
     }
+}
 
+/// Every cluster adopt knows of (by its nodes, its old set-ups, or `--karpenter-role`), with
+/// the set-ups it reads and its controller role as far as they tell.
+fn clusters_of(
+    nodes: BTreeMap<String, Vec<String>>,
+    setups: &[OldSetup],
+    karpenter_roles: &[(String, String)],
+) -> BTreeMap<String, Cluster> {
     let mut clusters: BTreeMap<String, Cluster> = nodes
         .into_iter()
         .map(|(name, nodes)| {
@@ -367,47 +465,48 @@ pub async fn read(
     for (cluster, role) in karpenter_roles {
         clusters.entry(cluster.clone()).or_default().controller = Some(role.clone());
     }
-    for (name, cluster) in clusters.iter_mut() {
-        if let Some(queue) = queue_names.queue_name(name)
-            && let Ok(queue) = load_queue(aws, &queue).await
-        {
-            let tags = queue_tags(aws, &queue.url).await;
-            match ownership(&queue, &tags, name, router_role.as_deref()) {
-                Ownership::Foreign(why) => cluster.name_taken = Some((queue, why)),
-                _ => {
-                    let at = |tag: &str| {
-                        let ms = rfc3339_unix_millis(tags.get(tag)?)?;
-                        Some(UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).ok()?))
-                    };
-                    cluster.rolled_back = at(ROLLBACK_TAG);
-                    cluster.verified = at(VERIFIED_TAG);
-                    cluster.round = tags.get(EVIDENCE_TAG).and_then(|t| Round::parse(t));
-                    cluster.tenant = Some(queue);
-                }
+    clusters
+}
+
+/// Reads the cluster `name`'s tenant queue into `cluster` (or the foreign queue that took its
+/// name), with adopt's marks on it; and, once the old queue is gone, the role that reads the new
+/// one (and names the cluster).
+async fn read_tenant(
+    aws: &impl Moves,
+    name: &str,
+    cluster: &mut Cluster,
+    queue_names: &QueueNameTemplate,
+    router_role: Option<&str>,
+    controllers: &[Controller],
+) {
+    if let Some(queue) = queue_names.queue_name(name)
+        && let Ok(queue) = load_queue(aws, &queue).await
+    {
+        let tags = queue_tags(aws, &queue.url).await;
+        match ownership(&queue, &tags, name, router_role) {
+            Ownership::Foreign(why) => cluster.name_taken = Some((queue, why)),
+            _ => {
+                let at = |tag: &str| {
+                    let ms = rfc3339_unix_millis(tags.get(tag)?)?;
+                    Some(UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).ok()?))
+                };
+                cluster.rolled_back = at(ROLLBACK_TAG);
+                cluster.verified = at(VERIFIED_TAG);
+                cluster.round = tags.get(EVIDENCE_TAG).and_then(|t| Round::parse(t));
+                cluster.tenant = Some(queue);
             }
         }
-        // Once the old queue is gone, the role that reads the new one (and names the cluster).
-        if let (None, Some(tenant)) = (&cluster.controller, &cluster.tenant) {
-            cluster.controller = controllers
-                .iter()
-                .find(|c| {
-                    c.clusters.contains(name)
-                        && c.role.may("sqs:ReceiveMessage", &tenant.arn).is_allowed()
-                })
-                .map(|c| c.role.name().to_owned());
-        }
     }
-    Ok(Landscape {
-        account,
-        region,
-        base,
-        connection,
-        queue_names,
-        clusters,
-        setups,
-        unreadable,
-        controllers,
-    })
+    // Once the old queue is gone, the role that reads the new one (and names the cluster).
+    if let (None, Some(tenant)) = (&cluster.controller, &cluster.tenant) {
+        cluster.controller = controllers
+            .iter()
+            .find(|c| {
+                c.clusters.iter().any(|n| n == name)
+                    && c.role.may("sqs:ReceiveMessage", &tenant.arn).is_allowed()
+            })
+            .map(|c| c.role.name().to_owned());
+    }
 }
 
 /// Queues named after a known cluster that carry [`RETIRED_TAG`], as ARNs (`local` is the

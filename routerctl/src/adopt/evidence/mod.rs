@@ -336,6 +336,8 @@ pub(crate) async fn read(
     Ok(reading)
 }
 
+/// A round's first reading: the probe's look and each sentinel's, left to SQS's counts when an
+/// old queue has a backlog the look could not search and nothing else failed.
 async fn first_read(
     aws: &impl Moves,
     s: &Start<'_, impl Deliveries>,
@@ -345,77 +347,129 @@ async fn first_read(
         cluster, tenant, ..
     } = *s;
     let mut reading = Reading::default();
+    let mut backlog = Vec::new();
     let since = format!("sent {} s ago", round.age(aws.now()).as_secs());
     let looked_from = aws.now();
     let probe = look(aws, tenant, &round.probe, round.started).await?;
     reading.facts.extend(probe.hidden);
-    match probe.look {
-        Look::Gone | Look::Overtaken { .. } => reading.facts.push(format!(
+    reading.record(
+        judge_probe(probe.look, &since, cluster, tenant),
+        &mut backlog,
+    );
+    for queue in s.old {
+        let sentinel = look(aws, queue, &round.sentinel(), round.started).await?;
+        reading.facts.extend(sentinel.hidden);
+        reading.record(
+            judge_sentinel(sentinel.look, &since, cluster, queue),
+            &mut backlog,
+        );
+    }
+    if !reading.problems.is_empty() || backlog.is_empty() {
+        return Ok(reading);
+    }
+    leave_to_counts(aws, s, round, looked_from, &backlog, reading).await
+}
+
+/// What one look says of its queue, as the reading records it.
+enum Verdict {
+    /// It holds: a fact.
+    Holds(String),
+    /// It does not: a problem, with what to check.
+    Fails(String),
+    /// A backlog the look cannot judge: SQS's counts must.
+    Backlog(String),
+}
+
+impl Reading {
+    /// Files `verdict` under the facts or the problems, or with the backlogs in `backlog`.
+    fn record(&mut self, verdict: Verdict, backlog: &mut Vec<String>) {
+        match verdict {
+            Verdict::Holds(fact) => self.facts.push(fact),
+            Verdict::Fails(problem) => self.problems.push(problem),
+            Verdict::Backlog(why) => backlog.push(why),
+        }
+    }
+}
+
+/// The probe must be gone from the tenant queue (sent `since`): only then does something read
+/// it as Karpenter reads.
+fn judge_probe(probe: Look, since: &str, cluster: &str, tenant: &Queue) -> Verdict {
+    match probe {
+        Look::Gone | Look::Overtaken { .. } => Verdict::Holds(format!(
             "the probe {since} was taken from {}: something reads it, and of the Karpenter roles \
              adopt sees only {cluster}'s may (step 2)",
             tenant.name
         )),
-        Look::Found { .. } | Look::FoundBehind { .. } => reading.problems.push(format!(
+        Look::Found { .. } | Look::FoundBehind { .. } => Verdict::Fails(format!(
             "the probe {since} is still in {}: nothing reads it. Check cluster {cluster}'s \
              Karpenter: settings.interruptionQueue (helm get values karpenter, or the Git \
              repository Argo CD or Flux applies), its pods and logs, and step 2's grant",
             tenant.name
         )),
-        Look::Backlog(why) => reading.problems.push(format!(
+        Look::Backlog(why) => Verdict::Fails(format!(
             "{why}: {} is not being read as Karpenter reads. Check cluster {cluster}'s Karpenter \
              (settings.interruptionQueue, its pods and logs)",
             tenant.name
         )),
     }
-    let mut backlog = Vec::new();
-    for queue in s.old {
-        let sentinel = look(aws, queue, &round.sentinel(), round.started).await?;
-        reading.facts.extend(sentinel.hidden);
-        match sentinel.look {
-            Look::Found { received_before: 0 } => reading.facts.push(format!(
-                "the sentinel {since} is still in {}, received by nobody, and nothing older than \
-                 it was met: nothing reads it",
-                queue.name
-            )),
-            // A reader that came back starts on the oldest: it may not have reached the
-            // sentinel yet. The backlog is judged by SQS's counts, as one a look cannot search.
-            Look::FoundBehind {
-                received_before: 0,
-                older,
-            } => backlog.push(format!(
-                "the sentinel {since} is still in {}, received by nobody, but behind {older} \
-                 message(s) sent before the sentinel, which a reader on the queue would read first",
-                queue.name
-            )),
-            Look::Found { received_before }
-            | Look::FoundBehind {
-                received_before, ..
-            } => reading.problems.push(format!(
-                "the sentinel {since} in {} was received {received_before} time(s) and not \
-                 deleted: something still reads {} and fails to delete (a Karpenter whose role \
-                 lost sqs:DeleteMessage?)",
-                queue.name, queue.name
-            )),
-            Look::Gone => reading.problems.push(format!(
-                "the sentinel {since} was taken from {}: something still reads it. {}",
-                queue.name,
-                still_read(cluster)
-            )),
-            Look::Overtaken { met } => reading.problems.push(format!(
-                "the look met {met} message(s) in {}, every one sent after the sentinel {since}, \
-                 and had to stop: what {} held before them was taken, the sentinel with it, so \
-                 something still reads it. {}",
-                queue.name,
-                queue.name,
-                still_read(cluster)
-            )),
-            Look::Backlog(why) => backlog.push(why),
-        }
+}
+
+/// The sentinel (sent `since`) must still be in its old queue, received by nobody, with nothing
+/// older met before it: only then does nothing read that queue.
+fn judge_sentinel(sentinel: Look, since: &str, cluster: &str, queue: &Queue) -> Verdict {
+    match sentinel {
+        Look::Found { received_before: 0 } => Verdict::Holds(format!(
+            "the sentinel {since} is still in {}, received by nobody, and nothing older than \
+             it was met: nothing reads it",
+            queue.name
+        )),
+        // A reader that came back starts on the oldest: it may not have reached the
+        // sentinel yet. The backlog is judged by SQS's counts, as one a look cannot search.
+        Look::FoundBehind {
+            received_before: 0,
+            older,
+        } => Verdict::Backlog(format!(
+            "the sentinel {since} is still in {}, received by nobody, but behind {older} \
+             message(s) sent before the sentinel, which a reader on the queue would read first",
+            queue.name
+        )),
+        Look::Found { received_before }
+        | Look::FoundBehind {
+            received_before, ..
+        } => Verdict::Fails(format!(
+            "the sentinel {since} in {} was received {received_before} time(s) and not \
+             deleted: something still reads {} and fails to delete (a Karpenter whose role \
+             lost sqs:DeleteMessage?)",
+            queue.name, queue.name
+        )),
+        Look::Gone => Verdict::Fails(format!(
+            "the sentinel {since} was taken from {}: something still reads it. {}",
+            queue.name,
+            still_read(cluster)
+        )),
+        Look::Overtaken { met } => Verdict::Fails(format!(
+            "the look met {met} message(s) in {}, every one sent after the sentinel {since}, \
+             and had to stop: what {} held before them was taken, the sentinel with it, so \
+             something still reads it. {}",
+            queue.name,
+            queue.name,
+            still_read(cluster)
+        )),
+        Look::Backlog(why) => Verdict::Backlog(why),
     }
-    if !reading.problems.is_empty() || backlog.is_empty() {
-        return Ok(reading);
-    }
-    // A backlog the look could not search: SQS's own counts decide, over minutes to come.
+}
+
+/// A backlog the look could not search (`backlog`, the look having begun at `looked_from`):
+/// SQS's own counts decide, over minutes to come, so the round's tag records the look and the
+/// reading goes on.
+async fn leave_to_counts(
+    aws: &impl Moves,
+    s: &Start<'_, impl Deliveries>,
+    round: &Round,
+    looked_from: SystemTime,
+    backlog: &[String],
+    mut reading: Reading,
+) -> Result<Reading> {
     let looked = Looked {
         from: looked_from,
         until: aws.now(),
@@ -424,7 +478,7 @@ async fn first_read(
         backlog: Some(looked),
         ..round.clone()
     };
-    tag(aws, &tenant.url, EVIDENCE_TAG, &counted.tag()).await?;
+    tag(aws, &s.tenant.url, EVIDENCE_TAG, &counted.tag()).await?;
     let window = Window::of(round.started, looked);
     reading.facts.push(format!(
         "{}: what the look met cannot say whether anything reads it",

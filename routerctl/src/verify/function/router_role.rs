@@ -3,6 +3,7 @@
 //! may assume the spoke role in exactly the accounts it serves.
 
 use crate::deployment::{Base, Role};
+use aws_model::policy::Decision;
 use router_core::{
     accounts::Served,
     config::{Config, DEFAULT_SPOKE_ROLE_NAME},
@@ -88,8 +89,24 @@ const OUTSIDE_ORGANIZATION: &str = "o-notyours000";
 pub(super) fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base) -> Option<Check> {
     const NAME: &str = "router-role:assume-spoke-roles";
     let organization = base.parameter("OrganizationId").unwrap_or_default();
-    // The accounts whose spoke role the router must reach (the hub's own too: its other regions
-    // are written as its spoke role), with the organisation each is in.
+    let accounts = reached_accounts(config, base)?;
+    // The role's path and name as its ARN ends (`platform/ir-spoke`).
+    let spoke = &config.spoke_role();
+    let [same_name, same_path] = spoke_role_agrees(config, base);
+
+    // Expect → what was found → the fix.
+    let rows = [
+        same_name,
+        same_path,
+        may_assume_served(role, config, base, spoke, &accounts, organization),
+        refuses_unserved(role, base, spoke, organization),
+    ];
+    Some(check::evaluate(NAME, rows))
+}
+
+/// The accounts whose spoke role the router must reach (the hub's own too: its other regions
+/// are written as its spoke role); none when the check does not apply.
+fn reached_accounts<'a>(config: &'a Config, base: &'a Base) -> Option<Vec<&'a str>> {
     let mut accounts: Vec<&str> = match &config.served {
         // Its own account's other regions, which forward to its central bus, it writes as its
         // own spoke role.
@@ -99,9 +116,25 @@ pub(super) fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base
         Served::Any => vec![SAMPLE_ACCOUNT],
     };
     accounts.push(&base.account);
+    Some(accounts)
+}
+
+/// Whether `role` may assume the spoke role `spoke` in `account` (of organisation `org`, when
+/// not empty), and that role's ARN.
+fn assume(role: &Role, base: &Base, spoke: &str, account: &str, org: &str) -> (String, Decision) {
+    let arn = format!("arn:{}:iam::{account}:role/{spoke}", base.partition);
+    let mut context = vec![("aws:ResourceAccount", account)];
+    if !org.is_empty() {
+        context.push(("aws:ResourceOrgID", org));
+    }
+    let decision = role.may_with("sts:AssumeRole", &arn, &context);
+    (arn, decision)
+}
+
+/// The function's spoke role name and path must be the stack's: the role may assume only the
+/// stack's.
+fn spoke_role_agrees(config: &Config, base: &Base) -> [Expect; 2] {
     let name = &config.spoke_role_name;
-    // The role's path and name as its ARN ends (`platform/ir-spoke`).
-    let spoke = &config.spoke_role();
     let stack_name = base
         .parameter("SpokeRoleName")
         .unwrap_or(DEFAULT_SPOKE_ROLE_NAME);
@@ -110,36 +143,7 @@ pub(super) fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base
         .parameter("SpokeRolePath")
         .filter(|p| !p.is_empty())
         .unwrap_or("/");
-    let assume = |account: &str, org: &str| {
-        let arn = format!("arn:{}:iam::{account}:role/{spoke}", base.partition);
-        let mut context = vec![("aws:ResourceAccount", account)];
-        if !org.is_empty() {
-            context.push(("aws:ResourceOrgID", org));
-        }
-        let decision = role.may_with("sts:AssumeRole", &arn, &context);
-        (arn, decision)
-    };
-    let refused: Vec<String> = accounts
-        .iter()
-        .filter_map(|account| {
-            let (arn, d) = assume(account, organization);
-            (!d.is_allowed()).then(|| format!("{arn} ({d})"))
-        })
-        .collect();
-    let which = match &config.served {
-        Served::Any => format!("{spoke} in the organisation's accounts (e.g. {SAMPLE_ACCOUNT})"),
-        _ => format!("{spoke} in {}", accounts.join(", ")),
-    };
-    // And no further: the account gate is IAM's too, not only the router's code.
-    let outside_org = if organization.is_empty() {
-        ""
-    } else {
-        OUTSIDE_ORGANIZATION
-    };
-    let (unserved, unserved_may) = assume(UNSERVED_ACCOUNT, outside_org);
-
-    // Expect → what was found → the fix.
-    let rows = [
+    [
         Expect::quietly(stack_name == name).otherwise(
             format!(
                 "the function's SPOKE_ROLE_NAME is {name} but the stack's SpokeRoleName is \
@@ -160,41 +164,74 @@ pub(super) fn check_assume_spoke_roles(role: &Role, config: &Config, base: &Base
                  member accounts' spoke stacks use {path})"
             ),
         ),
-        Expect::that(
-            refused.is_empty(),
-            format!("{} may sts:AssumeRole {which}", role.name()),
-        )
-        .otherwise(
-            format!(
-                "{} may not sts:AssumeRole {}: the router cannot reach those accounts, and \
-                 their clusters get no interruptions",
-                role.name(),
-                refused.join(", ")
-            ),
-            format!(
-                "restore base.yaml's statement AssumeSpokeRoles (sts:AssumeRole on \
-                 arn:{}:iam::*:role/<SpokeRoleName>, scoped to the served accounts and this one) \
-                 on role {}: update the stack with this release's base.yaml and \
-                 SpokeRoleName={name}",
-                base.partition,
-                role.name()
-            ),
+    ]
+}
+
+/// The role must reach the spoke role in every account it serves, or their clusters get no
+/// interruptions.
+fn may_assume_served(
+    role: &Role,
+    config: &Config,
+    base: &Base,
+    spoke: &str,
+    accounts: &[&str],
+    organization: &str,
+) -> Expect {
+    let name = &config.spoke_role_name;
+    let refused: Vec<String> = accounts
+        .iter()
+        .filter_map(|account| {
+            let (arn, d) = assume(role, base, spoke, account, organization);
+            (!d.is_allowed()).then(|| format!("{arn} ({d})"))
+        })
+        .collect();
+    let which = match &config.served {
+        Served::Any => format!("{spoke} in the organisation's accounts (e.g. {SAMPLE_ACCOUNT})"),
+        _ => format!("{spoke} in {}", accounts.join(", ")),
+    };
+    Expect::that(
+        refused.is_empty(),
+        format!("{} may sts:AssumeRole {which}", role.name()),
+    )
+    .otherwise(
+        format!(
+            "{} may not sts:AssumeRole {}: the router cannot reach those accounts, and \
+             their clusters get no interruptions",
+            role.name(),
+            refused.join(", ")
         ),
-        Expect::that(
-            !unserved_may.is_allowed(),
-            format!("and not in an account it does not serve ({UNSERVED_ACCOUNT})"),
-        )
-        .otherwise(
-            format!(
-                "{} may sts:AssumeRole {unserved}, an account it does not serve ({unserved_may}): \
-                 any account whose role of that name trusts it could hand the router its \
-                 credentials",
-                role.name()
-            ),
-            "update the stack with this project's base.yaml: its AssumeSpokeRoles statement is \
-             scoped with aws:ResourceAccount (a ServedAccounts list) or aws:ResourceOrgID \
-             (OrganizationId with ServedAccounts=\"*\")",
+        format!(
+            "restore base.yaml's statement AssumeSpokeRoles (sts:AssumeRole on \
+             arn:{}:iam::*:role/<SpokeRoleName>, scoped to the served accounts and this one) \
+             on role {}: update the stack with this release's base.yaml and \
+             SpokeRoleName={name}",
+            base.partition,
+            role.name()
         ),
-    ];
-    Some(check::evaluate(NAME, rows))
+    )
+}
+
+/// And no further: the account gate is IAM's too, not only the router's code.
+fn refuses_unserved(role: &Role, base: &Base, spoke: &str, organization: &str) -> Expect {
+    let outside_org = if organization.is_empty() {
+        ""
+    } else {
+        OUTSIDE_ORGANIZATION
+    };
+    let (unserved, unserved_may) = assume(role, base, spoke, UNSERVED_ACCOUNT, outside_org);
+    Expect::that(
+        !unserved_may.is_allowed(),
+        format!("and not in an account it does not serve ({UNSERVED_ACCOUNT})"),
+    )
+    .otherwise(
+        format!(
+            "{} may sts:AssumeRole {unserved}, an account it does not serve ({unserved_may}): \
+             any account whose role of that name trusts it could hand the router its \
+             credentials",
+            role.name()
+        ),
+        "update the stack with this project's base.yaml: its AssumeSpokeRoles statement is \
+         scoped with aws:ResourceAccount (a ServedAccounts list) or aws:ResourceOrgID \
+         (OrganizationId with ServedAccounts=\"*\")",
+    )
 }
