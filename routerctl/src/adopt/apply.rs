@@ -96,11 +96,11 @@ impl Change {
     }
 }
 
-/// Makes `change` for `cluster` with the site's clients `aws` (the probe goes to the router with
-/// the hub's, `router`); what was done, in a sentence.
+/// Makes `change` for `cluster` with the site's clients `site` (the probe goes to the router with
+/// the hub's, `hub`); what was done, in a sentence.
 pub async fn perform(
-    aws: &impl Moves,
-    router: &impl Deliveries,
+    site: &impl Moves,
+    hub: &impl Deliveries,
     land: &Landscape,
     cluster: &str,
     options: &Options,
@@ -111,37 +111,37 @@ pub async fn perform(
             stack,
             karpenter_role,
             kinds,
-        } => deploy_tenant(aws, land, cluster, stack, karpenter_role, kinds).await,
+        } => deploy_tenant(site, land, cluster, stack, karpenter_role, kinds).await,
         Change::GrantKarpenter {
             stack,
             karpenter_role,
-        } => grant_karpenter(aws, stack, karpenter_role).await,
+        } => grant_karpenter(site, stack, karpenter_role).await,
         Change::StartRound { node } => {
             let view = &land.clusters[cluster];
             let tenant = view.tenant.as_ref().context("no tenant queue")?;
             let old = old_queues(land, cluster);
             let rules = enabled_rules(land, cluster);
-            let start = round_site(router, land, cluster, node, tenant, &old, &rules)?;
-            evidence::start(aws, &start).await
+            let start = round_site(hub, land, cluster, node, tenant, &old, &rules)?;
+            evidence::start(site, &start).await
         }
         Change::ReadRound => bail!("the round is read by adopt::run, which then makes step 5"),
-        Change::DisableRules(rules) => disable_rules(aws, cluster, options, rules).await,
-        Change::DeleteRules { rules, queues } => delete_rules(aws, cluster, rules, queues).await,
-        Change::DeleteQueue { url } => delete_queue(aws, url).await,
+        Change::DisableRules(rules) => disable_rules(site, cluster, options, rules).await,
+        Change::DeleteRules { rules, queues } => delete_rules(site, cluster, rules, queues).await,
+        Change::DeleteQueue { url } => delete_queue(site, url).await,
     }
 }
 
 /// Step 1: deploys `cluster`'s tenant stack, unless a stack of that name exists already (a
 /// failed one is the operator's to look at).
 async fn deploy_tenant(
-    aws: &impl Moves,
+    site: &impl Moves,
     land: &Landscape,
     cluster: &str,
     stack: &str,
     karpenter_role: &str,
     kinds: &TenantKinds,
 ) -> Result<String> {
-    if stack_exists(aws, stack).await? {
+    if stack_exists(site, stack).await? {
         bail!(
             "stack {stack} exists but its queue is not there: look at its events \
              (aws cloudformation describe-stack-events --stack-name {stack}), delete it \
@@ -161,7 +161,7 @@ async fn deploy_tenant(
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let created = aws
+    let created = site
         .create_stack(stack, stacks::TENANT_TEMPLATE, &parameters)
         .await?;
     Ok(format!(
@@ -172,15 +172,15 @@ async fn deploy_tenant(
 
 /// Step 2: grants Karpenter's role the tenant queue by updating the tenant stack: only a queue the
 /// stack made can be granted this way.
-async fn grant_karpenter(aws: &impl Moves, stack: &str, karpenter_role: &str) -> Result<String> {
-    if !stack_exists(aws, stack).await? {
+async fn grant_karpenter(site: &impl Moves, stack: &str, karpenter_role: &str) -> Result<String> {
+    if !stack_exists(site, stack).await? {
         bail!(
             "the tenant queue was not made by stack {stack}: grant {karpenter_role} \
              sqs:ReceiveMessage, sqs:DeleteMessage, sqs:GetQueueUrl and \
              sqs:GetQueueAttributes on it where the queue is defined, then run adopt again"
         );
     }
-    aws.update_stack(
+    site.update_stack(
         stack,
         stacks::TENANT_TEMPLATE,
         &[("KarpenterRoleName", karpenter_role)],
@@ -193,17 +193,17 @@ async fn grant_karpenter(aws: &impl Moves, stack: &str, karpenter_role: &str) ->
 
 /// Step 5: disables the old rules and waits until EventBridge reads them back disabled.
 async fn disable_rules(
-    aws: &impl Moves,
+    site: &impl Moves,
     cluster: &str,
     options: &Options,
     rules: &[String],
 ) -> Result<String> {
     for rule in rules {
-        aws.disable_rule(rule)
+        site.disable_rule(rule)
             .await
             .map_err(|e| anyhow::anyhow!("DisableRule {rule}: {e}"))?;
     }
-    let waited = settle(aws, rules, "DISABLED", options.settle).await?;
+    let waited = settle(site, rules, "DISABLED", options.settle).await?;
     Ok(format!(
         "disabled {} (and waited {} s for EventBridge to apply it): the old queue gets no \
          new event; {} --rollback re-enables them",
@@ -216,26 +216,26 @@ async fn disable_rules(
 /// Step 6: removes each rule's old-queue target, and deletes the rules left with no target (a rule
 /// that still feeds something else stays).
 async fn delete_rules(
-    aws: &impl Moves,
+    site: &impl Moves,
     cluster: &str,
     rules: &[(String, String)],
     queues: &[String],
 ) -> Result<String> {
     // Marked first: with its rules gone, only the mark may tie a queue to the cluster.
     for url in queues {
-        evidence::tag(aws, url, RETIRED_TAG, cluster).await?;
+        evidence::tag(site, url, RETIRED_TAG, cluster).await?;
     }
     let mut deleted = Vec::new();
     for (rule, target) in rules {
-        aws.remove_target(rule, target)
+        site.remove_target(rule, target)
             .await
             .map_err(|e| anyhow::anyhow!("RemoveTargets {rule}: {e}"))?;
-        let left = aws
+        let left = site
             .targets(rule, None)
             .await
             .map_err(|e| anyhow::anyhow!("ListTargetsByRule {rule}: {e}"))?;
         if left.is_empty() {
-            aws.delete_rule(rule)
+            site.delete_rule(rule)
                 .await
                 .map_err(|e| anyhow::anyhow!("DeleteRule {rule}: {e}"))?;
             deleted.push(rule.as_str());
@@ -245,8 +245,8 @@ async fn delete_rules(
 }
 
 /// Step 7: deletes an old queue, unless it holds messages again since the plan.
-async fn delete_queue(aws: &impl Moves, url: &str) -> Result<String> {
-    let attributes = aws
+async fn delete_queue(site: &impl Moves, url: &str) -> Result<String> {
+    let attributes = site
         .queue_attributes(url)
         .await
         .map_err(|e| anyhow::anyhow!("GetQueueAttributes {url}: {e}"))?;
@@ -261,7 +261,7 @@ async fn delete_queue(aws: &impl Moves, url: &str) -> Result<String> {
     if held > 0 {
         bail!("{url} holds {held} message(s) again: not deleted; run adopt again");
     }
-    aws.delete_queue(url)
+    site.delete_queue(url)
         .await
         .map_err(|e| anyhow::anyhow!("DeleteQueue {url}: {e}"))?;
     Ok(format!("deleted {url}"))
@@ -269,8 +269,8 @@ async fn delete_queue(aws: &impl Moves, url: &str) -> Result<String> {
 
 /// Reads `cluster`'s ripe round ([`evidence::read`]).
 pub async fn read_round(
-    aws: &impl Moves,
-    router: &impl Deliveries,
+    site: &impl Moves,
+    hub: &impl Deliveries,
     land: &Landscape,
     cluster: &str,
 ) -> Result<Reading> {
@@ -282,8 +282,8 @@ pub async fn read_round(
     let rules = enabled_rules(land, cluster);
     // Only a probe sent names a node; reading names none.
     let node = view.nodes.first().map_or("", String::as_str);
-    let site = round_site(router, land, cluster, node, tenant, &old, &rules)?;
-    evidence::read(aws, &site, round).await
+    let start = round_site(hub, land, cluster, node, tenant, &old, &rules)?;
+    evidence::read(site, &start, round).await
 }
 
 /// The old rules of `cluster`'s set-ups still enabled.
@@ -309,7 +309,7 @@ fn old_queues<'a>(land: &'a Landscape, cluster: &str) -> Vec<&'a Queue> {
 /// Where a round's probes go and its sentinels are: the router function, the tenant queue, the
 /// old queues.
 fn round_site<'a, R>(
-    router: &'a R,
+    hub: &'a R,
     land: &'a Landscape,
     cluster: &'a str,
     node: &'a str,
@@ -322,7 +322,7 @@ fn round_site<'a, R>(
         .output("FunctionName")
         .with_context(|| format!("base stack {} has no FunctionName output", land.base.name))?;
     Ok(Start {
-        router,
+        hub,
         cluster,
         account: &land.account,
         region: &land.region,
@@ -350,7 +350,7 @@ pub struct RolledBack {
 /// then on the old queue gets every event, and the helm command it returns points Karpenter back.
 /// Refused when nothing is left to go back to (the old rules are deleted).
 pub async fn rollback(
-    aws: &impl Moves,
+    site: &impl Moves,
     land: &Landscape,
     cluster: &str,
     options: &Options,
@@ -364,21 +364,21 @@ pub async fn rollback(
         );
     };
     if let Some(tenant) = &view.tenant {
-        evidence::tag(aws, &tenant.url, ROLLBACK_TAG, &rfc3339(aws.now()))
+        evidence::tag(site, &tenant.url, ROLLBACK_TAG, &rfc3339(site.now()))
             .await
             .context("marking the rollback (nothing changed)")?;
         if view.round.is_some() {
-            evidence::untag(aws, &tenant.url, EVIDENCE_TAG).await?;
+            evidence::untag(site, &tenant.url, EVIDENCE_TAG).await?;
         }
     }
     let mut enabled = Vec::new();
     for rule in setups.iter().flat_map(|s| &s.rules).filter(|r| !r.enabled) {
-        aws.enable_rule(&rule.name)
+        site.enable_rule(&rule.name)
             .await
             .map_err(|e| anyhow::anyhow!("EnableRule {}: {e}", rule.name))?;
         enabled.push(rule.name.clone());
     }
-    let waited = settle(aws, &enabled, "ENABLED", options.settle).await?;
+    let waited = settle(site, &enabled, "ENABLED", options.settle).await?;
     Ok(RolledBack {
         enabled,
         waited,
@@ -395,7 +395,7 @@ pub async fn rollback(
 /// applies rule changes "after a short period", which ListRules does not show. Nothing changed,
 /// nothing to wait for. How long it waited.
 async fn settle(
-    aws: &impl Cloud,
+    site: &impl Cloud,
     rules: &[String],
     state: &str,
     settle: Duration,
@@ -413,7 +413,7 @@ async fn settle(
     loop {
         let mut pending = Vec::new();
         for rule in rules {
-            let described = aws
+            let described = site
                 .rule(rule, None)
                 .await
                 .map_err(|e| anyhow::anyhow!("DescribeRule {rule}: {e}"))?;
@@ -436,8 +436,8 @@ async fn settle(
     }
 }
 
-async fn stack_exists(aws: &impl Cloud, stack: &str) -> Result<bool> {
-    match aws.stack(stack).await {
+async fn stack_exists(site: &impl Cloud, stack: &str) -> Result<bool> {
+    match site.stack(stack).await {
         Ok(found) => Ok(found.status != "DELETE_COMPLETE"),
         Err(e) if e.is_missing_stack() => Ok(false),
         Err(e) => bail!("DescribeStacks {stack}: {e}"),

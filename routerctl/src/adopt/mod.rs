@@ -35,8 +35,8 @@ pub use discover::{Owner, RETIRED_TAG, ROLLBACK_TAG};
 use anyhow::{Context, Result, bail};
 
 use self::{
-    discover::{Evidence as Tie, Landscape, OldSetup},
-    steps::{Action, Change, Evidence, State, Step},
+    discover::{Landscape, OldSetup, Tie},
+    steps::{Action, Change, Proven, State, Step},
 };
 use crate::cloud::moves::Moves;
 
@@ -244,9 +244,9 @@ impl Report {
     }
 }
 
-/// adopt in the hub's own account and region: `aws` reaches both the base stack and the clusters.
-pub async fn run(aws: &impl Moves, options: &Options) -> Result<Report> {
-    run_at(aws, aws, options).await
+/// adopt in the hub's own account and region: one set of clients is both the hub (the base stack) and the site (the clusters).
+pub async fn run(site: &impl Moves, options: &Options) -> Result<Report> {
+    run_at(site, site, options).await
 }
 
 /// adopt with the hub's clients `hub` (the base stack, the router function) and the clients of
@@ -254,9 +254,8 @@ pub async fn run(aws: &impl Moves, options: &Options) -> Result<Report> {
 pub async fn run_at(hub: &impl Moves, site: &impl Moves, options: &Options) -> Result<Report> {
     let base = discover::base(hub, &options.stack).await?;
     let connection = connect::connect(site, &base, hub.region(), options.member.as_ref()).await?;
-    let aws = site;
     let land = discover::read(
-        aws,
+        site,
         base,
         connection,
         &options.managed_tag,
@@ -283,9 +282,9 @@ pub async fn run_at(hub: &impl Moves, site: &impl Moves, options: &Options) -> R
         }
     };
     let outcome = match (options.verb, cluster) {
-        (Verb::Apply, Some(cluster)) => apply_next(aws, hub, &land, cluster, options).await?,
+        (Verb::Apply, Some(cluster)) => apply_next(site, hub, &land, cluster, options).await?,
         (Verb::Rollback, Some(cluster)) => {
-            let done = apply::rollback(aws, &land, cluster, options).await?;
+            let done = apply::rollback(site, &land, cluster, options).await?;
             Outcome::RolledBack {
                 enabled: done.enabled,
                 waited: done.waited,
@@ -293,13 +292,15 @@ pub async fn run_at(hub: &impl Moves, site: &impl Moves, options: &Options) -> R
             }
         }
         (Verb::StackTemplate, Some(cluster)) => {
-            stack_template(aws, &land, cluster, options).await?
+            stack_template(site, &land, cluster, options).await?
         }
         _ => Outcome::Planned,
     };
     // After a change, the plan shows the account as it is now.
     let land = match outcome {
-        Outcome::Applied { .. } | Outcome::RolledBack { .. } => reread(aws, &land, options).await?,
+        Outcome::Applied { .. } | Outcome::RolledBack { .. } => {
+            reread(site, &land, options).await?
+        }
         _ => land,
     };
     let mut clusters = Vec::new();
@@ -311,7 +312,7 @@ pub async fn run_at(hub: &impl Moves, site: &impl Moves, options: &Options) -> R
             name: name.clone(),
             nodes: view.nodes.len(),
             today: today(&land, name),
-            steps: steps::evaluate(aws, &land, name, options, Evidence::Recorded).await,
+            steps: steps::evaluate(site, &land, name, options, Proven::Recorded).await,
             rolled_back: view.is_rolled_back(),
         });
     }
@@ -355,19 +356,19 @@ pub async fn run_at(hub: &impl Moves, site: &impl Moves, options: &Options) -> R
 /// `--apply`: the first unfinished step's change, if it is adopt's to make. Reading a round of
 /// evidence is followed, in the same run and only then, by step 5.
 async fn apply_next(
-    aws: &impl Moves,
-    router: &impl Moves,
+    site: &impl Moves,
+    hub: &impl Moves,
     land: &Landscape,
     cluster: &str,
     options: &Options,
 ) -> Result<Outcome> {
-    let steps = steps::evaluate(aws, land, cluster, options, Evidence::Recorded).await;
+    let steps = steps::evaluate(site, land, cluster, options, Proven::Recorded).await;
     let Some(step) = steps::next(&steps) else {
         return Ok(Outcome::Finished);
     };
     Ok(match &step.action {
         Action::Apply(Change::ReadRound) => {
-            let reading = apply::read_round(aws, router, land, cluster).await?;
+            let reading = apply::read_round(site, hub, land, cluster).await?;
             if let (true, Some(next)) = (reading.problems.is_empty(), &reading.pending) {
                 return Ok(Outcome::Applied {
                     step: 4,
@@ -391,14 +392,14 @@ async fn apply_next(
             }
             let seen = reading.facts.join("; ");
             // Step 5 on this evidence, read from the account as it is now.
-            let land = reread(aws, land, options).await?;
-            let steps = steps::evaluate(aws, &land, cluster, options, Evidence::JustRead).await;
+            let land = reread(site, land, options).await?;
+            let steps = steps::evaluate(site, &land, cluster, options, Proven::JustRead).await;
             match steps.iter().find(|s| s.number == 5).map(|s| &s.action) {
                 Some(Action::Apply(change @ Change::DisableRules(_))) => Outcome::Applied {
                     step: 5,
                     did: format!(
                         "{seen}; so {}",
-                        apply::perform(aws, router, &land, cluster, options, change).await?
+                        apply::perform(site, hub, &land, cluster, options, change).await?
                     ),
                 },
                 _ => Outcome::Applied {
@@ -414,7 +415,7 @@ async fn apply_next(
         }
         Action::Apply(change) => Outcome::Applied {
             step: step.number,
-            did: apply::perform(aws, router, land, cluster, options, change).await?,
+            did: apply::perform(site, hub, land, cluster, options, change).await?,
         },
         Action::Operator(what) => Outcome::Refused {
             step: step.number,
@@ -433,9 +434,9 @@ async fn apply_next(
 }
 
 /// The account read again, around the same base stack.
-async fn reread(aws: &impl Moves, land: &Landscape, options: &Options) -> Result<Landscape> {
+async fn reread(site: &impl Moves, land: &Landscape, options: &Options) -> Result<Landscape> {
     discover::read(
-        aws,
+        site,
         land.base.clone(),
         land.connection.clone(),
         &options.managed_tag,
@@ -446,12 +447,12 @@ async fn reread(aws: &impl Moves, land: &Landscape, options: &Options) -> Result
 
 /// `--stack-template`: the template of the stack that owns what step 6 or 7 retires, edited.
 async fn stack_template(
-    aws: &impl Moves,
+    site: &impl Moves,
     land: &Landscape,
     cluster: &str,
     options: &Options,
 ) -> Result<Outcome> {
-    let steps = steps::evaluate(aws, land, cluster, options, Evidence::Recorded).await;
+    let steps = steps::evaluate(site, land, cluster, options, Proven::Recorded).await;
     let next = steps::next(&steps).map_or(0, |s| s.number);
     if !matches!(next, 6 | 7) {
         bail!(
@@ -483,7 +484,7 @@ async fn stack_template(
     else {
         bail!("no stack owns {cluster}'s old rules or queue: --stack-template has nothing to edit");
     };
-    let body = aws
+    let body = site
         .template_body(&stack)
         .await
         .map_err(|e| anyhow::anyhow!("GetTemplate {stack}: {e}"))?;

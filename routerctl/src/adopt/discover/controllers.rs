@@ -19,14 +19,14 @@ pub(crate) struct Controller {
 /// Roles whose name mentions Karpenter, plus those named with `--karpenter-role`: read fully
 /// (identity policies), with the clusters their eks:DescribeCluster grants name.
 pub(super) async fn controller_roles(
-    aws: &impl Moves,
+    site: &impl Moves,
     partition: &str,
     account: &str,
     given: &[(String, String)],
 ) -> Result<Vec<Controller>> {
     let mut names: BTreeSet<String> = given.iter().map(|(_, r)| r.clone()).collect();
     names.extend(
-        aws.role_names()
+        site.role_names()
             .await
             .map_err(|e| anyhow::anyhow!("ListRoles: {e}"))?
             .into_iter()
@@ -35,7 +35,7 @@ pub(super) async fn controller_roles(
     let mut controllers = Vec::new();
     for name in names {
         let arn = format!("arn:{partition}:iam::{account}:role/{name}");
-        let role = match aws.role(&arn).await {
+        let role = match site.role(&arn).await {
             Ok(role) => role,
             // A role the operator names that the account does not have: the tenant stack could
             // not attach its grant to it (it would end in ROLLBACK_COMPLETE). Refused before

@@ -59,7 +59,7 @@ pub struct OldRule {
 
 /// How a queue was tied to a cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Evidence {
+pub enum Tie {
     /// A Karpenter controller role that may read the queue, and DescribeCluster this cluster.
     ControllerRole(String),
     /// adopt marked it when it deleted the rules that fed it ([`RETIRED_TAG`]).
@@ -68,15 +68,15 @@ pub enum Evidence {
     Name,
 }
 
-impl std::fmt::Display for Evidence {
+impl std::fmt::Display for Tie {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Evidence::ControllerRole(role) => write!(
+            Tie::ControllerRole(role) => write!(
                 f,
                 "its Karpenter may read it ({role}, whose policy names the cluster)"
             ),
-            Evidence::Retired => f.write_str("adopt marked it when it deleted its rules"),
-            Evidence::Name => f.write_str("tied to the cluster by its name only"),
+            Tie::Retired => f.write_str("adopt marked it when it deleted its rules"),
+            Tie::Name => f.write_str("tied to the cluster by its name only"),
         }
     }
 }
@@ -88,7 +88,7 @@ pub struct OldSetup {
     pub owner: Owner,
     pub rules: Vec<OldRule>,
     /// The clusters whose Karpenter reads it, and how that is known.
-    pub clusters: Vec<(String, Evidence)>,
+    pub clusters: Vec<(String, Tie)>,
     /// The Karpenter controller roles that may read it.
     pub readers: Vec<String>,
 }
@@ -214,30 +214,30 @@ pub(crate) fn ownership(
     )
 }
 
-/// Reads the account and region `aws` points at (the site `connection` describes), around the
+/// Reads the account and region `site` points at (the site `connection` describes), around the
 /// router's base stack `base`.
 pub async fn read(
-    aws: &impl Moves,
+    site: &impl Moves,
     base: Base,
     connection: Connection,
     managed_tag: &str,
     karpenter_roles: &[(String, String)],
 ) -> Result<Landscape> {
     let account = connection.account.clone();
-    let region = aws.region().to_owned();
+    let region = site.region().to_owned();
     let queue_names = tenant_queue_names(&base)?;
     let router_targets: BTreeSet<String> = ["IngestQueueArn", "DeadLetterQueueArn"]
         .iter()
         .filter_map(|o| base.output(o).map(str::to_owned))
         .collect();
 
-    let nodes = karpenter_nodes(aws, managed_tag).await?;
-    let owners = StackOwners::read(aws).await;
-    let (rules, unreadable) = interruption_rules(aws, &account, &region, &router_targets).await?;
-    let controllers = controller_roles(aws, &base.partition, &account, karpenter_roles).await?;
+    let nodes = karpenter_nodes(site, managed_tag).await?;
+    let owners = StackOwners::read(site).await;
+    let (rules, unreadable) = interruption_rules(site, &account, &region, &router_targets).await?;
+    let controllers = controller_roles(site, &base.partition, &account, karpenter_roles).await?;
 
     let router_role = connection.sender.as_deref();
-    let site = Site {
+    let survey = Survey {
         account: &account,
         local: format!("arn:{}:sqs:{region}:{account}:", base.partition),
         base: &base,
@@ -248,15 +248,15 @@ pub async fn read(
         nodes: &nodes,
     };
     let mut setups = Vec::new();
-    for (arn, rules) in site.old_queues(aws, rules).await {
-        if let Some(setup) = site.old_setup(aws, &arn, rules).await {
+    for (arn, rules) in survey.old_queues(site, rules).await {
+        if let Some(setup) = survey.old_setup(site, &arn, rules).await {
             setups.push(setup);
         }
     }
 
     let mut clusters = clusters_of(nodes, &setups, karpenter_roles);
     for (name, cluster) in clusters.iter_mut() {
-        read_tenant(aws, name, cluster, &queue_names, router_role, &controllers).await;
+        read_tenant(site, name, cluster, &queue_names, router_role, &controllers).await;
     }
     Ok(Landscape {
         account,
@@ -282,7 +282,7 @@ fn tenant_queue_names(base: &Base) -> Result<QueueNameTemplate> {
 }
 
 /// What [`read`] has found of the site, shared by the stages that judge its old queues.
-struct Site<'a> {
+struct Survey<'a> {
     account: &'a str,
     /// The account and region's SQS ARN prefix: a queue elsewhere is not this site's to adopt.
     local: String,
@@ -295,13 +295,13 @@ struct Site<'a> {
     nodes: &'a BTreeMap<String, Vec<String>>,
 }
 
-impl Site<'_> {
+impl Survey<'_> {
     /// One entry per old queue, with the rules that feed it: those the rules feed, those a
     /// Karpenter controller role may read (its rules may be gone already), and those adopt
     /// marked when it deleted their rules.
     async fn old_queues(
         &self,
-        aws: &impl Moves,
+        site: &impl Moves,
         rules: Vec<(String, OldRule)>,
     ) -> BTreeMap<String, Vec<OldRule>> {
         let mut by_queue: BTreeMap<String, Vec<OldRule>> = BTreeMap::new();
@@ -309,7 +309,7 @@ impl Site<'_> {
             rule.owner = self.owners.owner(
                 &[&rule.name, &rule.arn],
                 &rule.name,
-                &rule_tags(aws, &rule.arn).await,
+                &rule_tags(site, &rule.arn).await,
             );
             by_queue.entry(queue_arn).or_default().push(rule);
         }
@@ -320,7 +320,7 @@ impl Site<'_> {
                 }
             }
         }
-        for arn in retired_queues(aws, &self.local, self.nodes.keys()).await {
+        for arn in retired_queues(site, &self.local, self.nodes.keys()).await {
             by_queue.entry(arn).or_default();
         }
         by_queue
@@ -330,7 +330,7 @@ impl Site<'_> {
     /// site's, is gone, is the router's own, or is no interruption set-up adopt can retire.
     async fn old_setup(
         &self,
-        aws: &impl Moves,
+        site: &impl Moves,
         arn: &str,
         rules: Vec<OldRule>,
     ) -> Option<OldSetup> {
@@ -338,8 +338,8 @@ impl Site<'_> {
         if !arn.starts_with(&self.local) || is_stack_queue(self.base, arn) {
             return None;
         }
-        let queue = load_queue(aws, arn_name(arn)).await.ok()?;
-        let tags = queue_tags(aws, &queue.url).await;
+        let queue = load_queue(site, arn_name(arn)).await.ok()?;
+        let tags = queue_tags(site, &queue.url).await;
         // The router's own tenant queues are no old set-up, whatever feeds them.
         let tenant_of = crate::verify::cluster_of(self.queue_names, &queue.name);
         if tenant_of.is_some_and(|c| ownership(&queue, &tags, &c, self.router_role).is_routers()) {
@@ -409,14 +409,14 @@ impl Site<'_> {
         readers: &[&Controller],
         queue: &str,
         tags: &BTreeMap<String, String>,
-    ) -> Vec<(String, Evidence)> {
-        let mut clusters: Vec<(String, Evidence)> = readers
+    ) -> Vec<(String, Tie)> {
+        let mut clusters: Vec<(String, Tie)> = readers
             .iter()
             .flat_map(|c| {
                 c.clusters.iter().map(|cluster| {
                     (
                         cluster.clone(),
-                        Evidence::ControllerRole(c.role.name().to_owned()),
+                        Tie::ControllerRole(c.role.name().to_owned()),
                     )
                 })
             })
@@ -425,9 +425,9 @@ impl Site<'_> {
         clusters.dedup_by(|a, b| a.0 == b.0);
         if clusters.is_empty() {
             if let Some(cluster) = tags.get(RETIRED_TAG) {
-                clusters.push((cluster.clone(), Evidence::Retired));
+                clusters.push((cluster.clone(), Tie::Retired));
             } else if let Some(cluster) = named_after(queue, self.nodes.keys()) {
-                clusters.push((cluster, Evidence::Name));
+                clusters.push((cluster, Tie::Name));
             }
         }
         clusters
@@ -457,7 +457,7 @@ fn clusters_of(
         for (cluster, evidence) in &setup.clusters {
             let entry = clusters.entry(cluster.clone()).or_default();
             entry.setups.push(i);
-            if let (None, Evidence::ControllerRole(role)) = (&entry.controller, evidence) {
+            if let (None, Tie::ControllerRole(role)) = (&entry.controller, evidence) {
                 entry.controller = Some(role.clone());
             }
         }
@@ -472,7 +472,7 @@ fn clusters_of(
 /// name), with adopt's marks on it; and, once the old queue is gone, the role that reads the new
 /// one (and names the cluster).
 async fn read_tenant(
-    aws: &impl Moves,
+    site: &impl Moves,
     name: &str,
     cluster: &mut Cluster,
     queue_names: &QueueNameTemplate,
@@ -480,9 +480,9 @@ async fn read_tenant(
     controllers: &[Controller],
 ) {
     if let Some(queue) = queue_names.queue_name(name)
-        && let Ok(queue) = load_queue(aws, &queue).await
+        && let Ok(queue) = load_queue(site, &queue).await
     {
-        let tags = queue_tags(aws, &queue.url).await;
+        let tags = queue_tags(site, &queue.url).await;
         match ownership(&queue, &tags, name, router_role) {
             Ownership::Foreign(why) => cluster.name_taken = Some((queue, why)),
             _ => {
@@ -512,17 +512,17 @@ async fn read_tenant(
 /// Queues named after a known cluster that carry [`RETIRED_TAG`], as ARNs (`local` is the
 /// account and region's SQS ARN prefix).
 async fn retired_queues<'a>(
-    aws: &impl Moves,
+    site: &impl Moves,
     local: &str,
     clusters: impl Iterator<Item = &'a String> + Clone,
 ) -> Vec<String> {
     let mut found = Vec::new();
-    for url in aws.every_queue().await.unwrap_or_default() {
+    for url in site.every_queue().await.unwrap_or_default() {
         let name = url.rsplit('/').next().unwrap_or_default();
         if named_after(name, clusters.clone()).is_none() {
             continue;
         }
-        if queue_tags(aws, &url).await.contains_key(RETIRED_TAG) {
+        if queue_tags(site, &url).await.contains_key(RETIRED_TAG) {
             found.push(format!("{local}{name}"));
         }
     }
@@ -532,11 +532,11 @@ async fn retired_queues<'a>(
 /// Clusters with running Karpenter nodes: instances with the managed tag, by their
 /// `eks:eks-cluster-name` (or `kubernetes.io/cluster/<name>`) tag.
 async fn karpenter_nodes(
-    aws: &impl Moves,
+    site: &impl Moves,
     managed_tag: &str,
 ) -> Result<BTreeMap<String, Vec<String>>> {
     let mut nodes: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let instances = aws
+    let instances = site
         .instances(Instances::Tagged {
             key: managed_tag,
             value: None,
@@ -584,13 +584,13 @@ fn named_after<'a>(queue: &str, clusters: impl Iterator<Item = &'a String>) -> O
         .cloned()
 }
 
-async fn queue_tags(aws: &impl Cloud, url: &str) -> BTreeMap<String, String> {
-    aws.queue_tags(url).await.unwrap_or_default()
+async fn queue_tags(site: &impl Cloud, url: &str) -> BTreeMap<String, String> {
+    site.queue_tags(url).await.unwrap_or_default()
 }
 
 /// Reads the router's base stack (what verify reads), or says why it cannot.
-pub async fn base(aws: &impl Cloud, stack: &str) -> Result<Base> {
-    crate::deployment::base::load(aws, stack)
+pub async fn base(site: &impl Cloud, stack: &str) -> Result<Base> {
+    crate::deployment::base::load(site, stack)
         .await
         .map(|(base, _)| base)
         .map_err(|check| {

@@ -120,10 +120,10 @@ pub(super) struct StackOwners {
 }
 
 impl StackOwners {
-    pub async fn read(aws: &impl Moves) -> Self {
+    pub async fn read(site: &impl Moves) -> Self {
         let mut by_physical = BTreeMap::new();
-        for stack in aws.active_stacks().await.unwrap_or_default() {
-            for (logical, physical) in aws.listed_resources(&stack).await.unwrap_or_default() {
+        for stack in site.active_stacks().await.unwrap_or_default() {
+            for (logical, physical) in site.listed_resources(&stack).await.unwrap_or_default() {
                 by_physical.insert(physical, (stack.clone(), logical));
             }
         }

@@ -53,7 +53,7 @@ fn representatives(account: &str, region: &str) -> Vec<(Kind, Value)> {
 /// (target queue ARN, rule), leaving out those targeting the router's own queues; and the rules
 /// whose pattern could not be evaluated.
 pub(super) async fn interruption_rules(
-    aws: &impl Moves,
+    site: &impl Moves,
     account: &str,
     region: &str,
     router_targets: &BTreeSet<String>,
@@ -61,7 +61,7 @@ pub(super) async fn interruption_rules(
     let events = representatives(account, region);
     let mut found = Vec::new();
     let mut unreadable = Vec::new();
-    let listed = aws
+    let listed = site
         .default_bus_rules()
         .await
         .map_err(|e| anyhow::anyhow!("ListRules: {e}"))?;
@@ -88,7 +88,7 @@ pub(super) async fn interruption_rules(
         if kinds.is_empty() {
             continue;
         }
-        let targets = match aws.targets(name, None).await {
+        let targets = match site.targets(name, None).await {
             Ok(targets) => targets,
             // Deleted since ListRules (a colleague, its tool, another cluster's adopt): it routes
             // nothing any more.
@@ -122,8 +122,8 @@ pub(super) async fn interruption_rules(
     Ok((found, unreadable))
 }
 
-pub(super) async fn rule_tags(aws: &impl Moves, arn: &str) -> BTreeMap<String, String> {
-    aws.rule_tags(arn).await.unwrap_or_default()
+pub(super) async fn rule_tags(site: &impl Moves, arn: &str) -> BTreeMap<String, String> {
+    site.rule_tags(arn).await.unwrap_or_default()
 }
 
 #[cfg(test)]

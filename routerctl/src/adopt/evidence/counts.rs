@@ -196,8 +196,8 @@ pub fn judge(window: &Window, points: &Datapoints) -> Counted {
 }
 
 /// SQS's datapoints for `queue` from the window's first minute to now.
-pub async fn fetch(aws: &impl Moves, queue: &str, window: &Window) -> Result<Datapoints> {
-    let now = aws.now();
+pub async fn fetch(site: &impl Moves, queue: &str, window: &Window) -> Result<Datapoints> {
+    let now = site.now();
     let from = UNIX_EPOCH + Duration::from_secs(window.first);
     let mut points = Datapoints::default();
     if now <= from {
@@ -207,7 +207,7 @@ pub async fn fetch(aws: &impl Moves, queue: &str, window: &Window) -> Result<Dat
         ("NumberOfMessagesReceived", &mut points.received),
         ("NumberOfMessagesDeleted", &mut points.deleted),
     ] {
-        let out = aws
+        let out = site
             .queue_metric(queue, metric, from, now)
             .await
             .map_err(|e| {

@@ -122,7 +122,7 @@ pub struct Looked {
 /// the queue has nothing more to give, or the look must stop; makes every other message visible
 /// again at once, deletes adopt's.
 pub(crate) async fn look(
-    aws: &impl Moves,
+    site: &impl Moves,
     queue: &Queue,
     id: &str,
     sent_at: SystemTime,
@@ -132,12 +132,15 @@ pub(crate) async fn look(
     let mut paged = Paged::default();
     let mut found: Option<Received> = None;
     for _ in 0..MAX_LOOK_RECEIVES {
-        let messages = aws.receive(&queue.url, LOOK_HIDE_SECS).await.map_err(|e| {
-            anyhow::anyhow!(
-                "ReceiveMessage on {} (adopt looks for its own message): {e}",
-                queue.name
-            )
-        })?;
+        let messages = site
+            .receive(&queue.url, LOOK_HIDE_SECS)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "ReceiveMessage on {} (adopt looks for its own message): {e}",
+                    queue.name
+                )
+            })?;
         if messages.is_empty() {
             paged.exhausted = true;
             break;
@@ -166,7 +169,7 @@ pub(crate) async fn look(
             break;
         }
     }
-    let hidden = release(aws, queue, &met).await;
+    let hidden = release(site, queue, &met).await;
     if let Some(message) = found {
         paged.found = Some(
             message
@@ -177,7 +180,7 @@ pub(crate) async fn look(
             .sent_ms
             .map(|at| UNIX_EPOCH + Duration::from_millis(at));
         if !message.receipt_handle.is_empty() {
-            aws.delete_message(&queue.url, &message.receipt_handle)
+            site.delete_message(&queue.url, &message.receipt_handle)
                 .await
                 .map_err(|e| anyhow::anyhow!("DeleteMessage on {}: {e}", queue.name))?;
         }
@@ -189,11 +192,11 @@ pub(crate) async fn look(
 }
 
 /// Makes what a look received visible again, ten at a time; what it could not, in a sentence.
-async fn release(aws: &impl Moves, queue: &Queue, handles: &[String]) -> Option<String> {
+async fn release(site: &impl Moves, queue: &Queue, handles: &[String]) -> Option<String> {
     let (mut stuck, mut error) = (0, None);
     for chunk in handles.chunks(10) {
         // On failure they return after LOOK_HIDE_SECS on their own.
-        if let Err(e) = aws.release(&queue.url, chunk).await {
+        if let Err(e) = site.release(&queue.url, chunk).await {
             stuck += chunk.len();
             error.get_or_insert(e.to_string());
         }

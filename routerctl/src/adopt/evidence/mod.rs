@@ -184,7 +184,7 @@ impl Round {
 pub(crate) struct Start<'a, R> {
     /// The hub's clients, which invoke the router function (the cluster's account may be a
     /// member's: everything else is read and sent there).
-    pub router: &'a R,
+    pub hub: &'a R,
     pub cluster: &'a str,
     pub account: &'a str,
     pub region: &'a str,
@@ -200,12 +200,12 @@ pub(crate) struct Start<'a, R> {
 
 /// Sends the probe through the router and a sentinel into each old queue, then records the round
 /// on the tenant queue. What was sent, in a sentence.
-pub(crate) async fn start(aws: &impl Moves, s: &Start<'_, impl Deliveries>) -> Result<String> {
+pub(crate) async fn start(site: &impl Moves, s: &Start<'_, impl Deliveries>) -> Result<String> {
     let origin = Origin {
         account: s.account.to_owned(),
         region: s.region.to_owned(),
     };
-    let started = aws.now();
+    let started = site.now();
     let millis = started
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
@@ -223,7 +223,7 @@ pub(crate) async fn start(aws: &impl Moves, s: &Start<'_, impl Deliveries>) -> R
             "time": rfc3339(started), "region": s.region, "resources": [],
             "detail": {"cluster": s.cluster, "purpose": "adopt checks that nothing reads this \
                 queue any more: Karpenter deletes this message unread if it still does"}});
-        aws.send_message(&queue.url, &body.to_string())
+        site.send_message(&queue.url, &body.to_string())
             .await
             .map_err(|e| {
                 anyhow::anyhow!(
@@ -233,7 +233,7 @@ pub(crate) async fn start(aws: &impl Moves, s: &Start<'_, impl Deliveries>) -> R
                 )
             })?;
     }
-    tag(aws, &s.tenant.url, EVIDENCE_TAG, &round.tag()).await?;
+    tag(site, &s.tenant.url, EVIDENCE_TAG, &round.tag()).await?;
     let old: Vec<&str> = s.old.iter().map(|q| q.name.as_str()).collect();
     Ok(format!(
         "sent probe {} (a rebalance recommendation for {}) through {} to {}{}; run --apply again \
@@ -264,7 +264,7 @@ async fn send_probe(s: &Start<'_, impl Deliveries>, origin: &Origin, id: &str) -
         "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
     }]});
     let out = s
-        .router
+        .hub
         .invoke(s.function, batch.to_string())
         .await
         .map_err(|e| anyhow::anyhow!("Invoke {} (the probe): {e}", s.function))?;
@@ -317,21 +317,21 @@ fn still_read(cluster: &str) -> String {
 /// the round to SQS's counts ([`counts`]), read on a later `--apply`. Concludes the round unless
 /// it goes on (its tag removed); records [`VERIFIED_TAG`] when it held.
 pub(crate) async fn read(
-    aws: &impl Moves,
+    site: &impl Moves,
     s: &Start<'_, impl Deliveries>,
     round: &Round,
 ) -> Result<Reading> {
     let mut reading = match round.window() {
-        None => first_read(aws, s, round).await?,
-        Some(window) => counts_read(aws, s, &window).await?,
+        None => first_read(site, s, round).await?,
+        Some(window) => counts_read(site, s, &window).await?,
     };
     if reading.problems.is_empty() && reading.pending.is_some() {
         return Ok(reading);
     }
     reading.pending = None;
-    untag(aws, &s.tenant.url, EVIDENCE_TAG).await?;
+    untag(site, &s.tenant.url, EVIDENCE_TAG).await?;
     if reading.held() {
-        tag(aws, &s.tenant.url, VERIFIED_TAG, &rfc3339(aws.now())).await?;
+        tag(site, &s.tenant.url, VERIFIED_TAG, &rfc3339(site.now())).await?;
     }
     Ok(reading)
 }
@@ -339,7 +339,7 @@ pub(crate) async fn read(
 /// A round's first reading: the probe's look and each sentinel's, left to SQS's counts when an
 /// old queue has a backlog the look could not search and nothing else failed.
 async fn first_read(
-    aws: &impl Moves,
+    site: &impl Moves,
     s: &Start<'_, impl Deliveries>,
     round: &Round,
 ) -> Result<Reading> {
@@ -348,16 +348,16 @@ async fn first_read(
     } = *s;
     let mut reading = Reading::default();
     let mut backlog = Vec::new();
-    let since = format!("sent {} s ago", round.age(aws.now()).as_secs());
-    let looked_from = aws.now();
-    let probe = look(aws, tenant, &round.probe, round.started).await?;
+    let since = format!("sent {} s ago", round.age(site.now()).as_secs());
+    let looked_from = site.now();
+    let probe = look(site, tenant, &round.probe, round.started).await?;
     reading.facts.extend(probe.hidden);
     reading.record(
         judge_probe(probe.look, &since, cluster, tenant),
         &mut backlog,
     );
     for queue in s.old {
-        let sentinel = look(aws, queue, &round.sentinel(), round.started).await?;
+        let sentinel = look(site, queue, &round.sentinel(), round.started).await?;
         reading.facts.extend(sentinel.hidden);
         reading.record(
             judge_sentinel(sentinel.look, &since, cluster, queue),
@@ -367,7 +367,7 @@ async fn first_read(
     if !reading.problems.is_empty() || backlog.is_empty() {
         return Ok(reading);
     }
-    leave_to_counts(aws, s, round, looked_from, &backlog, reading).await
+    leave_to_counts(site, s, round, looked_from, &backlog, reading).await
 }
 
 /// What one look says of its queue, as the reading records it.
@@ -463,7 +463,7 @@ fn judge_sentinel(sentinel: Look, since: &str, cluster: &str, queue: &Queue) -> 
 /// SQS's own counts decide, over minutes to come, so the round's tag records the look and the
 /// reading goes on.
 async fn leave_to_counts(
-    aws: &impl Moves,
+    site: &impl Moves,
     s: &Start<'_, impl Deliveries>,
     round: &Round,
     looked_from: SystemTime,
@@ -472,13 +472,13 @@ async fn leave_to_counts(
 ) -> Result<Reading> {
     let looked = Looked {
         from: looked_from,
-        until: aws.now(),
+        until: site.now(),
     };
     let counted = Round {
         backlog: Some(looked),
         ..round.clone()
     };
-    tag(aws, &s.tenant.url, EVIDENCE_TAG, &counted.tag()).await?;
+    tag(site, &s.tenant.url, EVIDENCE_TAG, &counted.tag()).await?;
     let window = Window::of(round.started, looked);
     reading.facts.push(format!(
         "{}: what the look met cannot say whether anything reads it",
@@ -500,7 +500,7 @@ async fn leave_to_counts(
 
 /// A round with a backlog: SQS's counts of every old queue over the round's [`Window`].
 async fn counts_read(
-    aws: &impl Moves,
+    site: &impl Moves,
     s: &Start<'_, impl Deliveries>,
     window: &Window,
 ) -> Result<Reading> {
@@ -508,7 +508,7 @@ async fn counts_read(
     let mut reading = Reading::default();
     let mut missing = Vec::new();
     for queue in s.old {
-        let points = counts::fetch(aws, &queue.name, window).await?;
+        let points = counts::fetch(site, &queue.name, window).await?;
         match counts::judge(window, &points) {
             Counted::Quiet { minutes } => reading.facts.push(format!(
                 "SQS counted no message received or deleted from {} in {minutes} minute(s) of \
@@ -552,7 +552,7 @@ async fn counts_read(
         })
         .collect::<Vec<_>>()
         .join(", ");
-    if aws.now() < window.gives_up() {
+    if site.now() < window.gives_up() {
         reading.pending = Some(format!(
             "CloudWatch does not have SQS's counts of {what} yet; run --apply again later"
         ));
@@ -586,15 +586,15 @@ pub fn disable_commands(rules: &[String], region: &str) -> String {
 }
 
 /// Puts one tag on a queue.
-pub(super) async fn tag(aws: &impl Moves, url: &str, key: &str, value: &str) -> Result<()> {
-    aws.tag_queue(url, key, value)
+pub(super) async fn tag(site: &impl Moves, url: &str, key: &str, value: &str) -> Result<()> {
+    site.tag_queue(url, key, value)
         .await
         .map_err(|e| anyhow::anyhow!("TagQueue {url}: {e}"))
 }
 
 /// Removes one tag from a queue.
-pub(super) async fn untag(aws: &impl Moves, url: &str, key: &str) -> Result<()> {
-    aws.untag_queue(url, key)
+pub(super) async fn untag(site: &impl Moves, url: &str, key: &str) -> Result<()> {
+    site.untag_queue(url, key)
         .await
         .map_err(|e| anyhow::anyhow!("UntagQueue {url}: {e}"))
         .context("concluding adopt's evidence round")

@@ -158,7 +158,7 @@ pub struct Step {
 /// Whether step 4's evidence holds: read in this very run (the `--apply` that then disables the
 /// old rules), or read earlier with every old rule disabled since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Evidence {
+pub enum Proven {
     /// Read from the account's marks.
     Recorded,
     /// This run read it and it held.
@@ -187,7 +187,7 @@ pub(super) struct Facts<'a> {
     /// What step 2 tells the operator when Karpenter's role is not known.
     name_role: String,
     rolled_back: Option<SystemTime>,
-    /// Step 4's evidence holds ([`Evidence`]).
+    /// Step 4's evidence holds ([`Proven`]).
     evidenced: bool,
     /// The evidence round under way, unless a rollback or its queues' retention voided it.
     round: Option<&'a Round>,
@@ -205,7 +205,7 @@ impl<'a> Facts<'a> {
         land: &'a Landscape,
         cluster: &'a str,
         options: &'a Options,
-        evidence: Evidence,
+        evidence: Proven,
         now: SystemTime,
     ) -> Self {
         let view = &land.clusters[cluster];
@@ -225,10 +225,10 @@ impl<'a> Facts<'a> {
         let rolled_back = view.rolled_back;
         let after_rollback = |at: SystemTime| rolled_back.is_none_or(|rb| at > rb);
         let evidenced = match evidence {
-            Evidence::JustRead => true,
+            Proven::JustRead => true,
             // Evidence read earlier counts only once every old rule is disabled: it was read by
             // the run that disabled them. Rules enabled again need new evidence.
-            Evidence::Recorded => view.verified.is_some_and(after_rollback) && enabled.is_empty(),
+            Proven::Recorded => view.verified.is_some_and(after_rollback) && enabled.is_empty(),
         };
         let round = view.round.as_ref().filter(|r| {
             after_rollback(r.started)
@@ -261,14 +261,14 @@ impl<'a> Facts<'a> {
     }
 
     /// Reads SQS's counts of the old queues, where a ripe round with a backlog needs them.
-    async fn count(&mut self, aws: &impl Moves) {
+    async fn count(&mut self, site: &impl Moves) {
         let now = self.now;
         let Some(window) = self.round.filter(|r| r.ripe(now)).and_then(|r| r.window()) else {
             return;
         };
         for setup in &self.setups {
             let name = setup.queue.name.as_str();
-            let counted = counts::fetch(aws, name, &window)
+            let counted = counts::fetch(site, name, &window)
                 .await
                 .ok()
                 .map(|points| counts::judge(&window, &points));
@@ -279,14 +279,14 @@ impl<'a> Facts<'a> {
 
 /// Every step of `cluster`, in order: each blocked until the one before it is done.
 pub(crate) async fn evaluate(
-    aws: &impl Moves,
+    site: &impl Moves,
     land: &Landscape,
     cluster: &str,
     options: &Options,
-    evidence: Evidence,
+    evidence: Proven,
 ) -> Vec<Step> {
-    let mut f = Facts::new(land, cluster, options, evidence, aws.now());
-    f.count(aws).await;
+    let mut f = Facts::new(land, cluster, options, evidence, site.now());
+    f.count(site).await;
     let q = &f.queue_name;
     let mut steps = Vec::new();
     let mut step = |number, title: String, (state, detail, action): Judged| {
@@ -309,7 +309,7 @@ pub(crate) async fn evaluate(
     let done_2 = step(
         2,
         format!("Karpenter's controller role may read {q}, no other cluster's"),
-        moving::karpenter_may_read(aws, &f, done_1).await,
+        moving::karpenter_may_read(site, &f, done_1).await,
     );
     let pointed = moving::karpenter_pointed(&f, done_2);
     // The helm command goes with step 3 while the operator has it to run.

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use router_core::forward::MISSING_QUEUE_RECHECK;
 
-use super::{Action, Change, Evidence, Facts, Judged, State};
+use super::{Action, Change, Facts, Judged, Proven, State};
 use crate::cloud::Cloud;
 use crate::{
     adopt::{
@@ -102,7 +102,7 @@ pub(super) fn tenant_stack(f: &Facts<'_>) -> Judged {
 /// Step 2: Karpenter may read it, and no other cluster's Karpenter may: a helm command run in that
 /// cluster's kube-context would point its Karpenter here, and it would take this cluster's
 /// interruptions (and the probe, which would then prove nothing).
-pub(super) async fn karpenter_may_read(aws: &impl Cloud, f: &Facts<'_>, done_1: bool) -> Judged {
+pub(super) async fn karpenter_may_read(site: &impl Cloud, f: &Facts<'_>, done_1: bool) -> Judged {
     let &Facts {
         land,
         view,
@@ -115,8 +115,8 @@ pub(super) async fn karpenter_may_read(aws: &impl Cloud, f: &Facts<'_>, done_1: 
     } = f;
     match (&view.tenant, done_1) {
         (Some(queue), true) => {
-            let site = match &land.connection.place {
-                Place::Hub => Site::hub(base, aws.region()),
+            let tenant_site = match &land.connection.place {
+                Place::Hub => Site::hub(base, site.region()),
                 Place::Spoke(spoke_stack) => Site {
                     base: &base.name,
                     account: &land.connection.account,
@@ -129,8 +129,8 @@ pub(super) async fn karpenter_may_read(aws: &impl Cloud, f: &Facts<'_>, done_1: 
                 },
             };
             let check = check_karpenter_role(
-                aws,
-                &site,
+                site,
+                &tenant_site,
                 cluster,
                 queue,
                 view.controller.as_deref(),
@@ -251,7 +251,7 @@ pub(super) fn seen_title(f: &Facts<'_>) -> String {
 
 /// Step 4: Karpenter seen reading the new queue: the round's probe taken from it, no sentinel from
 /// an old one.
-pub(super) fn karpenter_seen(f: &Facts<'_>, evidence: Evidence) -> Judged {
+pub(super) fn karpenter_seen(f: &Facts<'_>, evidence: Proven) -> Judged {
     let &Facts {
         view,
         evidenced,
@@ -264,7 +264,7 @@ pub(super) fn karpenter_seen(f: &Facts<'_>, evidence: Evidence) -> Judged {
         (true, _) => (
             State::Done,
             match (evidence, view.verified) {
-                (Evidence::Recorded, Some(at)) => format!(
+                (Proven::Recorded, Some(at)) => format!(
                     "seen at {}: it read {queue_name}{}",
                     rfc3339(at),
                     if old_names.is_empty() {
