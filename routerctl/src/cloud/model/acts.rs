@@ -2,8 +2,9 @@
 //! ([`Experiments`]) and what adopt changes ([`Moves`]): EC2's instances, SQS
 //! (`aws-world/src/sqs.rs`), functions that answer as the test says ([`World::function`]), FIS
 //! experiments that run at once, log groups, CloudFormation deploys through
-//! `aws-world/src/deploy.rs`, EventBridge's rule changes applied at once (the stand-ins play
-//! EventBridge's delay; adopt waits for the rules to read back either way).
+//! `aws-world/src/deploy.rs`, EventBridge's rule changes read back at once and delivered by the
+//! rule's old state for `RULE_CHANGE_DELAY` after (aws-world plays the delay, as the emulator's
+//! stand-in does; adopt settles past it).
 
 use std::{collections::BTreeMap, time::SystemTime};
 
