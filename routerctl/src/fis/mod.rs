@@ -52,24 +52,42 @@ pub const CLOCK_SKEW: Duration = Duration::from_secs(5);
 /// Added to the interruption delay: CloudWatch Logs delivery and the state changes' own lag.
 pub const LOG_DELIVERY: Duration = Duration::from_secs(60);
 
-#[derive(Debug, Clone)]
+/// What to run and report on: `routerctl fis`'s flags (`--yes` and `--region` aside).
+#[derive(Debug, Clone, clap::Args)]
+#[command(group = clap::ArgGroup::new("experiment").required(true).multiple(true).args(["cluster", "template_id", "experiment_id"]))]
 pub struct Options {
-    /// The target cluster; found from the template when not given.
+    /// The target cluster; its template is the one tagged cluster=<name> (found from the
+    /// template when not given).
+    #[arg(long)]
     pub cluster: Option<String>,
+    /// Start this experiment template instead of looking it up.
+    #[arg(long)]
     pub template_id: Option<String>,
-    /// Report on an experiment that already ran instead of starting one.
+    /// Report on an experiment that already ran; starts nothing.
+    #[arg(long, conflicts_with = "template_id")]
     pub experiment_id: Option<String>,
-    /// The base stack, for the router's log group.
+    /// The base stack, whose RouterLogGroup holds the router's logs.
+    #[arg(long, default_value = "interruption-router")]
     pub stack: String,
+    /// Read the router's logs from this log group instead.
+    #[arg(long)]
     pub log_group: Option<String>,
-    /// How long past the experiment's end to keep collecting; default: the template's
-    /// durationBeforeInterruption plus [`LOG_DELIVERY`].
+    /// How long after the experiment to keep collecting (e.g. 3m); default: the template's
+    /// durationBeforeInterruption plus 60 s (LOG_DELIVERY).
+    #[arg(long, value_parser = parse_duration)]
     pub settle: Option<Duration>,
+    /// How often the experiment's state is read while it runs.
+    #[arg(skip = Duration::from_secs(5))]
     pub poll: Duration,
+    /// Give up waiting for the experiment after this long.
+    #[arg(long, default_value = "30m", value_parser = parse_duration)]
     pub timeout: Duration,
-    /// Fail on any delivery to another cluster, even about instances outside the experiment.
+    /// Also fail if another cluster received any event during the window, even about instances
+    /// outside the experiment.
+    #[arg(long)]
     pub strict: bool,
-    /// The tag only instances the router routes carry (its MANAGED_TAG_KEY).
+    /// The tag the router routes by (its MANAGED_TAG_KEY): the template must select by it.
+    #[arg(long, default_value = router_core::config::DEFAULT_MANAGED_TAG_KEY)]
     pub managed_tag: String,
 }
 

@@ -79,23 +79,35 @@ pub const DEFAULT_STACK: &str = "interruption-router";
 /// A member account's spoke stack unless `--spoke-stack` says otherwise.
 pub const DEFAULT_SPOKE_STACK: &str = "interruption-router-spoke";
 
-#[derive(Debug, Clone)]
+/// What to check: `routerctl verify`'s flags (`--region` aside: the clients are built from it).
+#[derive(Debug, Clone, clap::Args)]
 pub struct Options {
+    /// The base stack's name.
+    #[arg(long, default_value = DEFAULT_STACK)]
     pub stack: String,
-    /// Clusters whose queues to check; empty checks every queue named by the router's template.
+    /// A cluster whose queue to check (repeatable); default: every queue the router's naming
+    /// template matches.
+    #[arg(long = "cluster")]
     pub clusters: Vec<String>,
-    /// A member account to check as well (its spoke stack, the spoke role, the hub bus's policy
-    /// for it, and its tenant queues).
+    /// Also check this member account (12 digits), reached by assuming its spoke role with
+    /// your credentials, or with --profile: its spoke stack, the spoke role, the hub bus's policy
+    /// for it, and its tenant queues.
+    #[arg(long, value_parser = parse_account_id)]
     pub account: Option<String>,
-    /// The member account's spoke stack.
+    /// The member account's spoke stack (cloudformation/spoke.yaml), in the same region.
+    #[arg(long, default_value = DEFAULT_SPOKE_STACK, requires = "account")]
     pub spoke_stack: String,
-    /// Reach the member account with this profile's credentials instead of assuming its spoke
-    /// role.
+    /// Reach the member account with this profile instead of assuming the spoke role (which
+    /// trusts only the hub's router role, and may not read CloudFormation, EventBridge or IAM).
+    #[arg(long, requires = "account")]
     pub profile: Option<String>,
-    /// The organisation the hub bus's policy admits (aws:PrincipalOrgID), when it names one.
+    /// The organisation the central bus's policy admits (aws:PrincipalOrgID), o-…; without it
+    /// an organisation-wide bus policy is reported as undetermined.
+    #[arg(long, value_parser = parse_org_id, requires = "account")]
     pub org_id: Option<String>,
-    /// Karpenter's controller role per cluster (`--karpenter-role <cluster>=<role>`), for clusters
-    /// whose tenant stack does not name it.
+    /// Karpenter's controller role for a cluster whose tenant stack does not name it
+    /// (KarpenterRoleName), as <cluster>=<role name>; repeatable.
+    #[arg(long = "karpenter-role", value_parser = parse_cluster_role)]
     pub karpenter_roles: Vec<(String, String)>,
 }
 
