@@ -9,7 +9,10 @@
 //! older release) is left out, and one it does not get takes its default, as `aws cloudformation
 //! deploy` would.
 
-use std::{collections::BTreeMap, sync::OnceLock};
+use std::{
+    collections::BTreeMap,
+    sync::{Mutex, OnceLock},
+};
 
 use anyhow::{Context, Result};
 use serde_json::Value;
@@ -70,6 +73,28 @@ pub fn tenant_queue_policy(queue_arn: &str, sender_role_arn: &str) -> Result<Val
 /// As [`tenant_queue_policy`], for a stack whose `KarpenterRoleName` is `karpenter_role` (a role
 /// name): with DenyReadersOtherThanKarpenter, which lets that role alone receive and delete.
 pub fn tenant_queue_policy_read_by(
+    queue_arn: &str,
+    sender_role_arn: &str,
+    karpenter_role: Option<&str>,
+) -> Result<Value> {
+    // Rendered once per process for each (queue, sender, reader): verify and adopt judge every
+    // tenant queue's policy against it on every pass, and a model walk makes thousands of passes.
+    type Key = (String, String, Option<String>);
+    static RENDERED: Mutex<BTreeMap<Key, Value>> = Mutex::new(BTreeMap::new());
+    let key = (
+        queue_arn.to_owned(),
+        sender_role_arn.to_owned(),
+        karpenter_role.map(str::to_owned),
+    );
+    if let Some(known) = RENDERED.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(known.clone());
+    }
+    let rendered = render_tenant_queue_policy(queue_arn, sender_role_arn, karpenter_role)?;
+    (RENDERED.lock().unwrap_or_else(|e| e.into_inner())).insert(key, rendered.clone());
+    Ok(rendered)
+}
+
+fn render_tenant_queue_policy(
     queue_arn: &str,
     sender_role_arn: &str,
     karpenter_role: Option<&str>,

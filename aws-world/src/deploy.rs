@@ -71,7 +71,8 @@ impl World {
             )
         };
         let text = template;
-        let template = Template::parse(name, template).map_err(|e| refused(format!("{e:#}")))?;
+        let template =
+            Template::parse_shared(name, template).map_err(|e| refused(format!("{e:#}")))?;
         let mut stage = Stage::new(name, &self.account, &self.region);
         for (key, value) in parameters {
             stage = stage.parameter(key, value);

@@ -29,7 +29,7 @@ mod deploy;
 mod eventbridge;
 mod make;
 pub mod router;
-mod sqs;
+pub mod sqs;
 mod sts;
 #[cfg(test)]
 mod tests;
@@ -82,39 +82,28 @@ pub struct ModelQueue {
     /// GetQueueAttributes' names and values (`QueueArn`, `Policy`, …).
     pub attributes: HashMap<String, String>,
     pub tags: BTreeMap<String, String>,
-    /// Its messages, oldest first (SQS's best-effort order).
-    pub messages: Vec<ModelMessage>,
+    /// Its messages, as a standard queue keeps them ([`sqs::Messages`]).
+    pub messages: sqs::Messages<SystemTime, ModelMessage>,
     /// CloudWatch's AWS/SQS NumberOfMessagesReceived and NumberOfMessagesDeleted, by minute (s
     /// since the epoch).
     pub counted: BTreeMap<u64, (f64, f64)>,
 }
 
-/// A message in a queue.
+/// A message in a queue, as it was sent (SQS's bookkeeping is [`sqs::Held`]'s).
 #[derive(Debug, Clone)]
 pub struct ModelMessage {
     pub id: String,
     pub body: String,
-    pub sent: SystemTime,
-    /// ApproximateReceiveCount.
-    pub receives: u32,
-    /// Hidden until then by a receive.
-    pub visible_at: SystemTime,
-    /// The last receive's receipt handle.
-    pub handle: String,
     /// Its message attributes (name, string value), as sent.
     pub attributes: Vec<(String, String)>,
 }
 
 impl ModelMessage {
-    /// A message sent at `sent`, never received, visible from then.
-    pub fn new(id: String, body: &str, sent: SystemTime) -> Self {
+    /// A message of `body`, without attributes.
+    pub fn new(id: String, body: &str) -> Self {
         Self {
             id,
             body: body.to_owned(),
-            sent,
-            receives: 0,
-            visible_at: sent,
-            handle: String::new(),
             attributes: Vec::new(),
         }
     }
@@ -406,7 +395,7 @@ impl World {
         self.site(|site| {
             if let Some(q) = site.queues.get_mut(queue) {
                 let id = uuid_like(&format!("{queue}{}", q.messages.len()));
-                q.messages.push(ModelMessage::new(id, "{}", now - ago));
+                q.messages.send(ModelMessage::new(id, "{}"), now - ago);
             }
         });
     }
@@ -499,5 +488,5 @@ pub fn not_found(what: &str) -> CallError {
 }
 
 pub fn policy(source: &str, doc: &Value) -> Result<Policy, String> {
-    Policy::parse(source, &doc.to_string())
+    Policy::from_document(source, doc)
 }

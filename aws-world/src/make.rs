@@ -165,7 +165,7 @@ impl World {
                 return false;
             };
             let id = uuid_like(&format!("{queue}{}{body}", q.messages.len()));
-            q.messages.push(super::ModelMessage::new(id, body, now));
+            q.messages.send(super::ModelMessage::new(id, body), now);
             true
         })
     }

@@ -1,25 +1,24 @@
-//! The ingest queue, as SQS keeps a standard queue: a received message is invisible for the
-//! visibility timeout (or what ChangeMessageVisibility sets), deleted when its batch succeeds, and
-//! moved to the dead-letter queue on the receive past `maxReceiveCount` (the redrive policy).
+//! The ingest queue the event source mapping polls: an SQS standard queue as aws-world's
+//! [`Messages`] keeps one (visibility, receive counts, receipt handles, redrive past
+//! `maxReceiveCount`: taught there, once), on tokio's paused clock, with what the simulation
+//! itself needs around it: a waiter woken when a message may be visible (a long poll), the
+//! duplicates SQS's at-least-once delivery may hold ([`Ingest::deliver_twice`]), and the record
+//! of what entered and what was redriven that the run is judged by.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex},
     time::Duration,
 };
 
+use aws_world::sqs::Messages;
 use tokio::{sync::Notify, time::Instant};
 
-/// One message as SQS holds it.
+/// A message as the rule delivered it.
 #[derive(Debug, Clone)]
-struct Message {
+struct Sent {
     body: Arc<str>,
     event_id: Arc<str>,
-    sent_at: Instant,
-    visible_at: Instant,
-    receive_count: u32,
-    first_receive: Option<Instant>,
-    receipt: Option<String>,
     sender: Option<Arc<str>>,
 }
 
@@ -39,17 +38,13 @@ pub struct Received {
 
 #[derive(Default)]
 struct State {
-    next_id: u64,
-    messages: BTreeMap<u64, Message>,
-    /// (when visible, id) of every message.
-    visible: BTreeSet<(Instant, u64)>,
-    receipts: HashMap<String, u64>,
+    messages: Messages<Instant, Sent>,
     /// Event ids SQS moved to the DLQ by redrive (no reason attached).
     redriven: Vec<Arc<str>>,
     /// When each event first entered the queue.
     entered: HashMap<Arc<str>, Instant>,
     /// Events SQS will hold twice (standard queues deliver at least once).
-    twice: std::collections::HashSet<Arc<str>>,
+    twice: HashSet<Arc<str>>,
 }
 
 pub struct Ingest {
@@ -84,126 +79,69 @@ impl Ingest {
     /// A rule delivered `body` as `sender` (a member's direct rule: its role's SenderId), or as
     /// EventBridge itself (`None`).
     pub fn push_from(&self, body: Arc<str>, event_id: Arc<str>, sender: Option<Arc<str>>) {
-        let twice = self.state.lock().unwrap().twice.remove(&event_id);
-        self.store(body.clone(), event_id.clone(), sender.clone());
-        if twice {
-            self.store(body, event_id, sender);
-        }
-    }
-
-    fn store(&self, body: Arc<str>, event_id: Arc<str>, sender: Option<Arc<str>>) {
         let now = Instant::now();
         let mut state = self.state.lock().unwrap();
-        let id = state.next_id;
-        state.next_id += 1;
+        let copies = if state.twice.remove(&event_id) { 2 } else { 1 };
         state.entered.entry(event_id.clone()).or_insert(now);
-        state.messages.insert(
-            id,
-            Message {
-                body,
-                event_id,
-                sent_at: now,
-                visible_at: now,
-                receive_count: 0,
-                first_receive: None,
-                receipt: None,
-                sender,
-            },
-        );
-        state.visible.insert((now, id));
+        let sent = Sent {
+            body,
+            event_id,
+            sender,
+        };
+        for _ in 0..copies {
+            state.messages.send(sent.clone(), now);
+        }
         drop(state);
         self.changed.notify_waiters();
     }
 
-    /// Receives up to `max` visible messages, oldest first. A message received once more than
-    /// `maxReceiveCount` times is moved to the dead-letter queue instead.
+    /// Receives up to `max` visible messages, oldest first, each hidden for the visibility
+    /// timeout; a message past `maxReceiveCount` is moved to the dead-letter queue instead.
     pub fn take(&self, max: usize) -> Vec<Received> {
         let now = Instant::now();
         let mut state = self.state.lock().unwrap();
-        let mut taken = Vec::new();
-        while taken.len() < max {
-            let Some(&(at, id)) = state.visible.first() else {
-                break;
-            };
-            if at > now {
-                break;
-            }
-            state.visible.pop_first();
-            let max_receive = self.max_receive_count;
-            let timeout = self.visibility_timeout;
-            let Some(message) = state.messages.get_mut(&id) else {
-                continue;
-            };
-            if message.receive_count >= max_receive {
-                let event = message.event_id.clone();
-                state.messages.remove(&id);
-                state.redriven.push(event);
-                continue;
-            }
-            message.receive_count += 1;
-            let first = *message.first_receive.get_or_insert(now);
-            message.visible_at = now + timeout;
-            let receipt = format!("{id}-{}", message.receive_count);
-            let old = message.receipt.replace(receipt.clone());
-            let received = Received {
-                id,
-                receipt: receipt.clone(),
-                body: message.body.clone(),
-                receive_count: message.receive_count,
-                sent_at: message.sent_at,
-                first_receive: first,
-                sender: message.sender.clone(),
-            };
-            let visible_at = message.visible_at;
-            if let Some(old) = old {
-                state.receipts.remove(&old);
-            }
-            state.visible.insert((visible_at, id));
-            state.receipts.insert(receipt, id);
-            taken.push(received);
-        }
-        taken
+        let receive = state.messages.receive(
+            now,
+            max,
+            self.visibility_timeout,
+            Some(self.max_receive_count),
+        );
+        let redriven = receive.redriven.into_iter().map(|(sent, _)| sent.event_id);
+        state.redriven.extend(redriven);
+        receive
+            .received
+            .into_iter()
+            .map(|m| Received {
+                id: m.seq,
+                receipt: m.handle,
+                body: m.payload.body,
+                receive_count: m.receives,
+                sent_at: m.sent,
+                first_receive: m.first_receive,
+                sender: m.payload.sender,
+            })
+            .collect()
     }
 
     /// Deletes a received message (its batch answered it done).
     pub fn delete(&self, receipt: &str) {
-        let mut state = self.state.lock().unwrap();
-        if let Some(id) = state.receipts.remove(receipt)
-            && let Some(message) = state.messages.remove(&id)
-        {
-            state.visible.remove(&(message.visible_at, id));
-        }
+        self.state.lock().unwrap().messages.delete(receipt);
     }
 
     /// ChangeMessageVisibility: `false` for a receipt that is not the message's latest.
     pub fn change_visibility(&self, receipt: &str, timeout: Duration) -> bool {
         let now = Instant::now();
-        let mut state = self.state.lock().unwrap();
-        let Some(&id) = state.receipts.get(receipt) else {
-            return false;
-        };
-        let Some(message) = state.messages.get_mut(&id) else {
-            return false;
-        };
-        let old = message.visible_at;
-        message.visible_at = now + timeout;
-        let new = message.visible_at;
-        state.visible.remove(&(old, id));
-        state.visible.insert((new, id));
-        drop(state);
-        self.changed.notify_waiters();
-        true
+        let changed =
+            (self.state.lock().unwrap().messages).change_visibility(receipt, now, timeout);
+        if changed {
+            self.changed.notify_waiters();
+        }
+        changed
     }
 
     /// Messages visible now.
     pub fn backlog(&self) -> usize {
-        let now = Instant::now();
-        let state = self.state.lock().unwrap();
-        state
-            .visible
-            .iter()
-            .take_while(|(at, _)| *at <= now)
-            .count()
+        self.state.lock().unwrap().messages.visible(Instant::now())
     }
 
     /// Messages in the queue, visible or not.
@@ -219,10 +157,7 @@ impl Ingest {
     /// `until`.
     pub async fn wait(&self, until: Instant) {
         let notified = self.changed.notified();
-        let next = {
-            let state = self.state.lock().unwrap();
-            state.visible.first().map(|(at, _)| *at)
-        };
+        let next = self.state.lock().unwrap().messages.next_visible();
         let wake = next.map_or(until, |at| at.min(until));
         if wake <= Instant::now() {
             return;

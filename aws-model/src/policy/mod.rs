@@ -42,6 +42,12 @@ impl Policy {
         let source = source.into();
         let doc: Value = serde_json::from_str(text)
             .map_err(|e| format!("{source}: not a JSON policy document ({e})"))?;
+        Self::from_document(source, &doc)
+    }
+
+    /// A policy document already parsed (a template's rendered policy, a model's stored one).
+    pub fn from_document(source: impl Into<String>, doc: &Value) -> Result<Self, String> {
+        let source = source.into();
         let statements = match &doc["Statement"] {
             Value::Array(list) => list.clone(),
             one @ Value::Object(_) => vec![one.clone()],

@@ -262,14 +262,10 @@ impl Aws for WorldAws {
                 // The message the handle's receive returned, hidden until then; a handle no
                 // receive gave (or a deleted message's) is refused, as SQS refuses it.
                 let changed = view.site(|site| {
-                    site.queues
-                        .get_mut(&name)
-                        .and_then(|q| q.messages.iter_mut().find(|m| m.handle == e.receipt_handle))
-                        .map(|message| {
-                            message.visible_at =
-                                now + Duration::from_secs(u64::from(e.timeout_secs));
-                        })
-                        .is_some()
+                    site.queues.get_mut(&name).is_some_and(|q| {
+                        let hide = Duration::from_secs(u64::from(e.timeout_secs));
+                        q.messages.change_visibility(e.receipt_handle, now, hide)
+                    })
                 });
                 if changed {
                     EntryResult::Ok {

@@ -1,6 +1,6 @@
 //! The model's answers to what simulate sends ([`Deliveries`]), what fis starts and reads
 //! ([`Experiments`]) and what adopt changes ([`Moves`]): EC2's instances, SQS
-//! (`aws-world/src/sqs.rs`), functions that answer as the test says ([`World::function`]), FIS
+//! (`aws-world/src/sqs/`), functions that answer as the test says ([`World::function`]), FIS
 //! experiments that run at once, log groups, CloudFormation deploys through
 //! `aws-world/src/deploy.rs`, EventBridge's rule changes read back at once and delivered by the
 //! rule's old state for `RULE_CHANGE_DELAY` after (aws-world plays the delay, as the emulator's

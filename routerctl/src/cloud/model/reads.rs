@@ -80,11 +80,7 @@ impl Cloud for World {
         self.gate("GetQueueAttributes")?;
         let now = self.now();
         self.with_queue(url, |queue| {
-            let visible = queue
-                .messages
-                .iter()
-                .filter(|m| m.visible_at <= now)
-                .count();
+            let visible = queue.messages.visible(now);
             let mut attributes = queue.attributes.clone();
             for (name, count) in [
                 ("ApproximateNumberOfMessages", visible),

@@ -1,7 +1,9 @@
 //! The router's AWS edges against moto through the counting proxy: the seam's SDK
 //! implementation ([`SdkAws`]) with the Resolver (DescribeInstances, GetResources, the cache;
 //! [`resolver`]) and the Forwarder (GetQueueUrl, ListQueueTags, GetParameter, SendMessageBatch;
-//! [`forwarder`]) on top, built as the function builds them: one attempt per call.
+//! [`forwarder`]) on top, built as the function builds them: one attempt per call. And the model
+//! of AWS against the emulator: the router's seam ([`model`]) and a standard queue's semantics
+//! ([`queues`]).
 
 use std::sync::Arc;
 
@@ -18,6 +20,7 @@ use local_aws::moto::{ACCOUNT, REGION, sdk_config_for};
 
 mod forwarder;
 mod model;
+mod queues;
 mod resolver;
 
 /// The emulator's account and region, where the router is its own role.

@@ -1,10 +1,14 @@
-//! SQS's part of the model: sends judged by the queue's policy, receives that hide what they
-//! return for the visibility asked, receive counts, deletes by receipt handle, and the per-minute
-//! counts CloudWatch publishes for a queue.
+//! SQS's part of the model: sends judged by the queue's policy, a standard queue's receives,
+//! receipt handles and redrive ([`Messages`], `messages.rs`, which the simulation's ingest queue
+//! uses too), and the per-minute counts CloudWatch publishes for a queue.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{ModelMessage, ModelQueue, World, policy, uuid_like};
+pub mod messages;
+
+pub use messages::{Held, Messages, Receive};
+
+use super::{ModelMessage, ModelQueue, Site, World, policy, uuid_like};
 use aws_model::policy::{Decision, Principal, Request, evaluate};
 use aws_model::resources::{Received, missing};
 use router_core::aws::CallError;
@@ -12,6 +16,53 @@ use router_core::aws::CallError;
 fn minute(at: SystemTime) -> u64 {
     let secs = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
     secs - secs % 60
+}
+
+/// A queue's RedrivePolicy attribute, read: the dead-letter queue (by name: the model's are in
+/// the same account and region) and the receives a message gets before it goes there.
+struct Redrive {
+    dead_letter: String,
+    max_receives: u32,
+}
+
+impl Redrive {
+    /// The queue's, if it has one SQS would act on.
+    fn of(queue: &ModelQueue) -> Option<Self> {
+        let policy: serde_json::Value =
+            serde_json::from_str(queue.attributes.get("RedrivePolicy")?).ok()?;
+        let count = &policy["maxReceiveCount"];
+        let max_receives = count.as_u64().or_else(|| count.as_str()?.parse().ok())?;
+        let arn = policy["deadLetterTargetArn"].as_str()?;
+        Some(Self {
+            dead_letter: arn.rsplit(':').next()?.to_owned(),
+            max_receives: u32::try_from(max_receives).ok()?,
+        })
+    }
+}
+
+/// Moves what a redrive took out of a queue into its dead-letter queue, each as it was sent.
+fn redrive_to(site: &mut Site, redrive: Option<Redrive>, moved: Vec<(ModelMessage, SystemTime)>) {
+    let Some(dead_letter) = redrive.and_then(|r| site.queues.get_mut(&r.dead_letter)) else {
+        return;
+    };
+    for (message, sent) in moved {
+        dead_letter.messages.send(message, sent);
+    }
+}
+
+/// A receive as the seam hands it on.
+fn received(m: messages::Received<SystemTime, ModelMessage>) -> Received {
+    Received {
+        message_id: m.payload.id,
+        body: m.payload.body,
+        receipt_handle: m.handle,
+        receive_count: Some(u64::from(m.receives)),
+        sent_ms: m
+            .sent
+            .duration_since(UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_millis() as u64),
+    }
 }
 
 fn gone() -> CallError {
@@ -99,53 +150,48 @@ impl World {
         let now = self.clock();
         self.in_queue(url, |queue| {
             let id = uuid_like(&format!("{url}{}{body}", queue.messages.len()));
-            queue.messages.push(ModelMessage {
+            let message = ModelMessage {
                 attributes,
-                ..ModelMessage::new(id.clone(), body, now)
-            });
+                ..ModelMessage::new(id.clone(), body)
+            };
+            queue.messages.send(message, now);
             Ok(id)
         })
     }
 
-    /// ReceiveMessage of up to 10 visible messages, oldest first, hidden `hide_secs`.
+    /// ReceiveMessage of up to 10 visible messages, oldest first, hidden `hide_secs`; what the
+    /// queue's redrive policy moves instead goes to its dead-letter queue.
     pub fn sqs_receive(&self, url: &str, hide_secs: i32) -> Result<Vec<Received>, CallError> {
         let now = self.clock();
-        self.in_queue(url, |queue| {
-            let mut received = Vec::new();
-            for message in queue
-                .messages
-                .iter_mut()
-                .filter(|m| m.visible_at <= now)
-                .take(10)
-            {
-                message.receives += 1;
-                message.visible_at = now + Duration::from_secs(hide_secs.max(0) as u64);
-                message.handle = uuid_like(&format!("{}{}", message.id, message.receives));
-                received.push(Received {
-                    message_id: message.id.clone(),
-                    body: message.body.clone(),
-                    receipt_handle: message.handle.clone(),
-                    receive_count: Some(u64::from(message.receives)),
-                    sent_ms: message
-                        .sent
-                        .duration_since(UNIX_EPOCH)
-                        .ok()
-                        .map(|d| d.as_millis() as u64),
-                });
-            }
-            queue.counted.entry(minute(now)).or_default().0 += received.len() as f64;
-            Ok(received)
-        })
+        let hide = Duration::from_secs(hide_secs.max(0) as u64);
+        let name = self.queue_named(url)?;
+        Ok(self.site(|site| {
+            let queue = site.queues.get_mut(&name).expect("found above");
+            let redrive = Redrive::of(queue);
+            let receive =
+                queue
+                    .messages
+                    .receive(now, 10, hide, redrive.as_ref().map(|r| r.max_receives));
+            queue.counted.entry(minute(now)).or_default().0 += receive.received.len() as f64;
+            redrive_to(site, redrive, receive.redriven);
+            receive.received.into_iter().map(received).collect()
+        }))
+    }
+
+    /// The name of the queue at `url` in this view's site, or SQS's answer that there is none.
+    fn queue_named(&self, url: &str) -> Result<String, CallError> {
+        self.with_queue(url, |_| ())?;
+        Ok(url.rsplit('/').next().unwrap_or_default().to_owned())
     }
 
     /// ChangeMessageVisibility to 0 of what these handles name.
     pub fn sqs_release(&self, url: &str, handles: &[String]) -> Result<(), CallError> {
         let now = self.clock();
         self.in_queue(url, |queue| {
-            for message in queue.messages.iter_mut() {
-                if handles.contains(&message.handle) {
-                    message.visible_at = now;
-                }
+            for handle in handles {
+                queue
+                    .messages
+                    .change_visibility(handle, now, Duration::ZERO);
             }
             Ok(())
         })
@@ -155,10 +201,9 @@ impl World {
     pub fn sqs_delete(&self, url: &str, handle: &str) -> Result<(), CallError> {
         let now = self.clock();
         self.in_queue(url, |queue| {
-            let before = queue.messages.len();
-            queue.messages.retain(|m| m.handle != handle);
-            let deleted = (before - queue.messages.len()) as f64;
-            queue.counted.entry(minute(now)).or_default().1 += deleted;
+            if queue.messages.delete(handle) {
+                queue.counted.entry(minute(now)).or_default().1 += 1.0;
+            }
             Ok(())
         })
     }
@@ -166,27 +211,39 @@ impl World {
     /// What an event source mapping's receive of one record gives: the message `id` of queue
     /// `queue` (sent now with `body` if the queue does not hold it, as a record first delivered),
     /// received: its receive count up, hidden for the queue's visibility timeout, with a new
-    /// receipt handle, which this returns. The router's decision tests hand it records so.
+    /// receipt handle, which this returns. `None` when there is no such queue, or when its
+    /// redrive policy moved the message to the dead-letter queue instead. The router's decision
+    /// tests hand it records so.
     pub fn mapping_receive(&self, queue: &str, id: &str, body: &str) -> Option<String> {
         let now = self.clock();
         self.site(|site| {
-            let queue = site.queues.get_mut(queue)?;
-            let hide: u64 = queue
+            let model = site.queues.get_mut(queue)?;
+            let hide: u64 = model
                 .attributes
                 .get("VisibilityTimeout")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(30);
-            if !queue.messages.iter().any(|m| m.id == id) {
-                queue
+            let seq = match model.messages.find(|m| m.id == id) {
+                Some(seq) => seq,
+                None => model
                     .messages
-                    .push(ModelMessage::new(id.to_owned(), body, now));
+                    .send(ModelMessage::new(id.to_owned(), body), now),
+            };
+            let redrive = Redrive::of(model);
+            let max = redrive.as_ref().map(|r| r.max_receives);
+            match model
+                .messages
+                .receive_at(seq, now, Duration::from_secs(hide), max)?
+            {
+                Ok(received) => {
+                    model.counted.entry(minute(now)).or_default().0 += 1.0;
+                    Some(received.handle)
+                }
+                Err(moved) => {
+                    redrive_to(site, redrive, vec![moved]);
+                    None
+                }
             }
-            let message = queue.messages.iter_mut().find(|m| m.id == id)?;
-            message.receives += 1;
-            message.visible_at = now + Duration::from_secs(hide);
-            message.handle = uuid_like(&format!("{}{}{:?}", message.id, message.receives, now));
-            queue.counted.entry(minute(now)).or_default().0 += 1.0;
-            Some(message.handle.clone())
         })
     }
 
