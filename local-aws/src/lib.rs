@@ -26,6 +26,7 @@ pub mod invoke_api;
 pub mod karpenter;
 pub mod lambda_logs;
 pub mod moto;
+mod moto_install;
 pub mod ports;
 pub mod proxy;
 pub mod reader;

@@ -12,6 +12,7 @@
 //! The readers are verify's where verify has one (the base stack, a queue, a role, a tenant
 //! queue's policy); what is new here is listing the default bus and the roles.
 
+mod clusters;
 mod controllers;
 mod owners;
 mod rules;
@@ -32,6 +33,7 @@ use router_core::{
 pub(crate) use self::controllers::Controller;
 pub use self::owners::{Owner, Tool};
 use self::{
+    clusters::{clusters_of, karpenter_nodes, named_after},
     controllers::controller_roles,
     owners::StackOwners,
     rules::{interruption_rules, rule_tags},
@@ -40,7 +42,7 @@ use super::{
     connect::Connection,
     evidence::{EVIDENCE_TAG, Round, VERIFIED_TAG},
 };
-use crate::cloud::{Cloud, deliveries::Instances, moves::Moves};
+use crate::cloud::{Cloud, moves::Moves};
 use aws_model::arn::arn_name;
 
 /// A default-bus rule that sends Karpenter's kinds to a queue the router does not own.
@@ -434,40 +436,6 @@ impl Survey<'_> {
     }
 }
 
-/// Every cluster adopt knows of (by its nodes, its old set-ups, or `--karpenter-role`), with
-/// the set-ups it reads and its controller role as far as they tell.
-fn clusters_of(
-    nodes: BTreeMap<String, Vec<String>>,
-    setups: &[OldSetup],
-    karpenter_roles: &[(String, String)],
-) -> BTreeMap<String, Cluster> {
-    let mut clusters: BTreeMap<String, Cluster> = nodes
-        .into_iter()
-        .map(|(name, nodes)| {
-            (
-                name,
-                Cluster {
-                    nodes,
-                    ..Default::default()
-                },
-            )
-        })
-        .collect();
-    for (i, setup) in setups.iter().enumerate() {
-        for (cluster, evidence) in &setup.clusters {
-            let entry = clusters.entry(cluster.clone()).or_default();
-            entry.setups.push(i);
-            if let (None, Tie::ControllerRole(role)) = (&entry.controller, evidence) {
-                entry.controller = Some(role.clone());
-            }
-        }
-    }
-    for (cluster, role) in karpenter_roles {
-        clusters.entry(cluster.clone()).or_default().controller = Some(role.clone());
-    }
-    clusters
-}
-
 /// Reads the cluster `name`'s tenant queue into `cluster` (or the foreign queue that took its
 /// name), with adopt's marks on it; and, once the old queue is gone, the role that reads the new
 /// one (and names the cluster).
@@ -529,61 +497,6 @@ async fn retired_queues<'a>(
     found
 }
 
-/// Clusters with running Karpenter nodes: instances with the managed tag, by their
-/// `eks:eks-cluster-name` (or `kubernetes.io/cluster/<name>`) tag.
-async fn karpenter_nodes(
-    site: &impl Moves,
-    managed_tag: &str,
-) -> Result<BTreeMap<String, Vec<String>>> {
-    let mut nodes: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let instances = site
-        .instances(Instances::Tagged {
-            key: managed_tag,
-            value: None,
-            states: &["pending", "running"],
-        })
-        .await
-        .map_err(|e| anyhow::anyhow!("DescribeInstances: {e}"))?;
-    for instance in instances {
-        let tags = &instance.tags;
-        let cluster = tags
-            .iter()
-            .find(|(k, _)| k == "eks:eks-cluster-name")
-            .map(|(_, v)| v.clone())
-            .or_else(|| {
-                tags.iter()
-                    .find_map(|(k, _)| k.strip_prefix("kubernetes.io/cluster/"))
-                    .map(str::to_owned)
-            });
-        if let Some(cluster) = cluster.filter(|_| !instance.id.is_empty()) {
-            nodes.entry(cluster).or_default().push(instance.id);
-        }
-    }
-    for ids in nodes.values_mut() {
-        ids.sort();
-    }
-    Ok(nodes)
-}
-
-/// A known cluster a queue is named after: `<cluster>` (Karpenter's getting-started stack),
-/// `Karpenter-<cluster>`, `KarpenterInterruptionQueue-<cluster>`, `<cluster>-karpenter`.
-fn named_after<'a>(queue: &str, clusters: impl Iterator<Item = &'a String>) -> Option<String> {
-    let lower = queue.to_ascii_lowercase();
-    clusters
-        .filter(|c| {
-            let c = c.to_ascii_lowercase();
-            lower == c
-                || lower
-                    .strip_suffix(&c)
-                    .is_some_and(|p| p.ends_with('-') && p.contains("karpenter"))
-                || lower
-                    .strip_prefix(&c)
-                    .is_some_and(|s| s.starts_with('-') && s.contains("karpenter"))
-        })
-        .max_by_key(|c| c.len())
-        .cloned()
-}
-
 async fn queue_tags(site: &impl Cloud, url: &str) -> BTreeMap<String, String> {
     site.queue_tags(url).await.unwrap_or_default()
 }
@@ -601,27 +514,4 @@ pub async fn base(site: &impl Cloud, stack: &str) -> Result<Base> {
             )
         })
         .context("reading the router's base stack")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn queues_named_after_a_cluster() {
-        let clusters = ["alpha".to_owned(), "prod-eu".to_owned(), "prod".to_owned()];
-        let find = |q: &str| named_after(q, clusters.iter());
-        assert_eq!(find("alpha").as_deref(), Some("alpha"));
-        assert_eq!(find("Karpenter-prod-eu").as_deref(), Some("prod-eu"));
-        assert_eq!(
-            find("KarpenterInterruptionQueue-prod").as_deref(),
-            Some("prod")
-        );
-        assert_eq!(find("prod-karpenter").as_deref(), Some("prod"));
-        assert_eq!(
-            find("orders-prod"),
-            None,
-            "a name alone is not a Karpenter queue"
-        );
-    }
 }
